@@ -1,0 +1,52 @@
+# Two commands do all set-up on a fresh machine:
+#   make run    create .venv, install Turnvisor, start `turnvisor serve` (SQLite, mock agent)
+#   make test   install what the tests need (venv extras, chromium, agent CLIs) and run everything
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
+ARGS ?=
+
+.PHONY: run test install install-test lint typecheck unit pytest agents browser-deps clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(TEST_STAMP): pyproject.toml $(STAMP)
+	$(PY) -m pip install --quiet -e '.[test,bench]'
+	touch $@
+
+install: $(STAMP)
+install-test: $(TEST_STAMP) browser-deps agents
+
+run: install
+	$(VENV)/bin/turnvisor serve $(ARGS)
+
+# Debian's chromium for the browser tests (Playwright never downloads one here).
+browser-deps:
+	@command -v /usr/bin/chromium >/dev/null 2>&1 || bash scripts/install_chromium.sh
+
+# Pinned real agent CLIs, installed into a cache outside the repo.
+agents:
+	bash scripts/install_agents.sh
+
+lint:
+	$(VENV)/bin/ruff check .
+
+typecheck:
+	$(VENV)/bin/mypy
+
+unit:
+	node --test tests/ui_unit/
+
+pytest:
+	$(PY) -m pytest $(ARGS)
+
+test: install-test lint typecheck unit pytest
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,311 @@
+"""Sans-IO client side of the Agent Client Protocol (ACP, JSON-RPC 2.0).
+
+The methods that start something return the bytes to write (and the request
+id, where an answer is expected); ``receive_data``/``next_event`` turn the
+agent's output into ``protocols.events`` values.  Incoming messages are
+validated with the ``agent-client-protocol`` package's pydantic models, but
+liberally: a message that fails validation or names an update kind we do not
+know is passed through as ``OtherUpdate``/``AgentNotice``, never an error.
+
+Cancel rules (ACP "Cancellation"): the client MUST answer every pending
+``session/request_permission`` with ``{"outcome":{"outcome":"cancelled"}}``
+and SHOULD mark unfinished tool calls cancelled; it then sends the
+``session/cancel`` notification, and the pending ``session/prompt`` returns
+``stopReason: cancelled``.  All of that is ``cancel()``, tested without a
+process.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Final
+
+from pydantic import ValidationError
+
+from . import _acp_models as models
+from .events import (
+    STOP_REASONS,
+    AgentEvent,
+    AgentNotice,
+    MessageChunk,
+    OtherUpdate,
+    PermissionOption,
+    PermissionRequested,
+    PermissionResolved,
+    PlanUpdated,
+    StopReason,
+    ToolCallStarted,
+    ToolCallUpdated,
+    TurnEnded,
+)
+from .framing import DEFAULT_MAX_LINE_BYTES
+from .jsonrpc import (
+    METHOD_NOT_FOUND,
+    NEED_DATA,
+    Dialect,
+    ErrorResponse,
+    IncomingNotification,
+    IncomingRequest,
+    InvalidLine,
+    LocalProtocolError,
+    PeerClosed,
+    Response,
+    RpcConnection,
+    UnmatchedResponse,
+    _NeedData,
+)
+from .turnstate import Trigger, TurnMachine, TurnState
+
+__all__ = ["PROTOCOL_VERSION", "AcpClient", "ClientEvent"]
+
+PROTOCOL_VERSION: Final = 1
+_FINISHED_TOOL_STATES: Final = frozenset({"completed", "failed", "cancelled"})
+
+ClientEvent = AgentEvent | Response | ErrorResponse | PeerClosed
+
+
+class AcpClient:
+    def __init__(self, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        self.rpc = RpcConnection(Dialect.JSONRPC2, max_line_bytes=max_line_bytes)
+        self.turn = TurnMachine()
+        self.session_id: str | None = None
+        self.agent_info: dict[str, Any] = {}
+        self._prompt_id: int | None = None
+        self._new_session_id: int | None = None
+        self._initialize_id: int | None = None
+        #: Permission requests the agent is waiting on: our request id → rpc id.
+        self._permissions: dict[str, int | str] = {}
+        #: Tool calls of the current turn that have not finished.
+        self._open_tools: dict[str, str] = {}
+        self._events: deque[ClientEvent] = deque()
+        self._outgoing = bytearray()
+
+    # -- requests we make ---------------------------------------------------
+
+    def initialize(self) -> tuple[int, bytes]:
+        rid, data = self.rpc.send_request(
+            "initialize",
+            {
+                "protocolVersion": PROTOCOL_VERSION,
+                "clientCapabilities": {
+                    "fs": {"readTextFile": False, "writeTextFile": False},
+                    "terminal": False,
+                },
+            },
+        )
+        self._initialize_id = rid
+        return rid, data
+
+    def new_session(self, cwd: str) -> tuple[int, bytes]:
+        rid, data = self.rpc.send_request("session/new", {"cwd": cwd, "mcpServers": []})
+        self._new_session_id = rid
+        return rid, data
+
+    def prompt(self, text: str) -> tuple[int, bytes]:
+        if self.session_id is None:
+            raise LocalProtocolError("prompt before session/new succeeded")
+        self.turn.fire(Trigger.PROMPT)
+        self._open_tools.clear()
+        rid, data = self.rpc.send_request(
+            "session/prompt",
+            {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]},
+        )
+        self._prompt_id = rid
+        return rid, data
+
+    def cancel(self) -> bytes:
+        """Bytes that cancel the running turn; ``b""`` if none is running."""
+        if self.turn.fire(Trigger.CANCEL) is not TurnState.PROMPTING:
+            return b""
+        out = bytearray()
+        for request_id in list(self._permissions):
+            out += self.respond_permission(request_id, None)
+        for tool_call_id in list(self._open_tools):
+            self._events.append(ToolCallUpdated(tool_call_id=tool_call_id, status="cancelled"))
+        self._open_tools.clear()
+        out += self.rpc.send_notification("session/cancel", {"sessionId": self.session_id})
+        return bytes(out)
+
+    def respond_permission(self, request_id: str, option_id: str | None) -> bytes:
+        """Answer a ``PermissionRequested``; ``option_id=None`` means cancelled."""
+        rpc_id = self._permissions.pop(request_id, None)
+        if rpc_id is None:
+            raise LocalProtocolError(f"no pending permission request {request_id!r}")
+        outcome: dict[str, Any] = (
+            {"outcome": "cancelled"}
+            if option_id is None
+            else {"outcome": "selected", "optionId": option_id}
+        )
+        self._events.append(PermissionResolved(request_id=request_id, option_id=option_id))
+        return self.rpc.send_response(rpc_id, {"outcome": outcome})
+
+    @property
+    def pending_permissions(self) -> tuple[str, ...]:
+        return tuple(self._permissions)
+
+    def data_to_send(self) -> bytes:
+        """Replies the core made on its own (errors for calls we do not serve)."""
+        out = bytes(self._outgoing)
+        self._outgoing.clear()
+        return out
+
+    # -- what the agent sends -----------------------------------------------
+
+    def receive_data(self, data: bytes) -> None:
+        self.rpc.receive_data(data)
+
+    def next_event(self) -> ClientEvent | _NeedData:
+        while not self._events:
+            ev = self.rpc.next_event()
+            if isinstance(ev, _NeedData):
+                return NEED_DATA
+            self._handle(ev)
+        return self._events.popleft()
+
+    def _handle(self, ev: object) -> None:
+        match ev:
+            case IncomingNotification(method="session/update", params=params):
+                self._on_update(params)
+            case IncomingNotification(method=method):
+                self._events.append(OtherUpdate(kind=method, payload=ev.params))
+            case IncomingRequest(method="session/request_permission"):
+                self._on_permission(ev)
+            case IncomingRequest(id=rid, method=method):
+                # We advertise no fs/terminal capability; say so instead of
+                # leaving the agent waiting forever.
+                self._outgoing += self.rpc.send_error(
+                    rid, METHOD_NOT_FOUND, f"client does not implement {method}"
+                )
+                self._events.append(AgentNotice(message=f"refused agent call {method}"))
+            case Response(id=rid) if rid == self._prompt_id:
+                self._end_turn(ev.result)
+            case ErrorResponse(id=rid) if rid == self._prompt_id:
+                self._finish_turn(TurnEnded(stop_reason="error", error=ev.message))
+            case Response(id=rid) if rid == self._new_session_id:
+                sid = ev.result.get("sessionId") if isinstance(ev.result, dict) else None
+                if isinstance(sid, str):
+                    self.session_id = sid
+                    self._events.append(ev)
+                else:
+                    self._events.append(
+                        ErrorResponse(
+                            id=rid, method=ev.method, code=-32603,
+                            message="session/new result has no sessionId",
+                        )
+                    )
+            case Response(id=rid) if rid == self._initialize_id:
+                if isinstance(ev.result, dict):
+                    info = ev.result.get("agentInfo")
+                    self.agent_info = info if isinstance(info, dict) else {}
+                self._events.append(ev)
+            case Response() | ErrorResponse():
+                self._events.append(ev)
+            case UnmatchedResponse(id=rid):
+                self._events.append(AgentNotice(message=f"reply to unknown request id {rid!r}"))
+            case InvalidLine(reason=reason, line=line):
+                self._events.append(
+                    AgentNotice(message=f"ignored agent output ({reason}): {line[:120]!r}")
+                )
+            case PeerClosed():
+                self._permissions.clear()
+                self.turn.fire(Trigger.CLOSE)
+                self._events.append(ev)
+
+    def _end_turn(self, result: Any) -> None:
+        try:
+            stop = models.PromptResponse.model_validate(result).stop_reason
+        except ValidationError:
+            raw = result.get("stopReason") if isinstance(result, dict) else None
+            stop = raw if raw in STOP_REASONS else "end_turn"
+            self._events.append(AgentNotice(message=f"unexpected prompt result {result!r}"))
+        self._finish_turn(TurnEnded(stop_reason=_stop(stop)))
+
+    def _finish_turn(self, ended: TurnEnded) -> None:
+        self._prompt_id = None
+        # The turn is over: permissions it asked are moot, tools it left open are not running.
+        for request_id in list(self._permissions):
+            self._outgoing += self.respond_permission(request_id, None)
+        self.turn.fire(Trigger.TURN_ENDED)
+        self._events.append(ended)
+
+    def _on_permission(self, req: IncomingRequest) -> None:
+        try:
+            params = models.RequestPermissionRequest.model_validate(req.params)
+        except ValidationError as exc:
+            self._outgoing += self.rpc.send_error(req.id, -32602, "invalid permission request")
+            self._events.append(AgentNotice(message=f"invalid permission request: {exc}"))
+            return
+        request_id = str(req.id)
+        if self.turn.state is TurnState.CANCEL_SENT:
+            # Asked after we cancelled: the answer can only be "cancelled".
+            self._outgoing += self.rpc.send_response(req.id, {"outcome": {"outcome": "cancelled"}})
+            return
+        self._permissions[request_id] = req.id
+        tool = params.tool_call
+        self._events.append(
+            PermissionRequested(
+                request_id=request_id,
+                title=tool.title or tool.tool_call_id,
+                tool_call_id=tool.tool_call_id,
+                options=tuple(
+                    PermissionOption(option_id=o.option_id, name=o.name, kind=str(o.kind))
+                    for o in params.options
+                ),
+            )
+        )
+
+    def _on_update(self, params: Any) -> None:
+        update = params.get("update") if isinstance(params, dict) else None
+        kind = update.get("sessionUpdate") if isinstance(update, dict) else None
+        if not isinstance(kind, str) or not isinstance(update, dict):
+            self._events.append(AgentNotice(message="session/update without an update kind"))
+            return
+        model = models.UPDATE_MODELS.get(kind)
+        if model is None:
+            self._events.append(OtherUpdate(kind=kind, payload=update))
+            return
+        try:
+            parsed = model.model_validate(update)
+        except ValidationError:
+            self._events.append(OtherUpdate(kind=kind, payload=update))
+            self._events.append(AgentNotice(message=f"{kind} of an unexpected shape", level="info"))
+            return
+        self._events.append(self._map_update(kind, parsed, update))
+
+    def _map_update(self, kind: str, parsed: Any, raw: dict[str, Any]) -> AgentEvent:
+        if kind in ("agent_message_chunk", "agent_thought_chunk", "user_message_chunk"):
+            content = parsed.content
+            text = getattr(content, "text", None)
+            if text is None:
+                return OtherUpdate(kind=kind, payload=raw)
+            channel = {"agent_message_chunk": "agent", "agent_thought_chunk": "thought"}.get(
+                kind, "user"
+            )
+            return MessageChunk(
+                text=text, channel=channel,  # type: ignore[arg-type]
+                message_id=parsed.message_id,
+            )
+        if kind == "tool_call":
+            status = str(parsed.status or "pending")
+            if status not in _FINISHED_TOOL_STATES:
+                self._open_tools[parsed.tool_call_id] = status
+            return ToolCallStarted(
+                tool_call_id=parsed.tool_call_id, title=parsed.title, status=status,
+                kind=str(parsed.kind) if parsed.kind else None, raw=raw,
+            )
+        if kind == "tool_call_update":
+            status = str(parsed.status) if parsed.status else None
+            if status in _FINISHED_TOOL_STATES:
+                self._open_tools.pop(parsed.tool_call_id, None)
+            elif status is not None:
+                self._open_tools[parsed.tool_call_id] = status
+            return ToolCallUpdated(
+                tool_call_id=parsed.tool_call_id, status=status, title=parsed.title, raw=raw
+            )
+        if kind == "plan":
+            return PlanUpdated(entries=tuple(e.model_dump(mode="json") for e in parsed.entries))
+        return OtherUpdate(kind=kind, payload=raw)
+
+
+def _stop(value: str) -> StopReason:
+    return value if value in STOP_REASONS else "end_turn"  # type: ignore[return-value]

@@ -1,0 +1,211 @@
+"""Agent adapters: one interface over ACP and the Codex app-server.
+
+An adapter is a sans-IO core plus an ``AgentConnection``.  It owns no task:
+the caller runs ``adapter.connection.run`` (the stdout reader) in a nursery it
+owns, then calls ``initialize``, ``new_session``, ``prompt``...  Every wait is
+bounded by ``AdapterTimeouts``.
+
+``cancel()`` only writes the protocol's cancel (and the answers the protocol
+requires to pending permission requests); the turn is over when the pending
+``prompt()`` returns, normally with stop reason ``cancelled``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import trio
+
+from .acp import AcpClient
+from .codex import CodexClient
+from .events import AgentEvent, TurnEnded
+from .framing import DEFAULT_MAX_LINE_BYTES
+from .transport import AgentClosed, AgentConnection, AgentRequestError, AgentTimeout
+
+__all__ = [
+    "AcpAdapter",
+    "AdapterTimeouts",
+    "AgentAdapter",
+    "AgentClosed",
+    "AgentRequestError",
+    "AgentTimeout",
+    "CodexAdapter",
+    "ProtocolName",
+    "make_adapter",
+]
+
+ProtocolName = Literal["acp", "codex"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdapterTimeouts:
+    #: initialize (real agents take up to ~2 s to start).
+    initialize_s: float = 30.0
+    #: session/new, thread/start.
+    session_s: float = 30.0
+    #: turn/start's answer (Codex), permission answers, the interrupt's answer.
+    request_s: float = 10.0
+    #: How long one turn may run at all; cancel has its own, shorter bounds.
+    turn_s: float = 3600.0
+    #: One write to the agent's stdin.
+    write_s: float = 5.0
+
+
+class AgentAdapter(Protocol):
+    connection: AgentConnection
+
+    @property
+    def events(self) -> trio.MemoryReceiveChannel[AgentEvent]: ...
+    @property
+    def operation_id(self) -> str | None: ...
+    @property
+    def session_id(self) -> str | None: ...
+    @property
+    def turn_running(self) -> bool: ...
+    async def initialize(self) -> None: ...
+    async def new_session(self, cwd: str) -> str: ...
+    async def prompt(self, text: str) -> TurnEnded: ...
+    async def cancel(self) -> None: ...
+    async def respond_permission(self, request_id: str, option_id: str | None) -> None: ...
+
+
+class _Base:
+    connection: AgentConnection
+    timeouts: AdapterTimeouts
+    _prompt_lock: trio.Lock
+
+    @property
+    def events(self) -> trio.MemoryReceiveChannel[AgentEvent]:
+        return self.connection.events
+
+    async def _run_turn(self, data: bytes) -> TurnEnded:
+        # The lock guards our own misuse (two prompts at once); the supervisor's
+        # prompt gate is what users see.
+        if self._prompt_lock.locked():
+            raise RuntimeError("a prompt is already running on this adapter")
+        async with self._prompt_lock:
+            self.connection.expect_turn()
+            await self.connection.send(data)
+            return await self.connection.wait_turn(timeout_s=self.timeouts.turn_s)
+
+
+class AcpAdapter(_Base):
+    def __init__(
+        self,
+        send_stream: trio.abc.SendStream,
+        receive_stream: trio.abc.ReceiveStream,
+        *,
+        timeouts: AdapterTimeouts | None = None,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    ) -> None:
+        self.core = AcpClient(max_line_bytes=max_line_bytes)
+        self.timeouts = timeouts or AdapterTimeouts()
+        self.connection = AgentConnection(
+            self.core, send_stream, receive_stream, write_timeout_s=self.timeouts.write_s
+        )
+        self._prompt_lock = trio.Lock()
+
+    @property
+    def operation_id(self) -> str | None:
+        # ACP cancels by session; the session id names the operation.
+        return self.core.session_id if self.turn_running else None
+
+    @property
+    def session_id(self) -> str | None:
+        return self.core.session_id
+
+    @property
+    def turn_running(self) -> bool:
+        return self.core.turn.state.value in ("prompting", "cancel_sent")
+
+    async def initialize(self) -> None:
+        rid, data = self.core.initialize()
+        await self.connection.request(rid, data, timeout_s=self.timeouts.initialize_s)
+
+    async def new_session(self, cwd: str) -> str:
+        rid, data = self.core.new_session(cwd)
+        await self.connection.request(rid, data, timeout_s=self.timeouts.session_s)
+        assert self.core.session_id is not None
+        return self.core.session_id
+
+    async def prompt(self, text: str) -> TurnEnded:
+        _, data = self.core.prompt(text)
+        return await self._run_turn(data)
+
+    async def cancel(self) -> None:
+        await self.connection.send(self.core.cancel())
+
+    async def respond_permission(self, request_id: str, option_id: str | None) -> None:
+        await self.connection.send(self.core.respond_permission(request_id, option_id))
+
+
+class CodexAdapter(_Base):
+    def __init__(
+        self,
+        send_stream: trio.abc.SendStream,
+        receive_stream: trio.abc.ReceiveStream,
+        *,
+        timeouts: AdapterTimeouts | None = None,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        thread_params: dict[str, object] | None = None,
+    ) -> None:
+        self.core = CodexClient(max_line_bytes=max_line_bytes)
+        self.timeouts = timeouts or AdapterTimeouts()
+        self.connection = AgentConnection(
+            self.core, send_stream, receive_stream, write_timeout_s=self.timeouts.write_s
+        )
+        self._prompt_lock = trio.Lock()
+        self.thread_params = thread_params or {}
+
+    @property
+    def operation_id(self) -> str | None:
+        return self.core.turn_id
+
+    @property
+    def session_id(self) -> str | None:
+        return self.core.thread_id
+
+    @property
+    def turn_running(self) -> bool:
+        return self.core.turn.state.value in ("prompting", "cancel_sent")
+
+    async def initialize(self) -> None:
+        rid, data = self.core.initialize()
+        await self.connection.request(rid, data, timeout_s=self.timeouts.initialize_s)
+        await self.connection.send(self.core.initialized())
+
+    async def new_session(self, cwd: str) -> str:
+        rid, data = self.core.thread_start(cwd, **self.thread_params)
+        await self.connection.request(rid, data, timeout_s=self.timeouts.session_s)
+        assert self.core.thread_id is not None
+        return self.core.thread_id
+
+    async def prompt(self, text: str) -> TurnEnded:
+        _, data = self.core.turn_start(text)
+        return await self._run_turn(data)
+
+    async def cancel(self) -> None:
+        # turn/interrupt's answer ({}) is not waited for: the turn is over only
+        # at turn/completed, which prompt() is already waiting on.
+        await self.connection.send(self.core.cancel())
+
+    async def respond_permission(self, request_id: str, option_id: str | None) -> None:
+        await self.connection.send(self.core.respond_permission(request_id, option_id))
+
+
+def make_adapter(
+    protocol: ProtocolName,
+    send_stream: trio.abc.SendStream,
+    receive_stream: trio.abc.ReceiveStream,
+    *,
+    timeouts: AdapterTimeouts | None = None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> AgentAdapter:
+    if protocol == "acp":
+        return AcpAdapter(send_stream, receive_stream, timeouts=timeouts,
+                          max_line_bytes=max_line_bytes)
+    return CodexAdapter(send_stream, receive_stream, timeouts=timeouts,
+                        max_line_bytes=max_line_bytes)
+
+

@@ -1,0 +1,357 @@
+"""Sans-IO client side of the Codex app-server protocol.
+
+JSON-RPC without the ``jsonrpc`` member.  ``initialize`` (then the
+``initialized`` notification), ``thread/start`` → thread id, ``turn/start`` →
+turn id; ``turn/*`` and ``item/*`` notifications stream the turn, which is over
+only when ``turn/completed`` names it.  Cancel is the *request*
+``turn/interrupt {threadId, turnId}`` for the active turn (the operation id);
+with no active turn the cancel has already settled.  If the cancel comes after
+``turn/start`` was sent but before its turn id is known, the interrupt is owed
+and goes out (via ``data_to_send``) as soon as the id arrives.
+
+Approval requests from the agent become ``PermissionRequested``; a cancel
+declines every pending one.  Every notification carries extra members
+(``emittedAtMs`` and friends) that are ignored; unknown methods pass through
+as ``OtherUpdate``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Final
+
+from .events import (
+    AgentEvent,
+    AgentNotice,
+    MessageChunk,
+    OtherUpdate,
+    PermissionOption,
+    PermissionRequested,
+    PermissionResolved,
+    PlanUpdated,
+    StopReason,
+    ToolCallStarted,
+    ToolCallUpdated,
+    TurnEnded,
+)
+from .framing import DEFAULT_MAX_LINE_BYTES
+from .jsonrpc import (
+    METHOD_NOT_FOUND,
+    NEED_DATA,
+    Dialect,
+    ErrorResponse,
+    IncomingNotification,
+    IncomingRequest,
+    InvalidLine,
+    LocalProtocolError,
+    PeerClosed,
+    Response,
+    RpcConnection,
+    UnmatchedResponse,
+    _NeedData,
+)
+from .turnstate import Trigger, TurnMachine, TurnState
+
+__all__ = ["APPROVAL_METHODS", "STATUS_TO_STOP", "CodexClient"]
+
+#: Codex turn status → ACP stop reason.
+STATUS_TO_STOP: Final[dict[str, StopReason]] = {
+    "completed": "end_turn",
+    "interrupted": "cancelled",
+    "failed": "error",
+}
+
+#: Approval requests (server → client) and the decision each takes for
+#: (allow, allow for session, reject, cancel).  v2 names first, then v1.
+APPROVAL_METHODS: Final[dict[str, tuple[str, str, str, str]]] = {
+    "item/commandExecution/requestApproval": ("accept", "acceptForSession", "decline", "cancel"),
+    "item/fileChange/requestApproval": ("accept", "acceptForSession", "decline", "cancel"),
+    "execCommandApproval": ("approved", "approved_for_session", "denied", "abort"),
+    "applyPatchApproval": ("approved", "approved_for_session", "denied", "abort"),
+}
+_OPTION_KINDS: Final = ("allow_once", "allow_always", "reject_once", "reject_always")
+_OPTION_NAMES: Final = ("Allow", "Allow for this session", "Decline", "Cancel")
+
+#: Item types rendered as tool calls.
+_TOOL_ITEMS: Final = frozenset(
+    {"commandExecution", "fileChange", "mcpToolCall", "webSearch", "dynamicToolCall"}
+)
+
+ClientEvent = AgentEvent | Response | ErrorResponse | PeerClosed
+
+
+class CodexClient:
+    def __init__(
+        self,
+        *,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        client_name: str = "turnvisor",
+        client_version: str = "0.1.0",
+    ) -> None:
+        self.rpc = RpcConnection(Dialect.CODEX, max_line_bytes=max_line_bytes)
+        self.turn = TurnMachine()
+        self.client_name = client_name
+        self.client_version = client_version
+        self.thread_id: str | None = None
+        #: The running turn's id: the operation id ``turn/interrupt`` needs.
+        self.turn_id: str | None = None
+        self._thread_start_id: int | None = None
+        self._turn_start_id: int | None = None
+        self._interrupt_owed = False
+        #: Pending approvals: our request id → (rpc id, method).
+        self._approvals: dict[str, tuple[int | str, str]] = {}
+        self._open_tools: set[str] = set()
+        self._events: deque[ClientEvent] = deque()
+        self._outgoing = bytearray()
+
+    # -- requests we make ---------------------------------------------------
+
+    def initialize(self) -> tuple[int, bytes]:
+        return self.rpc.send_request(
+            "initialize",
+            {"clientInfo": {"name": self.client_name, "title": None,
+                            "version": self.client_version}},
+        )
+
+    def initialized(self) -> bytes:
+        return self.rpc.send_notification("initialized")
+
+    def thread_start(self, cwd: str, **extra: Any) -> tuple[int, bytes]:
+        rid, data = self.rpc.send_request("thread/start", {"cwd": cwd, **extra})
+        self._thread_start_id = rid
+        return rid, data
+
+    def turn_start(self, text: str) -> tuple[int, bytes]:
+        if self.thread_id is None:
+            raise LocalProtocolError("turn/start before thread/start succeeded")
+        self.turn.fire(Trigger.PROMPT)
+        self.turn_id = None
+        self._interrupt_owed = False
+        self._open_tools.clear()
+        rid, data = self.rpc.send_request(
+            "turn/start",
+            {"threadId": self.thread_id, "input": [{"type": "text", "text": text}]},
+        )
+        self._turn_start_id = rid
+        return rid, data
+
+    def cancel(self) -> bytes:
+        """Bytes that interrupt the active turn; ``b""`` if none is active
+        (or if its id is not known yet: then the interrupt is owed)."""
+        if self.turn.fire(Trigger.CANCEL) is not TurnState.PROMPTING:
+            return b""
+        out = bytearray()
+        for request_id in list(self._approvals):
+            out += self.respond_permission(request_id, None)
+        for item_id in sorted(self._open_tools):
+            self._events.append(ToolCallUpdated(tool_call_id=item_id, status="cancelled"))
+        self._open_tools.clear()
+        if self.turn_id is None:
+            self._interrupt_owed = True
+        else:
+            out += self._interrupt()
+        return bytes(out)
+
+    def _interrupt(self) -> bytes:
+        self._interrupt_owed = False
+        _, data = self.rpc.send_request(
+            "turn/interrupt", {"threadId": self.thread_id, "turnId": self.turn_id}
+        )
+        return data
+
+    def respond_permission(self, request_id: str, option_id: str | None) -> bytes:
+        """Answer an approval.  ``option_id`` is one of the decisions offered;
+        None declines it as part of a cancel (``decline`` for v2, ``denied`` for v1)."""
+        entry = self._approvals.pop(request_id, None)
+        if entry is None:
+            raise LocalProtocolError(f"no pending approval {request_id!r}")
+        rpc_id, method = entry
+        allowed = APPROVAL_METHODS[method]
+        decision = allowed[2] if option_id is None else option_id
+        if decision not in allowed:
+            self._approvals[request_id] = entry
+            raise LocalProtocolError(f"{decision!r} is not a decision for {method}")
+        self._events.append(PermissionResolved(request_id=request_id, option_id=option_id))
+        return self.rpc.send_response(rpc_id, {"decision": decision})
+
+    @property
+    def pending_permissions(self) -> tuple[str, ...]:
+        return tuple(self._approvals)
+
+    def data_to_send(self) -> bytes:
+        out = bytes(self._outgoing)
+        self._outgoing.clear()
+        return out
+
+    # -- what the agent sends -----------------------------------------------
+
+    def receive_data(self, data: bytes) -> None:
+        self.rpc.receive_data(data)
+
+    def next_event(self) -> ClientEvent | _NeedData:
+        while not self._events:
+            ev = self.rpc.next_event()
+            if isinstance(ev, _NeedData):
+                return NEED_DATA
+            self._handle(ev)
+        return self._events.popleft()
+
+    def _handle(self, ev: object) -> None:
+        match ev:
+            case IncomingNotification(method=method, params=params):
+                self._on_notification(method, params if isinstance(params, dict) else {})
+            case IncomingRequest(method=method) if method in APPROVAL_METHODS:
+                self._on_approval(ev)
+            case IncomingRequest(id=rid, method=method):
+                self._outgoing += self.rpc.send_error(
+                    rid, METHOD_NOT_FOUND, f"client does not implement {method}"
+                )
+                self._events.append(AgentNotice(message=f"refused agent call {method}"))
+            case Response(id=rid) if rid == self._thread_start_id:
+                thread = ev.result.get("thread") if isinstance(ev.result, dict) else None
+                tid = thread.get("id") if isinstance(thread, dict) else None
+                if isinstance(tid, str):
+                    self.thread_id = tid
+                    self._events.append(ev)
+                else:
+                    self._events.append(ErrorResponse(
+                        id=rid, method=ev.method, code=-32603,
+                        message="thread/start result has no thread id",
+                    ))
+            case Response(id=rid) if rid == self._turn_start_id:
+                turn = ev.result.get("turn") if isinstance(ev.result, dict) else None
+                self._learn_turn_id(turn.get("id") if isinstance(turn, dict) else None)
+                self._events.append(ev)
+            case ErrorResponse(id=rid) if rid == self._turn_start_id:
+                self._events.append(ev)
+                if self.turn.state is not TurnState.IDLE:
+                    self._finish_turn(TurnEnded(stop_reason="error", error=ev.message))
+            case Response() | ErrorResponse():
+                self._events.append(ev)
+            case UnmatchedResponse(id=rid):
+                self._events.append(AgentNotice(message=f"reply to unknown request id {rid!r}"))
+            case InvalidLine(reason=reason, line=line):
+                self._events.append(
+                    AgentNotice(message=f"ignored agent output ({reason}): {line[:120]!r}")
+                )
+            case PeerClosed():
+                self._approvals.clear()
+                self.turn.fire(Trigger.CLOSE)
+                self._events.append(ev)
+
+    def _learn_turn_id(self, tid: object) -> None:
+        if not isinstance(tid, str) or self.turn.state is TurnState.IDLE:
+            return
+        if self.turn_id is None:
+            self.turn_id = tid
+            if self._interrupt_owed:
+                self._outgoing += self._interrupt()
+
+    def _finish_turn(self, ended: TurnEnded) -> None:
+        for request_id in list(self._approvals):
+            self._outgoing += self.respond_permission(request_id, None)
+        self.turn.fire(Trigger.TURN_ENDED)
+        self.turn_id = None
+        self._turn_start_id = None
+        self._interrupt_owed = False
+        self._events.append(ended)
+
+    def _on_approval(self, req: IncomingRequest) -> None:
+        params = req.params if isinstance(req.params, dict) else {}
+        request_id = str(req.id)
+        decisions = APPROVAL_METHODS[req.method]
+        if self.turn.state is TurnState.CANCEL_SENT:
+            self._outgoing += self.rpc.send_response(req.id, {"decision": decisions[2]})
+            return
+        self._approvals[request_id] = (req.id, req.method)
+        command = params.get("command")
+        if isinstance(command, list):
+            command = " ".join(str(c) for c in command)
+        title = str(command or params.get("reason") or req.method)
+        item = params.get("itemId") or params.get("callId")
+        self._events.append(
+            PermissionRequested(
+                request_id=request_id,
+                title=title,
+                tool_call_id=item if isinstance(item, str) else None,
+                options=tuple(
+                    PermissionOption(option_id=d, name=n, kind=k)
+                    for d, n, k in zip(decisions, _OPTION_NAMES, _OPTION_KINDS, strict=True)
+                ),
+            )
+        )
+
+    def _on_notification(self, method: str, params: dict[str, Any]) -> None:
+        match method:
+            case "turn/started":
+                turn = params.get("turn")
+                self._learn_turn_id(turn.get("id") if isinstance(turn, dict) else None)
+                self._events.append(OtherUpdate(kind=method, payload=params))
+            case "turn/completed":
+                turn = params.get("turn")
+                if not isinstance(turn, dict):
+                    self._events.append(AgentNotice(message="turn/completed without a turn"))
+                    return
+                tid, status = turn.get("id"), turn.get("status")
+                if self.turn.state is TurnState.IDLE or (
+                    self.turn_id is not None and tid != self.turn_id
+                ):
+                    self._events.append(AgentNotice(message=f"completion of unknown turn {tid!r}"))
+                    return
+                if self.turn_id is None and isinstance(tid, str):
+                    self.turn_id = tid
+                error = turn.get("error")
+                self._finish_turn(TurnEnded(
+                    stop_reason=STATUS_TO_STOP.get(str(status), "error"),
+                    turn_id=self.turn_id,
+                    error=str(error.get("message", error)) if isinstance(error, dict) else None,
+                ))
+            case "item/agentMessage/delta":
+                delta = params.get("delta")
+                if isinstance(delta, str):
+                    item = params.get("itemId")
+                    self._events.append(MessageChunk(
+                        text=delta, message_id=item if isinstance(item, str) else None
+                    ))
+            case "item/reasoning/textDelta" | "item/reasoning/summaryTextDelta":
+                delta = params.get("delta")
+                if isinstance(delta, str):
+                    self._events.append(MessageChunk(text=delta, channel="thought"))
+            case "item/started" | "item/completed":
+                self._on_item(method, params.get("item"))
+            case "turn/plan/updated":
+                plan = params.get("plan")
+                entries = tuple(
+                    {"content": str(p.get("step", "")), "status": _plan_status(p.get("status")),
+                     "priority": "medium"}
+                    for p in (plan if isinstance(plan, list) else [])
+                    if isinstance(p, dict)
+                )
+                self._events.append(PlanUpdated(entries=entries))
+            case "error":
+                self._events.append(AgentNotice(message=f"agent error: {params.get('error')}"))
+            case _:
+                self._events.append(OtherUpdate(kind=method, payload=params))
+
+    def _on_item(self, method: str, item: object) -> None:
+        if not isinstance(item, dict) or item.get("type") not in _TOOL_ITEMS:
+            self._events.append(OtherUpdate(kind=method, payload=item))
+            return
+        item_id = str(item.get("id"))
+        raw_status = str(item.get("status") or "")
+        if method == "item/started":
+            self._open_tools.add(item_id)
+            command = item.get("command")
+            title = command if isinstance(command, str) else str(item.get("type"))
+            self._events.append(ToolCallStarted(
+                tool_call_id=item_id, title=title, status="in_progress",
+                kind="execute" if item.get("type") == "commandExecution" else "other", raw=item,
+            ))
+        else:
+            self._open_tools.discard(item_id)
+            status = {"failed": "failed", "declined": "failed"}.get(raw_status, "completed")
+            self._events.append(ToolCallUpdated(tool_call_id=item_id, status=status, raw=item))
+
+
+def _plan_status(value: object) -> str:
+    return {"inProgress": "in_progress", "completed": "completed"}.get(str(value), "pending")

@@ -1,0 +1,377 @@
+"""The mock agent: a real agent program speaking ACP or the Codex app-server protocol.
+
+    python -m protocols.mock_agent --protocol acp|codex
+
+Used by tests, benchmarks and the default ``turnvisor serve``.  It imports only
+the standard library and ``protocols.jsonrpc`` so it starts in a few tens of
+milliseconds.  The prompt text selects a behaviour (DESIGN.md §3):
+
+    /delay <ms>      a chunk every 100 ms for <ms>; honours cancel at once
+    /slow <ms>       the same stream, but ignores cancel until <ms> has passed
+    /hang            never answers the prompt, ignores cancel
+    /permission      asks permission (ACP) or approval (Codex) and waits
+    /tool <ms>       a tool call that runs <ms>, then finishes
+    /crash           exits with status 1 mid-turn
+    /garbage         writes a non-JSON line, then goes on normally
+    anything else    echoes the text back in a few chunks
+
+Faults for the reliability suite (not part of the DESIGN table):
+
+    /stderr <n>      writes <n> KiB to stderr, then echoes
+    /bigline <mb>    writes one line of <mb> MiB, then echoes
+    /partial         writes a message in three pieces with pauses, then echoes
+    /badutf8         writes a line of invalid UTF-8, then echoes
+    /wrongshape      writes JSON of the wrong shape and a reply to an unknown id
+    /closeout        closes stdout but keeps running (until stdin ends)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+import uuid
+from typing import Any
+
+from .jsonrpc import (
+    Dialect,
+    ErrorResponse,
+    IncomingNotification,
+    IncomingRequest,
+    PeerClosed,
+    Response,
+    RpcConnection,
+    _NeedData,
+)
+
+CHUNK_INTERVAL_S = 0.1
+
+
+class Turn:
+    """One running prompt: its cancel flag and, if any, a pending permission."""
+
+    def __init__(self, rpc_id: int | str | None, turn_id: str) -> None:
+        self.rpc_id = rpc_id
+        self.turn_id = turn_id
+        self.cancelled = threading.Event()
+        self.permission_answer: dict[str, Any] | None = None
+        self.permission_done = threading.Event()
+        self.permission_rpc_id: int | None = None
+
+
+class MockAgent:
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+        self.rpc = RpcConnection(dialect, first_id=0 if dialect is Dialect.JSONRPC2 else 100)
+        self.out = sys.stdout.buffer
+        self.lock = threading.Lock()
+        self.turn: Turn | None = None
+        self.session_id: str | None = None
+        self.thread_id: str | None = None
+        self.stdout_closed = False
+
+    # -- output -------------------------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        with self.lock:
+            if self.stdout_closed:
+                return
+            try:
+                self.out.write(data)
+                self.out.flush()
+            except (BrokenPipeError, ValueError):
+                self.stdout_closed = True
+
+    def notify(self, method: str, params: Any) -> None:
+        self.write(self.rpc.send_notification(method, params))
+
+    def chunk(self, turn: Turn, text: str) -> None:
+        if self.dialect is Dialect.JSONRPC2:
+            self.notify("session/update", {
+                "sessionId": self.session_id,
+                "update": {"sessionUpdate": "agent_message_chunk",
+                           "content": {"type": "text", "text": text}},
+            })
+        else:
+            self.notify("item/agentMessage/delta", {
+                "threadId": self.thread_id, "turnId": turn.turn_id,
+                "itemId": f"msg_{turn.turn_id}", "delta": text,
+            })
+
+    def end_turn(self, turn: Turn, stop: str) -> None:
+        with self.lock:
+            if self.turn is turn:
+                self.turn = None
+        if self.dialect is Dialect.JSONRPC2:
+            assert turn.rpc_id is not None
+            self.write(self.rpc.send_response(turn.rpc_id, {"stopReason": stop}))
+        else:
+            status = {"end_turn": "completed", "cancelled": "interrupted"}.get(stop, "failed")
+            self.notify("item/completed", {
+                "threadId": self.thread_id, "turnId": turn.turn_id,
+                "item": {"type": "agentMessage", "id": f"msg_{turn.turn_id}", "text": ""},
+            })
+            self.notify("turn/completed", {
+                "threadId": self.thread_id,
+                "turn": {"id": turn.turn_id, "items": [], "status": status, "error": None},
+            })
+
+    # -- behaviours ---------------------------------------------------------
+
+    def run_turn(self, turn: Turn, text: str) -> None:
+        words = text.split()
+        command = words[0] if words and words[0].startswith("/") else ""
+        arg = _int(words[1]) if len(words) > 1 else None
+        match command:
+            case "/delay":
+                self.stream(turn, arg or 1000, honour_cancel=True)
+            case "/slow":
+                self.stream(turn, arg or 1000, honour_cancel=False)
+            case "/hang":
+                return
+            case "/permission":
+                self.ask_permission(turn)
+            case "/tool":
+                self.tool(turn, arg or 500)
+            case "/crash":
+                self.chunk(turn, "about to crash ")
+                sys.stderr.write("mock agent: crashing on purpose\n")
+                sys.stderr.flush()
+                os._exit(1)
+            case "/garbage":
+                self.write(b"this is not JSON {\n")
+                self.echo(turn, text)
+            case "/stderr":
+                block = b"mock agent stderr noise " * 43 + b"\n"
+                for _ in range(arg or 1024):
+                    os.write(2, block)
+                self.echo(turn, text)
+            case "/bigline":
+                self.write(b'{"junk":"' + b"x" * ((arg or 20) * 1024 * 1024) + b'"}\n')
+                self.echo(turn, text)
+            case "/partial":
+                line = self._chunk_bytes(turn, "pieced together ")
+                for piece in (line[:7], line[7:20], line[20:]):
+                    self.write(piece)
+                    time.sleep(0.05)
+                self.echo(turn, text)
+            case "/badutf8":
+                self.write(b'{"method":"\xff\xfe broken"}\n')
+                self.echo(turn, text)
+            case "/wrongshape":
+                self.write(b'[1, 2, 3]\n{"method": 5}\n{"id": 98765, "result": {}}\n')
+                self.notify("session/update" if self.dialect is Dialect.JSONRPC2
+                            else "item/agentMessage/delta", {"unexpected": True})
+                self.echo(turn, text)
+            case "/closeout":
+                with self.lock:
+                    self.stdout_closed = True
+                    self.out.close()
+                    os.close(1)
+            case _:
+                self.echo(turn, text)
+
+    def _chunk_bytes(self, turn: Turn, text: str) -> bytes:
+        if self.dialect is Dialect.JSONRPC2:
+            return self.rpc.send_notification("session/update", {
+                "sessionId": self.session_id,
+                "update": {"sessionUpdate": "agent_message_chunk",
+                           "content": {"type": "text", "text": text}},
+            })
+        return self.rpc.send_notification("item/agentMessage/delta", {
+            "threadId": self.thread_id, "turnId": turn.turn_id,
+            "itemId": f"msg_{turn.turn_id}", "delta": text,
+        })
+
+    def echo(self, turn: Turn, text: str) -> None:
+        words = text.split(" ") or [""]
+        for i, word in enumerate(words):
+            self.chunk(turn, word + (" " if i < len(words) - 1 else ""))
+        self.end_turn(turn, "end_turn")
+
+    def stream(self, turn: Turn, ms: int, *, honour_cancel: bool) -> None:
+        deadline = time.monotonic() + ms / 1000
+        n = 0
+        while True:
+            if honour_cancel and turn.cancelled.is_set():
+                self.end_turn(turn, "cancelled")
+                return
+            self.chunk(turn, f"chunk{n} ")
+            n += 1
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            step = min(CHUNK_INTERVAL_S, left)
+            if honour_cancel:
+                turn.cancelled.wait(step)
+            else:
+                time.sleep(step)
+        self.end_turn(turn, "cancelled" if turn.cancelled.is_set() else "end_turn")
+
+    def tool(self, turn: Turn, ms: int) -> None:
+        tool_id = f"tool_{uuid.uuid4().hex[:8]}"
+        if self.dialect is Dialect.JSONRPC2:
+            self.notify("session/update", {"sessionId": self.session_id, "update": {
+                "sessionUpdate": "tool_call", "toolCallId": tool_id, "title": f"sleep {ms} ms",
+                "kind": "execute", "status": "pending"}})
+            self.notify("session/update", {"sessionId": self.session_id, "update": {
+                "sessionUpdate": "tool_call_update", "toolCallId": tool_id,
+                "status": "in_progress"}})
+        else:
+            self.notify("item/started", {"threadId": self.thread_id, "turnId": turn.turn_id,
+                                         "item": {"type": "commandExecution", "id": tool_id,
+                                                  "command": f"sleep {ms / 1000}",
+                                                  "status": "inProgress"}})
+        if turn.cancelled.wait(ms / 1000):
+            self.end_turn(turn, "cancelled")
+            return
+        if self.dialect is Dialect.JSONRPC2:
+            self.notify("session/update", {"sessionId": self.session_id, "update": {
+                "sessionUpdate": "tool_call_update", "toolCallId": tool_id,
+                "status": "completed"}})
+        else:
+            self.notify("item/completed", {"threadId": self.thread_id, "turnId": turn.turn_id,
+                                           "item": {"type": "commandExecution", "id": tool_id,
+                                                    "command": f"sleep {ms / 1000}",
+                                                    "status": "completed", "exitCode": 0}})
+        self.chunk(turn, "tool finished")
+        self.end_turn(turn, "end_turn")
+
+    def ask_permission(self, turn: Turn) -> None:
+        if self.dialect is Dialect.JSONRPC2:
+            rid, data = self.rpc.send_request("session/request_permission", {
+                "sessionId": self.session_id,
+                "toolCall": {"toolCallId": "perm-tool", "title": "Write to disk",
+                             "status": "pending"},
+                "options": [
+                    {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                    {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+                ],
+            })
+        else:
+            rid, data = self.rpc.send_request("item/commandExecution/requestApproval", {
+                "threadId": self.thread_id, "turnId": turn.turn_id, "itemId": "perm-item",
+                "command": "touch file.txt", "reason": "Write to disk",
+            })
+        turn.permission_rpc_id = rid
+        self.write(data)
+        # Waits for the answer (or the cancel); ACP clients must answer even then.
+        while not turn.permission_done.wait(0.05):
+            if self.dialect is Dialect.CODEX and turn.cancelled.is_set():
+                break
+        answer = turn.permission_answer or {}
+        if self.dialect is Dialect.JSONRPC2:
+            outcome = answer.get("outcome", {})
+            if turn.cancelled.is_set() or outcome.get("outcome") == "cancelled":
+                self.end_turn(turn, "cancelled")
+                return
+            self.chunk(turn, f"permission: {outcome.get('optionId')}")
+        else:
+            if turn.cancelled.is_set():
+                self.end_turn(turn, "cancelled")
+                return
+            self.chunk(turn, f"approval: {answer.get('decision')}")
+        self.end_turn(turn, "end_turn")
+
+    # -- input --------------------------------------------------------------
+
+    def handle(self, ev: object) -> None:
+        match ev:
+            case IncomingRequest(id=rid, method=method, params=params):
+                self.on_request(rid, method, params if isinstance(params, dict) else {})
+            case IncomingNotification(method="session/cancel"):
+                turn = self.turn
+                if turn is not None:
+                    turn.cancelled.set()
+            case Response(id=rid, result=result):
+                self.on_answer(rid, result if isinstance(result, dict) else {})
+            case ErrorResponse(id=rid):
+                self.on_answer(rid, {})
+            case _:
+                pass
+
+    def on_answer(self, rid: int | str, result: dict[str, Any]) -> None:
+        turn = self.turn
+        if turn is not None and turn.permission_rpc_id == rid:
+            turn.permission_answer = result
+            turn.permission_done.set()
+
+    def on_request(self, rid: int | str, method: str, params: dict[str, Any]) -> None:
+        acp = self.dialect is Dialect.JSONRPC2
+        match method:
+            case "initialize":
+                if acp:
+                    result: Any = {"protocolVersion": 1, "agentCapabilities": {"loadSession": False},
+                                   "agentInfo": {"name": "turnvisor-mock", "version": "0.1.0"},
+                                   "authMethods": []}
+                else:
+                    result = {"userAgent": "turnvisor-mock/0.1.0", "platformOs": sys.platform}
+                self.write(self.rpc.send_response(rid, result))
+            case "session/new" if acp:
+                self.session_id = str(uuid.uuid4())
+                self.write(self.rpc.send_response(rid, {"sessionId": self.session_id}))
+            case "thread/start" if not acp:
+                self.thread_id = str(uuid.uuid4())
+                thread = {"id": self.thread_id, "cwd": params.get("cwd"), "ephemeral": True}
+                self.write(self.rpc.send_response(rid, {"thread": thread}))
+                self.notify("thread/started", {"thread": thread})
+            case "session/prompt" | "turn/start":
+                self.start_turn(rid, params)
+            case "turn/interrupt" if not acp:
+                turn = self.turn
+                if turn is None or params.get("turnId") != turn.turn_id:
+                    self.write(self.rpc.send_error(rid, -32602, "no active turn with that id"))
+                    return
+                self.write(self.rpc.send_response(rid, {}))
+                turn.cancelled.set()
+            case _:
+                self.write(self.rpc.send_error(rid, -32601, f"method not found: {method}"))
+
+    def start_turn(self, rid: int | str, params: dict[str, Any]) -> None:
+        acp = self.dialect is Dialect.JSONRPC2
+        blocks = params.get("prompt" if acp else "input") or []
+        text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict))
+        if self.turn is not None:
+            self.write(self.rpc.send_error(rid, -32600, "a turn is already running"))
+            return
+        turn = Turn(rid if acp else None, str(uuid.uuid4()))
+        self.turn = turn
+        if not acp:
+            t = {"id": turn.turn_id, "items": [], "status": "inProgress", "error": None}
+            self.write(self.rpc.send_response(rid, {"turn": t}))
+            self.notify("turn/started", {"threadId": self.thread_id, "turn": t})
+        threading.Thread(target=self.run_turn, args=(turn, text), daemon=True).start()
+
+    def serve(self) -> int:
+        stdin = sys.stdin.buffer
+        while True:
+            data = stdin.read1(65536)
+            self.rpc.receive_data(data)
+            while True:
+                ev = self.rpc.next_event()
+                if isinstance(ev, _NeedData):
+                    break
+                if isinstance(ev, PeerClosed):
+                    return 0
+                self.handle(ev)
+
+
+def _int(value: str) -> int | None:
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m protocols.mock_agent")
+    parser.add_argument("--protocol", choices=("acp", "codex"), default="acp")
+    args = parser.parse_args(argv)
+    dialect = Dialect.JSONRPC2 if args.protocol == "acp" else Dialect.CODEX
+    return MockAgent(dialect).serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""The thin Trio transport around a sans-IO client core.
+
+``AgentConnection.run`` is the stdout reader: it feeds bytes to the core and
+routes what comes out.  Answers to our requests wake the task waiting on that
+id; the end of a turn wakes the task waiting on the prompt; everything else
+goes to ``events`` (a bounded channel: a slow consumer slows the reader, it
+never loses an event).  Writes go through one lock, each bounded by
+``write_timeout_s``: an agent that stops reading its stdin cannot block a
+caller forever.  The connection owns no task; whoever runs ``run`` (the
+execution nursery) owns the reader.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import trio
+
+from .events import AgentEvent, AgentNotice, TurnEnded
+from .jsonrpc import ErrorResponse, PeerClosed, Response, _NeedData
+
+__all__ = [
+    "AgentClosed",
+    "AgentConnection",
+    "AgentRequestError",
+    "AgentTimeout",
+    "ClientCore",
+]
+
+
+class AgentClosed(Exception):
+    """The agent's stdout ended (it exited or closed it)."""
+
+
+class AgentTimeout(Exception):
+    """The agent did not answer within the bound."""
+
+
+class AgentRequestError(Exception):
+    def __init__(self, method: str, code: int, message: str) -> None:
+        super().__init__(f"{method} failed ({code}): {message}")
+        self.method = method
+        self.code = code
+        self.message = message
+
+
+class ClientCore(Protocol):
+    def receive_data(self, data: bytes) -> None: ...
+    def next_event(self) -> AgentEvent | Response | ErrorResponse | PeerClosed | _NeedData: ...
+    def data_to_send(self) -> bytes: ...
+
+
+@dataclass(slots=True)
+class _Waiter:
+    done: trio.Event = field(default_factory=trio.Event)
+    value: Response | ErrorResponse | None = None
+
+
+class AgentConnection:
+    def __init__(
+        self,
+        core: ClientCore,
+        send_stream: trio.abc.SendStream,
+        receive_stream: trio.abc.ReceiveStream,
+        *,
+        write_timeout_s: float = 5.0,
+        event_buffer: int = 1024,
+    ) -> None:
+        self.core = core
+        self._send_stream = send_stream
+        self._receive_stream = receive_stream
+        self._write_lock = trio.Lock()
+        self.write_timeout_s = write_timeout_s
+        self._waiters: dict[int | str, _Waiter] = {}
+        self._turn_waiter: _Waiter | None = None
+        self._turn_result: TurnEnded | None = None
+        self._turn_done = trio.Event()
+        self.closed = trio.Event()
+        self.close_reason = ""
+        self._events_send, self.events = trio.open_memory_channel[AgentEvent](event_buffer)
+
+    # -- writing ------------------------------------------------------------
+
+    async def send(self, data: bytes) -> None:
+        if not data:
+            return
+        if self.closed.is_set():
+            raise AgentClosed(self.close_reason)
+        try:
+            with trio.fail_after(self.write_timeout_s):
+                async with self._write_lock:
+                    await self._send_stream.send_all(data)
+        except trio.TooSlowError:
+            raise AgentTimeout(f"agent did not read its stdin for {self.write_timeout_s}s") from None
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise AgentClosed(f"agent's stdin is closed: {exc}") from None
+
+    async def request(self, rid: int | str, data: bytes, *, timeout_s: float) -> Any:
+        """Send a request built by the core and wait (bounded) for its answer."""
+        waiter = self._waiters[rid] = _Waiter()
+        try:
+            await self.send(data)
+            with trio.move_on_after(timeout_s):
+                await waiter.done.wait()
+        finally:
+            self._waiters.pop(rid, None)
+        match waiter.value:
+            case Response(result=result):
+                return result
+            case ErrorResponse(method=method, code=code, message=message):
+                raise AgentRequestError(method, code, message)
+        if self.closed.is_set():
+            raise AgentClosed(self.close_reason)
+        raise AgentTimeout(f"no answer to request {rid!r} within {timeout_s}s")
+
+    def expect_turn(self) -> None:
+        """Arm the turn waiter before the prompt is written, so a fast answer is not missed."""
+        self._turn_result = None
+        self._turn_done = trio.Event()
+
+    async def wait_turn(self, *, timeout_s: float = math.inf) -> TurnEnded:
+        with trio.move_on_after(timeout_s):
+            await self._turn_done.wait()
+        if self._turn_result is None:
+            raise AgentTimeout(f"turn did not end within {timeout_s}s")
+        return self._turn_result
+
+    # -- reading ------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The stdout reader.  Returns when the agent's stdout ends."""
+        task_status.started()
+        try:
+            while True:
+                try:
+                    data = await self._receive_stream.receive_some(65536)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    data = b""
+                self.core.receive_data(data)
+                if await self._drain():
+                    return
+                reply = self.core.data_to_send()
+                if reply:
+                    with contextlib.suppress(AgentClosed, AgentTimeout):
+                        await self.send(reply)
+        finally:
+            self._close("agent's stdout ended")
+
+    async def _drain(self) -> bool:
+        while True:
+            ev = self.core.next_event()
+            if isinstance(ev, _NeedData):
+                return False
+            match ev:
+                case Response(id=rid) | ErrorResponse(id=rid):
+                    waiter = self._waiters.get(rid)
+                    if waiter is not None:
+                        waiter.value = ev
+                        waiter.done.set()
+                case PeerClosed():
+                    self._close("agent's stdout ended")
+                    return True
+                case TurnEnded():
+                    self._turn_result = ev
+                    self._turn_done.set()
+                    await self._events_send.send(ev)
+                case _:
+                    await self._events_send.send(ev)
+
+    def _close(self, reason: str) -> None:
+        if self.closed.is_set():
+            return
+        self.close_reason = reason
+        self.closed.set()
+        for waiter in self._waiters.values():
+            waiter.done.set()
+        if not self._turn_done.is_set() and self._turn_result is None:
+            self._turn_result = TurnEnded(stop_reason="error", error=reason)
+            self._turn_done.set()
+        with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError):
+            self._events_send.send_nowait(AgentNotice(message=reason, level="info"))
+        self._events_send.close()
