@@ -201,11 +201,12 @@ def make_adapter(
     *,
     timeouts: AdapterTimeouts | None = None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    thread_params: dict[str, object] | None = None,
 ) -> AgentAdapter:
     if protocol == "acp":
         return AcpAdapter(send_stream, receive_stream, timeouts=timeouts,
                           max_line_bytes=max_line_bytes)
     return CodexAdapter(send_stream, receive_stream, timeouts=timeouts,
-                        max_line_bytes=max_line_bytes)
+                        max_line_bytes=max_line_bytes, thread_params=thread_params)
 
 

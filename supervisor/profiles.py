@@ -1,0 +1,113 @@
+"""Agent profiles: how to start each agent and which protocol it speaks.
+
+Built in: ``mock`` and ``mock-codex`` (the mock agent in each dialect), and the
+real CLIs ``codex``, ``auggie``, ``claude`` and ``gemini``.  ``turnvisor.toml``
+in the data dir adds or overrides profiles (DESIGN.md §7)::
+
+    [agents.my-codex]
+    protocol = "codex"
+    command = ["codex", "app-server"]
+    env = { CODEX_HOME = "/srv/codex" }
+    cwd = "/srv/work"
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from protocols.adapters import ProtocolName
+
+__all__ = ["BUILTIN_PROFILES", "AgentProfile", "ProfileError", "parse_profiles"]
+
+
+class ProfileError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentProfile:
+    name: str
+    protocol: ProtocolName
+    command: tuple[str, ...]
+    #: Merged over the server's environment.
+    env: Mapping[str, str] = field(default_factory=dict)
+    #: Working directory for the agent (and the session's cwd); None = the data dir's work/.
+    cwd: str | None = None
+    #: Extra ``thread/start`` parameters (Codex only).
+    thread_params: Mapping[str, Any] = field(default_factory=dict)
+    #: ``local`` runs the agent as a child of the backend; ``agentctl`` drives it
+    #: through an agentctl server at ``agentctl_url``.
+    executor: str = "local"
+    agentctl_url: str | None = None
+
+
+def _mock(name: str, protocol: ProtocolName) -> AgentProfile:
+    return AgentProfile(
+        name=name,
+        protocol=protocol,
+        command=(sys.executable, "-m", "protocols.mock_agent", "--protocol", protocol),
+    )
+
+
+BUILTIN_PROFILES: dict[str, AgentProfile] = {
+    "mock": _mock("mock", "acp"),
+    "mock-codex": _mock("mock-codex", "codex"),
+    "codex": AgentProfile(
+        name="codex",
+        protocol="codex",
+        command=("codex", "app-server"),
+        thread_params={"approvalPolicy": "on-request", "sandbox": "workspace-write"},
+    ),
+    "auggie": AgentProfile(name="auggie", protocol="acp", command=("auggie", "--acp")),
+    "claude": AgentProfile(name="claude", protocol="acp", command=("claude-agent-acp",)),
+    "gemini": AgentProfile(name="gemini", protocol="acp", command=("gemini", "--acp")),
+}
+
+_KEYS = {"protocol", "command", "env", "cwd", "thread_params", "executor", "agentctl_url"}
+
+
+def parse_profiles(
+    table: Mapping[str, Any], base: Mapping[str, AgentProfile] = BUILTIN_PROFILES
+) -> dict[str, AgentProfile]:
+    """Merge ``[agents.NAME]`` tables over ``base``; unknown keys are errors, by name."""
+    out = dict(base)
+    for name, raw in table.items():
+        if not isinstance(raw, Mapping):
+            raise ProfileError(f"[agents.{name}] must be a table")
+        unknown = set(raw) - _KEYS
+        if unknown:
+            raise ProfileError(f"[agents.{name}]: unknown key(s) {', '.join(sorted(unknown))}")
+        prev = out.get(name)
+        protocol = raw.get("protocol", prev.protocol if prev else None)
+        if protocol not in ("acp", "codex"):
+            raise ProfileError(f"[agents.{name}]: protocol must be \"acp\" or \"codex\"")
+        command = raw.get("command", list(prev.command) if prev else None)
+        if not isinstance(command, list | tuple) or not command or not all(
+            isinstance(c, str) for c in command
+        ):
+            raise ProfileError(f"[agents.{name}]: command must be a non-empty list of strings")
+        env = raw.get("env", dict(prev.env) if prev else {})
+        if not isinstance(env, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+        ):
+            raise ProfileError(f"[agents.{name}]: env must be a table of strings")
+        cwd = raw.get("cwd", prev.cwd if prev else None)
+        if cwd is not None and not isinstance(cwd, str):
+            raise ProfileError(f"[agents.{name}]: cwd must be a string")
+        executor = raw.get("executor", prev.executor if prev else "local")
+        if executor not in ("local", "agentctl"):
+            raise ProfileError(f"[agents.{name}]: executor must be \"local\" or \"agentctl\"")
+        url = raw.get("agentctl_url", prev.agentctl_url if prev else None)
+        if executor == "agentctl" and not isinstance(url, str):
+            raise ProfileError(f"[agents.{name}]: executor \"agentctl\" needs agentctl_url")
+        thread_params = raw.get("thread_params", dict(prev.thread_params) if prev else {})
+        if not isinstance(thread_params, Mapping):
+            raise ProfileError(f"[agents.{name}]: thread_params must be a table")
+        out[name] = AgentProfile(
+            name=name, protocol=protocol, command=tuple(command), env=dict(env), cwd=cwd,
+            thread_params=dict(thread_params), executor=executor, agentctl_url=url,
+        )
+    return out
