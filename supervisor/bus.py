@@ -1,0 +1,103 @@
+"""Session-scoped pub/sub with bounded, never-blocking delivery.
+
+A notification is encoded once (the WebSocket envelope, as text) and handed to
+every subscriber of its session with ``send_nowait``: publishing never awaits,
+so it can run inside the cancel path without being slowed by any client, and
+the order of publishes is the order subscribers see.  A subscriber whose
+queue is full is marked ``overflowed`` and its queue closed; its connection
+drops it, and the client resyncs from snapshots when it reconnects.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections import defaultdict
+from datetime import UTC, datetime
+from typing import Any
+
+import trio
+
+__all__ = ["EventBus", "Subscriber", "envelope", "timestamp"]
+
+log = logging.getLogger(__name__)
+
+
+def timestamp() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def envelope(kind: str, action: str, payload: Any, msg_id: str | None = None) -> str:
+    return json.dumps(
+        {"id": msg_id or str(uuid.uuid4()), "type": kind, "action": action,
+         "payload": payload, "timestamp": timestamp()},
+        separators=(",", ":"),
+    )
+
+
+class Subscriber:
+    """One client's outbound queue.  The gateway's writer task drains ``receive``."""
+
+    def __init__(self, bus: EventBus, queue_size: int) -> None:
+        self._bus = bus
+        self._send, self.receive = trio.open_memory_channel[str](queue_size)
+        self.sessions: set[str] = set()
+        self.overflowed = False
+
+    def offer(self, frame: str) -> bool:
+        """Queue a frame without waiting; False (and marked overflowed) if full."""
+        if self.overflowed:
+            return False
+        try:
+            self._send.send_nowait(frame)
+        except trio.WouldBlock:
+            self.overflowed = True
+            self._send.close()
+            return False
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return False
+        return True
+
+    def subscribe(self, session_id: str) -> None:
+        self.sessions.add(session_id)
+        self._bus._subscribers[session_id].add(self)
+
+    def unsubscribe(self, session_id: str) -> None:
+        self.sessions.discard(session_id)
+        subs = self._bus._subscribers.get(session_id)
+        if subs is not None:
+            subs.discard(self)
+            if not subs:
+                del self._bus._subscribers[session_id]
+
+    def close(self) -> None:
+        for session_id in list(self.sessions):
+            self.unsubscribe(session_id)
+        self._send.close()
+
+
+class EventBus:
+    def __init__(self, *, queue_size: int = 1024) -> None:
+        self.queue_size = queue_size
+        self._subscribers: defaultdict[str, set[Subscriber]] = defaultdict(set)
+        self.published = 0
+        self.dropped_subscribers = 0
+
+    def subscriber(self) -> Subscriber:
+        return Subscriber(self, self.queue_size)
+
+    def subscriber_count(self, session_id: str) -> int:
+        return len(self._subscribers.get(session_id, ()))
+
+    def publish(self, session_id: str, action: str, payload: dict[str, Any]) -> None:
+        """Deliver a notification to the session's subscribers.  Never raises, never waits."""
+        subs = self._subscribers.get(session_id)
+        self.published += 1
+        if not subs:
+            return
+        frame = envelope("notification", action, payload)
+        for sub in list(subs):
+            if not sub.offer(frame) and sub.overflowed:
+                self.dropped_subscribers += 1
+                log.warning("dropped a subscriber that fell %d frames behind", self.queue_size)

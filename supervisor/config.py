@@ -1,0 +1,136 @@
+"""One typed configuration: every limit a named field with its unit.
+
+Read from ``DATA_DIR/turnvisor.toml``; unknown keys are rejected by name (a
+misspelled timeout must not pass silently).  Sections: ``[timeouts]`` (seconds),
+``[limits]``, ``[agents.NAME]`` (supervisor.profiles), ``[workspaces.NAME]``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .profiles import BUILTIN_PROFILES, AgentProfile, ProfileError, parse_profiles
+
+__all__ = ["Config", "ConfigError", "Limits", "Timeouts"]
+
+_T = TypeVar("_T")
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Timeouts:
+    #: After the protocol cancel is sent, how long the turn may take to end
+    #: before it is reported not acknowledged and the prompt gate is released.
+    cancel_join_s: float = 3.0
+    #: From the protocol cancel, how long before the turn is escalated
+    #: (synthetic completion, execution ready).
+    cancel_escalate_s: float = 10.0
+    #: Bound on the escalation's own cleanup.
+    cancel_cleanup_s: float = 2.0
+    #: Bound on a whole accepted cancel operation, whatever happens inside.
+    cancel_operation_s: float = 30.0
+    #: Agent start-up: spawn + initialize + session/new.
+    agent_start_s: float = 30.0
+    #: A request to the agent (permission answers, writes).
+    agent_request_s: float = 10.0
+    #: One turn at most (a cancel has its own, shorter bounds).
+    turn_s: float = 3600.0
+    #: Teardown: SIGTERM to the agent's group, then SIGKILL after this.
+    term_grace_s: float = 2.0
+    #: Graceful server shutdown.
+    shutdown_s: float = 8.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limits:
+    #: Longest line accepted from an agent.
+    max_agent_line_bytes: int = 8 * 1024 * 1024
+    #: Largest WebSocket frame accepted from a client.
+    max_ws_frame_bytes: int = 256 * 1024
+    #: Frames queued to one WebSocket client before it is dropped as too slow.
+    ws_send_queue: int = 1024
+    #: Largest REST body.
+    max_body_bytes: int = 256 * 1024
+    #: Longest prompt.
+    max_prompt_chars: int = 100_000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Config:
+    data_dir: Path
+    default_agent: str = "mock"
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    limits: Limits = field(default_factory=Limits)
+    profiles: Mapping[str, AgentProfile] = field(default_factory=lambda: dict(BUILTIN_PROFILES))
+    #: Extra workspaces: name → token.  The default token's workspace is "default".
+    workspace_tokens: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / "turnvisor.db"
+
+    @property
+    def work_dir(self) -> Path:
+        return self.data_dir / "work"
+
+    @classmethod
+    def load(cls, data_dir: Path, **overrides: Any) -> Config:
+        path = data_dir / "turnvisor.toml"
+        raw: dict[str, Any] = {}
+        if path.exists():
+            try:
+                raw = tomllib.loads(path.read_text())
+            except tomllib.TOMLDecodeError as exc:
+                raise ConfigError(f"{path}: {exc}") from None
+        return cls.from_mapping(data_dir, raw, **overrides)
+
+    @classmethod
+    def from_mapping(cls, data_dir: Path, raw: Mapping[str, Any], **overrides: Any) -> Config:
+        unknown = set(raw) - {"timeouts", "limits", "agents", "workspaces", "default_agent"}
+        if unknown:
+            raise ConfigError(f"unknown section(s): {', '.join(sorted(unknown))}")
+        timeouts = _section(Timeouts, raw.get("timeouts", {}), "timeouts")
+        limits = _section(Limits, raw.get("limits", {}), "limits")
+        try:
+            profiles = parse_profiles(raw.get("agents", {}))
+        except ProfileError as exc:
+            raise ConfigError(str(exc)) from None
+        tokens: dict[str, str] = {}
+        for name, ws in raw.get("workspaces", {}).items():
+            if not isinstance(ws, Mapping) or set(ws) != {"token"} or not isinstance(
+                ws["token"], str
+            ) or len(ws["token"]) < 16:
+                raise ConfigError(f"[workspaces.{name}] needs exactly token = \"<16+ chars>\"")
+            tokens[name] = ws["token"]
+        values: dict[str, Any] = {
+            "data_dir": data_dir, "timeouts": timeouts, "limits": limits,
+            "profiles": profiles, "workspace_tokens": tokens,
+        }
+        if "default_agent" in raw:
+            values["default_agent"] = raw["default_agent"]
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        cfg = cls(**values)
+        if cfg.default_agent not in cfg.profiles:
+            raise ConfigError(f"unknown agent {cfg.default_agent!r}")
+        return cfg
+
+
+def _section(kind: type[_T], raw: Any, name: str) -> _T:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"[{name}] must be a table")
+    names = {f.name: f for f in dataclasses.fields(kind)}  # type: ignore[arg-type]
+    unknown = set(raw) - set(names)
+    if unknown:
+        raise ConfigError(f"[{name}]: unknown key(s) {', '.join(sorted(unknown))}")
+    for key, value in raw.items():
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise ConfigError(f"[{name}] {key} must be a positive number")
+    return kind(**raw)

@@ -1,0 +1,104 @@
+"""Rows of the store as plain values, and their wire DTOs (DESIGN.md §5)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+__all__ = [
+    "CANCELLED_STATUS",
+    "Message",
+    "Session",
+    "SessionState",
+    "Task",
+    "Turn",
+]
+
+
+class SessionState(StrEnum):
+    CREATED = "CREATED"
+    STARTING = "STARTING"
+    #: A turn is running (the only state in which cancel has work to do).
+    RUNNING = "RUNNING"
+    WAITING_FOR_INPUT = "WAITING_FOR_INPUT"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+
+#: The status message of a turn the user cancelled (exactly one per turn).
+CANCELLED_STATUS = "Turn cancelled by user"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Task:
+    id: str
+    workspace_id: str
+    title: str
+    created_at: str
+    updated_at: str
+
+    def to_dto(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "workspace_id": self.workspace_id, "title": self.title,
+            "created_at": self.created_at, "updated_at": self.updated_at,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Session:
+    id: str
+    task_id: str
+    workspace_id: str
+    agent: str
+    state: SessionState
+    current_turn_id: str | None
+    created_at: str
+    updated_at: str
+
+    def to_dto(self, pending: bool, revision: int) -> dict[str, Any]:
+        """Full and summary DTOs alike carry explicit cancellation values."""
+        return {
+            "id": self.id, "task_id": self.task_id, "state": self.state.value,
+            "agent": self.agent, "created_at": self.created_at, "updated_at": self.updated_at,
+            "cancellation_pending": pending, "cancellation_revision": revision,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Turn:
+    id: str
+    session_id: str
+    state: str
+    stop_reason: str | None
+    started_at: str
+    ended_at: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Message:
+    id: str
+    session_id: str
+    turn_id: str | None
+    role: str
+    kind: str
+    content: str
+    metadata: dict[str, Any]
+    created_at: str
+
+    def to_dto(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "session_id": self.session_id, "turn_id": self.turn_id,
+            "role": self.role, "kind": self.kind, "content": self.content,
+            "metadata": self.metadata, "created_at": self.created_at,
+        }
+
+    @staticmethod
+    def from_row(row: Any) -> Message:
+        return Message(
+            id=row["id"], session_id=row["session_id"], turn_id=row["turn_id"],
+            role=row["role"], kind=row["kind"], content=row["content"],
+            metadata=json.loads(row["metadata"]), created_at=row["created_at"],
+        )

@@ -1,0 +1,67 @@
+"""Notifications of DESIGN.md §4, built in one place and published on the bus."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .bus import EventBus
+from .models import Message, Session
+from .projection import CancellationProjection, Progress
+
+__all__ = ["Notifier"]
+
+
+class Notifier:
+    def __init__(self, bus: EventBus) -> None:
+        self.bus = bus
+        self.projection = CancellationProjection(self.cancellation_changed)
+
+    def session_dto(self, session: Session) -> dict[str, Any]:
+        progress = self.projection.get(session.id)
+        return session.to_dto(progress.pending, progress.revision)
+
+    def state_payload(self, session: Session) -> dict[str, Any]:
+        progress = self.projection.get(session.id)
+        return {
+            "session_id": session.id, "task_id": session.task_id,
+            "new_state": session.state.value, "updated_at": session.updated_at,
+            "cancellation_pending": progress.pending,
+            "cancellation_revision": progress.revision,
+        }
+
+    def state_changed(self, session: Session) -> None:
+        self.bus.publish(session.id, "session.state_changed", self.state_payload(session))
+
+    def cancellation_changed(self, session_id: str, progress: Progress) -> None:
+        self.bus.publish(session_id, "session.cancellation_changed", {
+            "session_id": session_id, "cancellation_pending": progress.pending,
+            "cancellation_revision": progress.revision,
+        })
+
+    def message_added(self, msg: Message) -> None:
+        self.bus.publish(msg.session_id, "session.message.added",
+                         {"session_id": msg.session_id, "message": msg.to_dto()})
+
+    def message_updated(self, msg: Message) -> None:
+        self.bus.publish(msg.session_id, "session.message.updated",
+                         {"session_id": msg.session_id, "message": msg.to_dto()})
+
+    def permission_requested(self, msg: Message) -> None:
+        meta = msg.metadata
+        self.bus.publish(msg.session_id, "session.permission.requested", {
+            "session_id": msg.session_id, "request_id": meta.get("request_id"),
+            "message_id": msg.id, "title": msg.content, "options": meta.get("options", []),
+        })
+
+    def permission_cancelled(self, session_id: str, request_id: str) -> None:
+        self.bus.publish(session_id, "session.permission.cancelled",
+                         {"session_id": session_id, "request_id": request_id})
+
+    def turn_completed(self, session_id: str, turn_id: str, stop_reason: str) -> None:
+        self.bus.publish(session_id, "session.turn.completed",
+                         {"session_id": session_id, "turn_id": turn_id,
+                          "stop_reason": stop_reason})
+
+    def agent_cancelled(self, session_id: str, turn_id: str) -> None:
+        self.bus.publish(session_id, "session.agent.cancelled",
+                         {"session_id": session_id, "turn_id": turn_id})

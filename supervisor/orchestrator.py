@@ -1,0 +1,256 @@
+"""The orchestrator: the single path every client (WebSocket, REST, CLI) takes.
+
+It authorizes each id against the caller's workspace (another workspace's ids
+are simply not found), and it owns cancellation:
+
+- a per-session coordinator: the first ``cancel`` owns the operation, a
+  concurrent duplicate joins it and gets the owner's result, and after it
+  settles a new cancel is a new operation;
+- the operation runs in the supervisor-owned operations nursery, never the
+  request's, so a client that disconnects (its request task cancelled) does
+  not abort it; it is bounded by ``cancel_operation_s``;
+- the progress projection is taken at admission and released in a ``finally``
+  that cannot be skipped, so ``false`` is published on every exit path;
+- on success, escalation or a missing execution the captured turn is
+  reconciled (closed once, with one status message) and the session read back
+  to check it left RUNNING; on any other failure it stays RUNNING and a retry
+  is a new operation.
+
+Idle cancel (no running turn) is a harmless success without a status message.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from protocols.transport import AgentTimeout
+
+from .config import Config
+from .errors import CancelFailed, InvalidRequest, NotFound, SupervisorError
+from .lifecycle import CancelOutcome, LifecycleManager
+from .models import Message, Session, SessionState, Task
+from .notify import Notifier
+from .store import Store
+
+__all__ = ["Caller", "CancelOperation", "Orchestrator"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is asking: the workspace their token opens."""
+
+    workspace_id: str
+
+
+@dataclass(eq=False)
+class CancelOperation:
+    session_id: str
+    done: trio.Event = field(default_factory=trio.Event)
+    outcome: CancelOutcome | None = None
+    error: SupervisorError | None = None
+    joined: int = 0
+    #: trio.current_time() at each stage, for the latency breakdown.
+    marks: dict[str, float] = field(default_factory=dict)
+
+    async def wait(self) -> CancelOutcome:
+        await self.done.wait()
+        if self.error is not None:
+            raise self.error
+        assert self.outcome is not None
+        return self.outcome
+
+
+class Orchestrator:
+    def __init__(self, config: Config, store: Store, notifier: Notifier,
+                 lifecycle: LifecycleManager) -> None:
+        self.config = config
+        self.store = store
+        self.notify = notifier
+        self.projection = notifier.projection
+        self.lifecycle = lifecycle
+        self.operations: dict[str, CancelOperation] = {}
+        #: Settled operations, newest last (bounded): for benchmarks and tests.
+        self.history: list[CancelOperation] = []
+        self.operations_started = 0
+        self._nursery: trio.Nursery | None = None
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The operations nursery: accepted cancels live here, not in requests."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            await trio.sleep_forever()
+
+    # -- authorization --------------------------------------------------------
+
+    async def task(self, caller: Caller, task_id: str) -> Task:
+        task = await self.store.call(self.store.db.get_task, task_id)
+        if task is None or task.workspace_id != caller.workspace_id:
+            raise NotFound(f"task {task_id} not found")
+        return task
+
+    async def session(self, caller: Caller, session_id: str) -> Session:
+        session = await self.store.call(self.store.db.get_session, session_id)
+        if session is None or session.workspace_id != caller.workspace_id:
+            raise NotFound(f"session {session_id} not found")
+        return session
+
+    # -- tasks and sessions ---------------------------------------------------
+
+    async def create_task(self, caller: Caller, title: str) -> Task:
+        title = title.strip()
+        if not title or len(title) > 500:
+            raise InvalidRequest("title must be 1 to 500 characters")
+        return await self.store.call(self.store.db.create_task, caller.workspace_id, title)
+
+    async def list_tasks(self, caller: Caller) -> list[Task]:
+        return await self.store.call(self.store.db.list_tasks, [caller.workspace_id])
+
+    async def list_sessions(self, caller: Caller, task_id: str) -> list[dict[str, Any]]:
+        await self.task(caller, task_id)
+        sessions = await self.store.call(self.store.db.list_sessions, task_id)
+        return [self.notify.session_dto(s) for s in sessions]
+
+    async def launch_session(self, caller: Caller, task_id: str, agent: str | None = None,
+                             prompt: str | None = None) -> dict[str, Any]:
+        await self.task(caller, task_id)
+        agent = agent or self.config.default_agent
+        if agent not in self.config.profiles:
+            raise InvalidRequest(f"unknown agent {agent!r}")
+        session = await self.store.call(self.store.db.create_session, task_id, agent)
+        session = await self._refresh(session)
+        await self.lifecycle.ensure_execution(session)
+        if prompt:
+            await self.send_message(caller, session.id, prompt)
+        return self.notify.session_dto(await self._refresh(session))
+
+    async def _refresh(self, session: Session) -> Session:
+        fresh = await self.store.call(self.store.db.get_session, session.id)
+        if fresh is None:
+            raise NotFound(f"session {session.id} not found")
+        return fresh
+
+    async def send_message(self, caller: Caller, session_id: str, content: str) -> Message:
+        if not content.strip():
+            raise InvalidRequest("content must not be empty")
+        if len(content) > self.config.limits.max_prompt_chars:
+            raise InvalidRequest(f"content longer than {self.config.limits.max_prompt_chars}")
+        session = await self.session(caller, session_id)
+        return await self.lifecycle.send_prompt(session, content)
+
+    async def list_messages(self, caller: Caller, session_id: str, *, limit: int = 200,
+                            before: str | None = None) -> list[Message]:
+        await self.session(caller, session_id)
+        return await self.store.call(self.store.db.list_messages, session_id,
+                                     limit=limit, before=before)
+
+    async def respond_permission(self, caller: Caller, session_id: str, request_id: str,
+                                 option_id: str | None) -> None:
+        await self.session(caller, session_id)
+        await self.lifecycle.respond_permission(session_id, request_id, option_id)
+
+    async def boot(self, caller: Caller, task_id: str,
+                   selected: str | None = None) -> dict[str, Any]:
+        """The task-detail boot state the page hydrates from."""
+        task = await self.task(caller, task_id)
+        sessions = await self.store.call(self.store.db.list_sessions, task_id)
+        ids = {s.id for s in sessions}
+        if selected not in ids:
+            selected = max(sessions, key=lambda s: s.updated_at).id if sessions else None
+        messages = (await self.store.call(self.store.db.list_messages, selected)
+                    if selected else [])
+        return {
+            "page": "task", "task": task.to_dto(),
+            "sessions": [self.notify.session_dto(s) for s in sessions],
+            "selected_session_id": selected,
+            "messages": [m.to_dto() for m in messages],
+            "agents": sorted(self.config.profiles), "default_agent": self.config.default_agent,
+        }
+
+    # -- cancel -----------------------------------------------------------------
+
+    async def cancel(self, caller: Caller, session_id: str,
+                     task_id: str | None = None) -> CancelOutcome:
+        """Cancel the session's running turn; returns once the operation settled.
+
+        Cancelling the caller (a disconnect) abandons only this wait."""
+        received = trio.current_time()
+        session = await self.session(caller, session_id)
+        if task_id is not None and session.task_id != task_id:
+            raise NotFound(f"session {session_id} not found in task {task_id}")
+        op = self.operations.get(session_id)
+        if op is None:
+            # No await between the lookup and the registration: atomic in Trio.
+            op = CancelOperation(session_id=session_id)
+            op.marks["received"] = received
+            self.operations[session_id] = op
+            self.operations_started += 1
+            self.projection.begin(session_id)
+            op.marks["admitted"] = trio.current_time()
+            assert self._nursery is not None, "Orchestrator.run is not running"
+            self._nursery.start_soon(self._run_operation, op)
+        else:
+            op.joined += 1
+        return await op.wait()
+
+    async def _run_operation(self, op: CancelOperation) -> None:
+        try:
+            with trio.move_on_after(self.config.timeouts.cancel_operation_s) as scope:
+                op.outcome = await self._cancel_and_reconcile(op)
+            if scope.cancelled_caught:
+                op.outcome = None
+                op.error = CancelFailed(
+                    f"the cancel did not complete within "
+                    f"{self.config.timeouts.cancel_operation_s:g}s; the turn may still be "
+                    "running, try again")
+        except SupervisorError as exc:
+            op.error = exc
+        except AgentTimeout as exc:
+            op.error = CancelFailed(f"the agent did not take the cancel: {exc}")
+        except Exception as exc:
+            log.exception("cancel of session %s failed", op.session_id)
+            op.error = CancelFailed(f"the cancel failed: {exc}")
+        finally:
+            op.marks["reconciled"] = trio.current_time()
+            del self.operations[op.session_id]
+            self.projection.release(op.session_id)
+            op.marks["published"] = trio.current_time()
+            self.history.append(op)
+            del self.history[:-256]
+            op.done.set()
+
+    async def _cancel_and_reconcile(self, op: CancelOperation) -> CancelOutcome:
+        sid = op.session_id
+        session = await self.store.call(self.store.db.get_session, sid)
+        if session is None:
+            raise NotFound(f"session {sid} not found")
+        captured = self.lifecycle.running_turn_id(sid) or (
+            session.current_turn_id if session.state is SessionState.RUNNING else None)
+        outcome = await self.lifecycle.cancel_agent(sid, op.marks)
+        if outcome is CancelOutcome.IDLE and captured is None:
+            return outcome
+        if captured is not None:
+            await self.lifecycle.close_turn(sid, captured, "cancelled", by_user=True)
+        after = await self.store.call(self.store.db.get_session, sid)
+        if after is not None and after.state is SessionState.RUNNING and (
+            after.current_turn_id is None or after.current_turn_id == captured
+        ):
+            # RUNNING with no turn behind it (or a turn the store could not close):
+            # unstick it.  A successor turn (another id) is never touched.
+            fixed = await self.store.call(
+                self.store.db.set_session_state, sid, SessionState.WAITING_FOR_INPUT,
+                only_from=(SessionState.RUNNING,))
+            if fixed is not None:
+                self.notify.state_changed(fixed)
+            after = fixed
+        if after is not None and after.state is SessionState.RUNNING and (
+            after.current_turn_id == captured
+        ):
+            raise CancelFailed("the session is still running after reconciliation")
+        return outcome

@@ -1,0 +1,45 @@
+"""Startup recovery: what a dead backend left behind.
+
+- Agent process groups recorded by a previous run are SIGKILLed (a SIGKILLed
+  backend cannot tear its agents down; PR_SET_PDEATHSIG is no option with trio).
+- Sessions left RUNNING or STARTING have no agent behind them any more: their
+  open turn is closed (state ``interrupted``, one status message "Turn
+  interrupted: Turnvisor restarted") and they become WAITING_FOR_INPUT, so the
+  next prompt starts a fresh agent.  Nothing is pending: the cancellation
+  projection lives only in memory.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from protocols.process import kill_group
+
+from .models import SessionState
+from .store import Db
+
+__all__ = ["RESTART_STATUS", "recover"]
+
+log = logging.getLogger(__name__)
+
+RESTART_STATUS = "Turn interrupted: Turnvisor restarted"
+
+
+def recover(db: Db) -> dict[str, int]:
+    """Runs before anything else starts (synchronously, on the store's connection)."""
+    swept = 0
+    for pgid, session_id, command in db.agent_groups():
+        if kill_group(pgid):
+            swept += 1
+            log.warning("killed orphaned agent group %d (%s) of session %s",
+                        pgid, command, session_id)
+        db.forget_agent_group(pgid)
+    reconciled = 0
+    for session in db.sessions_in_states((SessionState.RUNNING, SessionState.STARTING)):
+        if session.current_turn_id is not None:
+            db.close_turn(session.current_turn_id, state="interrupted", stop_reason="cancelled",
+                          status=(RESTART_STATUS, {"variant": "warning", "interrupted": True}))
+        db.set_session_state(session.id, SessionState.WAITING_FOR_INPUT,
+                             only_from=(SessionState.RUNNING, SessionState.STARTING))
+        reconciled += 1
+    return {"swept_groups": swept, "reconciled_sessions": reconciled}

@@ -1,0 +1,75 @@
+"""The root of the nursery tree (DESIGN.md §2), in one function.
+
+    open_supervisor                 root nursery
+    ├── LifecycleManager.run        executions nursery → one nursery per agent
+    └── Orchestrator.run            operations nursery → accepted cancels
+    (+ whatever the caller runs inside, e.g. the web server)
+
+Store, event bus and notifier are plain objects owned here.  On exit the
+lifecycle shuts down gracefully first (running turns cancelled, agents
+stopped) under a shielded scope with its own deadline, then the root nursery
+is cancelled.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import trio
+
+from .bus import EventBus
+from .config import Config
+from .lifecycle import LifecycleManager
+from .notify import Notifier
+from .orchestrator import Caller, Orchestrator
+from .recovery import recover
+from .store import Store
+
+__all__ = ["Supervisor", "open_supervisor"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_WORKSPACE = "default"
+
+
+@dataclass(eq=False)
+class Supervisor:
+    config: Config
+    store: Store
+    bus: EventBus
+    notify: Notifier
+    lifecycle: LifecycleManager
+    orchestrator: Orchestrator
+    recovered: dict[str, int]
+
+    async def caller(self, workspace: str = DEFAULT_WORKSPACE) -> Caller:
+        return Caller(await self.store.call(self.store.db.ensure_workspace, workspace))
+
+
+@asynccontextmanager
+async def open_supervisor(config: Config) -> AsyncIterator[Supervisor]:
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    config.work_dir.mkdir(parents=True, exist_ok=True)
+    store = await trio.to_thread.run_sync(Store.open, config.db_path)
+    try:
+        recovered = await store.call(recover, store.db)
+        bus = EventBus(queue_size=config.limits.ws_send_queue)
+        notify = Notifier(bus)
+        lifecycle = LifecycleManager(config, store, notify)
+        orchestrator = Orchestrator(config, store, notify, lifecycle)
+        async with trio.open_nursery() as root:
+            await root.start(lifecycle.run)
+            await root.start(orchestrator.run)
+            try:
+                yield Supervisor(config, store, bus, notify, lifecycle, orchestrator, recovered)
+            finally:
+                with trio.CancelScope(
+                    shield=True, deadline=trio.current_time() + config.timeouts.shutdown_s
+                ):
+                    await lifecycle.shutdown()
+                root.cancel_scope.cancel()
+    finally:
+        store.close()
