@@ -1,0 +1,106 @@
+// The chat composer in its two layouts. Desktop: a roomy textarea with the actions below it.
+// Compact (narrow viewports): one row, input then actions, sized for thumbs. Both render the
+// shared cancel control from cancel-control.js beside Send. Only one composer is mounted at a
+// time, so every test id stays unique on the page.
+
+import { createCancelControl } from "./cancel-control.js";
+import { h, setAttr } from "./dom.js";
+
+export const COMPACT_QUERY = "(max-width: 640px)";
+
+/**
+ * layout: "desktop" | "compact". onSend(text) -> Promise<boolean> (true = sent, clear the draft).
+ * onCancel() asks to cancel the selected session's turn.
+ */
+export function createComposer({ layout, onSend, onCancel }) {
+  const compact = layout === "compact";
+  const input = h("textarea", {
+    class: "chat-input",
+    dataset: { testid: "chat-input" },
+    "aria-label": "Message to the agent",
+    rows: compact ? 1 : 3,
+    placeholder: compact ? "Message the agent" : "Message the agent (Enter sends, Shift+Enter adds a line, Esc cancels)",
+  });
+  const send = h("button", { type: "submit", class: "btn btn-primary btn-send", dataset: { testid: "send-button" } }, "Send");
+  const cancel = createCancelControl({ onActivate: () => onCancel() });
+  const error = h("p", { class: "composer-error", role: "alert", dataset: { testid: "composer-error" }, hidden: true });
+  const actions = h("div", { class: "composer-actions" }, cancel.el, send);
+  const form = compact
+    ? h("form", { class: "composer composer--compact" }, error, h("div", { class: "composer-row" }, input, actions))
+    : h(
+        "form",
+        { class: "composer composer--desktop" },
+        input,
+        h("div", { class: "composer-bar" }, error, h("span", { class: "composer-hint" }, "Esc cancels a running turn"), actions),
+      );
+  form.dataset.testid = "composer";
+  form.dataset.layout = layout;
+
+  let view = null;
+  let sending = false;
+
+  async function submit() {
+    const text = input.value.trim();
+    if (!text || !view || view.sendDisabled || sending) return;
+    sending = true;
+    refresh();
+    try {
+      if (await onSend(text)) {
+        // Keep whatever was typed meanwhile only if it differs from what was sent.
+        if (input.value.trim() === text) input.value = "";
+      }
+    } finally {
+      sending = false;
+      refresh();
+    }
+  }
+
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    submit();
+  });
+  input.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") {
+      // The agent-CLI convention: Esc stops the running turn. Same path as a click, so a
+      // repeated Esc is a duplicate activation and is ignored.
+      if (view?.cancel.visible && !view.cancel.disabled) {
+        event.preventDefault();
+        onCancel();
+      }
+      return;
+    }
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      submit();
+    }
+  });
+  input.addEventListener("input", () => refresh());
+
+  function refresh() {
+    if (!view) return;
+    send.disabled = view.sendDisabled || sending || input.value.trim() === "";
+    send.textContent = view.sendLabel;
+    setAttr(send, "aria-label", view.sendLabel);
+    cancel.update(view.cancel, view.sessionId);
+    error.hidden = !view.error;
+    error.textContent = view.error ?? "";
+  }
+
+  return {
+    el: form,
+    layout,
+    update(next) {
+      view = next;
+      refresh();
+    },
+    get draft() {
+      return input.value;
+    },
+    set draft(text) {
+      input.value = text;
+      refresh();
+    },
+    hasFocus: () => document.activeElement === input,
+    focus: () => input.focus(),
+  };
+}

@@ -1,0 +1,61 @@
+// A tiny element builder, so views read as markup without a framework or a build step.
+
+/**
+ * h("button", {class: "x", dataset: {testid: "y"}, onclick: fn}, "text", child, ...)
+ * Attributes: `class`, `dataset`, `on*` (listeners), booleans (`disabled`, `hidden`) set as
+ * properties, everything else via setAttribute. `null`/`false` children are skipped.
+ */
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs ?? {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === "class") el.className = value;
+    else if (key === "dataset") Object.assign(el.dataset, value);
+    else if (key.startsWith("on") && typeof value === "function") el.addEventListener(key.slice(2), value);
+    else if (value === true) el.setAttribute(key, "");
+    else el.setAttribute(key, String(value));
+  }
+  append(el, children);
+  return el;
+}
+
+function append(el, children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+}
+
+/** Replaces all children of `el`. */
+export function setChildren(el, ...children) {
+  el.replaceChildren();
+  append(el, children);
+}
+
+/** Sets or removes an attribute so that `false`/`null` mean "absent". */
+export function setAttr(el, name, value) {
+  if (value === null || value === undefined || value === false) el.removeAttribute(name);
+  else el.setAttribute(name, value === true ? "" : String(value));
+}
+
+/** "12:04" for today, else a short date; the full RFC 3339 time goes in the title. */
+export function formatTime(iso) {
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return "";
+  const now = new Date();
+  const sameDay = d.toDateString() === now.toDateString();
+  return sameDay
+    ? d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })
+    : d.toLocaleDateString([], { month: "short", day: "numeric" });
+}
+
+/** Reads the JSON the server put in <script id="boot-state">. */
+export function readBootState(doc = document) {
+  const el = doc.getElementById("boot-state");
+  if (!el) return null;
+  try {
+    return JSON.parse(el.textContent || "null");
+  } catch {
+    return null;
+  }
+}

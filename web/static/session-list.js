@@ -1,0 +1,67 @@
+// The task's sessions, each a link to `/tasks/{task}?session={id}` (so "open in new tab" works)
+// whose plain click selects in place via the page controller.
+
+import { formatTime, h } from "./dom.js";
+
+const STATE_TEXT = {
+  CREATED: "Created",
+  STARTING: "Starting",
+  RUNNING: "Running",
+  WAITING_FOR_INPUT: "Waiting for input",
+  COMPLETED: "Completed",
+  FAILED: "Failed",
+  CANCELLED: "Cancelled",
+};
+
+export function sessionHref(taskId, sessionId) {
+  return `/tasks/${encodeURIComponent(taskId)}?session=${encodeURIComponent(sessionId)}`;
+}
+
+export function stateText(state) {
+  return STATE_TEXT[state] ?? String(state ?? "Unknown");
+}
+
+/** {el, update(sessions, selectedId)}; onSelect(id) gets plain left clicks. */
+export function createSessionList({ taskId, onSelect }) {
+  const list = h("ul", { class: "session-list", dataset: { testid: "session-list" }, "aria-label": "Sessions" });
+  let drawn = null;
+
+  function update(sessions, selectedId) {
+    // Redraw only when something shown changed: streaming re-renders the page every chunk, and
+    // replacing a link between mousedown and mouseup would swallow the user's click.
+    const signature = JSON.stringify([selectedId, sessions.map((s) => [s.id, s.state, s.agent, s.created_at])]);
+    if (signature === drawn) return;
+    drawn = signature;
+    if (sessions.length === 0) {
+      list.replaceChildren(h("li", { class: "session-empty" }, "No sessions yet."));
+      return;
+    }
+    list.replaceChildren(
+      ...sessions.map((s, index) => {
+        const selected = s.id === selectedId;
+        const link = h(
+          "a",
+          {
+            class: `session-item${selected ? " is-selected" : ""}`,
+            href: sessionHref(taskId, s.id),
+            dataset: { testid: "session-item", sessionId: s.id, state: s.state ?? "" },
+            "aria-current": selected ? "page" : null,
+          },
+          h("span", { class: "session-name" }, `Session ${index + 1}`),
+          h("span", { class: "session-agent" }, s.agent ?? ""),
+          h("span", { class: `state-badge state-badge--${String(s.state ?? "").toLowerCase()}`, dataset: { testid: "session-state" } }, stateText(s.state)),
+          s.created_at ? h("time", { class: "session-time", datetime: s.created_at }, formatTime(s.created_at)) : null,
+        );
+        link.addEventListener("click", (event) => {
+          // Let the browser handle new-tab / new-window clicks.
+          if (event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+          event.preventDefault();
+          onSelect(s.id);
+        });
+        return h("li", {}, link);
+      }),
+    );
+  }
+
+  return { el: list, update };
+}

@@ -1,0 +1,391 @@
+// Pure client state of the Turnvisor UI: no DOM, no timers, no sockets.
+//
+// Every function takes a state (or a piece of it) and returns a new value; nothing is mutated,
+// so the page controller can re-render from one object and node's test runner can check every
+// rule without a browser (tests/ui_unit/).
+//
+// Cancellation progress (spec/cancel-turn-progress-requirements.txt, DESIGN.md §6):
+// - the backend owns `cancellation_pending` / `cancellation_revision` per session;
+// - a value is accepted only if its revision is >= the one held (equal accepted, lower rejected);
+// - between a click and the first backend signal about that click the page holds an optimistic
+//   per-session flag; the control shows pending if optimistic OR backend pending.
+//
+// Revisions are process-local on the backend, so they are only comparable within one backend
+// incarnation. The page cannot see a restart directly, but every restart drops the WebSocket, so
+// each value is tagged with the connection "epoch" it arrived on (0 = the boot state embedded in
+// the page, then 1, 2, ... per WebSocket open). Within an epoch the revision rule applies; the
+// first value of a newer epoch is a fresh read and is accepted as the new baseline. Without this,
+// a tab that held revision 5 would reject the restarted backend's `false` at revision 0 and keep
+// a stale spinner forever.
+
+export const RUNNING = "RUNNING";
+export const CANCEL_LABEL = "Cancel agent";
+export const CANCELLING_LABEL = "Cancelling...";
+/** Client-side bound on one agent.cancel request (issue 5: 15 s). */
+export const CANCEL_REQUEST_TIMEOUT_MS = 15_000;
+
+/** The state of a page before anything is known. */
+export function emptyState() {
+  return {
+    page: "tasks",
+    tasks: [],
+    task: null,
+    agents: [],
+    defaultAgent: null,
+    sessions: {}, // session id -> session row (DTO fields + cancellation_epoch)
+    sessionOrder: [], // session ids, display order (oldest first)
+    selectedSessionId: null,
+    messages: {}, // session id -> Message[] (oldest first); absent = not loaded yet
+    // session id -> {requestId, baseRevision, baseEpoch, optimistic}: this page's agent.cancel in
+    // flight. `optimistic` is the flag of the spec; the record outlives it so that the request's
+    // own error still reaches the composer after the backend has taken over.
+    cancelRequests: {},
+    composerErrors: {}, // session id -> text of the last failed cancel/send, shown in the composer
+  };
+}
+
+/** Builds the first state from the boot state the server embedded in the page (epoch 0). */
+export function hydrate(boot) {
+  const b = boot && typeof boot === "object" ? boot : {};
+  let state = {
+    ...emptyState(),
+    page: b.page === "task" ? "task" : "tasks",
+    tasks: sortTasks(Array.isArray(b.tasks) ? b.tasks : []),
+    task: b.task ?? null,
+    agents: Array.isArray(b.agents) ? b.agents : [],
+    defaultAgent: b.default_agent ?? (Array.isArray(b.agents) ? b.agents[0] ?? null : null),
+  };
+  for (const dto of Array.isArray(b.sessions) ? b.sessions : []) {
+    state = upsertSession(state, dto, 0);
+  }
+  const selected = b.selected_session_id ?? null;
+  state = { ...state, selectedSessionId: selected };
+  if (selected && Array.isArray(b.messages)) {
+    state = replaceMessages(state, selected, b.messages);
+  }
+  return state;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tasks
+
+function taskTime(task) {
+  const t = Date.parse(task?.updated_at ?? task?.created_at ?? "");
+  return Number.isNaN(t) ? 0 : t;
+}
+
+/** Most recently updated first, as a task list is read. */
+export function sortTasks(tasks) {
+  return [...tasks].sort((a, b) => taskTime(b) - taskTime(a));
+}
+
+/** Adds or replaces a task by id (used after task.create and task.list). */
+export function upsertTask(state, task) {
+  if (!task || typeof task.id !== "string") return state;
+  const rest = state.tasks.filter((t) => t.id !== task.id);
+  return { ...state, tasks: sortTasks([task, ...rest]) };
+}
+
+export function replaceTasks(state, tasks) {
+  return { ...state, tasks: sortTasks(Array.isArray(tasks) ? tasks : []) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backend cancellation values, merged by revision
+
+/**
+ * Whether a backend cancellation value may replace the one held.
+ * `held` is {revision, epoch} or null (nothing held yet).
+ */
+export function acceptsCancellation(held, incoming) {
+  if (!held || typeof held.revision !== "number") return true;
+  if (incoming.epoch !== held.epoch) return incoming.epoch > held.epoch;
+  return incoming.revision >= held.revision;
+}
+
+function isCancellationValue(pending, revision) {
+  return typeof pending === "boolean" && typeof revision === "number" && Number.isFinite(revision);
+}
+
+/**
+ * Merges one backend value {pending, revision} received on `epoch` into a session row.
+ * Returns {row, accepted}. A row without the fields (a partial event) is left alone.
+ */
+export function mergeCancellation(row, pending, revision, epoch) {
+  if (!isCancellationValue(pending, revision)) return { row, accepted: false };
+  const held =
+    typeof row.cancellation_revision === "number"
+      ? { revision: row.cancellation_revision, epoch: row.cancellation_epoch ?? 0 }
+      : null;
+  if (!acceptsCancellation(held, { revision, epoch })) return { row, accepted: false };
+  return {
+    row: {
+      ...row,
+      cancellation_pending: pending,
+      cancellation_revision: revision,
+      cancellation_epoch: epoch,
+    },
+    accepted: true,
+  };
+}
+
+/**
+ * Applies an accepted backend value's effect on the optimistic flag of that session.
+ *
+ * The flag ends at the first backend signal *about the click*: a pending `true` (this or another
+ * page's cancel was accepted, so the backend now owns the state) or any transition after the
+ * click (revision moved, or a newer connection). A read that predates the request - `false` at
+ * the revision held when the user clicked - says nothing about it, and clearing on it would make
+ * the spinner flicker off and on.
+ */
+function settleOptimisticOnBackendValue(state, sessionId, pending, revision, epoch) {
+  const req = state.cancelRequests[sessionId];
+  if (!req || !req.optimistic) return state;
+  const aboutTheClick =
+    pending === true ||
+    epoch !== req.baseEpoch ||
+    req.baseRevision === null ||
+    revision > req.baseRevision;
+  if (!aboutTheClick) return state;
+  return { ...state, cancelRequests: { ...state.cancelRequests, [sessionId]: { ...req, optimistic: false } } };
+}
+
+function dropCancelRequest(state, sessionId) {
+  const cancelRequests = { ...state.cancelRequests };
+  delete cancelRequests[sessionId];
+  return { ...state, cancelRequests };
+}
+
+/** Applies a backend cancellation value for one session (notification, snapshot or DTO). */
+export function applyCancellation(state, sessionId, pending, revision, epoch) {
+  const row = state.sessions[sessionId] ?? { id: sessionId };
+  const merged = mergeCancellation(row, pending, revision, epoch);
+  if (!merged.accepted) return state;
+  const next = putSession(state, merged.row);
+  return settleOptimisticOnBackendValue(next, sessionId, pending, revision, epoch);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sessions
+
+function sessionTime(row) {
+  const t = Date.parse(row?.created_at ?? "");
+  return Number.isNaN(t) ? Number.POSITIVE_INFINITY : t;
+}
+
+function putSession(state, row) {
+  const known = row.id in state.sessions;
+  const sessions = { ...state.sessions, [row.id]: row };
+  let sessionOrder = known ? state.sessionOrder : [...state.sessionOrder, row.id];
+  if (!known) {
+    // Keep creation order; rows without a time (partial events) go last.
+    sessionOrder = [...sessionOrder].sort((a, b) => sessionTime(sessions[a]) - sessionTime(sessions[b]));
+  }
+  return { ...state, sessions, sessionOrder };
+}
+
+/**
+ * Adds or updates a session from a session DTO (boot, session.list, session.launch).
+ * Every field but the cancellation pair is taken as is; the pair goes through the revision rule.
+ */
+export function upsertSession(state, dto, epoch) {
+  if (!dto || typeof dto.id !== "string") return state;
+  const { cancellation_pending: pending, cancellation_revision: revision, ...fields } = dto;
+  const held = state.sessions[dto.id] ?? {};
+  const next = putSession(state, { ...held, ...fields });
+  return applyCancellation(next, dto.id, pending, revision, epoch);
+}
+
+/** Replaces the task's sessions with a fresh listing, keeping the revision rule per session. */
+export function replaceSessions(state, dtos, epoch) {
+  let next = state;
+  for (const dto of Array.isArray(dtos) ? dtos : []) next = upsertSession(next, dto, epoch);
+  return next;
+}
+
+export function selectSession(state, sessionId) {
+  return { ...state, selectedSessionId: sessionId ?? null };
+}
+
+/** Sessions in display order, for the session list. */
+export function orderedSessions(state) {
+  return state.sessionOrder.map((id) => state.sessions[id]).filter(Boolean);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Messages
+
+function messageTime(m) {
+  const t = Date.parse(m?.created_at ?? "");
+  return Number.isNaN(t) ? Number.POSITIVE_INFINITY : t;
+}
+
+/**
+ * Inserts or replaces a message by id, keeping the list oldest first. Updates arrive whole
+ * (contract-notes: agent text is re-published entire as chunks arrive), so replace, not patch.
+ */
+export function upsertMessage(list, message) {
+  if (!message || message.id === undefined || message.id === null) return list;
+  const current = Array.isArray(list) ? list : [];
+  const index = current.findIndex((m) => m.id === message.id);
+  if (index >= 0) {
+    const next = [...current];
+    next[index] = message;
+    return next;
+  }
+  const next = [...current, message];
+  const last = current[current.length - 1];
+  if (last && messageTime(message) < messageTime(last)) {
+    next.sort((a, b) => messageTime(a) - messageTime(b)); // stable: ties keep arrival order
+  }
+  return next;
+}
+
+export function addMessage(state, sessionId, message) {
+  const list = upsertMessage(state.messages[sessionId], message);
+  return { ...state, messages: { ...state.messages, [sessionId]: list } };
+}
+
+/** Replaces a session's messages with a fresh listing (boot or message.list after subscribe). */
+export function replaceMessages(state, sessionId, messages) {
+  let list = [];
+  for (const m of Array.isArray(messages) ? messages : []) list = upsertMessage(list, m);
+  return { ...state, messages: { ...state.messages, [sessionId]: list } };
+}
+
+/** Marks a permission card answered-by-cancel; the message update usually follows anyway. */
+export function markPermissionCancelled(state, sessionId, requestId) {
+  const list = state.messages[sessionId];
+  if (!Array.isArray(list)) return state;
+  const next = list.map((m) =>
+    m.kind === "permission" && m.metadata?.request_id === requestId
+      ? { ...m, metadata: { ...m.metadata, status: "cancelled" } }
+      : m,
+  );
+  return { ...state, messages: { ...state.messages, [sessionId]: next } };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Notifications (DESIGN.md §4)
+
+/** Folds one WebSocket notification, received on connection `epoch`, into the state. */
+export function applyNotification(state, action, payload, epoch) {
+  const p = payload && typeof payload === "object" ? payload : {};
+  const sid = p.session_id;
+  if (typeof sid !== "string") return state;
+  switch (action) {
+    case "session.state_changed": {
+      const row = state.sessions[sid] ?? { id: sid };
+      const fields = { ...row };
+      if (typeof p.new_state === "string") fields.state = p.new_state;
+      if (typeof p.updated_at === "string") fields.updated_at = p.updated_at;
+      if (typeof p.task_id === "string") fields.task_id = p.task_id;
+      const next = putSession(state, fields);
+      return applyCancellation(next, sid, p.cancellation_pending, p.cancellation_revision, epoch);
+    }
+    case "session.cancellation_changed":
+      return applyCancellation(state, sid, p.cancellation_pending, p.cancellation_revision, epoch);
+    case "session.message.added":
+    case "session.message.updated":
+      return addMessage(state, sid, p.message);
+    case "session.permission.cancelled":
+      return markPermissionCancelled(state, sid, p.request_id);
+    default:
+      // session.turn.completed, session.agent.cancelled, session.permission.requested: the
+      // state and message notifications that come with them carry everything the page shows.
+      return state;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The cancel control
+
+/** True while the page itself holds an unanswered cancel request for the session. */
+export function isOptimisticPending(state, sessionId) {
+  return Boolean(sessionId && state.cancelRequests[sessionId]?.optimistic);
+}
+
+/** Effective pending = optimistic OR backend pending. */
+export function effectiveCancelPending(state, sessionId) {
+  if (!sessionId) return false;
+  return isOptimisticPending(state, sessionId) || state.sessions[sessionId]?.cancellation_pending === true;
+}
+
+/**
+ * Starts a cancel for a session: sets the optimistic flag unless the activation must be ignored
+ * (already pending here or on the backend, or nothing running). Returns {state, send}; the caller
+ * sends `agent.cancel` with `requestId` only when `send` is true.
+ */
+export function beginCancel(state, sessionId, requestId, epoch) {
+  const row = sessionId ? state.sessions[sessionId] : undefined;
+  if (!row || row.state !== RUNNING) return { state, send: false };
+  if (effectiveCancelPending(state, sessionId)) return { state, send: false };
+  const baseRevision = typeof row.cancellation_revision === "number" ? row.cancellation_revision : null;
+  const baseEpoch = typeof row.cancellation_revision === "number" ? row.cancellation_epoch ?? 0 : epoch;
+  const record = { requestId, baseRevision, baseEpoch, optimistic: true };
+  const cancelRequests = { ...state.cancelRequests, [sessionId]: record };
+  return { state: clearComposerError({ ...state, cancelRequests }, sessionId), send: true };
+}
+
+/**
+ * Ends the optimistic flag when the request itself settles. `outcome` is
+ * {ok: true} or {ok: false, error: "text"} (failure, rejection, disconnect or the 15 s timeout).
+ * Only the request that set the flag may clear it: a late answer to an abandoned request must not
+ * touch a newer retry.
+ */
+export function settleCancel(state, sessionId, requestId, outcome) {
+  const req = state.cancelRequests[sessionId];
+  if (!req || req.requestId !== requestId) return state;
+  const next = dropCancelRequest(state, sessionId);
+  return outcome?.ok ? next : setComposerError(next, sessionId, outcome?.error || "Cancel failed");
+}
+
+/** What the shared cancel control shows for a session. */
+export function cancelControlView(state, sessionId) {
+  const row = sessionId ? state.sessions[sessionId] : undefined;
+  if (!row) return { visible: false, pending: false, disabled: true, label: CANCEL_LABEL };
+  const pending = effectiveCancelPending(state, sessionId);
+  // Shown while a turn runs, and also while a cancel is still pending after the state moved on,
+  // so the spinner lasts "until the backend's cancellation_pending goes false" (DESIGN §8).
+  return {
+    visible: row.state === RUNNING || pending,
+    pending,
+    disabled: pending,
+    label: pending ? CANCELLING_LABEL : CANCEL_LABEL,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The composer
+
+export function setComposerError(state, sessionId, text) {
+  if (!sessionId) return state;
+  return { ...state, composerErrors: { ...state.composerErrors, [sessionId]: String(text) } };
+}
+
+export function clearComposerError(state, sessionId) {
+  if (!sessionId || !(sessionId in state.composerErrors)) return state;
+  const composerErrors = { ...state.composerErrors };
+  delete composerErrors[sessionId];
+  return { ...state, composerErrors };
+}
+
+/**
+ * What the composer shows for the selected session. With no session selected, Send launches a
+ * new one with the typed prompt; while a turn runs, Send is off (one turn at a time) and the
+ * cancel control takes the stage.
+ */
+export function composerView(state) {
+  const sid = state.selectedSessionId;
+  const row = sid ? state.sessions[sid] : undefined;
+  const running = row?.state === RUNNING;
+  return {
+    sessionId: sid ?? null,
+    hasSession: Boolean(row),
+    running,
+    sendDisabled: running,
+    sendLabel: row ? "Send" : "Start session",
+    cancel: cancelControlView(state, sid),
+    error: (sid && state.composerErrors[sid]) || null,
+  };
+}
