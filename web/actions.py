@@ -1,0 +1,98 @@
+"""The request actions of DESIGN.md §4, shared by the WebSocket gateway and REST.
+
+Each handler decodes and validates its payload, makes one orchestrator call
+and encodes the result.  ``session.subscribe``/``unsubscribe`` need the
+connection and live in the gateway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from supervisor.orchestrator import Caller
+from supervisor.root import Supervisor
+
+from .validate import opt_bool, opt_int, opt_str, req_str
+
+__all__ = ["ACTIONS", "Handler", "cancel_result"]
+
+Handler = Callable[[Supervisor, Caller, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+_ID = 64
+
+
+async def task_create(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
+    task = await sup.orchestrator.create_task(caller, req_str(p, "title", max_len=500))
+    return task.to_dto()
+
+
+async def task_list(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
+    return {"tasks": [t.to_dto() for t in await sup.orchestrator.list_tasks(caller)]}
+
+
+async def session_launch(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
+    limit = sup.config.limits.max_prompt_chars
+    return await sup.orchestrator.launch_session(
+        caller, req_str(p, "task_id", max_len=_ID), opt_str(p, "agent", max_len=100),
+        opt_str(p, "prompt", max_len=limit),
+    )
+
+
+async def session_list(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
+    sessions = await sup.orchestrator.list_sessions(caller, req_str(p, "task_id", max_len=_ID))
+    return {"sessions": sessions}
+
+
+async def message_add(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
+    msg = await sup.orchestrator.send_message(
+        caller, req_str(p, "session_id", max_len=_ID),
+        req_str(p, "content", max_len=sup.config.limits.max_prompt_chars),
+    )
+    return msg.to_dto()
+
+
+async def message_list(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
+    msgs = await sup.orchestrator.list_messages(
+        caller, req_str(p, "session_id", max_len=_ID),
+        limit=opt_int(p, "limit", lo=1, hi=1000) or 200,
+        before=opt_str(p, "before", max_len=_ID),
+    )
+    return {"messages": [m.to_dto() for m in msgs]}
+
+
+def cancel_result(session_id: str) -> dict[str, Any]:
+    return {"success": True, "session_id": session_id}
+
+
+async def agent_cancel(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
+    session_id = req_str(p, "session_id", max_len=_ID)
+    await sup.orchestrator.cancel(caller, session_id, opt_str(p, "task_id", max_len=_ID))
+    return cancel_result(session_id)
+
+
+async def permission_respond(sup: Supervisor, caller: Caller,
+                             p: dict[str, Any]) -> dict[str, Any]:
+    session_id = req_str(p, "session_id", max_len=_ID)
+    request_id = req_str(p, "request_id", max_len=200)
+    option_id = None if opt_bool(p, "cancelled") else req_str(p, "option_id", max_len=200)
+    await sup.orchestrator.respond_permission(caller, session_id, request_id, option_id)
+    return {"success": True}
+
+
+async def ping(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
+    """Not in DESIGN §4: a no-op round trip (the benchmark's WebSocket floor)."""
+    return {}
+
+
+ACTIONS: dict[str, Handler] = {
+    "task.create": task_create,
+    "task.list": task_list,
+    "session.launch": session_launch,
+    "session.list": session_list,
+    "message.add": message_add,
+    "message.list": message_list,
+    "agent.cancel": agent_cancel,
+    "permission.respond": permission_respond,
+    "ping": ping,
+}

@@ -1,0 +1,240 @@
+"""The Quart-Trio app: REST under /api/v1 (DESIGN.md §5), /ws, pages, static files.
+
+Handlers are thin: authenticate, validate, one orchestrator call, encode.
+Errors are JSON ``{"error": {"code", "message"}}`` with a matching status; no
+traceback ever reaches a client.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any, Final
+
+from quart import Response, redirect, request, send_from_directory, websocket
+from quart_trio import QuartTrio
+from werkzeug.exceptions import HTTPException
+
+from supervisor.errors import SupervisorError
+from supervisor.orchestrator import Caller
+from supervisor.root import Supervisor
+
+from .actions import agent_cancel, message_list
+from .auth import COOKIE, Tokens, origin_allowed
+from .gateway import Gateway
+from .validate import BadInput
+
+__all__ = ["create_app"]
+
+log = logging.getLogger(__name__)
+
+WEB_DIR: Final = Path(__file__).parent
+STATUS: Final = {
+    "BAD_REQUEST": 400, "VALIDATION_ERROR": 422, "UNAUTHORIZED": 401, "FORBIDDEN": 403,
+    "NOT_FOUND": 404, "CONFLICT": 409, "UNKNOWN_ACTION": 404, "INTERNAL_ERROR": 500,
+}
+
+
+def _error(code: str, message: str, status: int | None = None) -> Response:
+    body = json.dumps({"error": {"code": code, "message": message}})
+    return Response(body, status=status or STATUS.get(code, 500),
+                    content_type="application/json")
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    return Response(json.dumps(data), status=status, content_type="application/json")
+
+
+def boot_json(boot: dict[str, Any]) -> str:
+    """JSON safe to embed in a <script> element."""
+    return (json.dumps(boot).replace("<", "\\u003c").replace(">", "\\u003e")
+            .replace("&", "\\u0026"))
+
+
+def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
+    app = QuartTrio("turnvisor", static_folder=None)
+    app.config["MAX_CONTENT_LENGTH"] = sup.config.limits.max_body_bytes
+    gateway = Gateway(sup)
+    app.extensions["turnvisor"] = {"supervisor": sup, "gateway": gateway}
+    workspaces: dict[str, Caller] = {}
+    template: list[str] = []
+
+    async def caller_for(name: str) -> Caller:
+        if name not in workspaces:
+            workspaces[name] = await sup.caller(name)
+        return workspaces[name]
+
+    async def current_caller() -> Caller | None:
+        name = tokens.resolve(request.headers.get("Authorization"), request.cookies.get(COOKIE))
+        return await caller_for(name) if name else None
+
+    async def body() -> dict[str, Any]:
+        raw = await request.get_data(as_text=True)
+        if not raw.strip():
+            return {}
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            raise BadInput("BAD_REQUEST", "body is not valid JSON") from None
+        if not isinstance(data, dict):
+            raise BadInput("BAD_REQUEST", "body must be a JSON object")
+        return data
+
+    # -- errors ---------------------------------------------------------------
+
+    @app.errorhandler(BadInput)
+    async def on_bad_input(exc: BadInput) -> Response:
+        return _error(exc.code, exc.message)
+
+    @app.errorhandler(SupervisorError)
+    async def on_supervisor_error(exc: SupervisorError) -> Response:
+        return _error(exc.code, str(exc))
+
+    @app.errorhandler(HTTPException)
+    async def on_http(exc: HTTPException) -> Response:
+        code = {400: "BAD_REQUEST", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND",
+                413: "BAD_REQUEST"}.get(exc.code or 500, "BAD_REQUEST")
+        return _error(code, exc.description or exc.name, exc.code)
+
+    @app.errorhandler(Exception)
+    async def on_exception(exc: Exception) -> Response:
+        log.exception("request failed")
+        return _error("INTERNAL_ERROR", "internal error")
+
+    # -- REST -----------------------------------------------------------------
+
+    @app.before_request
+    async def require_token() -> Response | None:
+        path = request.path
+        if path.startswith("/api/") and path != "/api/v1/health":
+            if await current_caller() is None:
+                return _error("UNAUTHORIZED", "a valid token is required (Authorization: Bearer)")
+        return None
+
+    async def me() -> Caller:
+        caller = await current_caller()
+        assert caller is not None  # require_token ran
+        return caller
+
+    @app.get("/api/v1/health")
+    async def health() -> Response:
+        return _json({"status": "ok"})
+
+    @app.get("/api/v1/tasks")
+    async def tasks() -> Response:
+        return _json({"tasks": [t.to_dto() for t in await sup.orchestrator.list_tasks(await me())]})
+
+    @app.post("/api/v1/tasks")
+    async def create_task() -> Response:
+        data = await body()
+        title = data.get("title")
+        if not isinstance(title, str):
+            raise BadInput("VALIDATION_ERROR", "title is required and must be a string")
+        task = await sup.orchestrator.create_task(await me(), title)
+        return _json(task.to_dto(), 201)
+
+    @app.get("/api/v1/tasks/<task_id>/sessions")
+    async def sessions(task_id: str) -> Response:
+        return _json({"sessions": await sup.orchestrator.list_sessions(await me(), task_id)})
+
+    @app.get("/api/v1/tasks/<task_id>/boot")
+    async def boot(task_id: str) -> Response:
+        return _json(await sup.orchestrator.boot(await me(), task_id,
+                                                 request.args.get("session")))
+
+    @app.get("/api/v1/task-sessions/<session_id>")
+    async def session(session_id: str) -> Response:
+        s = await sup.orchestrator.session(await me(), session_id)
+        return _json(sup.notify.session_dto(s))
+
+    @app.get("/api/v1/task-sessions/<session_id>/messages")
+    async def messages(session_id: str) -> Response:
+        payload: dict[str, Any] = {"session_id": session_id}
+        if "limit" in request.args:
+            try:
+                payload["limit"] = int(request.args["limit"])
+            except ValueError:
+                raise BadInput("VALIDATION_ERROR", "limit must be an integer") from None
+        if "before" in request.args:
+            payload["before"] = request.args["before"]
+        return _json(await message_list(sup, await me(), payload))
+
+    @app.post("/api/v1/task-sessions/<session_id>/cancel")
+    async def cancel(session_id: str) -> Response:
+        data = await body()
+        payload = {"session_id": session_id, "task_id": data.get("task_id")}
+        return _json(await agent_cancel(sup, await me(), payload))
+
+    # -- pages ----------------------------------------------------------------
+
+    async def page(boot_state: dict[str, Any]) -> Response:
+        if not template:
+            template.append((WEB_DIR / "templates" / "app.html").read_text())
+        html = template[0].replace("__BOOT_STATE__", boot_json(boot_state))
+        resp = Response(html, content_type="text/html; charset=utf-8")
+        resp.headers["Cache-Control"] = "no-store"
+        resp.headers["Content-Security-Policy"] = (
+            "default-src 'self'; connect-src 'self'; img-src 'self' data:; "
+            "style-src 'self'; script-src 'self'; frame-ancestors 'none'")
+        return resp
+
+    async def page_caller() -> Caller | Response:
+        token = request.args.get("token")
+        if token is not None:
+            if tokens.workspace(token) is None:
+                return Response("Unauthorized: that token is not valid.", 401,
+                                content_type="text/plain")
+            # Trade the one-time ?token= for a cookie, and drop it from the URL.
+            rest = "&".join(f"{k}={v}" for k, v in request.args.items() if k != "token")
+            resp = redirect(request.path + (f"?{rest}" if rest else ""))
+            resp.set_cookie(COOKIE, token, httponly=True, samesite="Strict", path="/")
+            return resp  # type: ignore[return-value]
+        caller = await current_caller()
+        if caller is None:
+            return Response("Unauthorized: open the URL printed by `turnvisor serve` "
+                            "(it carries ?token=...).", 401, content_type="text/plain")
+        return caller
+
+    @app.get("/")
+    async def index() -> Response:
+        caller = await page_caller()
+        if isinstance(caller, Response):
+            return caller
+        tasks_ = await sup.orchestrator.list_tasks(caller)
+        return await page({"page": "tasks", "tasks": [t.to_dto() for t in tasks_],
+                           "agents": sorted(sup.config.profiles),
+                           "default_agent": sup.config.default_agent})
+
+    @app.get("/tasks/<task_id>")
+    async def task_page(task_id: str) -> Response:
+        caller = await page_caller()
+        if isinstance(caller, Response):
+            return caller
+        return await page(await sup.orchestrator.boot(caller, task_id,
+                                                      request.args.get("session")))
+
+    @app.get("/static/<path:filename>")
+    async def static(filename: str) -> Response:
+        # send_from_directory refuses paths that leave the directory.
+        resp = await send_from_directory(WEB_DIR / "static", filename)
+        resp.headers["Cache-Control"] = "no-cache"
+        return resp
+
+    # -- WebSocket ------------------------------------------------------------
+
+    @app.websocket("/ws")
+    async def ws() -> Response | None:
+        if not origin_allowed(websocket.headers.get("Origin"), websocket.headers.get("Host")):
+            return Response("forbidden origin", 403)
+        name = tokens.resolve(websocket.headers.get("Authorization"),
+                              websocket.cookies.get(COOKIE), websocket.args.get("token"))
+        if name is None:
+            return Response("unauthorized", 401)
+        caller = await caller_for(name)
+        await websocket.accept()
+        # The proxy resolves in the gateway's child tasks too (they inherit the context).
+        await gateway.serve(websocket, caller)
+        return None
+
+    return app

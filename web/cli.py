@@ -1,0 +1,59 @@
+"""The ``turnvisor`` command: every public entry point lives behind it."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+import trio
+
+from supervisor.config import Config, ConfigError
+
+__all__ = ["main"]
+
+
+def default_data_dir() -> Path:
+    env = os.environ.get("TURNVISOR_DATA_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "turnvisor"
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from .auth import load_default_token
+    from .server import serve
+
+    data_dir = Path(args.data_dir).expanduser().resolve()
+    try:
+        config = Config.load(data_dir, default_agent=args.agent)
+    except ConfigError as exc:
+        print(f"turnvisor: configuration error: {exc}", file=sys.stderr)
+        return 2
+    token = load_default_token(data_dir)
+    trio.run(lambda: serve(config, host=args.host, port=args.port, token=token))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="turnvisor", description=__doc__)
+    parser.add_argument("--log-level", default=os.environ.get("TURNVISOR_LOG", "INFO"))
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="serve the UI, REST and WebSocket API")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8080, help="0 picks a free port")
+    serve.add_argument("--data-dir", default=str(default_data_dir()))
+    serve.add_argument("--agent", default=None, help="default agent profile (mock)")
+    serve.set_defaults(run=_serve)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    result: int = args.run(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

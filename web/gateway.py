@@ -1,0 +1,172 @@
+"""The WebSocket gateway at ``/ws`` (DESIGN.md §4).
+
+One connection = one nursery (``serve``):
+
+    serve                     the connection's nursery
+    ├── _writer               the only task that writes to the socket
+    └── _request (each)       one per request frame, bounded in number
+
+Every outbound frame (responses and notifications alike) goes through the
+connection's bounded ``Subscriber`` queue, so there is one writer and one
+order.  A client that falls ``ws_send_queue`` frames behind, or whose socket
+does not take a frame for ``SEND_TIMEOUT_S``, is dropped; it resyncs from the
+subscribe snapshot when it reconnects.  When the client goes away the
+nursery is cancelled: waits on accepted cancel operations are abandoned, the
+operations themselves (in the orchestrator's nursery) are not.
+
+Bad input always gets an ``error`` envelope and the connection stays open.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Final, Protocol
+
+import trio
+
+from supervisor.bus import Subscriber, envelope
+from supervisor.errors import SupervisorError
+from supervisor.orchestrator import Caller
+from supervisor.root import Supervisor
+
+from .actions import ACTIONS
+from .validate import BadInput, req_str
+
+__all__ = ["Gateway"]
+
+log = logging.getLogger(__name__)
+
+SEND_TIMEOUT_S: Final = 10.0
+MAX_IN_FLIGHT: Final = 512
+
+
+class Socket(Protocol):
+    async def receive(self) -> str | bytes: ...
+    async def send(self, data: str | bytes) -> None: ...
+    async def close(self, code: int, reason: str = "") -> None: ...
+
+
+class Gateway:
+    def __init__(self, sup: Supervisor) -> None:
+        self.sup = sup
+        self.max_frame = sup.config.limits.max_ws_frame_bytes
+        self.connections = 0
+
+    async def serve(self, ws: Socket, caller: Caller) -> None:
+        sub = self.sup.bus.subscriber()
+        self.connections += 1
+        in_flight = _InFlight()
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._writer, ws, sub, nursery.cancel_scope)
+                while not sub.overflowed:
+                    data = await ws.receive()
+                    self._dispatch(data, sub, caller, nursery, in_flight)
+                nursery.cancel_scope.cancel()
+        finally:
+            self.connections -= 1
+            sub.close()
+
+    async def _writer(self, ws: Socket, sub: Subscriber, scope: trio.CancelScope) -> None:
+        try:
+            async for frame in sub.receive:
+                if sub.overflowed:
+                    break
+                with trio.fail_after(SEND_TIMEOUT_S):
+                    await ws.send(frame)
+        except trio.TooSlowError:
+            sub.overflowed = True
+        if sub.overflowed:
+            log.warning("dropping a WebSocket client that cannot keep up")
+            with trio.move_on_after(1):
+                await ws.close(1013, "too slow: reconnect and resubscribe")
+        scope.cancel()
+
+    # -- requests -------------------------------------------------------------
+
+    def _dispatch(self, data: str | bytes, sub: Subscriber, caller: Caller,
+                  nursery: trio.Nursery, in_flight: _InFlight) -> None:
+        req_id: str = ""
+        action = ""
+        try:
+            if isinstance(data, bytes):
+                raise BadInput("BAD_REQUEST", "binary frames are not supported; send JSON text")
+            if len(data) > self.max_frame:
+                raise BadInput("BAD_REQUEST", f"frame larger than {self.max_frame} bytes")
+            try:
+                msg = json.loads(data)
+            except (ValueError, RecursionError):
+                raise BadInput("BAD_REQUEST", "frame is not valid JSON") from None
+            if not isinstance(msg, dict):
+                raise BadInput("BAD_REQUEST", "frame must be a JSON object (the envelope)")
+            raw_id = msg.get("id")
+            if isinstance(raw_id, str | int) and not isinstance(raw_id, bool):
+                req_id = str(raw_id)[:128]
+            raw_action = msg.get("action")
+            action = raw_action[:100] if isinstance(raw_action, str) else ""
+            if msg.get("type") != "request":
+                raise BadInput("BAD_REQUEST", 'type must be "request"')
+            if not action:
+                raise BadInput("BAD_REQUEST", "action is required")
+            payload = msg.get("payload", {})
+            if payload is None:
+                payload = {}
+            if not isinstance(payload, dict):
+                raise BadInput("VALIDATION_ERROR", "payload must be a JSON object")
+            if action not in ACTIONS and action not in ("session.subscribe",
+                                                        "session.unsubscribe"):
+                raise BadInput("UNKNOWN_ACTION", f"unknown action {action!r}")
+            if in_flight.count >= MAX_IN_FLIGHT:
+                raise BadInput("CONFLICT", f"more than {MAX_IN_FLIGHT} requests in flight")
+        except BadInput as exc:
+            sub.offer(envelope("error", action, {"code": exc.code, "message": exc.message},
+                               req_id or None))
+            return
+        in_flight.count += 1
+        nursery.start_soon(self._request, sub, caller, req_id, action, payload, in_flight)
+
+    async def _request(self, sub: Subscriber, caller: Caller, req_id: str, action: str,
+                       payload: dict[str, Any], in_flight: _InFlight) -> None:
+        try:
+            if action == "session.subscribe":
+                await self._subscribe(sub, caller, req_id, payload)
+                return
+            if action == "session.unsubscribe":
+                sub.unsubscribe(req_str(payload, "session_id", max_len=64))
+                result: dict[str, Any] = {"success": True}
+            else:
+                result = await ACTIONS[action](self.sup, caller, payload)
+            sub.offer(envelope("response", action, result, req_id or None))
+        except (BadInput, SupervisorError) as exc:
+            code = exc.code
+            message = exc.message if isinstance(exc, BadInput) else str(exc)
+            sub.offer(envelope("error", action, {"code": code, "message": message},
+                               req_id or None))
+        except Exception:
+            log.exception("action %s failed", action)
+            sub.offer(envelope("error", action,
+                               {"code": "INTERNAL_ERROR", "message": "internal error"},
+                               req_id or None))
+        finally:
+            in_flight.count -= 1
+
+    async def _subscribe(self, sub: Subscriber, caller: Caller, req_id: str,
+                         payload: dict[str, Any]) -> None:
+        session_id = req_str(payload, "session_id", max_len=64)
+        # Authorize before subscribing: another workspace's session is not found.
+        await self.sup.orchestrator.session(caller, session_id)
+        sub.subscribe(session_id)
+        session = await self.sup.orchestrator.session(caller, session_id)
+        sub.offer(envelope("response", "session.subscribe", {"success": True}, req_id or None))
+        sub.offer(envelope("notification", "session.state_changed",
+                           self.sup.notify.state_payload(session)))
+
+
+class _InFlight:
+    """Requests of one connection still running (bounded by MAX_IN_FLIGHT)."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0

@@ -1,0 +1,47 @@
+"""Input validation at the edge: one clear error per bad field, never a traceback."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["BadInput", "opt_bool", "opt_int", "opt_str", "req_str"]
+
+
+class BadInput(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def req_str(payload: dict[str, Any], name: str, *, max_len: int = 200) -> str:
+    value = payload.get(name)
+    if value is None:
+        raise BadInput("VALIDATION_ERROR", f"{name} is required")
+    if not isinstance(value, str):
+        raise BadInput("VALIDATION_ERROR", f"{name} must be a string")
+    if not value or len(value) > max_len:
+        raise BadInput("VALIDATION_ERROR", f"{name} must be 1 to {max_len} characters")
+    return value
+
+
+def opt_str(payload: dict[str, Any], name: str, *, max_len: int = 200) -> str | None:
+    if payload.get(name) is None:
+        return None
+    return req_str(payload, name, max_len=max_len)
+
+
+def opt_int(payload: dict[str, Any], name: str, *, lo: int, hi: int) -> int | None:
+    value = payload.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise BadInput("VALIDATION_ERROR", f"{name} must be an integer from {lo} to {hi}")
+    return value
+
+
+def opt_bool(payload: dict[str, Any], name: str) -> bool:
+    value = payload.get(name, False)
+    if not isinstance(value, bool):
+        raise BadInput("VALIDATION_ERROR", f"{name} must be true or false")
+    return value
