@@ -33,13 +33,7 @@ from typing import Any
 
 import trio
 
-from protocols.adapters import (
-    AdapterTimeouts,
-    AgentAdapter,
-    AgentClosed,
-    AgentTimeout,
-    make_adapter,
-)
+from protocols.adapters import AgentAdapter, AgentClosed, AgentTimeout
 from protocols.events import (
     AgentNotice,
     MessageChunk,
@@ -52,10 +46,10 @@ from protocols.events import (
     TurnEnded,
 )
 from protocols.jsonrpc import LocalProtocolError
-from protocols.process import start_agent_process, terminate_group
 
 from .config import Config
 from .errors import AgentStartError, Conflict, NotFound
+from .executors import LaunchedAgent, Launcher, local_launcher
 from .models import CANCELLED_STATUS, Message, Session, SessionState
 from .notify import Notifier
 from .profiles import AgentProfile
@@ -111,8 +105,7 @@ class TurnHandle:
 class Execution:
     session_id: str
     profile: AgentProfile
-    adapter: AgentAdapter
-    process: trio.Process
+    agent: LaunchedAgent
     nursery: trio.Nursery
     status: ExecutionStatus = ExecutionStatus.STARTING
     turn: TurnHandle | None = None
@@ -123,13 +116,15 @@ class Execution:
     stopped: trio.Event = field(default_factory=trio.Event)
 
     @property
-    def pid(self) -> int:
-        return self.process.pid
+    def adapter(self) -> AgentAdapter:
+        return self.agent.adapter
 
 
 class LifecycleManager:
-    def __init__(self, config: Config, store: Store, notifier: Notifier) -> None:
+    def __init__(self, config: Config, store: Store, notifier: Notifier,
+                 launcher: Launcher | None = None) -> None:
         self.config = config
+        self._launch = launcher or local_launcher(config)
         self.timeouts = config.timeouts
         self.store = store
         self.notify = notifier
@@ -198,56 +193,47 @@ class LifecycleManager:
         self, session_id: str, profile: AgentProfile,
         task_status: trio.TaskStatus[Execution] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        env = {**os.environ, **profile.env} if profile.env else None
         cwd = profile.cwd or str(self.config.work_dir)
         os.makedirs(cwd, exist_ok=True)
-        proc = await start_agent_process(profile.command, env=env, cwd=cwd)
-        pgid = proc.pid
         ex: Execution | None = None
-        try:
-            await self.store.call(self.store.db.record_agent_group, pgid, session_id,
-                                  " ".join(profile.command))
-            adapter = make_adapter(
-                profile.protocol, _stream(proc.stdin), _stream(proc.stdout),
-                timeouts=AdapterTimeouts(
-                    initialize_s=self.timeouts.agent_start_s,
-                    session_s=self.timeouts.agent_start_s,
-                    request_s=self.timeouts.agent_request_s, turn_s=self.timeouts.turn_s,
-                    write_s=self.timeouts.agent_request_s,
-                ),
-                max_line_bytes=self.config.limits.max_agent_line_bytes,
-                thread_params=dict(profile.thread_params),
-            )
-            async with trio.open_nursery() as nursery:
-                ex = Execution(session_id=session_id, profile=profile, adapter=adapter,
-                               process=proc, nursery=nursery)
-                nursery.start_soon(adapter.connection.run)
-                nursery.start_soon(self._drain_stderr, ex, _stream(proc.stderr))
-                nursery.start_soon(self._pump, ex)
-                with trio.fail_after(self.timeouts.agent_start_s):
-                    await adapter.initialize()
-                    await adapter.new_session(cwd)
-                ex.status = ExecutionStatus.READY
-                self.executions[session_id] = ex
-                task_status.started(ex)
-                # The pump ends when the agent's stdout does; then nothing is left to run.
-                await adapter.connection.closed.wait()
-                with trio.move_on_after(self.timeouts.cancel_cleanup_s):
-                    await _pumped(ex)
-                nursery.cancel_scope.cancel()
-        finally:
-            if ex is not None:
-                ex.status = ExecutionStatus.STOPPED
-                if self.executions.get(session_id) is ex:
-                    del self.executions[session_id]
-            await terminate_group(proc, grace_s=self.timeouts.term_grace_s)
+        async with self._launch(profile, cwd) as agent:
+            adapter = agent.adapter
+            try:
+                if agent.pgid is not None:
+                    await self.store.call(self.store.db.record_agent_group, agent.pgid,
+                                          session_id, " ".join(profile.command))
+                async with trio.open_nursery() as nursery:
+                    ex = Execution(session_id=session_id, profile=profile, agent=agent,
+                                   nursery=nursery)
+                    nursery.start_soon(adapter.connection.run)
+                    if agent.stderr is not None:
+                        nursery.start_soon(self._drain_stderr, ex, agent.stderr)
+                    nursery.start_soon(self._pump, ex)
+                    with trio.fail_after(self.timeouts.agent_start_s):
+                        await adapter.initialize()
+                        await adapter.new_session(cwd)
+                    ex.status = ExecutionStatus.READY
+                    self.executions[session_id] = ex
+                    task_status.started(ex)
+                    # The pump ends when the agent's output does; then nothing is left to run.
+                    await adapter.connection.closed.wait()
+                    with trio.move_on_after(self.timeouts.cancel_cleanup_s):
+                        await _pumped(ex)
+                    nursery.cancel_scope.cancel()
+            finally:
+                if ex is not None:
+                    ex.status = ExecutionStatus.STOPPED
+                    if self.executions.get(session_id) is ex:
+                        del self.executions[session_id]
+        # The launcher has torn the agent down (its whole process group, if local).
+        if agent.pgid is not None:
             with trio.CancelScope(shield=True, deadline=trio.current_time() + 5), \
                     contextlib.suppress(Exception):
-                await self.store.call(self.store.db.forget_agent_group, pgid)
-            log.info("agent %s (pid %d) for session %s exited with %s",
-                     profile.name, pgid, session_id, proc.returncode)
-            if ex is not None:
-                ex.stopped.set()
+                await self.store.call(self.store.db.forget_agent_group, agent.pgid)
+        log.info("agent %s for session %s exited with %s", profile.name, session_id,
+                 agent.returncode)
+        if ex is not None:
+            ex.stopped.set()
 
     async def stop_execution(self, session_id: str) -> None:
         ex = self.executions.get(session_id)
@@ -321,7 +307,7 @@ class LifecycleManager:
             if turn is not None:
                 with trio.CancelScope(shield=True,
                                       deadline=trio.current_time() + self.timeouts.cancel_cleanup_s):
-                    code = ex.process.returncode
+                    code = ex.agent.returncode
                     await self._finish_turn(ex, turn, TurnEnded(
                         stop_reason="error",
                         error=f"agent exited (status {code})" if code is not None
@@ -605,11 +591,3 @@ class LifecycleManager:
 async def _pumped(ex: Execution) -> None:
     if ex.turn is not None:
         await ex.turn.done.wait()
-
-
-def _stream(stream: Any) -> Any:
-    if stream is None:
-        raise RuntimeError("agent process has no pipe")
-    return stream
-
-

@@ -22,6 +22,7 @@ import trio
 
 from .bus import EventBus
 from .config import Config
+from .executors import Launcher
 from .lifecycle import LifecycleManager
 from .notify import Notifier
 from .orchestrator import Caller, Orchestrator
@@ -50,15 +51,20 @@ class Supervisor:
 
 
 @asynccontextmanager
-async def open_supervisor(config: Config) -> AsyncIterator[Supervisor]:
+async def open_supervisor(
+    config: Config, *, launcher: Launcher | None = None, store: Store | None = None
+) -> AsyncIterator[Supervisor]:
+    """``launcher`` (how agents start) and ``store`` are seams for tests; by
+    default agents are local child processes and the store is SQLite in the data dir."""
     config.data_dir.mkdir(parents=True, exist_ok=True)
     config.work_dir.mkdir(parents=True, exist_ok=True)
-    store = await trio.to_thread.run_sync(Store.open, config.db_path)
+    if store is None:
+        store = await trio.to_thread.run_sync(Store.open, config.db_path)
     try:
         recovered = await store.call(recover, store.db)
         bus = EventBus(queue_size=config.limits.ws_send_queue)
         notify = Notifier(bus)
-        lifecycle = LifecycleManager(config, store, notify)
+        lifecycle = LifecycleManager(config, store, notify, launcher)
         orchestrator = Orchestrator(config, store, notify, lifecycle)
         async with trio.open_nursery() as root:
             await root.start(lifecycle.run)

@@ -1,0 +1,72 @@
+"""Executors: how an agent is brought up for an execution.
+
+An executor is an async context manager that yields a ``LaunchedAgent`` (an
+adapter plus what the lifecycle needs to know about the process) and tears
+the agent down on exit.  ``launch_local`` runs the agent as a child of the
+backend, in its own process group.  Other executors (agentctl) yield an
+adapter that speaks to an agent elsewhere; the lifecycle drives them all the
+same way.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+
+import trio
+
+from protocols.adapters import AdapterTimeouts, AgentAdapter, make_adapter
+from protocols.process import start_agent_process, terminate_group
+
+from .config import Config
+from .profiles import AgentProfile
+
+__all__ = ["Launcher", "LaunchedAgent", "launch_local", "local_launcher"]
+
+
+@dataclass(eq=False)
+class LaunchedAgent:
+    adapter: AgentAdapter
+    #: The agent's process group, when it is our child (recorded for the startup sweep).
+    pgid: int | None = None
+    process: trio.Process | None = None
+    stderr: trio.abc.ReceiveStream | None = None
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode if self.process is not None else None
+
+
+Launcher = Callable[[AgentProfile, str], AbstractAsyncContextManager[LaunchedAgent]]
+
+
+def adapter_timeouts(config: Config) -> AdapterTimeouts:
+    t = config.timeouts
+    return AdapterTimeouts(initialize_s=t.agent_start_s, session_s=t.agent_start_s,
+                           request_s=t.agent_request_s, turn_s=t.turn_s,
+                           write_s=t.agent_request_s)
+
+
+@asynccontextmanager
+async def launch_local(config: Config, profile: AgentProfile,
+                       cwd: str) -> AsyncIterator[LaunchedAgent]:
+    env = {**os.environ, **profile.env} if profile.env else None
+    proc = await start_agent_process(profile.command, env=env, cwd=cwd)
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        adapter = make_adapter(
+            profile.protocol, proc.stdin, proc.stdout, timeouts=adapter_timeouts(config),
+            max_line_bytes=config.limits.max_agent_line_bytes,
+            thread_params=dict(profile.thread_params),
+        )
+        yield LaunchedAgent(adapter=adapter, pgid=proc.pid, process=proc, stderr=proc.stderr)
+    finally:
+        await terminate_group(proc, grace_s=config.timeouts.term_grace_s)
+
+
+def local_launcher(config: Config) -> Launcher:
+    def launch(profile: AgentProfile, cwd: str) -> AbstractAsyncContextManager[LaunchedAgent]:
+        return launch_local(config, profile, cwd)
+    return launch
