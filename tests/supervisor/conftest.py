@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+import pytest
+import trio
+
+from supervisor.config import Config
+from supervisor.executors import Launcher
+from supervisor.root import Supervisor, open_supervisor
+from supervisor.store import Db, Store
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class InlineStore(Store):
+    """The real SQLite store, called on the Trio thread.
+
+    Under MockClock's autojump a wait on a worker thread counts as "blocked",
+    so virtual time would leap past the very timeouts under test while a row
+    is being written.  Running the (fast, local) SQL inline keeps virtual time
+    honest; the threaded Store is what every other test uses.
+    """
+
+    async def call(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        await trio.lowlevel.checkpoint()
+        return functools.partial(fn, *args, **kwargs)()
+
+
+SupervisorFactory = Callable[..., Any]
+
+
+@pytest.fixture
+def make_supervisor(tmp_path: Path) -> SupervisorFactory:
+    @asynccontextmanager
+    async def factory(*, launcher: Launcher | None = None, inline: bool = False,
+                      **timeouts: float) -> AsyncIterator[Supervisor]:
+        data = tmp_path / "data"
+        config = Config.from_mapping(data, {"timeouts": timeouts})
+        store = None
+        if inline:
+            data.mkdir(parents=True, exist_ok=True)
+            store = InlineStore(Db(config.db_path))
+        async with open_supervisor(config, launcher=launcher, store=store) as sup:
+            yield sup
+
+    return factory

@@ -1,0 +1,119 @@
+"""An in-process ACP agent over a Trio memory stream, for MockClock tests.
+
+Timeout paths (join window, escalation, operation deadline) need virtual
+time, which a real subprocess cannot follow, so these tests put this Trio
+twin of the mock agent at the process boundary.  It speaks the same wire
+format (through protocols.jsonrpc) and follows the same prompt table
+subset: ``/delay``, ``/slow``, ``/hang``, echo.  The integration tests run the
+real mock agent as a subprocess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+import trio.testing
+
+from protocols.adapters import AcpAdapter
+from protocols.jsonrpc import (
+    Dialect,
+    IncomingNotification,
+    IncomingRequest,
+    PeerClosed,
+    RpcConnection,
+    _NeedData,
+)
+from supervisor.executors import LaunchedAgent
+from supervisor.profiles import AgentProfile
+
+
+class FakeAgent:
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream = stream
+        self.rpc = RpcConnection(Dialect.JSONRPC2, first_id=0)
+        self.cancelled = trio.Event()
+        self.turn_id: Any = None
+        self.prompts: list[str] = []
+        self.cancels = 0
+
+    async def send(self, data: bytes) -> None:
+        await self.stream.send_all(data)
+
+    async def chunk(self, text: str) -> None:
+        await self.send(self.rpc.send_notification("session/update", {
+            "sessionId": "fake", "update": {"sessionUpdate": "agent_message_chunk",
+                                             "content": {"type": "text", "text": text}}}))
+
+    async def turn(self, rid: Any, text: str) -> None:
+        words = text.split()
+        ms = int(words[1]) if len(words) > 1 and words[1].isdigit() else 1000
+        stop = "end_turn"
+        if words and words[0] == "/hang":
+            await trio.sleep_forever()
+        elif words and words[0] in ("/delay", "/slow"):
+            honour = words[0] == "/delay"
+            deadline = trio.current_time() + ms / 1000
+            n = 0
+            while trio.current_time() < deadline:
+                if honour and self.cancelled.is_set():
+                    break
+                await self.chunk(f"chunk{n} ")
+                n += 1
+                with trio.move_on_after(0.1):
+                    if honour:
+                        await self.cancelled.wait()
+                    else:
+                        await trio.sleep_forever()
+            if self.cancelled.is_set():
+                stop = "cancelled"
+        else:
+            await self.chunk(text)
+        await self.send(self.rpc.send_response(rid, {"stopReason": stop}))
+
+    async def serve(self) -> None:
+        async with trio.open_nursery() as nursery:
+            while True:
+                data = await self.stream.receive_some(65536)
+                self.rpc.receive_data(data)
+                while not isinstance(ev := self.rpc.next_event(), _NeedData):
+                    match ev:
+                        case PeerClosed():
+                            nursery.cancel_scope.cancel()
+                            return
+                        case IncomingRequest(id=rid, method="initialize"):
+                            await self.send(self.rpc.send_response(rid, {"protocolVersion": 1}))
+                        case IncomingRequest(id=rid, method="session/new"):
+                            await self.send(self.rpc.send_response(rid, {"sessionId": "fake"}))
+                        case IncomingRequest(id=rid, method="session/prompt", params=params):
+                            text = params["prompt"][0]["text"]
+                            self.prompts.append(text)
+                            self.cancelled = trio.Event()
+                            nursery.start_soon(self.turn, rid, text)
+                        case IncomingNotification(method="session/cancel"):
+                            self.cancels += 1
+                            self.cancelled.set()
+                        case _:
+                            pass
+
+
+class FakeLauncher:
+    """Launches FakeAgents; keeps them so tests can look at what they received."""
+
+    def __init__(self) -> None:
+        self.agents: list[FakeAgent] = []
+
+    @asynccontextmanager
+    async def __call__(self, profile: AgentProfile, cwd: str) -> AsyncIterator[LaunchedAgent]:
+        client, agent_side = trio.testing.memory_stream_pair()
+        agent = FakeAgent(agent_side)
+        self.agents.append(agent)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(agent.serve)
+            try:
+                yield LaunchedAgent(adapter=AcpAdapter(client, client))
+            finally:
+                nursery.cancel_scope.cancel()
+                await client.aclose()
