@@ -1,0 +1,263 @@
+"""The cancel path against the mock agent as a real subprocess, both dialects."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+import trio
+
+from supervisor.lifecycle import CancelOutcome
+from supervisor.models import CANCELLED_STATUS, SessionState
+
+AGENTS = ["mock", "mock-codex"]
+
+
+async def _session(sup: Any, agent: str) -> tuple[Any, str]:
+    caller = await sup.caller()
+    task = await sup.orchestrator.create_task(caller, "t")
+    dto = await sup.orchestrator.launch_session(caller, task.id, agent)
+    return caller, dto["id"]
+
+
+async def _wait_state(sup: Any, caller: Any, sid: str, state: SessionState,
+                      timeout: float = 10) -> None:
+    with trio.fail_after(timeout):
+        while (await sup.orchestrator.session(caller, sid)).state is not state:
+            await trio.sleep(0.02)
+
+
+async def _wait_chunks(sup: Any, caller: Any, sid: str) -> None:
+    with trio.fail_after(10):
+        while not any(m.role == "agent" for m in
+                      await sup.orchestrator.list_messages(caller, sid)):
+            await trio.sleep(0.02)
+
+
+async def _statuses(sup: Any, caller: Any, sid: str) -> list[Any]:
+    return [m for m in await sup.orchestrator.list_messages(caller, sid) if m.kind == "status"]
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+async def test_delay_cancels_promptly_and_the_same_agent_answers_again(
+    make_supervisor: Any, agent: str
+) -> None:
+    async with make_supervisor() as sup:
+        caller, sid = await _session(sup, agent)
+        pid = sup.lifecycle.executions[sid].agent.pgid
+        await sup.orchestrator.send_message(caller, sid, "/delay 10000")
+        await _wait_chunks(sup, caller, sid)
+        start = trio.current_time()
+        with trio.fail_after(5):
+            outcome = await sup.orchestrator.cancel(caller, sid)
+        assert outcome is CancelOutcome.ACKNOWLEDGED
+        assert trio.current_time() - start < 1.0
+        session = await sup.orchestrator.session(caller, sid)
+        assert session.state is SessionState.WAITING_FOR_INPUT
+        statuses = await _statuses(sup, caller, sid)
+        assert [(m.content, m.metadata) for m in statuses] == [
+            (CANCELLED_STATUS, {"cancelled": True, "variant": "warning"})]
+        # Same agent process, new turn.
+        await sup.orchestrator.send_message(caller, sid, "hello again")
+        await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+        assert sup.lifecycle.executions[sid].agent.pgid == pid
+        texts = [m.content for m in await sup.orchestrator.list_messages(caller, sid)
+                 if m.role == "agent"]
+        assert texts[-1] == "hello again"
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+async def test_slow_agent_is_not_acknowledged_gate_released_next_prompt_works(
+    make_supervisor: Any, agent: str
+) -> None:
+    async with make_supervisor(cancel_join_s=0.3, cancel_escalate_s=10) as sup:
+        caller, sid = await _session(sup, agent)
+        await sup.orchestrator.send_message(caller, sid, "/slow 1200")
+        await _wait_chunks(sup, caller, sid)
+        ex = sup.lifecycle.executions[sid]
+        results: list[CancelOutcome] = []
+        async with trio.open_nursery() as nursery:
+            async def cancel() -> None:
+                results.append(await sup.orchestrator.cancel(caller, sid))
+            nursery.start_soon(cancel)
+            with trio.fail_after(5):
+                while ex.gate is not None:
+                    await trio.sleep(0.01)
+            assert sup.notify.projection.get(sid).pending  # released gate, still pending
+        assert results == [CancelOutcome.LATE]
+        await sup.orchestrator.send_message(caller, sid, "next")
+        await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+        assert [m.content for m in await sup.orchestrator.list_messages(caller, sid)
+                if m.role == "agent"][-1] == "next"
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+async def test_hang_is_escalated_and_reconciled(make_supervisor: Any, agent: str) -> None:
+    async with make_supervisor(cancel_join_s=0.2, cancel_escalate_s=0.6) as sup:
+        caller, sid = await _session(sup, agent)
+        await sup.orchestrator.send_message(caller, sid, "/hang")
+        await _wait_state(sup, caller, sid, SessionState.RUNNING)
+        with trio.fail_after(5):
+            assert await sup.orchestrator.cancel(caller, sid) is CancelOutcome.ESCALATED
+        assert (await sup.orchestrator.session(caller, sid)).state is \
+            SessionState.WAITING_FOR_INPUT
+        assert len(await _statuses(sup, caller, sid)) == 1
+        assert not sup.notify.projection.get(sid).pending
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+async def test_crash_mid_turn_then_cancel_reconciles(make_supervisor: Any, agent: str) -> None:
+    async with make_supervisor() as sup:
+        caller, sid = await _session(sup, agent)
+        await sup.orchestrator.send_message(caller, sid, "/crash")
+        with trio.fail_after(5):
+            await sup.orchestrator.cancel(caller, sid)
+        await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+        assert not sup.notify.projection.get(sid).pending
+        # The crashed agent is gone; the next prompt starts a fresh one.
+        await sup.orchestrator.send_message(caller, sid, "after crash")
+        await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+        assert [m.content for m in await sup.orchestrator.list_messages(caller, sid)
+                if m.role == "agent"][-1] == "after crash"
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+async def test_pending_permission_is_answered_cancelled(make_supervisor: Any, agent: str) -> None:
+    async with make_supervisor() as sup:
+        caller, sid = await _session(sup, agent)
+        sub = sup.bus.subscriber()
+        sub.subscribe(sid)
+        await sup.orchestrator.send_message(caller, sid, "/permission")
+        with trio.fail_after(5):
+            while not sup.lifecycle.executions[sid].permissions:
+                await trio.sleep(0.01)
+        with trio.fail_after(5):
+            assert await sup.orchestrator.cancel(caller, sid) is CancelOutcome.ACKNOWLEDGED
+        perms = [m for m in await sup.orchestrator.list_messages(caller, sid)
+                 if m.kind == "permission"]
+        assert len(perms) == 1 and perms[0].metadata["status"] == "cancelled"
+        frames = []
+        while True:
+            try:
+                frames.append(sub.receive.receive_nowait())
+            except trio.WouldBlock:
+                break
+        assert any("session.permission.cancelled" in f for f in frames)
+        assert (await sup.orchestrator.session(caller, sid)).state is \
+            SessionState.WAITING_FOR_INPUT
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+async def test_permission_answered_by_the_user(make_supervisor: Any, agent: str) -> None:
+    async with make_supervisor() as sup:
+        caller, sid = await _session(sup, agent)
+        await sup.orchestrator.send_message(caller, sid, "/permission")
+        with trio.fail_after(5):
+            while not sup.lifecycle.executions[sid].permissions:
+                await trio.sleep(0.01)
+        ex = sup.lifecycle.executions[sid]
+        request_id, msg = next(iter(ex.permissions.items()))
+        option = msg.metadata["options"][0]["option_id"]
+        await sup.orchestrator.respond_permission(caller, sid, request_id, option)
+        await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+        msgs = await sup.orchestrator.list_messages(caller, sid)
+        assert [m for m in msgs if m.kind == "permission"][0].metadata["status"] == "selected"
+        assert option in [m.content for m in msgs if m.role == "agent"][-1]
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+@pytest.mark.parametrize("n", [5, 500])
+async def test_concurrent_duplicates_make_one_operation(
+    make_supervisor: Any, agent: str, n: int
+) -> None:
+    async with make_supervisor() as sup:
+        caller, sid = await _session(sup, agent)
+        sub = sup.bus.subscriber()
+        sub.subscribe(sid)
+        await sup.orchestrator.send_message(caller, sid, "/delay 10000")
+        await _wait_chunks(sup, caller, sid)
+        results: list[CancelOutcome] = []
+
+        async def one() -> None:
+            results.append(await sup.orchestrator.cancel(caller, sid))
+
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                for _ in range(n):
+                    nursery.start_soon(one)
+        assert results == [CancelOutcome.ACKNOWLEDGED] * n
+        assert sup.orchestrator.operations_started == 1
+        assert sup.orchestrator.history[-1].joined == n - 1
+        assert len(await _statuses(sup, caller, sid)) == 1
+        frames = []
+        while True:
+            try:
+                frames.append(sub.receive.receive_nowait())
+            except trio.WouldBlock:
+                break
+        pending = [('"cancellation_pending":true' in f) for f in frames
+                   if "session.cancellation_changed" in f]
+        assert pending == [True, False]
+
+
+async def test_caller_cancelled_after_admission_does_not_abort_the_operation(
+    make_supervisor: Any,
+) -> None:
+    async with make_supervisor(cancel_join_s=0.3) as sup:
+        caller, sid = await _session(sup, "mock")
+        await sup.orchestrator.send_message(caller, sid, "/slow 800")
+        await _wait_chunks(sup, caller, sid)
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(sup.orchestrator.cancel, caller, sid)
+                with trio.fail_after(5):
+                    while sid not in sup.orchestrator.operations:
+                        await trio.sleep(0)
+                scope.cancel()  # the client went away
+        assert scope.cancelled_caught
+        assert sid in sup.orchestrator.operations  # the operation lives on
+        await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+        with trio.fail_after(5):
+            while sid in sup.orchestrator.operations:
+                await trio.sleep(0.01)
+        assert not sup.notify.projection.get(sid).pending
+        assert len(await _statuses(sup, caller, sid)) == 1
+
+
+async def test_idle_cancel_is_a_harmless_success(make_supervisor: Any) -> None:
+    async with make_supervisor() as sup:
+        caller, sid = await _session(sup, "mock")
+        assert await sup.orchestrator.cancel(caller, sid) is CancelOutcome.IDLE
+        assert await _statuses(sup, caller, sid) == []
+        assert sup.notify.projection.get(sid).revision == 2
+
+
+async def test_running_session_without_execution_is_reconciled(make_supervisor: Any) -> None:
+    async with make_supervisor() as sup:
+        caller = await sup.caller()
+        task = await sup.orchestrator.create_task(caller, "t")
+        session = await sup.store.call(sup.store.db.create_session, task.id, "mock")
+        turn, _, _ = await sup.store.call(sup.store.db.open_turn, session.id, "orphan")
+        assert await sup.orchestrator.cancel(caller, session.id) is CancelOutcome.NO_EXECUTION
+        after = await sup.orchestrator.session(caller, session.id)
+        assert after.state is SessionState.WAITING_FOR_INPUT
+        assert (await sup.store.call(sup.store.db.get_turn, turn.id)).state == "cancelled"
+        assert len(await _statuses(sup, caller, session.id)) == 1
+
+
+async def test_shutdown_leaves_no_agent_process(make_supervisor: Any) -> None:
+    pgids = []
+    async with make_supervisor() as sup:
+        for agent in AGENTS * 2:
+            caller, sid = await _session(sup, agent)
+            await sup.orchestrator.send_message(caller, sid, "/delay 60000")
+            pgids.append(sup.lifecycle.executions[sid].agent.pgid)
+        # One agent ignores cancel: shutdown must still take it down.
+        caller, sid = await _session(sup, "mock")
+        await sup.orchestrator.send_message(caller, sid, "/hang")
+        pgids.append(sup.lifecycle.executions[sid].agent.pgid)
+        await trio.sleep(0.3)
+    for pgid in pgids:
+        with pytest.raises(ProcessLookupError):
+            os.killpg(pgid, 0)
