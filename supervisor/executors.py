@@ -23,7 +23,7 @@ from protocols.process import start_agent_process, terminate_group
 from .config import Config
 from .profiles import AgentProfile
 
-__all__ = ["Launcher", "LaunchedAgent", "launch_local", "local_launcher"]
+__all__ = ["LaunchedAgent", "Launcher", "launch_local", "local_launcher"]
 
 
 @dataclass(eq=False)

@@ -55,15 +55,36 @@ def _mock(name: str, protocol: ProtocolName) -> AgentProfile:
 BUILTIN_PROFILES: dict[str, AgentProfile] = {
     "mock": _mock("mock", "acp"),
     "mock-codex": _mock("mock-codex", "codex"),
+    # The real CLIs (pinned versions: scripts/install_agents.sh; how to point each
+    # at its provider: docs/agents.md).  Each is found on PATH; the env entries
+    # only keep a supervised agent from updating or re-launching itself.
     "codex": AgentProfile(
         name="codex",
         protocol="codex",
         command=("codex", "app-server"),
+        # ThreadStartParams of the app-server schema: the model asks before it
+        # leaves the workspace sandbox; the person answers in the UI.
         thread_params={"approvalPolicy": "on-request", "sandbox": "workspace-write"},
     ),
-    "auggie": AgentProfile(name="auggie", protocol="acp", command=("auggie", "--acp")),
-    "claude": AgentProfile(name="claude", protocol="acp", command=("claude-agent-acp",)),
-    "gemini": AgentProfile(name="gemini", protocol="acp", command=("gemini", "--acp")),
+    "auggie": AgentProfile(
+        name="auggie",
+        protocol="acp",
+        command=("auggie", "--acp"),
+        env={"AUGMENT_DISABLE_AUTO_UPDATE": "1"},
+    ),
+    "claude": AgentProfile(
+        name="claude",
+        protocol="acp",
+        command=("claude-agent-acp",),
+        env={"DISABLE_AUTOUPDATER": "1"},
+    ),
+    "gemini": AgentProfile(
+        name="gemini",
+        protocol="acp",
+        command=("gemini", "--acp"),
+        # Without it the CLI re-launches itself as a child with a larger heap.
+        env={"GEMINI_CLI_NO_RELAUNCH": "true"},
+    ),
 }
 
 _KEYS = {"protocol", "command", "env", "cwd", "thread_params", "executor", "agentctl_url"}

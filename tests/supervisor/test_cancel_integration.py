@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.lowlevel
 
 from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS, SessionState
@@ -213,7 +214,7 @@ async def test_caller_cancelled_after_admission_does_not_abort_the_operation(
                 nursery.start_soon(sup.orchestrator.cancel, caller, sid)
                 with trio.fail_after(5):
                     while sid not in sup.orchestrator.operations:
-                        await trio.sleep(0)
+                        await trio.lowlevel.checkpoint()
                 scope.cancel()  # the client went away
         assert scope.cancelled_caught
         assert sid in sup.orchestrator.operations  # the operation lives on

@@ -14,7 +14,6 @@ from supervisor.models import CANCELLED_STATUS, SessionState
 from .fake_agent import FakeLauncher
 
 
-
 async def _running(sup: Any, prompt: str) -> tuple[Any, str]:
     caller = await sup.caller()
     task = await sup.orchestrator.create_task(caller, "t")

@@ -1,0 +1,80 @@
+"""Store: schema, exactly-once turn closing, successor turns, recovery."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from supervisor.models import SessionState
+from supervisor.recovery import RESTART_STATUS, recover
+from supervisor.store import SCHEMA_VERSION, Db
+
+
+def _db(tmp_path: Path) -> tuple[Db, str]:
+    db = Db(tmp_path / "t.db")
+    ws = db.ensure_workspace("default")
+    task = db.create_task(ws, "t")
+    return db, db.create_session(task.id, "mock").id
+
+
+def test_schema_is_versioned_and_reopens(tmp_path: Path) -> None:
+    db = Db(tmp_path / "t.db")
+    assert db.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert db.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    db.close()
+    Db(tmp_path / "t.db").close()
+
+
+def test_close_turn_is_exactly_once(tmp_path: Path) -> None:
+    db, sid = _db(tmp_path)
+    turn, _, session = db.open_turn(sid, "hi")
+    assert session.state is SessionState.RUNNING and session.current_turn_id == turn.id
+    status = ("Turn cancelled by user", {"cancelled": True, "variant": "warning"})
+    closed, msg, after = db.close_turn(turn.id, state="cancelled", stop_reason="cancelled",
+                                       status=status)
+    assert closed and msg is not None and after is not None
+    assert after.state is SessionState.WAITING_FOR_INPUT and after.current_turn_id is None
+    again = db.close_turn(turn.id, state="cancelled", stop_reason="cancelled", status=status)
+    assert again == (False, None, None)
+    assert db.count_status_messages(turn.id) == 1
+
+
+def test_a_successor_turn_is_never_closed(tmp_path: Path) -> None:
+    db, sid = _db(tmp_path)
+    first, _, _ = db.open_turn(sid, "one")
+    db.close_turn(first.id, state="completed", stop_reason="end_turn")
+    second, _, _ = db.open_turn(sid, "two")
+    # A late reconciliation of the first turn must not touch the second.
+    assert db.close_turn(first.id, state="cancelled", stop_reason="cancelled")[0] is False
+    session = db.get_session(sid)
+    assert session is not None
+    assert session.state is SessionState.RUNNING and session.current_turn_id == second.id
+    assert db.get_turn(second.id).state == "running"  # type: ignore[union-attr]
+
+
+def test_messages_page_backwards(tmp_path: Path) -> None:
+    db, sid = _db(tmp_path)
+    ids = [db.add_message(sid, None, "agent", "text", str(i)).id for i in range(5)]
+    assert [m.content for m in db.list_messages(sid, limit=2)] == ["3", "4"]
+    assert [m.content for m in db.list_messages(sid, limit=2, before=ids[3])] == ["1", "2"]
+
+
+def test_recovery_reconciles_running_sessions_and_sweeps_groups(tmp_path: Path) -> None:
+    db, sid = _db(tmp_path)
+    turn, _, _ = db.open_turn(sid, "interrupted by a crash")
+    # An orphaned agent group left by a dead backend.
+    orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                              process_group=0)
+    db.record_agent_group(orphan.pid, sid, "sleep")
+    result = recover(db)
+    assert result == {"swept_groups": 1, "reconciled_sessions": 1}
+    assert orphan.wait(timeout=5) == -signal.SIGKILL
+    session = db.get_session(sid)
+    assert session is not None and session.state is SessionState.WAITING_FOR_INPUT
+    msgs = db.list_messages(sid)
+    assert msgs[-1].content == RESTART_STATUS
+    assert db.get_turn(turn.id).state == "interrupted"  # type: ignore[union-attr]
+    assert db.agent_groups() == []
+    assert recover(db) == {"swept_groups": 0, "reconciled_sessions": 0}
