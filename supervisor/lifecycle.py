@@ -305,8 +305,8 @@ class LifecycleManager:
         finally:
             turn = ex.turn
             if turn is not None:
-                with trio.CancelScope(shield=True,
-                                      deadline=trio.current_time() + self.timeouts.cancel_cleanup_s):
+                deadline = trio.current_time() + self.timeouts.cancel_cleanup_s
+                with trio.CancelScope(shield=True, deadline=deadline):
                     code = ex.agent.returncode
                     await self._finish_turn(ex, turn, TurnEnded(
                         stop_reason="error",

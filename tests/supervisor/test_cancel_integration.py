@@ -163,7 +163,7 @@ async def test_permission_answered_by_the_user(make_supervisor: Any, agent: str)
         await sup.orchestrator.respond_permission(caller, sid, request_id, option)
         await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
         msgs = await sup.orchestrator.list_messages(caller, sid)
-        assert [m for m in msgs if m.kind == "permission"][0].metadata["status"] == "selected"
+        assert next(m for m in msgs if m.kind == "permission").metadata["status"] == "selected"
         assert option in [m.content for m in msgs if m.role == "agent"][-1]
 
 

@@ -28,7 +28,9 @@ async def _status_messages(sup: Any, caller: Any, sid: str) -> list[Any]:
     return [m for m in msgs if m.kind == "status"]
 
 
-async def test_join_window_releases_the_gate_then_late_ack_settles(make_supervisor: Any, autojump_clock: Any) -> None:
+async def test_join_window_releases_the_gate_then_late_ack_settles(
+    make_supervisor: Any, autojump_clock: Any
+) -> None:
     launcher = FakeLauncher()
     async with make_supervisor(launcher=launcher, inline=True, cancel_join_s=3,
                                cancel_escalate_s=10) as sup:
@@ -54,7 +56,9 @@ async def test_join_window_releases_the_gate_then_late_ack_settles(make_supervis
         assert not sup.notify.projection.get(sid).pending
 
 
-async def test_escalation_completes_a_turn_the_agent_never_ends(make_supervisor: Any, autojump_clock: Any) -> None:
+async def test_escalation_completes_a_turn_the_agent_never_ends(
+    make_supervisor: Any, autojump_clock: Any
+) -> None:
     launcher = FakeLauncher()
     async with make_supervisor(launcher=launcher, inline=True, cancel_join_s=3,
                                cancel_escalate_s=10) as sup:
@@ -94,7 +98,9 @@ async def test_operation_deadline_fails_and_leaves_the_session_retryable(
         assert sup.notify.projection.get(sid).revision == 4
 
 
-async def test_prompt_returns_cancelled_within_join_window(make_supervisor: Any, autojump_clock: Any) -> None:
+async def test_prompt_returns_cancelled_within_join_window(
+    make_supervisor: Any, autojump_clock: Any
+) -> None:
     launcher = FakeLauncher()
     async with make_supervisor(launcher=launcher, inline=True) as sup:
         caller, sid = await _running(sup, "/delay 60000")
@@ -104,7 +110,9 @@ async def test_prompt_returns_cancelled_within_join_window(make_supervisor: Any,
         assert launcher.agents[0].cancels == 1
 
 
-async def test_duplicate_cancels_make_one_adapter_cancel(make_supervisor: Any, autojump_clock: Any) -> None:
+async def test_duplicate_cancels_make_one_adapter_cancel(
+    make_supervisor: Any, autojump_clock: Any
+) -> None:
     launcher = FakeLauncher()
     async with make_supervisor(launcher=launcher, inline=True, cancel_join_s=1) as sup:
         caller, sid = await _running(sup, "/slow 1500")
