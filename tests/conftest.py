@@ -1,15 +1,12 @@
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from helpers import Server, running_server  # noqa: E402
+from tests.helpers import Server, running_server
 
 os.environ.setdefault("TURNVISOR_LOG", "WARNING")
 
