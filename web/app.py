@@ -17,7 +17,7 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from supervisor.errors import SupervisorError
-from supervisor.orchestrator import Caller
+from supervisor.orchestrator import Caller, CancelOperation
 from supervisor.root import Supervisor
 
 from .actions import agent_cancel, message_list
@@ -50,6 +50,18 @@ def boot_json(boot: dict[str, Any]) -> str:
     """JSON safe to embed in a <script> element."""
     return (json.dumps(boot).replace("<", "\\u003c").replace(">", "\\u003e")
             .replace("&", "\\u0026"))
+
+
+def cancel_stages(op: CancelOperation) -> dict[str, Any]:
+    """One settled cancel operation for the diagnostics endpoint: its marks as
+    milliseconds after ``received`` (trio clocks are per process)."""
+    start = op.marks.get("received", 0.0)
+    return {
+        "marks_ms": {name: round((t - start) * 1000, 3) for name, t in op.marks.items()},
+        "joined": op.joined,
+        "outcome": op.outcome.value if op.outcome is not None else None,
+        "error": op.error.code if op.error is not None else None,
+    }
 
 
 def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
@@ -165,6 +177,23 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
         data = await body()
         payload = {"session_id": session_id, "task_id": data.get("task_id")}
         return _json(await agent_cancel(sup, await me(), payload))
+
+    # -- diagnostics (not in DESIGN §5; read by bench/cancel_latency.py) -------
+
+    @app.get("/api/v1/debug/cancel-stages")
+    async def debug_cancel_stages() -> Response:
+        """The stage marks of the session's last settled cancel operations."""
+        session_id = request.args.get("session_id", "")
+        if not session_id:
+            raise BadInput("VALIDATION_ERROR", "session_id is required")
+        await sup.orchestrator.session(await me(), session_id)  # another workspace: not found
+        try:
+            limit = min(max(int(request.args.get("limit", "50")), 1), 256)
+        except ValueError:
+            raise BadInput("VALIDATION_ERROR", "limit must be an integer") from None
+        ops = [op for op in sup.orchestrator.history if op.session_id == session_id]
+        return _json({"session_id": session_id,
+                      "operations": [cancel_stages(op) for op in ops[-limit:]]})
 
     # -- pages ----------------------------------------------------------------
 
