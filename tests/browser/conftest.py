@@ -1,0 +1,141 @@
+"""Fixtures of the browser tests: a real ``turnvisor serve`` subprocess and Debian's chromium.
+
+The server runs as a subprocess, exactly as a person starts it (``turnvisor serve --port 0
+--data-dir DIR`` with ``TURNVISOR_TOKEN`` set); the URL comes from the one line it prints.
+Playwright's *sync* API drives the browser: these are plain sync tests, so pytest-trio's
+trio_mode leaves them alone and no trio loop runs under Playwright's own.
+
+Chromium is Debian's ``/usr/bin/chromium`` (``make browser-deps``); Playwright never downloads
+a browser here. Without it every test here is skipped, with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .server_process import LONG_PENDING_TOML, ServerProcess, start_server
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+#: Screenshots (mid-cancel pictures, failures) go under the repo's ignored test-output/.
+ARTIFACTS = (
+    Path(
+        os.environ.get("TURNVISOR_TEST_OUTPUT", Path(__file__).resolve().parents[2] / "test-output")
+    )
+    / "browser"
+)
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> Path:
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is absent: install Debian's chromium (make browser-deps)")
+    pytest.importorskip("playwright.sync_api", reason="playwright (Python) is not installed")
+    return CHROMIUM
+
+
+@pytest.fixture(scope="session")
+def playwright_instance(chromium_path: Path) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        yield pw
+
+
+@pytest.fixture(scope="session")
+def browser(playwright_instance: Any, chromium_path: Path) -> Iterator[Any]:
+    b = playwright_instance.chromium.launch(
+        executable_path=str(chromium_path), args=CHROMIUM_ARGS, headless=True
+    )
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, chromium_path: Path
+) -> Iterator[ServerProcess]:
+    """A ``turnvisor serve`` subprocess shared by one test module (each test makes its own task).
+
+    Overrides tests/conftest.py's in-process ``server`` inside this directory: browser tests
+    talk to the real command, the way a person runs it."""
+    srv = start_server(tmp_path_factory.mktemp("turnvisor-data"), toml=LONG_PENDING_TOML)
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture
+def server_factory(tmp_path: Path, chromium_path: Path) -> Iterator[Callable[..., ServerProcess]]:
+    """Starts extra servers for tests that need their own (timeouts, restarts); all are stopped."""
+    started: list[ServerProcess] = []
+
+    def factory(
+        *, toml: str | None = None, data_dir: Path | None = None, port: int = 0
+    ) -> ServerProcess:
+        srv = start_server(data_dir or tmp_path / f"data-{len(started)}", toml=toml, port=port)
+        started.append(srv)
+        return srv
+
+    yield factory
+    for srv in started:
+        srv.stop()
+
+
+DESKTOP = {"viewport": {"width": 1280, "height": 800}}
+
+
+@pytest.fixture(params=["desktop", "mobile"])
+def device(request: pytest.FixtureRequest, playwright_instance: Any) -> dict[str, Any]:
+    """Context options: a desktop window, or a phone (touch, narrow viewport: compact composer)."""
+    if request.param == "desktop":
+        return {"name": "desktop", "options": dict(DESKTOP)}
+    return {"name": "mobile", "options": dict(playwright_instance.devices["Pixel 7"])}
+
+
+@pytest.fixture
+def new_context(browser: Any, request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
+    """Opens browser contexts (separate cookie jars = separate browsers); all closed after."""
+    contexts: list[Any] = []
+
+    def make(**options: Any) -> Any:
+        ctx = browser.new_context(**(options or DESKTOP))
+        ctx.set_default_timeout(10_000)
+        contexts.append(ctx)
+        return ctx
+
+    yield make
+    failed = getattr(request.node, "rep_call", None)
+    for i, ctx in enumerate(contexts):
+        if failed is not None and failed.failed:
+            # Keep a picture of what the person would have seen at the failure.
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            for j, page in enumerate(ctx.pages):
+                try:
+                    page.screenshot(path=str(ARTIFACTS / f"FAILED-{request.node.name}-{i}-{j}.png"))
+                except Exception:
+                    pass
+        ctx.close()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.when == "call":
+        item.rep_call = report  # type: ignore[attr-defined]
+    return report

@@ -1,0 +1,198 @@
+"""What a person does in the Turnvisor UI, as helpers over Playwright's sync API.
+
+Every locator uses the stable test ids and labels of DESIGN.md §8; nothing here reaches into
+the page's JavaScript state. Setup that is not under test (creating a task) goes through REST.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from playwright.sync_api import Locator, Page, WebSocket, expect
+
+from .server_process import ServerProcess
+
+CANCEL = "Cancel agent"
+CANCELLING = "Cancelling..."
+CANCELLED_STATUS = "Turn cancelled by user"
+
+
+def create_task(server: ServerProcess, title: str) -> str:
+    resp = httpx.post(
+        server.url("/api/v1/tasks"),
+        json={"title": title},
+        headers={"Authorization": f"Bearer {server.token}"},
+        timeout=10,
+    )
+    resp.raise_for_status()
+    task_id: str = resp.json()["id"]
+    return task_id
+
+
+def get_session(server: ServerProcess, session_id: str) -> dict[str, Any]:
+    resp = httpx.get(
+        server.url(f"/api/v1/task-sessions/{session_id}"),
+        headers={"Authorization": f"Bearer {server.token}"},
+        timeout=10,
+    )
+    resp.raise_for_status()
+    data: dict[str, Any] = resp.json()
+    return data
+
+
+@dataclass
+class CancellationLog:
+    """Every `session.cancellation_changed` the page's socket received, in order."""
+
+    frames: list[dict[str, Any]] = field(default_factory=list)
+
+    def attach(self, page: Page) -> None:
+        def on_socket(ws: WebSocket) -> None:
+            def on_frame(payload: str | bytes) -> None:
+                try:
+                    frame = json.loads(payload)
+                except ValueError:
+                    return
+                if frame.get("action") == "session.cancellation_changed":
+                    self.frames.append(frame["payload"])
+
+            ws.on("framereceived", on_frame)
+
+        page.on("websocket", on_socket)
+
+    def for_session(self, session_id: str) -> list[tuple[bool, int]]:
+        return [
+            (f["cancellation_pending"], f["cancellation_revision"])
+            for f in self.frames
+            if f.get("session_id") == session_id
+        ]
+
+
+class Person:
+    """One person in one browser tab; `touch` taps instead of clicking (mobile emulation)."""
+
+    def __init__(self, page: Page, server: ServerProcess, *, touch: bool = False) -> None:
+        self.page = page
+        self.server = server
+        self.touch = touch
+
+    # --- navigation ---------------------------------------------------------------------------
+    def login(self, path: str = "/") -> None:
+        """First visit with the one-time `?token=`; the response sets the auth cookie."""
+        self.page.goto(self.server.login_url(path))
+
+    def open_task(self, task_id: str, session_id: str | None = None) -> None:
+        query = f"?session={session_id}" if session_id else ""
+        self.page.goto(self.server.url(f"/tasks/{task_id}{query}"))
+
+    def task_link(self, task_id: str) -> Locator:
+        """The link to a task in the task list (by id: titles need not be unique)."""
+        return self.page.get_by_test_id("task-list").locator(
+            f'[data-testid="task-item"][data-task-id="{task_id}"]'
+        )
+
+    def press(self, target: Locator) -> None:
+        if self.touch:
+            target.tap()
+        else:
+            target.click()
+
+    # --- the task page ------------------------------------------------------------------------
+    @property
+    def cancel_button(self) -> Locator:
+        return self.page.get_by_test_id("cancel-agent-button")
+
+    @property
+    def chat_input(self) -> Locator:
+        return self.page.get_by_test_id("chat-input")
+
+    def session_item(self, session_id: str) -> Locator:
+        return self.page.locator(f'[data-testid="session-item"][data-session-id="{session_id}"]')
+
+    def session_ids(self) -> list[str]:
+        items = self.page.get_by_test_id("session-item")
+        return [items.nth(i).get_attribute("data-session-id") or "" for i in range(items.count())]
+
+    def launch_session(self, agent: str = "mock") -> str:
+        """Starts a session with the agent select and the New session button; returns its id."""
+        before = set(self.session_ids())
+        self.page.get_by_test_id("agent-select").select_option(agent)
+        self.press(self.page.get_by_test_id("new-session-button"))
+        items = self.page.get_by_test_id("session-item")
+        expect(items).to_have_count(len(before) + 1, timeout=30_000)
+        (new_id,) = set(self.session_ids()) - before
+        expect(self.session_item(new_id)).to_have_attribute("aria-current", "page")
+        expect(self.page).to_have_url(re.compile(rf"[?&]session={re.escape(new_id)}"))
+        return new_id
+
+    def send(self, text: str) -> None:
+        self.chat_input.fill(text)
+        self.press(self.page.get_by_test_id("send-button"))
+
+    def start_turn(self, prompt: str) -> None:
+        """Sends a prompt and waits for the turn to run: the cancel control appears, enabled."""
+        self.send(prompt)
+        expect(self.cancel_button).to_be_visible(timeout=15_000)
+        self.expect_cancel_ready()
+
+    def select_session(self, session_id: str) -> None:
+        self.press(self.session_item(session_id))
+        expect(self.session_item(session_id)).to_have_attribute("aria-current", "page")
+
+    # --- what the cancel control shows --------------------------------------------------------
+    def expect_cancelling(self, timeout: float = 5_000) -> None:
+        """Disabled, progress spinner (role=status), label and accessible name "Cancelling..."."""
+        button = self.cancel_button
+        expect(button).to_be_visible(timeout=timeout)
+        expect(button).to_be_disabled(timeout=timeout)
+        expect(button).to_have_text(CANCELLING, timeout=timeout)
+        expect(button).to_have_accessible_name(CANCELLING, timeout=timeout)
+        expect(button.get_by_role("status")).to_be_visible(timeout=timeout)
+
+    def expect_cancel_ready(self, timeout: float = 5_000) -> None:
+        """Shown, enabled, "Cancel agent", no spinner: a running turn that can be cancelled."""
+        button = self.cancel_button
+        expect(button).to_be_visible(timeout=timeout)
+        expect(button).to_be_enabled(timeout=timeout)
+        expect(button).to_have_text(CANCEL, timeout=timeout)
+        expect(button).to_have_accessible_name(CANCEL, timeout=timeout)
+        expect(self.page.get_by_role("status")).to_have_count(0, timeout=timeout)
+
+    def expect_settled(self, timeout: float = 5_000) -> None:
+        """The turn is over: no control, no spinner, the input takes a new prompt."""
+        expect(self.cancel_button).to_be_hidden(timeout=timeout)
+        expect(self.page.get_by_role("status")).to_have_count(0, timeout=timeout)
+        expect(self.chat_input).to_be_editable(timeout=timeout)
+
+    def activate_cancel_now(self) -> dict[str, Any]:
+        """Clicks the control from inside the page and reads it back in the same task: proves
+        the disable and spinner happen synchronously, before any backend answer can arrive."""
+        result: dict[str, Any] = self.page.evaluate(
+            """() => {
+                const b = document.querySelector('[data-testid="cancel-agent-button"]');
+                b.click();
+                const s = b.querySelector('[role="status"]');
+                return {disabled: b.disabled, text: b.textContent.trim(),
+                        label: b.getAttribute('aria-label'),
+                        spinner: Boolean(s) && !s.hidden && s.getClientRects().length > 0};
+            }"""
+        )
+        return result
+
+    def status_messages(self) -> Locator:
+        return self.page.get_by_test_id("status-message")
+
+
+def wait_until(predicate: Callable[[], bool], page: Page, timeout_ms: int = 10_000) -> None:
+    """Polls a Python-side condition while letting Playwright dispatch events."""
+    waited = 0
+    while not predicate():
+        if waited >= timeout_ms:
+            raise AssertionError("condition not met in time")
+        page.wait_for_timeout(100)
+        waited += 100
