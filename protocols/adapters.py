@@ -74,6 +74,11 @@ class _Base:
     connection: AgentConnection
     timeouts: AdapterTimeouts
     _prompt_lock: trio.Lock
+    #: Unset from the moment the core starts a turn until its prompt has been
+    #: written.  A cancel waits for it: written first, ``session/cancel`` would
+    #: reach the agent before the prompt it cancels and cancel nothing (seen
+    #: with Auggie, Claude and Gemini when a cancel follows the prompt at once).
+    _prompt_written: trio.Event | None = None
 
     @property
     def events(self) -> trio.MemoryReceiveChannel[AgentEvent]:
@@ -84,10 +89,22 @@ class _Base:
         # prompt gate is what users see.
         if self._prompt_lock.locked():
             raise RuntimeError("a prompt is already running on this adapter")
+        # Set before the first checkpoint after the core started the turn.
+        self._prompt_written = written = trio.Event()
         async with self._prompt_lock:
             self.connection.expect_turn()
-            await self.connection.send(data)
+            try:
+                await self.connection.send(data)
+            finally:
+                written.set()
             return await self.connection.wait_turn(timeout_s=self.timeouts.turn_s)
+
+    async def _wait_prompt_written(self) -> None:
+        """Bounded: the prompt's write is itself bounded by ``write_s``."""
+        written = self._prompt_written
+        if written is not None and not written.is_set():
+            with trio.move_on_after(self.timeouts.write_s):
+                await written.wait()
 
 
 class AcpAdapter(_Base):
@@ -134,6 +151,7 @@ class AcpAdapter(_Base):
         return await self._run_turn(data)
 
     async def cancel(self) -> None:
+        await self._wait_prompt_written()
         await self.connection.send(self.core.cancel())
 
     async def respond_permission(self, request_id: str, option_id: str | None) -> None:

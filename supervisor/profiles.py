@@ -39,9 +39,13 @@ class AgentProfile:
     #: Extra ``thread/start`` parameters (Codex only).
     thread_params: Mapping[str, Any] = field(default_factory=dict)
     #: ``local`` runs the agent as a child of the backend; ``agentctl`` drives it
-    #: through an agentctl server at ``agentctl_url``.
+    #: through an agentctl server at ``agentctl_url`` (none: a local agentctl is
+    #: spawned for each execution).  docs/deploy.md.
     executor: str = "local"
     agentctl_url: str | None = None
+    #: The agentctl bearer token (else ``TURNVISOR_AGENTCTL_TOKEN`` in ``env`` or
+    #: in the backend's environment).
+    agentctl_token: str | None = None
 
 
 def _mock(name: str, protocol: ProtocolName) -> AgentProfile:
@@ -87,7 +91,8 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
     ),
 }
 
-_KEYS = {"protocol", "command", "env", "cwd", "thread_params", "executor", "agentctl_url"}
+_KEYS = {"protocol", "command", "env", "cwd", "thread_params", "executor", "agentctl_url",
+         "agentctl_token"}
 
 
 def parse_profiles(
@@ -122,13 +127,18 @@ def parse_profiles(
         if executor not in ("local", "agentctl"):
             raise ProfileError(f"[agents.{name}]: executor must be \"local\" or \"agentctl\"")
         url = raw.get("agentctl_url", prev.agentctl_url if prev else None)
-        if executor == "agentctl" and not isinstance(url, str):
-            raise ProfileError(f"[agents.{name}]: executor \"agentctl\" needs agentctl_url")
+        if url is not None and (not isinstance(url, str) or not url.startswith(
+                ("http://", "https://"))):
+            raise ProfileError(f"[agents.{name}]: agentctl_url must be an http(s) URL")
+        token = raw.get("agentctl_token", prev.agentctl_token if prev else None)
+        if token is not None and not isinstance(token, str):
+            raise ProfileError(f"[agents.{name}]: agentctl_token must be a string")
         thread_params = raw.get("thread_params", dict(prev.thread_params) if prev else {})
         if not isinstance(thread_params, Mapping):
             raise ProfileError(f"[agents.{name}]: thread_params must be a table")
         out[name] = AgentProfile(
             name=name, protocol=protocol, command=tuple(command), env=dict(env), cwd=cwd,
             thread_params=dict(thread_params), executor=executor, agentctl_url=url,
+            agentctl_token=token,
         )
     return out

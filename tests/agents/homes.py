@@ -1,0 +1,145 @@
+"""Throw-away homes and configs that point each real agent at the fake provider.
+
+``launch(name, provider_url, tmp)`` returns the command, environment and cwd
+to start agent ``name`` with: the built-in profile's command with its program
+replaced by the binary found in the cache, and a home made in ``tmp`` whose
+config sends every model request to ``provider_url`` on 127.0.0.1 and turns off
+the features that would reach the network at start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from supervisor.profiles import BUILTIN_PROFILES
+
+from .cli import find_cli
+
+__all__ = ["AGENT_NAMES", "Launch", "launch"]
+
+AGENT_NAMES = ("codex", "auggie", "claude", "gemini")
+
+#: Variables of the surrounding environment that would send an agent elsewhere.
+_DROP_PREFIXES = ("ANTHROPIC_", "CLAUDE_", "OPENAI_", "CODEX_", "GEMINI_", "GOOGLE_",
+                  "AUGMENT_", "VERTEX")
+_DROP = {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy",
+         # claude-agent-acp offers its bypass mode to root when set, then the CLI refuses
+         # to start as root unless it is exactly "1".
+         "IS_SANDBOX"}
+
+
+@dataclass
+class Launch:
+    name: str
+    command: list[str]
+    env: dict[str, str]
+    cwd: str
+    thread_params: dict[str, Any] = field(default_factory=dict)
+
+
+def _base_env(home: Path) -> dict[str, str]:
+    env = {
+        k: v for k, v in os.environ.items()
+        if k not in _DROP and not k.startswith(_DROP_PREFIXES)
+    }
+    env.update(HOME=str(home), NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost",
+               XDG_CONFIG_HOME=str(home / ".config"), XDG_CACHE_HOME=str(home / ".cache"),
+               XDG_DATA_HOME=str(home / ".local/share"), XDG_STATE_HOME=str(home / ".local/state"))
+    return env
+
+
+def codex_config(provider_url: str) -> str:
+    return f"""\
+model = "fake-model"
+model_provider = "fake"
+check_for_update_on_startup = false
+
+[features]
+plugins = false
+remote_plugin = false
+apps = false
+daemon_auto_start = false
+
+[analytics]
+enabled = false
+
+[model_providers.fake]
+name = "fake"
+base_url = "{provider_url}/v1"
+wire_api = "responses"
+env_key = "FAKE_PROVIDER_KEY"
+request_max_retries = 0
+stream_max_retries = 0
+"""
+
+
+def claude_settings() -> dict[str, Any]:
+    return {"permissions": {"defaultMode": "default"}}
+
+
+def gemini_settings() -> dict[str, Any]:
+    return {
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "model": {"name": "gemini-2.5-flash"},
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+    }
+
+
+def launch(name: str, provider_url: str, tmp: Path) -> Launch | None:
+    """None when the agent's CLI is not installed."""
+    binary = find_cli(name)
+    if binary is None:
+        return None
+    profile = BUILTIN_PROFILES[name]
+    home = tmp / f"{name}-home"
+    work = tmp / f"{name}-work"
+    home.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
+    env = _base_env(home)
+    env.update(profile.env)
+    command = [binary, *profile.command[1:]]
+    thread_params: dict[str, Any] = dict(profile.thread_params)
+
+    if name == "codex":
+        codex_home = home / ".codex"
+        codex_home.mkdir()
+        (codex_home / "config.toml").write_text(codex_config(provider_url))
+        env.update(CODEX_HOME=str(codex_home), FAKE_PROVIDER_KEY="fake-key")
+        thread_params["ephemeral"] = True
+    elif name == "claude":
+        config_dir = home / ".claude"
+        config_dir.mkdir()
+        # The built-in default mode is "auto" (a model classifier approves tools);
+        # "default" asks the client, which is what a supervisor with a person wants.
+        (config_dir / "settings.json").write_text(json.dumps(claude_settings()))
+        env.update(
+            ANTHROPIC_BASE_URL=provider_url,
+            ANTHROPIC_API_KEY="fake-key",
+            CLAUDE_CONFIG_DIR=str(config_dir),
+            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+            DISABLE_TELEMETRY="1",
+            DISABLE_AUTOUPDATER="1",
+            DISABLE_ERROR_REPORTING="1",
+        )
+    elif name == "gemini":
+        gemini_dir = home / ".gemini"
+        gemini_dir.mkdir()
+        (gemini_dir / "settings.json").write_text(json.dumps(gemini_settings()))
+        env.update(
+            GEMINI_API_KEY="fake-key",
+            GOOGLE_GEMINI_BASE_URL=provider_url,
+            GEMINI_CLI_NO_RELAUNCH="true",
+        )
+    elif name == "auggie":
+        session = {"accessToken": "fake-token", "tenantURL": f"{provider_url}/",
+                   "scopes": ["read", "write"]}
+        command += ["--augment-session-json", json.dumps(session), "--dont-save-session"]
+        env.update(AUGMENT_DISABLE_AUTO_UPDATE="1")
+    return Launch(name=name, command=command, env=env, cwd=str(work),
+                  thread_params=thread_params)

@@ -1,0 +1,257 @@
+"""The four wire formats, as generators of what to write.
+
+Each ``*_events`` generator yields ``bytes`` to write, ``Token`` (bytes that
+carry one streamed text token) or a ``float`` (pause that long, waking early
+if the client goes away).  Modes: ``slow``/``quick``/``side`` stream text,
+``wait`` opens the stream and stays silent, ``tool`` asks for a shell command.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+from typing import Any
+
+_ids = itertools.count(1)
+
+Item = bytes | float
+
+
+class Token(bytes):
+    """Bytes that carry one text token (counted in ``StreamRecord.tokens_sent``)."""
+
+
+def _texts(n: int) -> list[str]:
+    return [f"tok{i} " for i in range(n)]
+
+
+def _sse(event: str | None, data: Any) -> bytes:
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {json.dumps(data)}\n\n".encode()
+
+
+def _body_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(
+            str(c.get("text", "")) for c in content if isinstance(c, dict) and "text" in c
+        )
+    return ""
+
+
+# -- OpenAI Responses (Codex) -------------------------------------------------
+
+def tool_names(body: Any) -> list[str]:
+    tools = body.get("tools") if isinstance(body, dict) else None
+    return [str(t.get("name")) for t in tools or [] if isinstance(t, dict)]
+
+
+def responses_last_user(body: Any) -> tuple[str, bool]:
+    """The latest real user prompt (tags like ``<environment_context>`` skipped) and
+    whether a tool result follows it."""
+    items = body.get("input") if isinstance(body, dict) else None
+    has_result = False
+    for item in reversed(items or []):
+        if not isinstance(item, dict):
+            continue
+        if str(item.get("type", "")).endswith("_call_output"):
+            has_result = True
+        if item.get("role") == "user":
+            text = _body_text(item.get("content")).strip()
+            if text and not text.startswith("<"):
+                return text, has_result
+    return "", has_result
+
+
+def _shell_call(tools: list[str], command: str) -> tuple[str, str]:
+    if "shell_command" in tools:
+        return "shell_command", json.dumps({"command": command})
+    if "exec_command" in tools and "shell" not in tools:
+        return "exec_command", json.dumps({"cmd": command})
+    return "shell", json.dumps({"command": ["bash", "-lc", command]})
+
+
+def responses_events(
+    mode: str, n: int, interval: float, *, wait_s: float, command: str, tools: list[str]
+) -> Iterator[Item]:
+    rid = f"resp_{next(_ids)}"
+    yield _sse("response.created", {"type": "response.created",
+                                    "response": {"id": rid, "status": "in_progress"}})
+    if mode == "wait":
+        yield wait_s
+    if mode == "tool":
+        name, args = _shell_call(tools, command)
+        item = {"type": "function_call", "id": f"fc_{rid}", "call_id": f"call_{rid}",
+                "name": name, "arguments": args, "status": "completed"}
+        yield _sse("response.output_item.added", {
+            "type": "response.output_item.added", "output_index": 0,
+            "item": {**item, "arguments": "", "status": "in_progress"}})
+        yield _sse("response.output_item.done", {
+            "type": "response.output_item.done", "output_index": 0, "item": item})
+    else:
+        mid = f"msg_{rid}"
+        texts = _texts(n)
+        yield _sse("response.output_item.added", {
+            "type": "response.output_item.added", "output_index": 0,
+            "item": {"type": "message", "id": mid, "role": "assistant",
+                     "status": "in_progress", "content": []}})
+        yield _sse("response.content_part.added", {
+            "type": "response.content_part.added", "item_id": mid, "output_index": 0,
+            "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}})
+        for i, t in enumerate(texts):
+            if i and interval:
+                yield interval
+            yield Token(_sse("response.output_text.delta", {
+                "type": "response.output_text.delta", "item_id": mid, "output_index": 0,
+                "content_index": 0, "delta": t}))
+        full = "".join(texts)
+        yield _sse("response.output_text.done", {
+            "type": "response.output_text.done", "item_id": mid, "output_index": 0,
+            "content_index": 0, "text": full})
+        part = {"type": "output_text", "text": full, "annotations": []}
+        yield _sse("response.content_part.done", {
+            "type": "response.content_part.done", "item_id": mid, "output_index": 0,
+            "content_index": 0, "part": part})
+        yield _sse("response.output_item.done", {
+            "type": "response.output_item.done", "output_index": 0,
+            "item": {"type": "message", "id": mid, "role": "assistant", "status": "completed",
+                     "content": [part]}})
+    yield _sse("response.completed", {"type": "response.completed", "response": {
+        "id": rid, "status": "completed", "output": [],
+        "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
+                  "output_tokens": n, "output_tokens_details": {"reasoning_tokens": 0},
+                  "total_tokens": 10 + n}}})
+
+
+# -- Anthropic Messages (Claude) ------------------------------------------------
+
+def anthropic_last_user(body: dict[str, Any]) -> tuple[str, bool]:
+    for msg in reversed(body.get("messages") or []):
+        if isinstance(msg, dict) and msg.get("role") == "user":
+            content = msg.get("content")
+            has_result = isinstance(content, list) and any(
+                isinstance(c, dict) and c.get("type") == "tool_result" for c in content
+            )
+            return _body_text(content), has_result
+    return "", False
+
+
+def anthropic_message(text: str) -> dict[str, Any]:
+    return {"id": f"msg_{next(_ids)}", "type": "message", "role": "assistant",
+            "model": "fake", "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": 10, "output_tokens": 1}}
+
+
+def anthropic_events(
+    mode: str, n: int, interval: float, *, wait_s: float, command: str, model: str
+) -> Iterator[Item]:
+    yield _sse("message_start", {"type": "message_start", "message": {
+        "id": f"msg_{next(_ids)}", "type": "message", "role": "assistant", "model": model,
+        "content": [], "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 1}}})
+    if mode == "wait":
+        yield wait_s
+    if mode == "tool":
+        yield _sse("content_block_start", {
+            "type": "content_block_start", "index": 0,
+            "content_block": {"type": "tool_use", "id": f"toolu_{next(_ids):06d}",
+                              "name": "Bash", "input": {}}})
+        yield _sse("content_block_delta", {
+            "type": "content_block_delta", "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": json.dumps(
+                {"command": command, "description": "Create a file"})}})
+        stop = "tool_use"
+    else:
+        yield _sse("content_block_start", {"type": "content_block_start", "index": 0,
+                                           "content_block": {"type": "text", "text": ""}})
+        for i, t in enumerate(_texts(n)):
+            if i and interval:
+                yield interval
+            yield Token(_sse("content_block_delta", {
+                "type": "content_block_delta", "index": 0,
+                "delta": {"type": "text_delta", "text": t}}))
+        stop = "end_turn"
+    yield _sse("content_block_stop", {"type": "content_block_stop", "index": 0})
+    yield _sse("message_delta", {"type": "message_delta",
+                                 "delta": {"stop_reason": stop, "stop_sequence": None},
+                                 "usage": {"output_tokens": n}})
+    yield _sse("message_stop", {"type": "message_stop"})
+
+
+# -- Gemini streamGenerateContent ---------------------------------------------
+
+def gemini_last_user(body: dict[str, Any]) -> tuple[str, bool]:
+    for c in reversed(body.get("contents") or []):
+        if isinstance(c, dict) and c.get("role", "user") == "user":
+            parts = c.get("parts") or []
+            has_result = any(isinstance(p, dict) and "functionResponse" in p for p in parts)
+            return _body_text(parts), has_result
+    return "", False
+
+
+def _gemini_chunk(parts: list[dict[str, Any]], model: str, finish: bool) -> dict[str, Any]:
+    cand: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+    if finish:
+        cand["finishReason"] = "STOP"
+    return {"candidates": [cand], "modelVersion": model,
+            "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 1,
+                              "totalTokenCount": 11}}
+
+
+def gemini_json_answer() -> dict[str, Any]:
+    """One answer that satisfies Gemini CLI's JSON side calls (next speaker, routing)."""
+    text = json.dumps({"reasoning": "fake provider", "next_speaker": "user",
+                       "model_choice": "flash"})
+    return _gemini_chunk([{"text": text}], "fake", True)
+
+
+def gemini_events(
+    mode: str, n: int, interval: float, *, wait_s: float, command: str, model: str
+) -> Iterator[Item]:
+    if mode == "wait":
+        yield b": waiting\n\n"
+        yield wait_s
+    if mode == "tool":
+        call = {"functionCall": {"name": "run_shell_command", "args": {"command": command}}}
+        yield _sse(None, _gemini_chunk([call], model, True))
+        return
+    texts = _texts(n)
+    for i, t in enumerate(texts):
+        if i and interval:
+            yield interval
+        yield Token(_sse(None, _gemini_chunk([{"text": t}], model, i == len(texts) - 1)))
+
+
+# -- Auggie chat-stream (not a documented API: only what the CLI needs) ---------
+
+AUGGIE_GET_MODELS: dict[str, Any] = {
+    "default_model": "fake-model",
+    "models": [{"name": "fake-model", "suggested_prefix_char_count": 1000,
+                "suggested_suffix_char_count": 1000}],
+    "feature_flags": {},
+}
+
+
+def auggie_last_user(body: Any) -> str:
+    """The prompt: ``message``, or (0.36) the text nodes of the request."""
+    if not isinstance(body, dict):
+        return ""
+    texts = [str(body.get("message") or "")]
+    for node in body.get("nodes") or []:
+        text_node = node.get("text_node") if isinstance(node, dict) else None
+        if isinstance(text_node, dict):
+            texts.append(str(text_node.get("content", "")))
+    return " ".join(texts)
+
+
+def auggie_events(mode: str, n: int, interval: float, *, wait_s: float) -> Iterator[Item]:
+    if mode == "wait":
+        yield wait_s
+    for i, t in enumerate(_texts(n)):
+        if i and interval:
+            yield interval
+        yield Token(json.dumps({"text": t}).encode() + b"\n")
+    yield json.dumps({"text": "", "stop_reason": 1}).encode() + b"\n"
