@@ -127,15 +127,24 @@ class WsClient:
 async def ws_client(server: Server, *, token: str | None = None,
                     headers: list[tuple[str, str]] | None = None) -> AsyncIterator[WsClient]:
     hdrs = [("Authorization", f"Bearer {token or server.token}"), *(headers or [])]
-    async with trio.open_nursery() as nursery, open_websocket_url(
-        server.ws_url, extra_headers=hdrs, max_message_size=64 * 1024 * 1024
-    ) as conn:
-        client = WsClient(conn)
-        nursery.start_soon(client.reader)
-        try:
-            yield client
-        finally:
-            nursery.cancel_scope.cancel()
+    opened: list[WebSocketConnection] = []
+    try:
+        async with trio.open_nursery() as nursery, open_websocket_url(
+            server.ws_url, extra_headers=hdrs, max_message_size=64 * 1024 * 1024
+        ) as conn:
+            opened.append(conn)
+            client = WsClient(conn)
+            nursery.start_soon(client.reader)
+            try:
+                yield client
+            finally:
+                nursery.cancel_scope.cancel()
+    finally:
+        # trio-websocket 0.12 leaves the TCP stream open when the server closed
+        # the WebSocket first (a ResourceWarning later); close it here.
+        for conn in opened:
+            with trio.CancelScope(shield=True):
+                await conn._stream.aclose()
 
 
 def pgid_alive(pgid: int) -> bool:

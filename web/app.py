@@ -119,9 +119,9 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
     @app.before_request
     async def require_token() -> Response | None:
         path = request.path
-        if path.startswith("/api/") and path != "/api/v1/health":
-            if await current_caller() is None:
-                return _error("UNAUTHORIZED", "a valid token is required (Authorization: Bearer)")
+        if (path.startswith("/api/") and path != "/api/v1/health"
+                and await current_caller() is None):
+            return _error("UNAUTHORIZED", "a valid token is required (Authorization: Bearer)")
         return None
 
     async def me() -> Caller:

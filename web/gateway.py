@@ -4,15 +4,20 @@ One connection = one nursery (``serve``):
 
     serve                     the connection's nursery
     ├── _writer               the only task that writes to the socket
+    ├── _close_on_shutdown    closes the socket (1001) when the server stops
     └── _request (each)       one per request frame, bounded in number
 
 Every outbound frame (responses and notifications alike) goes through the
 connection's bounded ``Subscriber`` queue, so there is one writer and one
-order.  A client that falls ``ws_send_queue`` frames behind, or whose socket
-does not take a frame for ``SEND_TIMEOUT_S``, is dropped; it resyncs from the
-subscribe snapshot when it reconnects.  When the client goes away the
+order.  A client that falls ``ws_send_queue`` frames behind is dropped; it
+resyncs from the subscribe snapshot when it reconnects.  Hypercorn writes to
+the socket in a shielded scope, so a client that stops reading altogether
+(TCP window at zero) cannot be timed out from here: the kernel aborts it
+(``web.server.STALLED_PEER_TIMEOUT_S``).  When the client goes away the
 nursery is cancelled: waits on accepted cancel operations are abandoned, the
-operations themselves (in the orchestrator's nursery) are not.
+operations themselves (in the orchestrator's nursery) are not.  When the
+server stops, every connection is closed with 1001 at once, so the graceful
+shutdown does not wait out Hypercorn's grace period.
 
 Bad input always gets an ``error`` envelope and the connection stays open.
 """
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any, Final, Protocol
 
 import trio
@@ -52,6 +58,11 @@ class Gateway:
         self.sup = sup
         self.max_frame = sup.config.limits.max_ws_frame_bytes
         self.connections = 0
+        self.closing = trio.Event()
+
+    def close_all(self) -> None:
+        """Server shutdown: close every connection (1001, going away)."""
+        self.closing.set()
 
     async def serve(self, ws: Socket, caller: Caller) -> None:
         sub = self.sup.bus.subscriber()
@@ -60,6 +71,7 @@ class Gateway:
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._writer, ws, sub, nursery.cancel_scope)
+                nursery.start_soon(self._close_on_shutdown, ws, nursery.cancel_scope)
                 while not sub.overflowed:
                     data = await ws.receive()
                     self._dispatch(data, sub, caller, nursery, in_flight)
@@ -83,6 +95,12 @@ class Gateway:
                 await ws.close(1013, "too slow: reconnect and resubscribe")
         scope.cancel()
 
+    async def _close_on_shutdown(self, ws: Socket, scope: trio.CancelScope) -> None:
+        await self.closing.wait()
+        with trio.move_on_after(1):
+            await ws.close(1001, "server shutting down")
+        scope.cancel()
+
     # -- requests -------------------------------------------------------------
 
     def _dispatch(self, data: str | bytes, sub: Subscriber, caller: Caller,
@@ -93,6 +111,9 @@ class Gateway:
             if isinstance(data, bytes):
                 raise BadInput("BAD_REQUEST", "binary frames are not supported; send JSON text")
             if len(data) > self.max_frame:
+                # Not parsed; the id and action are read from the head of the
+                # frame when they are there, so the client can match the error.
+                req_id, action = _head_id_action(data)
                 raise BadInput("BAD_REQUEST", f"frame larger than {self.max_frame} bytes")
             try:
                 msg = json.loads(data)
@@ -161,6 +182,19 @@ class Gateway:
         sub.offer(envelope("response", "session.subscribe", {"success": True}, req_id or None))
         sub.offer(envelope("notification", "session.state_changed",
                            self.sup.notify.state_payload(session)))
+
+
+_HEAD_ID: Final = re.compile(r'"id"\s*:\s*"([^"\\]{1,128})"')
+_HEAD_ACTION: Final = re.compile(r'"action"\s*:\s*"([^"\\]{1,100})"')
+
+
+def _head_id_action(data: str) -> tuple[str, str]:
+    """The request id and action of an oversized frame, if they lead it."""
+    head = data[:1024]
+    found_id = _HEAD_ID.search(head)
+    found_action = _HEAD_ACTION.search(head)
+    return (found_id.group(1) if found_id else "",
+            found_action.group(1) if found_action else "")
 
 
 class _InFlight:

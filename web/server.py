@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from typing import Any
 import hypercorn.trio
 import trio
 from hypercorn.config import Config as HyperConfig
+from hypercorn.config import Sockets
 
 from supervisor.config import Config
 from supervisor.root import DEFAULT_WORKSPACE, open_supervisor
@@ -36,8 +38,28 @@ __all__ = ["serve"]
 log = logging.getLogger(__name__)
 
 
+#: A connection whose peer takes no data (zero TCP window) or acknowledges
+#: nothing for this long is aborted by the kernel (TCP_USER_TIMEOUT, set on the
+#: listening socket and inherited by every accepted one).  Hypercorn writes to
+#: the socket inside a *shielded* cancel scope, so no Trio timeout can free a
+#: WebSocket writer stuck on a client that stopped reading: without this, such
+#: a client would hold its connection (and graceful shutdown) forever.
+STALLED_PEER_TIMEOUT_S = 5.0
+
+
+class _HyperConfig(HyperConfig):
+    def create_sockets(self) -> Sockets:
+        sockets = super().create_sockets()
+        timeout_ms = int(STALLED_PEER_TIMEOUT_S * 1000)
+        user_timeout = getattr(socket, "TCP_USER_TIMEOUT", None)
+        for sock in sockets.insecure_sockets:
+            if user_timeout is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+                sock.setsockopt(socket.IPPROTO_TCP, user_timeout, timeout_ms)
+        return sockets
+
+
 def hypercorn_config(config: Config, host: str, port: int) -> HyperConfig:
-    hc = HyperConfig()
+    hc = _HyperConfig()
     hc.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
     # The access log would print query strings, and a page URL may carry ?token=.
     hc.accesslog = None
@@ -65,16 +87,22 @@ async def serve(
         if threading.current_thread() is threading.main_thread():
             nursery.start_soon(_watch_signals, stop)
         app = create_app(sup, tokens)
-        binds: list[str] = await nursery.start(
-            partial(hypercorn.trio.serve, app, hypercorn_config(config, host, port),
-                    shutdown_trigger=stop.wait)
-        )
-        url = binds[0].replace("0.0.0.0", "127.0.0.1")
-        if on_ready is not None:
-            on_ready(url, sup)
-        print(f"Turnvisor listening on {url}/?token={token}", flush=True)
-        await stop.wait()
-        log.info("shutting down")
+        # Hypercorn in a nursery of its own: once it has drained, the signal
+        # watcher (which may never see a signal when ``stop`` is set by the
+        # caller) is cancelled, so the server nursery can close.
+        async with trio.open_nursery() as http:
+            binds: list[str] = await http.start(
+                partial(hypercorn.trio.serve, app, hypercorn_config(config, host, port),
+                        shutdown_trigger=stop.wait)
+            )
+            url = binds[0].replace("0.0.0.0", "127.0.0.1")
+            if on_ready is not None:
+                on_ready(url, sup)
+            print(f"Turnvisor listening on {url}/?token={token}", flush=True)
+            await stop.wait()
+            log.info("shutting down")
+            app.extensions["turnvisor"]["gateway"].close_all()
+        nursery.cancel_scope.cancel()
     log.info("stopped")
 
 

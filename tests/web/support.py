@@ -1,0 +1,102 @@
+"""Shared pieces of the web tests: an httpx client on a running server, and
+helpers that drive a session into a running turn and read its notifications."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+
+from tests.helpers import Server, WsClient
+
+#: Short cancel bounds: a `/slow` turn keeps its cancel operation pending for
+#: about ``cancel_escalate_s`` (long enough to observe), then it is escalated.
+SLOW_CANCEL = {"cancel_join_s": 0.3, "cancel_escalate_s": 1.5, "cancel_cleanup_s": 1.0}
+
+
+@asynccontextmanager
+async def http(server: Server, token: str | None = None,
+               **kwargs: Any) -> AsyncIterator[httpx.AsyncClient]:
+    headers = {"Authorization": f"Bearer {token or server.token}"}
+    async with httpx.AsyncClient(base_url=server.url, headers=headers, timeout=15,
+                                 **kwargs) as client:
+        yield client
+
+
+def frame_ok(frame: dict[str, Any]) -> dict[str, Any]:
+    assert frame["type"] == "response", frame
+    return frame["payload"]  # type: ignore[no-any-return]
+
+
+async def new_task(ws: WsClient, title: str = "web test") -> str:
+    task = await ws.call("task.create", {"title": title})
+    return str(task["id"])
+
+
+def is_state(session_id: str, state: str) -> Any:
+    return lambda f: (f["action"] == "session.state_changed"
+                      and f["payload"]["session_id"] == session_id
+                      and f["payload"]["new_state"] == state)
+
+
+def is_cancellation(session_id: str, pending: bool) -> Any:
+    return lambda f: (f["action"] == "session.cancellation_changed"
+                      and f["payload"]["session_id"] == session_id
+                      and f["payload"]["cancellation_pending"] is pending)
+
+
+def is_agent_text(session_id: str) -> Any:
+    return lambda f: (f["action"] in ("session.message.added", "session.message.updated")
+                      and f["payload"]["session_id"] == session_id
+                      and f["payload"]["message"]["role"] == "agent")
+
+
+def is_turn_completed(session_id: str) -> Any:
+    return lambda f: (f["action"] == "session.turn.completed"
+                      and f["payload"]["session_id"] == session_id)
+
+
+async def launch(ws: WsClient, task_id: str, agent: str = "mock") -> str:
+    session = await ws.call("session.launch", {"task_id": task_id, "agent": agent})
+    assert session["state"] == "WAITING_FOR_INPUT", session
+    return str(session["id"])
+
+
+async def start_turn(ws: WsClient, session_id: str, prompt: str) -> None:
+    """Send a prompt on a session ``ws`` is subscribed to and wait until the
+    agent is streaming its answer (so the turn is really running)."""
+    await ws.call("message.add", {"session_id": session_id, "content": prompt})
+    await ws.wait_for(is_state(session_id, "RUNNING"))
+    await ws.wait_for(is_agent_text(session_id))
+
+
+async def running_session(ws: WsClient, task_id: str, prompt: str = "/delay 5000",
+                          agent: str = "mock") -> str:
+    sid = await launch(ws, task_id, agent)
+    await ws.call("session.subscribe", {"session_id": sid})
+    await start_turn(ws, sid, prompt)
+    return sid
+
+
+def cancellation_changes(ws: WsClient, session_id: str) -> list[tuple[bool, int]]:
+    return [(p["cancellation_pending"], p["cancellation_revision"])
+            for p in ws.of("session.cancellation_changed", session_id)]
+
+
+def raw_request(action: str, payload: Any, rid: str = "raw-1") -> str:
+    return json.dumps({"id": rid, "type": "request", "action": action, "payload": payload,
+                       "timestamp": "2026-01-01T00:00:00Z"})
+
+
+def assert_no_traceback(text: str) -> None:
+    assert "Traceback" not in text, text[:2000]
+    assert 'File "' not in text, text[:2000]
+
+
+def is_revision(session_id: str, revision: int) -> Any:
+    return lambda f: (f["action"] == "session.cancellation_changed"
+                      and f["payload"]["session_id"] == session_id
+                      and f["payload"]["cancellation_revision"] == revision)
