@@ -22,7 +22,13 @@ import pytest
 import trio
 
 from protocols.adapters import AgentAdapter, make_adapter
-from protocols.events import AgentEvent, MessageChunk, PermissionRequested, TurnEnded
+from protocols.events import (
+    AgentEvent,
+    AgentNotice,
+    MessageChunk,
+    PermissionRequested,
+    TurnEnded,
+)
 from protocols.process import start_agent_process, terminate_group
 from supervisor.profiles import BUILTIN_PROFILES
 from tests.fake_provider import FakeProvider, StreamRecord
@@ -248,13 +254,17 @@ class _TapReceive(trio.abc.ReceiveStream):
 
 
 async def _collect(agent: AgentUnderTest) -> None:
+    last_scan = 0.0
     async for ev in agent.adapter.events:
         agent.events.append(ev)
         if isinstance(ev, PermissionRequested) and agent.on_permission is not None:
             choice = agent.on_permission(ev)
             if choice is not ...:
                 await agent.adapter.respond_permission(ev.request_id, choice)
-        agent.seen_pids |= descendants(agent.pid)
+        if time.monotonic() - last_scan > 0.2:
+            # Children the agent started (and may orphan) must die with it too.
+            agent.seen_pids |= descendants(agent.pid)
+            last_scan = time.monotonic()
         agent._notify()
 
 
@@ -302,6 +312,12 @@ async def agent_session(
                 await agent.adapter.new_session(spec.cwd)
             agent.seen_pids |= descendants(proc.pid)
             yield agent
+            # Everything the real agent sent was understood: no line we could not parse,
+            # no message of a shape the schema rejects, no agent call we refused.
+            notices = [e.message for e in agent.events
+                       if isinstance(e, AgentNotice)
+                       and (e.level == "warning" or "unexpected" in e.message)]
+            assert not notices, f"{name}: protocol notices {notices}"
             agent.seen_pids |= descendants(proc.pid)
             nursery.cancel_scope.cancel()
     finally:
