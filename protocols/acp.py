@@ -294,16 +294,19 @@ class AcpClient:
                 kind=str(parsed.kind) if parsed.kind else None, raw=raw,
             )
         if kind == "tool_call_update":
-            status = str(parsed.status) if parsed.status else None
-            if status in _FINISHED_TOOL_STATES:
+            new_status = str(parsed.status) if parsed.status else None
+            if new_status in _FINISHED_TOOL_STATES:
                 self._open_tools.pop(parsed.tool_call_id, None)
-            elif status is not None:
-                self._open_tools[parsed.tool_call_id] = status
+            elif new_status is not None:
+                self._open_tools[parsed.tool_call_id] = new_status
             return ToolCallUpdated(
-                tool_call_id=parsed.tool_call_id, status=status, title=parsed.title, raw=raw
+                tool_call_id=parsed.tool_call_id, status=new_status, title=parsed.title, raw=raw
             )
         if kind == "plan":
-            return PlanUpdated(entries=tuple(e.model_dump(mode="json") for e in parsed.entries))
+            # Wire names (by_alias), as Codex plans are mapped: not pydantic's field_meta.
+            return PlanUpdated(entries=tuple(
+                e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in parsed.entries
+            ))
         return OtherUpdate(kind=kind, payload=raw)
 
 

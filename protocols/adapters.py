@@ -84,6 +84,12 @@ class _Base:
     def events(self) -> trio.MemoryReceiveChannel[AgentEvent]:
         return self.connection.events
 
+    def _check_open(self) -> None:
+        # Before the core sees the prompt: a dead agent is AgentClosed for the
+        # caller, not a LocalProtocolError from a core in state CLOSED.
+        if self.connection.closed.is_set():
+            raise AgentClosed(self.connection.close_reason)
+
     async def _run_turn(self, data: bytes) -> TurnEnded:
         # The lock guards our own misuse (two prompts at once); the supervisor's
         # prompt gate is what users see.
@@ -147,6 +153,7 @@ class AcpAdapter(_Base):
         return self.core.session_id
 
     async def prompt(self, text: str) -> TurnEnded:
+        self._check_open()
         _, data = self.core.prompt(text)
         return await self._run_turn(data)
 
@@ -200,6 +207,7 @@ class CodexAdapter(_Base):
         return self.core.thread_id
 
     async def prompt(self, text: str) -> TurnEnded:
+        self._check_open()
         _, data = self.core.turn_start(text)
         return await self._run_turn(data)
 

@@ -141,15 +141,18 @@ class CodexClient:
         if self.turn.fire(Trigger.CANCEL) is not TurnState.PROMPTING:
             return b""
         out = bytearray()
+        # The interrupt goes first: a declined approval alone lets the turn go
+        # on (the agent reports the refusal and continues), so the agent must
+        # already know the turn is being stopped when it reads the decline.
+        if self.turn_id is None:
+            self._interrupt_owed = True
+        else:
+            out += self._interrupt()
         for request_id in list(self._approvals):
             out += self.respond_permission(request_id, None)
         for item_id in sorted(self._open_tools):
             self._events.append(ToolCallUpdated(tool_call_id=item_id, status="cancelled"))
         self._open_tools.clear()
-        if self.turn_id is None:
-            self._interrupt_owed = True
-        else:
-            out += self._interrupt()
         return bytes(out)
 
     def _interrupt(self) -> bytes:
@@ -244,7 +247,8 @@ class CodexClient:
             return
         if self.turn_id is None:
             self.turn_id = tid
-            if self._interrupt_owed:
+            # rpc.closed: the id came in the agent's last words; it is gone.
+            if self._interrupt_owed and not self.rpc.closed:
                 self._outgoing += self._interrupt()
 
     def _finish_turn(self, ended: TurnEnded) -> None:

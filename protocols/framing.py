@@ -58,10 +58,15 @@ class LineDecoder:
         out: list[FrameEvent] = []
         if not data:
             self._ended = True
+            partial = bytes(self._buf)
+            self._buf.clear()
             if self._discarding is not None:
                 out.append(LineTooLong(size=self._discarding, limit=self.max_line_bytes))
-            out.append(StreamEnded(partial=bytes(self._buf)))
-            self._buf.clear()
+            elif len(partial.removesuffix(b"\r")) > self.max_line_bytes:
+                # Held one byte past the limit for a CR, but no LF came.
+                out.append(LineTooLong(size=len(partial), limit=self.max_line_bytes))
+                partial = b""
+            out.append(StreamEnded(partial=partial))
             return out
         start = 0
         while start < len(data):
@@ -74,20 +79,29 @@ class LineDecoder:
                     self._discarding = None
             else:
                 self._buf += data[start:end]
-                if len(self._buf) > self.max_line_bytes:
+                if nl >= 0:
+                    raw = bytes(self._buf)
+                    self._buf.clear()
+                    # The limit is on the line, not on its terminator: a line
+                    # of exactly the limit may end in CRLF.
+                    line = raw.removesuffix(b"\r")
+                    if len(line) > self.max_line_bytes:
+                        out.append(LineTooLong(size=len(raw), limit=self.max_line_bytes))
+                    elif line.strip():
+                        out.append(Line(data=line))
+                elif self._over_limit():
                     self._discarding = len(self._buf)
                     self._buf.clear()
-                    if nl >= 0:
-                        out.append(LineTooLong(size=self._discarding, limit=self.max_line_bytes))
-                        self._discarding = None
-                elif nl >= 0:
-                    line = bytes(self._buf)
-                    self._buf.clear()
-                    if line.endswith(b"\r"):
-                        line = line[:-1]
-                    if line.strip():
-                        out.append(Line(data=line))
             if nl < 0:
                 break
             start = nl + 1
         return out
+
+    def _over_limit(self) -> bool:
+        """Whether the unterminated line in the buffer can no longer fit.
+
+        One byte past the limit is allowed while it is a CR (its LF may be in
+        the next chunk), so the buffer never holds more than limit + 1 bytes.
+        """
+        over = len(self._buf) - self.max_line_bytes
+        return over > 1 or (over == 1 and self._buf[-1] != 0x0D)

@@ -155,7 +155,14 @@ class RpcConnection:
     def _encode(self, msg: dict[str, JSON]) -> bytes:
         if self.dialect is Dialect.JSONRPC2:
             msg = {"jsonrpc": "2.0", **msg}
-        return json.dumps(msg, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+        text = json.dumps(msg, separators=(",", ":"), ensure_ascii=False)
+        try:
+            return text.encode() + b"\n"
+        except UnicodeEncodeError:
+            # A lone surrogate (legal as a JSON escape, so an agent can send one
+            # in an id or a method we echo back) has no UTF-8 form; \u-escaping
+            # everything keeps the line valid JSON instead of raising.
+            return json.dumps(msg, separators=(",", ":")).encode() + b"\n"
 
     def send_request(self, method: str, params: JSON = None) -> tuple[int, bytes]:
         if self.closed:

@@ -303,9 +303,11 @@ class MockAgent:
         match method:
             case "initialize":
                 if acp:
-                    result: Any = {"protocolVersion": 1, "agentCapabilities": {"loadSession": False},
-                                   "agentInfo": {"name": "turnvisor-mock", "version": "0.1.0"},
-                                   "authMethods": []}
+                    result: Any = {
+                        "protocolVersion": 1, "agentCapabilities": {"loadSession": False},
+                        "agentInfo": {"name": "turnvisor-mock", "version": "0.1.0"},
+                        "authMethods": [],
+                    }
                 else:
                     result = {"userAgent": "turnvisor-mock/0.1.0", "platformOs": sys.platform}
                 self.write(self.rpc.send_response(rid, result))
@@ -339,15 +341,18 @@ class MockAgent:
         turn = Turn(rid if acp else None, str(uuid.uuid4()))
         self.turn = turn
         if not acp:
-            t = {"id": turn.turn_id, "items": [], "status": "inProgress", "error": None}
+            t: dict[str, Any] = {
+                "id": turn.turn_id, "items": [], "status": "inProgress", "error": None,
+            }
             self.write(self.rpc.send_response(rid, {"turn": t}))
             self.notify("turn/started", {"threadId": self.thread_id, "turn": t})
         threading.Thread(target=self.run_turn, args=(turn, text), daemon=True).start()
 
     def serve(self) -> int:
-        stdin = sys.stdin.buffer
+        stdin = sys.stdin.fileno()
         while True:
-            data = stdin.read1(65536)
+            # os.read returns what is there (b"" at EOF), like BufferedReader.read1.
+            data = os.read(stdin, 65536)
             self.rpc.receive_data(data)
             while True:
                 ev = self.rpc.next_event()

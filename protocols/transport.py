@@ -94,7 +94,9 @@ class AgentConnection:
                 async with self._write_lock:
                     await self._send_stream.send_all(data)
         except trio.TooSlowError:
-            raise AgentTimeout(f"agent did not read its stdin for {self.write_timeout_s}s") from None
+            raise AgentTimeout(
+                f"agent did not read its stdin for {self.write_timeout_s}s"
+            ) from None
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             raise AgentClosed(f"agent's stdin is closed: {exc}") from None
 
@@ -139,7 +141,7 @@ class AgentConnection:
                     data = await self._receive_stream.receive_some(65536)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     data = b""
-                self.core.receive_data(data)
+                self.core.receive_data(bytes(data))
                 if await self._drain():
                     return
                 reply = self.core.data_to_send()

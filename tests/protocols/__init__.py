@@ -1,0 +1,1 @@
+"""Tests of ``protocols/``: sans-IO cores, the Trio transport, adapters against the mock agent."""

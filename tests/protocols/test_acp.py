@@ -1,0 +1,456 @@
+"""AcpClient, the sans-IO ACP core, joined to an agent-side RpcConnection.
+
+The table pins the exact bytes the client writes in each state; the tests
+after it walk the conversations (permission, tools, cancel) and check what the
+agent side receives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from protocols.acp import AcpClient
+from protocols.events import (
+    AgentNotice,
+    MessageChunk,
+    OtherUpdate,
+    PermissionOption,
+    PermissionRequested,
+    PermissionResolved,
+    PlanUpdated,
+    ToolCallStarted,
+    ToolCallUpdated,
+    TurnEnded,
+)
+from protocols.jsonrpc import (
+    Dialect,
+    ErrorResponse,
+    IncomingNotification,
+    IncomingRequest,
+    LocalProtocolError,
+    PeerClosed,
+    Response,
+)
+from protocols.turnstate import TurnState
+
+from .helpers import ConnectionPair, parse_lines
+
+SID = "sess-1"
+Pair = ConnectionPair[AcpClient]
+
+
+def state(p: Pair) -> TurnState:
+    # A call, not an attribute: mypy would narrow ``turn.state`` across asserts.
+    return p.client.turn.state
+
+
+# -- states to start from -------------------------------------------------
+
+
+def fresh() -> Pair:
+    return ConnectionPair(AcpClient(), Dialect.JSONRPC2)
+
+
+def initialized() -> Pair:
+    p = fresh()
+    [req] = p.to_agent(p.client.initialize()[1])
+    assert isinstance(req, IncomingRequest)
+    p.to_client(
+        p.agent.send_response(
+            req.id,
+            {
+                "protocolVersion": 1,
+                "agentCapabilities": {},
+                "agentInfo": {"name": "fake"},
+                "authMethods": [],
+            },
+        )
+    )
+    return p
+
+
+def in_session() -> Pair:
+    p = initialized()
+    [req] = p.to_agent(p.client.new_session("/work")[1])
+    assert isinstance(req, IncomingRequest)
+    p.to_client(p.agent.send_response(req.id, {"sessionId": SID}))
+    return p
+
+
+def prompting() -> Pair:
+    p = in_session()
+    p.to_agent(p.client.prompt("hi")[1])
+    return p
+
+
+PERMISSION_PARAMS = {
+    "sessionId": SID,
+    "toolCall": {"toolCallId": "call-1", "title": "Write to disk", "status": "pending"},
+    "options": [
+        {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+        {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+    ],
+}
+
+
+def asked_permission() -> Pair:
+    p = prompting()
+    _, data = p.agent.send_request("session/request_permission", PERMISSION_PARAMS)  # agent id 0
+    p.to_client(data)
+    return p
+
+
+def update(session_update: str, /, **fields: Any) -> dict[str, Any]:
+    return {"sessionId": SID, "update": {"sessionUpdate": session_update, **fields}}
+
+
+def with_tools() -> Pair:
+    """t1 pending, t2 in progress, t3 finished."""
+    p = prompting()
+    for params in (
+        update("tool_call", toolCallId="t1", title="read", status="pending"),
+        update("tool_call", toolCallId="t2", title="edit", kind="edit"),
+        update("tool_call_update", toolCallId="t2", status="in_progress"),
+        update("tool_call", toolCallId="t3", title="ls", status="in_progress"),
+        update("tool_call_update", toolCallId="t3", status="completed"),
+    ):
+        p.to_client(p.agent.send_notification("session/update", params))
+    return p
+
+
+def cancelled() -> Pair:
+    p = prompting()
+    p.client.cancel()
+    return p
+
+
+# -- exact lines ----------------------------------------------------------
+
+INITIALIZE = (
+    b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,'
+    b'"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false}}}\n'
+)
+SESSION_NEW = (
+    b'{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/work","mcpServers":[]}}\n'
+)
+SESSION_PROMPT = (
+    b'{"jsonrpc":"2.0","id":3,"method":"session/prompt",'
+    b'"params":{"sessionId":"sess-1","prompt":[{"type":"text","text":"hi"}]}}\n'
+)
+SESSION_CANCEL = b'{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"sess-1"}}\n'
+PERMISSION_CANCELLED = b'{"jsonrpc":"2.0","id":0,"result":{"outcome":{"outcome":"cancelled"}}}\n'
+PERMISSION_ALLOWED = (
+    b'{"jsonrpc":"2.0","id":0,"result":{"outcome":{"outcome":"selected","optionId":"allow"}}}\n'
+)
+
+# (starting state, what the caller does, the exact bytes it must write)
+WRITES: list[tuple[Callable[[], Pair], Callable[[AcpClient], bytes], bytes]] = [
+    (fresh, lambda c: c.initialize()[1], INITIALIZE),
+    (initialized, lambda c: c.new_session("/work")[1], SESSION_NEW),
+    (in_session, lambda c: c.prompt("hi")[1], SESSION_PROMPT),
+    (prompting, AcpClient.cancel, SESSION_CANCEL),
+    # The MUST: every pending permission is answered cancelled, before the cancel.
+    (asked_permission, AcpClient.cancel, PERMISSION_CANCELLED + SESSION_CANCEL),
+    (asked_permission, lambda c: c.respond_permission("0", "allow"), PERMISSION_ALLOWED),
+    (asked_permission, lambda c: c.respond_permission("0", None), PERMISSION_CANCELLED),
+    (with_tools, AcpClient.cancel, SESSION_CANCEL),
+    # No turn running: the cancel has already settled, nothing to write.
+    (in_session, AcpClient.cancel, b""),
+    (cancelled, AcpClient.cancel, b""),
+]
+WRITE_IDS = [
+    "initialize",
+    "session/new",
+    "session/prompt",
+    "session/cancel",
+    "cancel answers the permission cancelled",
+    "permission selected",
+    "permission cancelled",
+    "cancel with tools open",
+    "cancel with no turn",
+    "second cancel",
+]
+
+
+@pytest.mark.parametrize(("state", "call", "expected"), WRITES, ids=WRITE_IDS)
+def test_exact_lines(
+    state: Callable[[], Pair], call: Callable[[AcpClient], bytes], expected: bytes
+) -> None:
+    p = state()
+    data = call(p.client)
+    assert data == expected
+    # The agent side reads every line as a well-formed JSON-RPC 2.0 message.
+    for ev in p.to_agent(data) if data else []:
+        assert isinstance(ev, IncomingRequest | IncomingNotification | Response)
+
+
+# -- conversations ----------------------------------------------------------
+
+
+def test_handshake_records_session_and_agent_info() -> None:
+    p = in_session()
+    assert p.client.session_id == SID
+    assert p.client.agent_info == {"name": "fake"}
+    assert state(p) is TurnState.IDLE
+
+
+def test_session_new_without_session_id_is_an_error() -> None:
+    p = initialized()
+    [req] = p.to_agent(p.client.new_session("/w")[1])
+    assert isinstance(req, IncomingRequest)
+    [ev] = p.to_client(p.agent.send_response(req.id, {"modes": {}}))
+    assert isinstance(ev, ErrorResponse)
+    assert p.client.session_id is None
+
+
+def test_prompt_before_session_is_a_local_error() -> None:
+    with pytest.raises(LocalProtocolError):
+        initialized().client.prompt("hi")
+
+
+def test_turn_streams_then_ends() -> None:
+    p = prompting()
+    events = p.to_client(
+        p.agent.send_notification(
+            "session/update",
+            update("agent_message_chunk", content={"type": "text", "text": "hel"}, messageId="m1"),
+        )
+        + p.agent.send_notification(
+            "session/update", update("agent_message_chunk", content={"type": "text", "text": "lo"})
+        )
+        + p.agent.send_response(3, {"stopReason": "end_turn"})
+    )
+    assert events == [
+        MessageChunk(text="hel", message_id="m1"),
+        MessageChunk(text="lo"),
+        TurnEnded(stop_reason="end_turn"),
+    ]
+    assert state(p) is TurnState.IDLE
+
+
+def test_cancel_then_agent_answers_cancelled() -> None:
+    p = prompting()
+    [cancel] = p.to_agent(p.client.cancel())
+    assert cancel == IncomingNotification(method="session/cancel", params={"sessionId": SID})
+    assert state(p) is TurnState.CANCEL_SENT
+    # Chunks already in flight still arrive, then the prompt's answer.
+    events = p.to_client(
+        p.agent.send_notification(
+            "session/update",
+            update("agent_message_chunk", content={"type": "text", "text": "late"}),
+        )
+        + p.agent.send_response(3, {"stopReason": "cancelled"})
+    )
+    assert events == [MessageChunk(text="late"), TurnEnded(stop_reason="cancelled")]
+    assert state(p) is TurnState.IDLE
+    # The same client runs the next turn.
+    rid, _ = p.client.prompt("again")
+    assert rid == 4
+
+
+def test_permission_request_surfaces_as_an_event() -> None:
+    p = prompting()
+    _, data = p.agent.send_request("session/request_permission", PERMISSION_PARAMS)
+    assert p.to_client(data) == [
+        PermissionRequested(
+            request_id="0",
+            title="Write to disk",
+            tool_call_id="call-1",
+            options=(
+                PermissionOption(option_id="allow", name="Allow", kind="allow_once"),
+                PermissionOption(option_id="reject", name="Reject", kind="reject_once"),
+            ),
+        )
+    ]
+    assert p.client.pending_permissions == ("0",)
+
+
+def test_cancel_answers_permission_cancelled() -> None:
+    p = asked_permission()
+    answer, cancel = p.to_agent(p.client.cancel())
+    assert answer == Response(
+        id=0, method="session/request_permission", result={"outcome": {"outcome": "cancelled"}}
+    )
+    assert isinstance(cancel, IncomingNotification)
+    assert cancel.method == "session/cancel"
+    assert p.client.pending_permissions == ()
+    events = p.to_client(p.agent.send_response(3, {"stopReason": "cancelled"}))
+    assert events == [
+        PermissionResolved(request_id="0", option_id=None),
+        TurnEnded(stop_reason="cancelled"),
+    ]
+
+
+def test_permission_asked_after_cancel_is_answered_cancelled_at_once() -> None:
+    p = cancelled()
+    _, data = p.agent.send_request("session/request_permission", PERMISSION_PARAMS)
+    assert p.to_client(data) == []  # nothing for the user to decide
+    assert p.client.data_to_send() == PERMISSION_CANCELLED
+
+
+def test_turn_end_answers_moot_permissions() -> None:
+    p = asked_permission()
+    events = p.to_client(p.agent.send_response(3, {"stopReason": "end_turn"}))
+    assert events == [
+        PermissionResolved(request_id="0", option_id=None),
+        TurnEnded(stop_reason="end_turn"),
+    ]
+    assert p.client.data_to_send() == PERMISSION_CANCELLED
+
+
+def test_answering_an_unknown_permission_is_a_local_error() -> None:
+    with pytest.raises(LocalProtocolError):
+        asked_permission().client.respond_permission("99", "allow")
+
+
+def test_cancel_marks_unfinished_tool_calls_cancelled() -> None:
+    p = with_tools()
+    p.client.cancel()
+    events = p.to_client(p.agent.send_response(3, {"stopReason": "cancelled"}))
+    assert events == [
+        ToolCallUpdated(tool_call_id="t1", status="cancelled"),
+        ToolCallUpdated(tool_call_id="t2", status="cancelled"),
+        TurnEnded(stop_reason="cancelled"),
+    ]
+
+
+def test_prompt_error_ends_the_turn_with_error() -> None:
+    p = prompting()
+    events = p.to_client(p.agent.send_error(3, -32603, "model exploded"))
+    assert events == [TurnEnded(stop_reason="error", error="model exploded")]
+    assert state(p) is TurnState.IDLE
+
+
+@pytest.mark.parametrize(
+    ("result", "stop"),
+    [
+        ({"stopReason": "max_tokens"}, "max_tokens"),
+        ({"stopReason": "refusal", "usage": None, "_meta": {}}, "refusal"),
+        ({"stopReason": "brand_new_reason"}, "end_turn"),
+        ({}, "end_turn"),
+    ],
+)
+def test_prompt_results(result: dict[str, Any], stop: str) -> None:
+    p = prompting()
+    events = p.to_client(p.agent.send_response(3, result))
+    assert events[-1] == TurnEnded(stop_reason=stop)  # type: ignore[arg-type]
+
+
+def test_unserved_agent_call_is_refused_not_left_waiting() -> None:
+    p = prompting()
+    _, data = p.agent.send_request("fs/read_text_file", {"path": "/etc/passwd"})
+    [notice] = p.to_client(data)
+    assert isinstance(notice, AgentNotice)
+    assert p.client.data_to_send() == (
+        b'{"jsonrpc":"2.0","id":0,"error":{"code":-32601,'
+        b'"message":"client does not implement fs/read_text_file"}}\n'
+    )
+
+
+# session/update -> event; liberal: unknown kinds and odd shapes pass through.
+UPDATES: list[tuple[str, dict[str, Any], list[object]]] = [
+    (
+        "agent chunk",
+        update("agent_message_chunk", content={"type": "text", "text": "a"}),
+        [MessageChunk(text="a")],
+    ),
+    (
+        "thought chunk",
+        update("agent_thought_chunk", content={"type": "text", "text": "t"}),
+        [MessageChunk(text="t", channel="thought")],
+    ),
+    (
+        "user chunk",
+        update("user_message_chunk", content={"type": "text", "text": "u"}),
+        [MessageChunk(text="u", channel="user")],
+    ),
+    (
+        "image chunk",
+        update(
+            "agent_message_chunk",
+            content={"type": "image", "data": "AA==", "mimeType": "image/png"},
+        ),
+        [OtherUpdate(kind="agent_message_chunk", payload=None)],
+    ),
+    (
+        "tool call",
+        update("tool_call", toolCallId="t", title="grep", kind="search"),
+        [ToolCallStarted(tool_call_id="t", title="grep", status="pending", kind="search")],
+    ),
+    (
+        "tool update",
+        update("tool_call_update", toolCallId="t", status="failed"),
+        [ToolCallUpdated(tool_call_id="t", status="failed")],
+    ),
+    (
+        "plan",
+        update("plan", entries=[{"content": "a", "priority": "high", "status": "pending"}]),
+        [PlanUpdated(entries=({"content": "a", "priority": "high", "status": "pending"},))],
+    ),
+    (
+        "usage_update",
+        update("usage_update", used=11, size=200000),
+        [OtherUpdate(kind="usage_update", payload=None)],
+    ),
+    (
+        "unknown kind",
+        update("brand_new_kind", x=1),
+        [OtherUpdate(kind="brand_new_kind", payload=None)],
+    ),
+    (
+        "known kind, wrong shape",
+        update("tool_call", title=5),
+        [OtherUpdate(kind="tool_call", payload=None), AgentNotice],
+    ),
+    ("no update kind", {"sessionId": SID, "update": {}}, [AgentNotice]),
+]
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"), [u[1:] for u in UPDATES], ids=[u[0] for u in UPDATES]
+)
+def test_session_updates(params: dict[str, Any], expected: list[object]) -> None:
+    p = prompting()
+    events = p.to_client(p.agent.send_notification("session/update", params))
+    assert [
+        type(e) if isinstance(x, type) else e for e, x in zip(events, expected, strict=True)
+    ] == expected
+    if isinstance(events[0], OtherUpdate):
+        assert events[0].payload == params["update"]  # passed through untouched
+
+
+def test_other_notifications_pass_through() -> None:
+    p = prompting()
+    events = p.to_client(p.agent.send_notification("_vendor/thing", {"a": 1}))
+    assert events == [OtherUpdate(kind="_vendor/thing", payload=None)]
+
+
+def test_garbage_line_is_a_notice_and_the_stream_goes_on() -> None:
+    p = prompting()
+    events = p.to_client(
+        b"this is not JSON {\n" + p.agent.send_response(3, {"stopReason": "end_turn"})
+    )
+    assert isinstance(events[0], AgentNotice)
+    assert "not JSON" in events[0].message
+    assert events[1:] == [TurnEnded(stop_reason="end_turn")]
+
+
+def test_agent_exit_closes_the_core() -> None:
+    p = asked_permission()
+    [closed] = p.to_client(b"")
+    assert isinstance(closed, PeerClosed)
+    assert closed.pending == ((3, "session/prompt"),)
+    assert state(p) is TurnState.CLOSED
+    assert p.client.pending_permissions == ()
+    assert p.client.cancel() == b""  # nothing left to cancel
+
+
+def test_turn_lines_parse_back() -> None:
+    """What the core writes is what the ACP schema expects on the agent side."""
+    p = asked_permission()
+    [answer, cancel] = parse_lines(p.client.cancel())
+    assert answer["result"] == {"outcome": {"outcome": "cancelled"}}
+    assert cancel["params"] == {"sessionId": SID}

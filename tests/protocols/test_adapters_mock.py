@@ -1,0 +1,307 @@
+"""The adapters against the mock agent as a real subprocess, both dialects.
+
+One test (or two) per row of the mock agent's prompt table (DESIGN.md §3).
+The ``agent`` fixture (conftest) spawns ``python -m protocols.mock_agent`` in
+its own process group, initializes it, opens a session, and always tears it
+down with ``terminate_group``, checking that the group is gone.  Every test is
+bounded by ``trio.fail_after`` so a hang fails with a traceback, never stalls CI.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import pytest
+import trio
+
+from protocols.adapters import AcpAdapter, AgentAdapter, CodexAdapter
+from protocols.events import (
+    AgentEvent,
+    AgentNotice,
+    MessageChunk,
+    PermissionRequested,
+    PermissionResolved,
+    ToolCallStarted,
+    ToolCallUpdated,
+    TurnEnded,
+)
+from protocols.transport import AgentClosed, AgentTimeout
+
+from .helpers import RunningAgent
+
+#: Wall-clock bound per test; the slowest row (/slow 800) needs about 1 s.
+TEST_S = 10.0
+#: "Promptly": the mock honours /delay's cancel at once, so anything near this
+#: bound means a wakeup was lost somewhere between adapter and agent.
+PROMPT_CANCEL_S = 0.5
+
+T = TypeVar("T", bound=AgentEvent)
+
+
+@dataclass
+class Events:
+    """Reads the adapter's event channel, keeping everything it has seen."""
+
+    channel: trio.MemoryReceiveChannel[AgentEvent]
+    seen: list[AgentEvent] = field(default_factory=list)
+
+    async def until(self, cls: type[T]) -> T:
+        while True:
+            ev = await self.channel.receive()
+            self.seen.append(ev)
+            if isinstance(ev, cls):
+                return ev
+
+    def of(self, cls: type[T]) -> list[T]:
+        return [e for e in self.seen if isinstance(e, cls)]
+
+    def text(self) -> str:
+        return "".join(c.text for c in self.of(MessageChunk))
+
+
+@dataclass
+class PromptTask:
+    """A prompt running in the background, and when it returned."""
+
+    result: TurnEnded | None = None
+    ended_at: float | None = None
+
+    async def run(self, adapter: AgentAdapter, text: str) -> None:
+        self.result = await adapter.prompt(text)
+        self.ended_at = trio.current_time()
+
+
+def lines_after(agent: RunningAgent, method: str) -> list[Any]:
+    """The lines written to the agent from the one calling ``method`` on."""
+    lines = agent.written.lines()
+    first = next(i for i, m in enumerate(lines) if m.get("method") == method)
+    return lines[first:]
+
+
+async def test_echo(agent: RunningAgent) -> None:
+    events = Events(agent.adapter.events)
+    with trio.fail_after(TEST_S):
+        ended = await agent.adapter.prompt("hello from the test")
+        assert (ended.stop_reason, ended.error) == ("end_turn", None)
+        await events.until(TurnEnded)
+    assert events.text() == "hello from the test"
+    assert events.of(AgentNotice) == []
+
+
+async def test_delay_cancels_promptly_and_the_adapter_goes_on(agent: RunningAgent) -> None:
+    adapter = agent.adapter
+    events = Events(adapter.events)
+    task = PromptTask()
+    with trio.fail_after(TEST_S):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(task.run, adapter, "/delay 5000")
+            await events.until(MessageChunk)
+            assert adapter.turn_running
+            operation_id = adapter.operation_id
+            assert operation_id is not None
+            cancel_at = trio.current_time()
+            await adapter.cancel()
+        assert task.result is not None and task.ended_at is not None
+        assert task.result.stop_reason == "cancelled"
+        assert task.ended_at - cancel_at < PROMPT_CANCEL_S
+        assert not adapter.turn_running
+        assert adapter.operation_id is None
+
+        # What went on the wire is the protocol's cancel, naming the operation.
+        if isinstance(adapter, AcpAdapter):
+            assert lines_after(agent, "session/cancel")[0] == {
+                "jsonrpc": "2.0",
+                "method": "session/cancel",
+                "params": {"sessionId": operation_id},
+            }
+        else:
+            [interrupt] = lines_after(agent, "turn/interrupt")
+            assert interrupt["params"] == {"threadId": adapter.session_id, "turnId": operation_id}
+            assert task.result.turn_id == operation_id
+
+        # The same adapter, and the same agent, take the next prompt.
+        ended = await adapter.prompt("still here")
+        assert ended.stop_reason == "end_turn"
+
+
+async def test_slow_agent_ignores_cancel_until_its_time(agent: RunningAgent) -> None:
+    adapter = agent.adapter
+    events = Events(adapter.events)
+    task = PromptTask()
+    with trio.fail_after(TEST_S):
+        started_at = trio.current_time()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(task.run, adapter, "/slow 800")
+            await events.until(MessageChunk)
+            await adapter.cancel()
+            chunks_at_cancel = len(events.of(MessageChunk))
+            await events.until(TurnEnded)
+    assert task.result is not None and task.ended_at is not None
+    # The turn lasted its full 800 ms and kept streaming after the cancel...
+    assert task.ended_at - started_at >= 0.8
+    assert len(events.of(MessageChunk)) >= chunks_at_cancel + 2
+    # ...and still reports that it was cancelled when it finally stopped.
+    assert task.result.stop_reason == "cancelled"
+
+
+async def test_hang_is_bounded_by_the_turn_timeout(agent: RunningAgent) -> None:
+    adapter = agent.adapter
+    adapter.timeouts = dataclasses.replace(adapter.timeouts, turn_s=0.5)
+
+    async def cancel_soon() -> None:
+        await trio.sleep(0.1)
+        await adapter.cancel()  # ignored by /hang
+
+    with trio.fail_after(TEST_S):
+        started_at = trio.current_time()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(cancel_soon)
+            with pytest.raises(AgentTimeout, match=r"did not end within 0\.5"):
+                await adapter.prompt("/hang")
+    assert 0.5 <= trio.current_time() - started_at < 2.0
+    # The turn never ended: the agent is still mid-turn; teardown kills it.
+    assert adapter.turn_running
+
+
+def _allow_option(agent: RunningAgent) -> str:
+    return "allow" if agent.protocol == "acp" else "accept"
+
+
+async def test_permission_is_surfaced_and_answered(agent: RunningAgent) -> None:
+    adapter = agent.adapter
+    events = Events(adapter.events)
+    task = PromptTask()
+    with trio.fail_after(TEST_S):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(task.run, adapter, "/permission")
+            request = await events.until(PermissionRequested)
+            assert request.request_id in adapter.core.pending_permissions
+            await adapter.respond_permission(request.request_id, _allow_option(agent))
+            await events.until(TurnEnded)
+    assert task.result is not None
+    assert task.result.stop_reason == "end_turn"
+    assert events.of(PermissionResolved) == [
+        PermissionResolved(request_id=request.request_id, option_id=_allow_option(agent))
+    ]
+    if agent.protocol == "acp":
+        assert (request.title, request.tool_call_id) == ("Write to disk", "perm-tool")
+        assert [o.option_id for o in request.options] == ["allow", "reject"]
+        assert events.text() == "permission: allow"
+        assert {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "result": {"outcome": {"outcome": "selected", "optionId": "allow"}},
+        } in agent.written.lines()
+    else:
+        assert (request.title, request.tool_call_id) == ("touch file.txt", "perm-item")
+        assert [o.option_id for o in request.options] == [
+            "accept",
+            "acceptForSession",
+            "decline",
+            "cancel",
+        ]
+        assert events.text() == "approval: accept"
+        assert {"id": 100, "result": {"decision": "accept"}} in agent.written.lines()
+
+
+async def test_cancel_answers_the_pending_permission(agent: RunningAgent) -> None:
+    adapter = agent.adapter
+    events = Events(adapter.events)
+    task = PromptTask()
+    with trio.fail_after(TEST_S):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(task.run, adapter, "/permission")
+            request = await events.until(PermissionRequested)
+            cancel_at = trio.current_time()
+            await adapter.cancel()
+            await events.until(TurnEnded)
+    assert task.result is not None and task.ended_at is not None
+    assert task.result.stop_reason == "cancelled"
+    assert task.ended_at - cancel_at < PROMPT_CANCEL_S
+    assert adapter.core.pending_permissions == ()
+    assert events.of(PermissionResolved) == [
+        PermissionResolved(request_id=request.request_id, option_id=None)
+    ]
+    if isinstance(adapter, AcpAdapter):
+        # The MUST of ACP: the answer "cancelled", then the cancel itself.
+        answer, cancel = agent.written.lines()[-2:]
+        assert answer == {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "result": {"outcome": {"outcome": "cancelled"}},
+        }
+        assert cancel["method"] == "session/cancel"
+    else:
+        assert isinstance(adapter, CodexAdapter)
+        interrupt, decline = lines_after(agent, "turn/interrupt")
+        assert interrupt["params"]["turnId"] == task.result.turn_id
+        assert decline == {"id": 100, "result": {"decision": "decline"}}
+
+
+async def test_tool_call_start_and_finish(agent: RunningAgent) -> None:
+    events = Events(agent.adapter.events)
+    with trio.fail_after(TEST_S):
+        ended = await agent.adapter.prompt("/tool 200")
+        await events.until(TurnEnded)
+    assert ended.stop_reason == "end_turn"
+    [started] = events.of(ToolCallStarted)
+    updates = events.of(ToolCallUpdated)
+    assert {u.tool_call_id for u in updates} == {started.tool_call_id}
+    assert updates[-1].status == "completed"
+    if agent.protocol == "acp":
+        assert (started.status, started.kind) == ("pending", "execute")
+        assert [u.status for u in updates] == ["in_progress", "completed"]
+    else:
+        assert (started.status, started.kind) == ("in_progress", "execute")
+    assert events.seen.index(started) < events.seen.index(updates[-1])
+    assert events.text() == "tool finished"
+
+
+async def test_cancel_marks_the_running_tool_cancelled(agent: RunningAgent) -> None:
+    adapter = agent.adapter
+    events = Events(adapter.events)
+    task = PromptTask()
+    with trio.fail_after(TEST_S):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(task.run, adapter, "/tool 5000")
+            started = await events.until(ToolCallStarted)
+            if agent.protocol == "acp":
+                await events.until(ToolCallUpdated)  # in_progress
+            cancel_at = trio.current_time()
+            await adapter.cancel()
+            await events.until(TurnEnded)
+    assert task.result is not None and task.ended_at is not None
+    assert task.result.stop_reason == "cancelled"
+    assert task.ended_at - cancel_at < PROMPT_CANCEL_S
+    assert events.of(ToolCallUpdated)[-1] == ToolCallUpdated(
+        tool_call_id=started.tool_call_id, status="cancelled"
+    )
+
+
+async def test_crash_ends_the_turn_with_an_error(agent: RunningAgent) -> None:
+    adapter = agent.adapter
+    with trio.fail_after(TEST_S):
+        ended = await adapter.prompt("/crash")
+        assert ended.stop_reason == "error"
+        assert ended.error is not None and "stdout ended" in ended.error
+        assert await agent.proc.wait() == 1
+        # Further use says plainly that the agent is gone.
+        with pytest.raises(AgentClosed):
+            await adapter.prompt("anyone there?")
+        await adapter.cancel()  # nothing running: already settled, no error
+        while b"crashing on purpose" not in agent.stderr:
+            await trio.sleep(0.01)
+
+
+async def test_garbage_line_is_a_notice_and_the_turn_ends_normally(agent: RunningAgent) -> None:
+    events = Events(agent.adapter.events)
+    with trio.fail_after(TEST_S):
+        ended = await agent.adapter.prompt("/garbage")
+        await events.until(TurnEnded)
+    assert ended.stop_reason == "end_turn"
+    [notice] = events.of(AgentNotice)
+    assert "not JSON" in notice.message
+    assert "this is not JSON" in notice.message
+    assert events.text() == "/garbage"

@@ -1,0 +1,549 @@
+"""CodexClient, the sans-IO Codex app-server core, joined to an agent-side
+RpcConnection (the Codex dialect: no ``jsonrpc`` member)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from protocols.codex import CodexClient
+from protocols.events import (
+    AgentNotice,
+    MessageChunk,
+    OtherUpdate,
+    PermissionOption,
+    PermissionRequested,
+    PermissionResolved,
+    PlanUpdated,
+    ToolCallStarted,
+    ToolCallUpdated,
+    TurnEnded,
+)
+from protocols.jsonrpc import (
+    Dialect,
+    ErrorResponse,
+    IncomingNotification,
+    IncomingRequest,
+    LocalProtocolError,
+    PeerClosed,
+    Response,
+)
+from protocols.turnstate import TurnState
+
+from .helpers import ConnectionPair
+
+THREAD, TURN = "thr-1", "turn-1"
+Pair = ConnectionPair[CodexClient]
+
+
+def state(p: Pair) -> TurnState:
+    # A call, not an attribute: mypy would narrow ``turn.state`` across asserts.
+    return p.client.turn.state
+
+
+# -- states to start from -------------------------------------------------
+
+
+def fresh() -> Pair:
+    return ConnectionPair(CodexClient(), Dialect.CODEX)
+
+
+def initialized() -> Pair:
+    p = fresh()
+    [req] = p.to_agent(p.client.initialize()[1])
+    assert isinstance(req, IncomingRequest)
+    p.to_client(p.agent.send_response(req.id, {"userAgent": "fake/1.0"}))
+    return p
+
+
+def in_thread() -> Pair:
+    p = initialized()
+    p.to_agent(p.client.initialized())
+    [req] = p.to_agent(p.client.thread_start("/work")[1])
+    assert isinstance(req, IncomingRequest)
+    p.to_client(p.agent.send_response(req.id, {"thread": {"id": THREAD, "ephemeral": True}}))
+    return p
+
+
+def turn_sent() -> Pair:
+    """turn/start written (id 3), its answer, and so the turn id, not back yet."""
+    p = in_thread()
+    p.to_agent(p.client.turn_start("hi")[1])
+    return p
+
+
+def turn_result(turn_id: str = TURN) -> dict[str, Any]:
+    return {"turn": {"id": turn_id, "items": [], "status": "inProgress", "error": None}}
+
+
+def in_turn() -> Pair:
+    p = turn_sent()
+    p.to_client(p.agent.send_response(3, turn_result()))
+    return p
+
+
+APPROVAL_PARAMS = {
+    "threadId": THREAD,
+    "turnId": TURN,
+    "itemId": "item-7",
+    "command": "touch file.txt",
+    "reason": "Write to disk",
+}
+
+
+def asked_approval() -> Pair:
+    p = in_turn()
+    _, data = p.agent.send_request("item/commandExecution/requestApproval", APPROVAL_PARAMS)
+    p.to_client(data)  # agent request id 0
+    return p
+
+
+def interrupted() -> Pair:
+    p = in_turn()
+    p.client.cancel()
+    return p
+
+
+def notify(p: Pair, method: str, params: dict[str, Any]) -> list[object]:
+    return p.to_client(p.agent.send_notification(method, params))
+
+
+def completed(p: Pair, status: str, turn_id: str = TURN, error: Any = None) -> list[object]:
+    return notify(
+        p,
+        "turn/completed",
+        {
+            "threadId": THREAD,
+            "turn": {"id": turn_id, "items": [], "status": status, "error": error},
+        },
+    )
+
+
+# -- exact lines ----------------------------------------------------------
+
+INITIALIZE = (
+    b'{"id":1,"method":"initialize",'
+    b'"params":{"clientInfo":{"name":"turnvisor","title":null,"version":"0.1.0"}}}\n'
+)
+INITIALIZED = b'{"method":"initialized"}\n'
+THREAD_START = b'{"id":2,"method":"thread/start","params":{"cwd":"/work"}}\n'
+THREAD_START_EXTRA = (
+    b'{"id":2,"method":"thread/start","params":{"cwd":"/work","approvalPolicy":"never",'
+    b'"sandbox":"read-only","ephemeral":true}}\n'
+)
+TURN_START = (
+    b'{"id":3,"method":"turn/start",'
+    b'"params":{"threadId":"thr-1","input":[{"type":"text","text":"hi"}]}}\n'
+)
+INTERRUPT = b'{"id":4,"method":"turn/interrupt","params":{"threadId":"thr-1","turnId":"turn-1"}}\n'
+DECLINE = b'{"id":0,"result":{"decision":"decline"}}\n'
+ACCEPT = b'{"id":0,"result":{"decision":"accept"}}\n'
+
+# (starting state, what the caller does, the exact bytes it must write)
+WRITES: list[tuple[Callable[[], Pair], Callable[[CodexClient], bytes], bytes]] = [
+    (fresh, lambda c: c.initialize()[1], INITIALIZE),
+    (initialized, CodexClient.initialized, INITIALIZED),
+    (initialized, lambda c: c.thread_start("/work")[1], THREAD_START),
+    (
+        initialized,
+        lambda c: c.thread_start(
+            "/work", approvalPolicy="never", sandbox="read-only", ephemeral=True
+        )[1],
+        THREAD_START_EXTRA,
+    ),
+    (in_thread, lambda c: c.turn_start("hi")[1], TURN_START),
+    (in_turn, CodexClient.cancel, INTERRUPT),
+    # Interrupt first, so the agent stops before it hears the decline (a
+    # decline alone lets the turn go on), then the pending approval declined.
+    (asked_approval, CodexClient.cancel, INTERRUPT + DECLINE),
+    (asked_approval, lambda c: c.respond_permission("0", "accept"), ACCEPT),
+    (asked_approval, lambda c: c.respond_permission("0", None), DECLINE),
+    # No active turn means already settled: nothing to write.
+    (in_thread, CodexClient.cancel, b""),
+    (interrupted, CodexClient.cancel, b""),
+    # The turn id is not known yet: the interrupt is owed, not written.
+    (turn_sent, CodexClient.cancel, b""),
+]
+WRITE_IDS = [
+    "initialize",
+    "initialized",
+    "thread/start",
+    "thread/start with extras",
+    "turn/start",
+    "turn/interrupt",
+    "cancel declines the approval",
+    "approval accepted",
+    "approval declined",
+    "cancel with no turn",
+    "second cancel",
+    "cancel before the turn id",
+]
+
+
+@pytest.mark.parametrize(("state", "call", "expected"), WRITES, ids=WRITE_IDS)
+def test_exact_lines(
+    state: Callable[[], Pair], call: Callable[[CodexClient], bytes], expected: bytes
+) -> None:
+    p = state()
+    data = call(p.client)
+    assert data == expected
+    for ev in p.to_agent(data) if data else []:
+        assert isinstance(ev, IncomingRequest | IncomingNotification | Response)
+
+
+# -- the turn and its interrupt --------------------------------------------
+
+
+def test_turn_id_is_the_operation_id() -> None:
+    p = turn_sent()
+    assert p.client.turn_id is None
+    [resp] = p.to_client(p.agent.send_response(3, turn_result()))
+    assert isinstance(resp, Response)
+    assert p.client.turn_id == TURN
+
+
+def test_interrupt_then_completed_interrupted_is_cancelled() -> None:
+    p = in_turn()
+    [req] = p.to_agent(p.client.cancel())
+    assert req == IncomingRequest(
+        id=4, method="turn/interrupt", params={"threadId": THREAD, "turnId": TURN}
+    )
+    assert state(p) is TurnState.CANCEL_SENT
+    # The interrupt's answer {} does not end the turn; turn/completed does.
+    [ack] = p.to_client(p.agent.send_response(4, {}))
+    assert ack == Response(id=4, method="turn/interrupt", result={})
+    assert state(p) is TurnState.CANCEL_SENT
+    assert completed(p, "interrupted") == [TurnEnded(stop_reason="cancelled", turn_id=TURN)]
+    assert state(p) is TurnState.IDLE
+    assert p.client.turn_id is None
+    assert p.client.cancel() == b""  # settled
+
+
+def test_cancel_before_turn_id_is_owed_and_sent_when_the_id_arrives() -> None:
+    p = turn_sent()
+    assert p.client.cancel() == b""
+    assert p.client.data_to_send() == b""
+    p.to_client(p.agent.send_response(3, turn_result()))
+    assert p.client.data_to_send() == INTERRUPT
+    assert p.client.data_to_send() == b""  # owed once, sent once
+
+
+def test_owed_interrupt_goes_out_on_turn_started_too() -> None:
+    p = turn_sent()
+    p.client.cancel()
+    notify(p, "turn/started", {"threadId": THREAD, **turn_result()})
+    assert p.client.data_to_send() == INTERRUPT
+    p.to_client(p.agent.send_response(3, turn_result()))
+    assert p.client.data_to_send() == b""
+
+
+def test_owed_interrupt_dropped_when_turn_start_fails() -> None:
+    p = turn_sent()
+    p.client.cancel()
+    events = p.to_client(p.agent.send_error(3, -32600, "a turn is already running"))
+    assert events == [
+        ErrorResponse(id=3, method="turn/start", code=-32600, message="a turn is already running"),
+        TurnEnded(stop_reason="error", error="a turn is already running"),
+    ]
+    assert p.client.data_to_send() == b""
+    assert state(p) is TurnState.IDLE
+
+
+def test_owed_interrupt_when_the_agent_exits_mid_answer() -> None:
+    """The turn/start answer is the agent's last, unterminated line: the core
+    learns the id but must not try to write to an agent that is gone."""
+    p = turn_sent()
+    p.client.cancel()
+    p.client.receive_data(p.agent.send_response(3, turn_result()).rstrip(b"\n"))
+    p.client.receive_data(b"")
+    events = [p.client.next_event(), p.client.next_event()]
+    assert isinstance(events[-1], PeerClosed)
+    assert state(p) is TurnState.CLOSED
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "expected"),
+    [
+        ("completed", None, TurnEnded(stop_reason="end_turn", turn_id=TURN)),
+        ("interrupted", None, TurnEnded(stop_reason="cancelled", turn_id=TURN)),
+        (
+            "failed",
+            {"message": "usage limit"},
+            TurnEnded(stop_reason="error", turn_id=TURN, error="usage limit"),
+        ),
+        ("somethingNew", None, TurnEnded(stop_reason="error", turn_id=TURN)),
+    ],
+)
+def test_turn_status_maps_to_stop_reason(status: str, error: Any, expected: TurnEnded) -> None:
+    p = in_turn()
+    assert completed(p, status, error=error) == [expected]
+
+
+def test_completion_of_another_turn_is_a_notice() -> None:
+    p = in_turn()
+    [notice] = completed(p, "completed", turn_id="other")
+    assert isinstance(notice, AgentNotice)
+    assert state(p) is TurnState.PROMPTING
+    assert completed(p, "completed") == [TurnEnded(stop_reason="end_turn", turn_id=TURN)]
+
+
+def test_completion_with_no_turn_running_is_a_notice() -> None:
+    p = in_thread()
+    [notice] = completed(p, "completed")
+    assert isinstance(notice, AgentNotice)
+
+
+def test_completion_before_turn_start_answer_ends_the_turn() -> None:
+    p = turn_sent()
+    assert completed(p, "completed") == [TurnEnded(stop_reason="end_turn", turn_id=TURN)]
+
+
+def test_turn_start_before_thread_is_a_local_error() -> None:
+    with pytest.raises(LocalProtocolError):
+        initialized().client.turn_start("hi")
+
+
+def test_thread_start_without_thread_id_is_an_error() -> None:
+    p = initialized()
+    [req] = p.to_agent(p.client.thread_start("/w")[1])
+    assert isinstance(req, IncomingRequest)
+    [ev] = p.to_client(p.agent.send_response(req.id, {"thread": {}}))
+    assert isinstance(ev, ErrorResponse)
+    assert p.client.thread_id is None
+
+
+# -- approvals ------------------------------------------------------------
+
+V2_OPTIONS = (
+    PermissionOption(option_id="accept", name="Allow", kind="allow_once"),
+    PermissionOption(
+        option_id="acceptForSession", name="Allow for this session", kind="allow_always"
+    ),
+    PermissionOption(option_id="decline", name="Decline", kind="reject_once"),
+    PermissionOption(option_id="cancel", name="Cancel", kind="reject_always"),
+)
+
+
+def test_approval_surfaces_as_permission_request() -> None:
+    p = in_turn()
+    _, data = p.agent.send_request("item/commandExecution/requestApproval", APPROVAL_PARAMS)
+    assert p.to_client(data) == [
+        PermissionRequested(
+            request_id="0", title="touch file.txt", tool_call_id="item-7", options=V2_OPTIONS
+        )
+    ]
+
+
+def test_cancel_declines_the_approval() -> None:
+    p = asked_approval()
+    interrupt, decline = p.to_agent(p.client.cancel())
+    assert isinstance(interrupt, IncomingRequest)
+    assert interrupt.method == "turn/interrupt"
+    assert decline == Response(
+        id=0, method="item/commandExecution/requestApproval", result={"decision": "decline"}
+    )
+    assert p.client.pending_permissions == ()
+    assert completed(p, "interrupted") == [
+        PermissionResolved(request_id="0", option_id=None),
+        TurnEnded(stop_reason="cancelled", turn_id=TURN),
+    ]
+
+
+def test_v1_approval_declined_as_denied() -> None:
+    p = in_turn()
+    _, data = p.agent.send_request(
+        "execCommandApproval",
+        {"conversationId": THREAD, "callId": "call-1", "command": ["rm", "-rf", "build"]},
+    )
+    [req] = p.to_client(data)
+    assert isinstance(req, PermissionRequested)
+    assert (req.title, req.tool_call_id) == ("rm -rf build", "call-1")
+    assert [o.option_id for o in req.options] == [
+        "approved",
+        "approved_for_session",
+        "denied",
+        "abort",
+    ]
+    assert p.client.cancel() == INTERRUPT + b'{"id":0,"result":{"decision":"denied"}}\n'
+
+
+def test_approval_asked_after_interrupt_is_declined_at_once() -> None:
+    p = interrupted()
+    _, data = p.agent.send_request(
+        "item/fileChange/requestApproval", {"threadId": THREAD, "turnId": TURN, "itemId": "f"}
+    )
+    assert p.to_client(data) == []
+    assert p.client.data_to_send() == DECLINE
+
+
+def test_turn_end_declines_moot_approvals() -> None:
+    p = asked_approval()
+    assert completed(p, "completed") == [
+        PermissionResolved(request_id="0", option_id=None),
+        TurnEnded(stop_reason="end_turn", turn_id=TURN),
+    ]
+    assert p.client.data_to_send() == DECLINE
+
+
+def test_a_decision_not_offered_is_refused_and_the_approval_kept() -> None:
+    p = asked_approval()
+    with pytest.raises(LocalProtocolError, match="approved"):
+        p.client.respond_permission("0", "approved")  # a v1 word for a v2 request
+    assert p.client.pending_permissions == ("0",)
+
+
+# -- streamed items ---------------------------------------------------------
+
+
+def test_cancel_marks_open_tool_items_cancelled() -> None:
+    p = in_turn()
+    for item in (
+        {"type": "commandExecution", "id": "c2", "command": "sleep 9", "status": "inProgress"},
+        {"type": "commandExecution", "id": "c1", "command": "make", "status": "inProgress"},
+        {"type": "fileChange", "id": "f1", "status": "inProgress"},
+    ):
+        notify(p, "item/started", {"threadId": THREAD, "turnId": TURN, "item": item})
+    notify(
+        p,
+        "item/completed",
+        {
+            "threadId": THREAD,
+            "turnId": TURN,
+            "item": {"type": "fileChange", "id": "f1", "status": "completed"},
+        },
+    )
+    p.client.cancel()
+    assert completed(p, "interrupted") == [
+        ToolCallUpdated(tool_call_id="c1", status="cancelled"),
+        ToolCallUpdated(tool_call_id="c2", status="cancelled"),
+        TurnEnded(stop_reason="cancelled", turn_id=TURN),
+    ]
+
+
+# notification -> events (extra members such as emittedAtMs are ignored)
+NOTIFICATIONS: list[tuple[str, str, dict[str, Any], list[object]]] = [
+    (
+        "delta",
+        "item/agentMessage/delta",
+        {"threadId": THREAD, "turnId": TURN, "itemId": "msg_1", "delta": "tok0 "},
+        [MessageChunk(text="tok0 ", message_id="msg_1")],
+    ),
+    (
+        "reasoning",
+        "item/reasoning/textDelta",
+        {"itemId": "r", "delta": "hmm"},
+        [MessageChunk(text="hmm", channel="thought")],
+    ),
+    (
+        "reasoning summary",
+        "item/reasoning/summaryTextDelta",
+        {"delta": "so"},
+        [MessageChunk(text="so", channel="thought")],
+    ),
+    (
+        "command started",
+        "item/started",
+        {"item": {"type": "commandExecution", "id": "c", "command": "ls", "status": "inProgress"}},
+        [ToolCallStarted(tool_call_id="c", title="ls", status="in_progress", kind="execute")],
+    ),
+    (
+        "file change started",
+        "item/started",
+        {"item": {"type": "fileChange", "id": "f"}},
+        [ToolCallStarted(tool_call_id="f", title="fileChange", status="in_progress", kind="other")],
+    ),
+    (
+        "command completed",
+        "item/completed",
+        {"item": {"type": "commandExecution", "id": "c", "status": "completed", "exitCode": 0}},
+        [ToolCallUpdated(tool_call_id="c", status="completed")],
+    ),
+    (
+        "command failed",
+        "item/completed",
+        {"item": {"type": "commandExecution", "id": "c", "status": "failed"}},
+        [ToolCallUpdated(tool_call_id="c", status="failed")],
+    ),
+    (
+        "command declined",
+        "item/completed",
+        {"item": {"type": "commandExecution", "id": "c", "status": "declined"}},
+        [ToolCallUpdated(tool_call_id="c", status="failed")],
+    ),
+    (
+        "user message item",
+        "item/started",
+        {"item": {"type": "userMessage", "id": "u"}},
+        [OtherUpdate(kind="item/started", payload=None)],
+    ),
+    (
+        "plan",
+        "turn/plan/updated",
+        {
+            "plan": [
+                {"step": "read", "status": "completed"},
+                {"step": "fix", "status": "inProgress"},
+                {"step": "test", "status": "pending"},
+                "junk",
+            ]
+        },
+        [
+            PlanUpdated(
+                entries=(
+                    {"content": "read", "status": "completed", "priority": "medium"},
+                    {"content": "fix", "status": "in_progress", "priority": "medium"},
+                    {"content": "test", "status": "pending", "priority": "medium"},
+                )
+            )
+        ],
+    ),
+    ("error", "error", {"error": {"message": "stream disconnected"}}, [AgentNotice]),
+    (
+        "turn started",
+        "turn/started",
+        {"threadId": THREAD, **turn_result()},
+        [OtherUpdate(kind="turn/started", payload=None)],
+    ),
+    (
+        "unknown method",
+        "thread/tokenUsage/updated",
+        {"tokenUsage": {}},
+        [OtherUpdate(kind="thread/tokenUsage/updated", payload=None)],
+    ),
+    ("delta without text", "item/agentMessage/delta", {"delta": 5}, []),
+    ("completed without turn", "turn/completed", {"threadId": THREAD}, [AgentNotice]),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "expected"),
+    [n[1:] for n in NOTIFICATIONS],
+    ids=[n[0] for n in NOTIFICATIONS],
+)
+def test_notifications(method: str, params: dict[str, Any], expected: list[object]) -> None:
+    p = in_turn()
+    events = notify(p, method, {**params, "emittedAtMs": 1796212069007})
+    assert [
+        type(e) if isinstance(x, type) else e for e, x in zip(events, expected, strict=True)
+    ] == expected
+
+
+def test_unserved_agent_call_is_refused() -> None:
+    p = in_turn()
+    _, data = p.agent.send_request("item/tool/call", {})
+    [notice] = p.to_client(data)
+    assert isinstance(notice, AgentNotice)
+    assert p.client.data_to_send() == (
+        b'{"id":0,"error":{"code":-32601,"message":"client does not implement item/tool/call"}}\n'
+    )
+
+
+def test_agent_exit_closes_the_core() -> None:
+    p = asked_approval()
+    [closed] = p.to_client(b"")
+    assert isinstance(closed, PeerClosed)
+    assert state(p) is TurnState.CLOSED
+    assert p.client.pending_permissions == ()
+    assert p.client.cancel() == b""

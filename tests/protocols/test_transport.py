@@ -1,0 +1,238 @@
+"""AgentConnection over in-memory streams, with a scripted agent on the far end.
+
+Every test runs on trio's MockClock (the ``autojump_clock`` argument: pytest-trio
+picks the clock from the test's own arguments): a 30 s timeout costs no wall
+time, and a timing assertion is exact rather than a guess about load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+import trio
+import trio.testing
+
+from protocols.acp import AcpClient
+from protocols.events import AgentNotice, MessageChunk, TurnEnded
+from protocols.jsonrpc import (
+    Dialect,
+    ErrorResponse,
+    IncomingNotification,
+    IncomingRequest,
+    RpcConnection,
+    RpcEvent,
+)
+from protocols.transport import AgentClosed, AgentConnection, AgentRequestError, AgentTimeout
+
+from .helpers import drain
+
+
+class ScriptedAgent:
+    """The agent's end of the link: an RpcConnection in the server role."""
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream = stream
+        self.rpc = RpcConnection(Dialect.JSONRPC2, first_id=0)
+        self._ready: list[RpcEvent] = []
+
+    async def receive(self) -> RpcEvent:
+        while not self._ready:
+            self.rpc.receive_data(bytes(await self.stream.receive_some()))
+            self._ready += drain(self.rpc)
+        return self._ready.pop(0)
+
+    async def send(self, data: bytes) -> None:
+        await self.stream.send_all(data)
+
+
+@asynccontextmanager
+async def connected(
+    *, write_timeout_s: float = 5.0
+) -> AsyncIterator[tuple[AcpClient, AgentConnection, ScriptedAgent]]:
+    """A connection whose reader runs in this block's nursery, plus its peer."""
+    ours, theirs = trio.testing.memory_stream_pair()
+    core = AcpClient()
+    conn = AgentConnection(core, ours, ours, write_timeout_s=write_timeout_s)
+    with trio.fail_after(600):  # virtual seconds: only a real hang trips it
+        async with trio.open_nursery() as nursery:
+            await nursery.start(conn.run)
+            yield core, conn, ScriptedAgent(theirs)
+            nursery.cancel_scope.cancel()
+
+
+async def test_request_times_out_on_a_silent_agent(autojump_clock: trio.testing.MockClock) -> None:
+    async with connected() as (core, conn, _agent):
+        rid, data = core.initialize()
+        start = trio.current_time()
+        with pytest.raises(AgentTimeout, match="no answer to request 1 within 30"):
+            await conn.request(rid, data, timeout_s=30)
+        assert trio.current_time() - start == pytest.approx(30)
+        assert not conn.closed.is_set()  # a slow agent is not a dead one
+
+
+async def test_write_times_out_when_the_agent_stops_reading(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # A lockstep stream has no buffer: send_all waits for the peer to read,
+    # like a pipe whose reader stopped draining.
+    ours, _theirs = trio.testing.lockstep_stream_pair()
+    core = AcpClient()
+    conn = AgentConnection(core, ours, ours, write_timeout_s=5)
+    rid, data = core.initialize()
+    start = trio.current_time()
+    with trio.fail_after(600), pytest.raises(AgentTimeout, match="did not read its stdin"):
+        await conn.request(rid, data, timeout_s=60)
+    # Bounded by the write timeout, not the (longer) request timeout.
+    assert trio.current_time() - start == pytest.approx(5)
+
+
+async def test_request_answered(autojump_clock: trio.testing.MockClock) -> None:
+    async def answer(agent: ScriptedAgent) -> None:
+        req = await agent.receive()
+        assert isinstance(req, IncomingRequest)
+        await trio.sleep(3)
+        await agent.send(agent.rpc.send_response(req.id, {"protocolVersion": 1}))
+
+    async with connected() as (core, conn, agent), trio.open_nursery() as nursery:
+        nursery.start_soon(answer, agent)
+        rid, data = core.initialize()
+        assert await conn.request(rid, data, timeout_s=10) == {"protocolVersion": 1}
+
+
+async def test_request_error_raises_with_code(autojump_clock: trio.testing.MockClock) -> None:
+    async def refuse(agent: ScriptedAgent) -> None:
+        req = await agent.receive()
+        assert isinstance(req, IncomingRequest)
+        await agent.send(agent.rpc.send_error(req.id, -32602, "bad cwd"))
+
+    async with connected() as (core, conn, agent), trio.open_nursery() as nursery:
+        nursery.start_soon(refuse, agent)
+        rid, data = core.new_session("/nope")
+        with pytest.raises(AgentRequestError, match="bad cwd") as info:
+            await conn.request(rid, data, timeout_s=10)
+        assert (info.value.method, info.value.code) == ("session/new", -32602)
+
+
+async def test_agent_exit_fails_a_pending_request_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with connected() as (core, conn, agent):
+        async with trio.open_nursery() as nursery:
+
+            async def die() -> None:
+                await agent.receive()
+                await agent.stream.aclose()
+
+            nursery.start_soon(die)
+            rid, data = core.initialize()
+            start = trio.current_time()
+            with pytest.raises(AgentClosed):
+                await conn.request(rid, data, timeout_s=30)
+            assert trio.current_time() == start  # not after the timeout
+        with pytest.raises(AgentClosed):
+            await conn.send(b"{}\n")
+
+
+async def _open_session(core: AcpClient, conn: AgentConnection, agent: ScriptedAgent) -> None:
+    async with trio.open_nursery() as nursery:
+
+        async def answer() -> None:
+            req = await agent.receive()
+            assert isinstance(req, IncomingRequest)
+            await agent.send(agent.rpc.send_response(req.id, {"sessionId": "s"}))
+
+        nursery.start_soon(answer)
+        rid, data = core.new_session("/w")
+        await conn.request(rid, data, timeout_s=5)
+
+
+async def test_turn_events_and_end(autojump_clock: trio.testing.MockClock) -> None:
+    async with connected() as (core, conn, agent):
+        await _open_session(core, conn, agent)
+        _, data = core.prompt("hi")
+        conn.expect_turn()
+        await conn.send(data)
+        req = await agent.receive()
+        assert isinstance(req, IncomingRequest)
+        await agent.send(
+            agent.rpc.send_notification(
+                "session/update",
+                {
+                    "sessionId": "s",
+                    "update": {
+                        "sessionUpdate": "agent_message_chunk",
+                        "content": {"type": "text", "text": "yo"},
+                    },
+                },
+            )
+            + agent.rpc.send_response(req.id, {"stopReason": "end_turn"})
+        )
+        assert await conn.wait_turn(timeout_s=5) == TurnEnded(stop_reason="end_turn")
+        assert await conn.events.receive() == MessageChunk(text="yo")
+        assert await conn.events.receive() == TurnEnded(stop_reason="end_turn")
+        # stdout ends: one last notice, then the channel closes.
+        await agent.stream.aclose()
+        notice = await conn.events.receive()
+        assert isinstance(notice, AgentNotice)
+        with pytest.raises(trio.EndOfChannel):
+            await conn.events.receive()
+
+
+async def test_wait_turn_times_out_on_a_hung_turn(autojump_clock: trio.testing.MockClock) -> None:
+    async with connected() as (core, conn, agent):
+        await _open_session(core, conn, agent)
+        _, data = core.prompt("/hang")
+        conn.expect_turn()
+        await conn.send(data)
+        start = trio.current_time()
+        with pytest.raises(AgentTimeout, match="turn did not end within 45"):
+            await conn.wait_turn(timeout_s=45)
+        assert trio.current_time() - start == pytest.approx(45)
+
+
+async def test_agent_exit_mid_turn_ends_it_with_error(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with connected() as (core, conn, agent):
+        await _open_session(core, conn, agent)
+        _, data = core.prompt("/crash")
+        conn.expect_turn()
+        await conn.send(data)
+        await agent.receive()
+        await agent.stream.aclose()
+        ended = await conn.wait_turn(timeout_s=30)
+        assert ended.stop_reason == "error"
+        assert ended.error == "agent's stdout ended"
+
+
+async def test_core_replies_are_written_back(autojump_clock: trio.testing.MockClock) -> None:
+    """An agent call the client does not serve is refused on the wire, so the
+    agent is not left waiting."""
+    async with connected() as (_core, conn, agent):
+        _, call = agent.rpc.send_request("terminal/create", {"command": "ls"})
+        await agent.send(call)
+        refusal = await agent.receive()
+        assert isinstance(refusal, ErrorResponse)
+        assert (refusal.method, refusal.code) == ("terminal/create", -32601)
+        notice = await conn.events.receive()
+        assert isinstance(notice, AgentNotice)
+
+
+async def test_cancel_notification_goes_out_while_a_prompt_waits(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with connected() as (core, conn, agent):
+        await _open_session(core, conn, agent)
+        _, data = core.prompt("long")
+        conn.expect_turn()
+        await conn.send(data)
+        prompt = await agent.receive()
+        assert isinstance(prompt, IncomingRequest)
+        await conn.send(core.cancel())
+        assert await agent.receive() == IncomingNotification(
+            method="session/cancel", params={"sessionId": "s"}
+        )
+        await agent.send(agent.rpc.send_response(prompt.id, {"stopReason": "cancelled"}))
+        assert await conn.wait_turn(timeout_s=5) == TurnEnded(stop_reason="cancelled")
