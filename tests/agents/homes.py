@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,19 @@ def gemini_settings() -> dict[str, Any]:
     }
 
 
+def _auggie_ripgrep_stub(home: Path) -> None:
+    """Auggie 0.36 downloads ripgrep from the internet at start unless
+    ``~/.augment/binaries/ripgrep/v14.1.1-<target>/rg`` exists.  Give it one that
+    runs the system's ``rg`` (the tests never search), so it makes no such attempt."""
+    target = {"x86_64": "linux-x64", "aarch64": "linux-arm64"}.get(platform.machine())
+    if target is None:
+        return
+    rg = home / ".augment" / "binaries" / "ripgrep" / f"v14.1.1-{target}" / "rg"
+    rg.parent.mkdir(parents=True)
+    rg.write_text('#!/bin/sh\nexec rg "$@"\n')
+    rg.chmod(0o755)
+
+
 def launch(name: str, provider_url: str, tmp: Path) -> Launch | None:
     """None when the agent's CLI is not installed."""
     binary = find_cli(name)
@@ -141,5 +155,6 @@ def launch(name: str, provider_url: str, tmp: Path) -> Launch | None:
                    "scopes": ["read", "write"]}
         command += ["--augment-session-json", json.dumps(session), "--dont-save-session"]
         env.update(AUGMENT_DISABLE_AUTO_UPDATE="1")
+        _auggie_ripgrep_stub(home)
     return Launch(name=name, command=command, env=env, cwd=str(work),
                   thread_params=thread_params)
