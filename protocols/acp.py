@@ -139,6 +139,20 @@ class AcpClient:
         self._events.append(PermissionResolved(request_id=request_id, option_id=option_id))
         return self.rpc.send_response(rpc_id, {"outcome": outcome})
 
+    def abandon_turn(self) -> bool:
+        """Give up on the running turn without the agent's answer (escalation).
+
+        A late ``session/prompt`` answer then arrives as a reply to an unknown
+        id and is reported, not mistaken for the next turn's end."""
+        if self.turn.state not in (TurnState.PROMPTING, TurnState.CANCEL_SENT):
+            return False
+        if self._prompt_id is not None:
+            self.rpc.forget(self._prompt_id)
+        self._prompt_id = None
+        self._open_tools.clear()
+        self.turn.fire(Trigger.TURN_ENDED)
+        return True
+
     @property
     def pending_permissions(self) -> tuple[str, ...]:
         return tuple(self._permissions)

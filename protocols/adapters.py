@@ -68,6 +68,7 @@ class AgentAdapter(Protocol):
     async def prompt(self, text: str) -> TurnEnded: ...
     async def cancel(self) -> None: ...
     async def respond_permission(self, request_id: str, option_id: str | None) -> None: ...
+    def abandon_turn(self) -> bool: ...
 
 
 class _Base:
@@ -122,7 +123,7 @@ class AcpAdapter(_Base):
         timeouts: AdapterTimeouts | None = None,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     ) -> None:
-        self.core = AcpClient(max_line_bytes=max_line_bytes)
+        self.core: AcpClient = AcpClient(max_line_bytes=max_line_bytes)
         self.timeouts = timeouts or AdapterTimeouts()
         self.connection = AgentConnection(
             self.core, send_stream, receive_stream, write_timeout_s=self.timeouts.write_s
@@ -164,6 +165,11 @@ class AcpAdapter(_Base):
     async def respond_permission(self, request_id: str, option_id: str | None) -> None:
         await self.connection.send(self.core.respond_permission(request_id, option_id))
 
+    def abandon_turn(self) -> bool:
+        """Forget the running turn (after an escalation); the caller cancels
+        the task blocked in ``prompt``."""
+        return self.core.abandon_turn()
+
 
 class CodexAdapter(_Base):
     def __init__(
@@ -175,7 +181,7 @@ class CodexAdapter(_Base):
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         thread_params: dict[str, object] | None = None,
     ) -> None:
-        self.core = CodexClient(max_line_bytes=max_line_bytes)
+        self.core: CodexClient = CodexClient(max_line_bytes=max_line_bytes)
         self.timeouts = timeouts or AdapterTimeouts()
         self.connection = AgentConnection(
             self.core, send_stream, receive_stream, write_timeout_s=self.timeouts.write_s
@@ -218,6 +224,11 @@ class CodexAdapter(_Base):
 
     async def respond_permission(self, request_id: str, option_id: str | None) -> None:
         await self.connection.send(self.core.respond_permission(request_id, option_id))
+
+    def abandon_turn(self) -> bool:
+        """Forget the running turn (after an escalation); the caller cancels
+        the task blocked in ``prompt``."""
+        return self.core.abandon_turn()
 
 
 def make_adapter(

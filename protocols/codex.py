@@ -177,6 +177,18 @@ class CodexClient:
         self._events.append(PermissionResolved(request_id=request_id, option_id=option_id))
         return self.rpc.send_response(rpc_id, {"decision": decision})
 
+    def abandon_turn(self) -> bool:
+        """Give up on the running turn without its ``turn/completed`` (escalation).
+        A late completion then names an unknown turn and is reported."""
+        if self.turn.state not in (TurnState.PROMPTING, TurnState.CANCEL_SENT):
+            return False
+        self.turn.fire(Trigger.TURN_ENDED)
+        self.turn_id = None
+        self._turn_start_id = None
+        self._interrupt_owed = False
+        self._open_tools.clear()
+        return True
+
     @property
     def pending_permissions(self) -> tuple[str, ...]:
         return tuple(self._approvals)
