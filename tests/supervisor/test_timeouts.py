@@ -71,12 +71,13 @@ async def test_escalation_completes_a_turn_the_agent_never_ends(
         assert len(await _status_messages(sup, caller, sid)) == 1
         ex = sup.lifecycle.executions[sid]
         assert ex.status.value == "READY" and ex.gate is None and ex.turn is None
-        # The execution is usable: a new prompt runs on the same agent.
+        # The next prompt works.  The old agent still owes an answer to the
+        # abandoned turn, so it is replaced by a fresh one first.
         await sup.orchestrator.send_message(caller, sid, "hello again")
         await trio.sleep(0.5)
         assert (await sup.orchestrator.session(caller, sid)).state is \
             SessionState.WAITING_FOR_INPUT
-        assert launcher.agents[0].prompts == ["/hang", "hello again"]
+        assert [a.prompts for a in launcher.agents] == [["/hang"], ["hello again"]]
 
 
 async def test_operation_deadline_fails_and_leaves_the_session_retryable(
