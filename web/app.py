@@ -11,6 +11,7 @@ import json
 import logging
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urlencode
 
 from quart import Response, redirect, request, send_from_directory, websocket
 from quart_trio import QuartTrio
@@ -23,7 +24,7 @@ from supervisor.root import Supervisor
 from .actions import agent_cancel, message_list
 from .auth import COOKIE, Tokens, origin_allowed
 from .gateway import Gateway
-from .validate import BadInput
+from .validate import BadInput, req_str
 
 __all__ = ["create_app"]
 
@@ -107,7 +108,12 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
     async def on_http(exc: HTTPException) -> Response:
         code = {400: "BAD_REQUEST", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND",
                 413: "BAD_REQUEST"}.get(exc.code or 500, "BAD_REQUEST")
-        return _error(code, exc.description or exc.name, exc.code)
+        resp = _error(code, exc.description or exc.name, exc.code)
+        if exc.code == 413:
+            # The body was refused unread: the connection cannot carry another
+            # request (Hypercorn closes it), so tell the client not to reuse it.
+            resp.headers["Connection"] = "close"
+        return resp
 
     @app.errorhandler(Exception)
     async def on_exception(exc: Exception) -> Response:
@@ -140,10 +146,7 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
     @app.post("/api/v1/tasks")
     async def create_task() -> Response:
         data = await body()
-        title = data.get("title")
-        if not isinstance(title, str):
-            raise BadInput("VALIDATION_ERROR", "title is required and must be a string")
-        task = await sup.orchestrator.create_task(await me(), title)
+        task = await sup.orchestrator.create_task(await me(), req_str(data, "title", max_len=500))
         return _json(task.to_dto(), 201)
 
     @app.get("/api/v1/tasks/<task_id>/sessions")
@@ -215,7 +218,8 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
                 return Response("Unauthorized: that token is not valid.", 401,
                                 content_type="text/plain")
             # Trade the one-time ?token= for a cookie, and drop it from the URL.
-            rest = "&".join(f"{k}={v}" for k, v in request.args.items() if k != "token")
+            rest = urlencode([(k, v) for k, v in request.args.items(multi=True)
+                              if k != "token"])
             resp = redirect(request.path + (f"?{rest}" if rest else ""))
             resp.set_cookie(COOKIE, token, httponly=True, samesite="Strict", path="/")
             return resp  # type: ignore[return-value]

@@ -103,12 +103,13 @@ class Gateway:
 
     # -- requests -------------------------------------------------------------
 
-    def _dispatch(self, data: str | bytes, sub: Subscriber, caller: Caller,
+    def _dispatch(self, data: str | bytes | None, sub: Subscriber, caller: Caller,
                   nursery: trio.Nursery, in_flight: _InFlight) -> None:
         req_id: str = ""
         action = ""
         try:
-            if isinstance(data, bytes):
+            # Quart hands an empty binary frame over as None (``bytes or text``).
+            if data is None or isinstance(data, bytes):
                 raise BadInput("BAD_REQUEST", "binary frames are not supported; send JSON text")
             if len(data) > self.max_frame:
                 # Not parsed; the id and action are read from the head of the

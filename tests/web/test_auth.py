@@ -121,6 +121,13 @@ async def test_query_token_becomes_a_cookie(server: Server) -> None:
             r2 = await h.get("/tasks/abc", params={"token": server.token, "session": "s1"})
             assert r2.status_code == 302
             assert r2.headers["location"] == "/tasks/abc?session=s1"
+            # ... encoded: a crafted value cannot add a parameter or a header.
+            r3 = await h.get("/tasks/abc", params={
+                "token": server.token, "session": "s&x=1\r\nSet-Cookie: evil=1"})
+            assert r3.status_code == 302, r3.text
+            assert r3.headers["location"] == (
+                "/tasks/abc?session=s%26x%3D1%0D%0ASet-Cookie%3A+evil%3D1")
+            assert "evil" not in r3.headers["set-cookie"]
 
             # The cookie alone now works for REST and pages ...
             jar = {"turnvisor_token": server.token}

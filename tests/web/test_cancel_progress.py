@@ -344,3 +344,45 @@ async def test_explicit_false_and_zero_everywhere(server: Any) -> None:
             assert page.status_code == 200
             assert '"cancellation_pending": false' in page.text
             assert '"cancellation_revision": 0' in page.text
+
+
+@pytest.mark.parametrize("agent", ["mock", "mock-codex"])
+async def test_permission_answered_and_cancelled_over_the_api(server: Any, agent: str) -> None:
+    with trio.fail_after(30):
+        async with ws_client(server) as ws:
+            task_id = await new_task(ws)
+            sid = await launch(ws, task_id, agent)
+            await ws.call("session.subscribe", {"session_id": sid})
+
+            def asked(n: int) -> Any:
+                return lambda f: (f["action"] == "session.permission.requested"
+                                  and len(ws.of("session.permission.requested", sid)) >= n)
+
+            # Answered: the turn goes on and ends normally.
+            await ws.call("message.add", {"session_id": sid, "content": "/permission"})
+            req = (await ws.wait_for(asked(1)))["payload"]
+            assert req["session_id"] == sid and req["request_id"] and req["options"]
+            option = req["options"][0]["option_id"]
+            assert await ws.call("permission.respond", {
+                "session_id": sid, "request_id": req["request_id"], "option_id": option,
+            }) == {"success": True}
+            done = await ws.wait_for(is_turn_completed(sid))
+            assert done["payload"]["stop_reason"] == "end_turn"
+            err = await ws.request("permission.respond", {
+                "session_id": sid, "request_id": req["request_id"], "option_id": option})
+            assert err["type"] == "error"
+            assert err["payload"]["code"] in ("NOT_FOUND", "CONFLICT")
+
+            # Cancelled: the pending request is answered `cancelled` and announced.
+            await ws.call("message.add", {"session_id": sid, "content": "/permission"})
+            req2 = (await ws.wait_for(asked(2)))["payload"]
+            assert (await ws.call("agent.cancel", {"session_id": sid}))["success"] is True
+            gone = await ws.wait_for(lambda f: f["action"] == "session.permission.cancelled")
+            assert gone["payload"] == {"session_id": sid, "request_id": req2["request_id"]}
+            assert cancellation_changes(ws, sid) == [(True, 1), (False, 2)]
+            messages = (await ws.call("message.list", {"session_id": sid}))["messages"]
+            cards = [m for m in messages if m["kind"] == "permission"]
+            assert [c["metadata"]["status"] for c in cards] == ["selected", "cancelled"]
+            assert len(cancelled_status(messages)) == 1
+            session = (await ws.call("session.list", {"task_id": task_id}))["sessions"][0]
+            assert session["state"] == "WAITING_FOR_INPUT"

@@ -55,7 +55,8 @@ async def test_signal_stops_the_server_and_its_agents(
     tmp_path: Path, signum: signal.Signals, agent: str
 ) -> None:
     data = tmp_path / "data"
-    env = {**os.environ, "TURNVISOR_TOKEN": TOKEN, "TURNVISOR_LOG": "WARNING"}
+    # INFO: the log is checked for the token below.
+    env = {**os.environ, "TURNVISOR_TOKEN": TOKEN, "TURNVISOR_LOG": "INFO"}
     env.pop("TURNVISOR_DATA_DIR", None)
     stderr_path = tmp_path / "stderr.txt"
     pgids: list[int] = []
@@ -68,6 +69,9 @@ async def test_signal_stops_the_server_and_its_agents(
             srv = Server(url, TOKEN, None, trio.Event(), data)  # type: ignore[arg-type]
             async with http(srv) as h:
                 assert (await h.get("/api/v1/health")).json() == {"status": "ok"}
+                # A page opened with the one-time ?token= (the URL it printed).
+                page = await h.get("/", params={"token": TOKEN}, headers={"Authorization": ""})
+                assert page.status_code == 302
             async with ws_client(srv) as ws:
                 task_id = await new_task(ws)
                 sid = await running_session(ws, task_id, "/delay 30000", agent)
