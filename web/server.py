@@ -43,8 +43,10 @@ log = logging.getLogger(__name__)
 #: listening socket and inherited by every accepted one).  Hypercorn writes to
 #: the socket inside a *shielded* cancel scope, so no Trio timeout can free a
 #: WebSocket writer stuck on a client that stopped reading: without this, such
-#: a client would hold its connection (and graceful shutdown) forever.
-STALLED_PEER_TIMEOUT_S = 5.0
+#: a client would hold its connection (and graceful shutdown) forever.  Long
+#: enough for a flaky network's retransmissions; a dropped client reconnects
+#: and resyncs from the subscribe snapshot.
+STALLED_PEER_TIMEOUT_S = 10.0
 
 
 class _HyperConfig(HyperConfig):

@@ -60,6 +60,7 @@ UNMATCHED_FRAMES: list[tuple[str | bytes, str]] = [
     ("[" * 5000 + "]" * 5000, "BAD_REQUEST"),
     (b'{"id":"b1","type":"request","action":"task.list","payload":{}}', "BAD_REQUEST"),
     (b"\x00\xff\xfe binary", "BAD_REQUEST"),
+    (b"", "BAD_REQUEST"),
 ]
 
 

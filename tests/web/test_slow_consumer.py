@@ -34,7 +34,7 @@ STALL_S = 1.0
 
 @pytest.fixture(autouse=True)
 def fast_stall_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The kernel drops a peer that takes no data after this (production: 5 s)."""
+    """The kernel drops a peer that takes no data after this (production: 10 s)."""
     monkeypatch.setattr(web.server, "STALLED_PEER_TIMEOUT_S", STALL_S)
 
 
