@@ -21,8 +21,8 @@ SLOW_CANCEL = {"cancel_join_s": 0.3, "cancel_escalate_s": 1.5, "cancel_cleanup_s
 async def http(server: Server, token: str | None = None,
                **kwargs: Any) -> AsyncIterator[httpx.AsyncClient]:
     headers = {"Authorization": f"Bearer {token or server.token}"}
-    async with httpx.AsyncClient(base_url=server.url, headers=headers, timeout=15,
-                                 **kwargs) as client:
+    kwargs.setdefault("timeout", 15)
+    async with httpx.AsyncClient(base_url=server.url, headers=headers, **kwargs) as client:
         yield client
 
 

@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import trio
 
@@ -150,15 +151,16 @@ async def test_pending_snapshot_rest_agreement_and_requester_disconnect(tmp_path
             assert len(cancelled_status(r.json()["messages"])) == 1
 
 
+@pytest.mark.parametrize("agent", ["mock", "mock-codex"])
 async def test_duplicate_cancels_join_one_operation_and_sessions_stay_independent(
-    tmp_path: Path,
+    tmp_path: Path, agent: str,
 ) -> None:
     with trio.fail_after(30):
         async with running_server(tmp_path / "data", timeouts=SLOW_CANCEL) as srv, \
                 ws_client(srv) as a, ws_client(srv) as b, http(srv) as h:
             task_id = await new_task(a)
-            other = await running_session(a, task_id, "/delay 10000")
-            sid = await running_session(a, task_id, "/slow 3000")
+            other = await running_session(a, task_id, "/delay 10000", agent)
+            sid = await running_session(a, task_id, "/slow 3000", agent)
             await b.call("session.subscribe", {"session_id": sid})
             await b.call("session.subscribe", {"session_id": other})
             await b.wait_for(is_state(sid, "RUNNING"))
@@ -209,6 +211,25 @@ async def test_duplicate_cancels_join_one_operation_and_sessions_stay_independen
             assert cancellation_changes(a, other) == [(True, 1), (False, 2)]
             assert cancellation_changes(a, sid) == [(True, 1), (False, 2)]
             assert orch.operations_started == 2
+
+
+async def test_rest_cancel_survives_its_client_giving_up(tmp_path: Path) -> None:
+    """REST has the same semantics: a client that stops waiting (timeout,
+    closed tab) abandons only its wait, never the accepted operation."""
+    with trio.fail_after(30):
+        async with running_server(tmp_path / "data", timeouts=SLOW_CANCEL) as srv, \
+                ws_client(srv) as watcher:
+            task_id = await new_task(watcher)
+            sid = await running_session(watcher, task_id, "/slow 3000")
+            async with http(srv, timeout=0.5) as impatient:
+                with pytest.raises(httpx.ReadTimeout):
+                    await impatient.post(f"/api/v1/task-sessions/{sid}/cancel",
+                                         json={"task_id": task_id})
+            assert sid in srv.sup.orchestrator.operations
+            await watcher.wait_for(is_cancellation(sid, False))
+            await watcher.wait_for(is_state(sid, "WAITING_FOR_INPUT"))
+            assert cancellation_changes(watcher, sid) == [(True, 1), (False, 2)]
+            assert srv.sup.orchestrator.history[-1].outcome is CancelOutcome.ESCALATED
 
 
 async def test_timed_out_cancel_clears_pending_and_is_retryable(tmp_path: Path) -> None:
