@@ -30,7 +30,9 @@ _DROP_PREFIXES = ("ANTHROPIC_", "CLAUDE_", "OPENAI_", "CODEX_", "GEMINI_", "GOOG
 _DROP = {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy",
          # claude-agent-acp offers its bypass mode to root when set, then the CLI refuses
          # to start as root unless it is exactly "1".
-         "IS_SANDBOX"}
+         "IS_SANDBOX",
+         # Set inside a Claude Code session; the CLI refuses to nest in one.
+         "CLAUDECODE"}
 
 
 @dataclass
