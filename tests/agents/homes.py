@@ -31,7 +31,7 @@ _DROP = {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", 
          # claude-agent-acp offers its bypass mode to root when set, then the CLI refuses
          # to start as root unless it is exactly "1".
          "IS_SANDBOX",
-         # Set inside a Claude Code session; the CLI refuses to nest in one.
+         # Set inside a Claude Code session; the CLI then runs as a nested child session.
          "CLAUDECODE"}
 
 
