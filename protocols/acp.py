@@ -18,11 +18,12 @@ process.
 from __future__ import annotations
 
 from collections import deque
+import importlib
+from types import ModuleType
 from typing import Any, Final
 
 from pydantic import ValidationError
 
-from . import _acp_models as models
 from .events import (
     STOP_REASONS,
     AgentEvent,
@@ -62,6 +63,13 @@ PROTOCOL_VERSION: Final = 1
 _FINISHED_TOOL_STATES: Final = frozenset({"completed", "failed", "cancelled"})
 
 ClientEvent = AgentEvent | Response | ErrorResponse | PeerClosed
+
+
+def _models() -> ModuleType:
+    """The schema models, imported on first use: building them takes over a
+    second, which ``turnvisor serve`` should not spend before it listens
+    (``supervisor.root`` warms them up on a worker thread instead)."""
+    return importlib.import_module("protocols._acp_models")
 
 
 class AcpClient:
@@ -227,7 +235,7 @@ class AcpClient:
 
     def _end_turn(self, result: Any) -> None:
         try:
-            stop = models.PromptResponse.model_validate(result).stop_reason
+            stop = _models().PromptResponse.model_validate(result).stop_reason
         except ValidationError:
             raw = result.get("stopReason") if isinstance(result, dict) else None
             stop = raw if raw in STOP_REASONS else "end_turn"
@@ -244,7 +252,7 @@ class AcpClient:
 
     def _on_permission(self, req: IncomingRequest) -> None:
         try:
-            params = models.RequestPermissionRequest.model_validate(req.params)
+            params = _models().RequestPermissionRequest.model_validate(req.params)
         except ValidationError as exc:
             self._outgoing += self.rpc.send_error(req.id, -32602, "invalid permission request")
             self._events.append(AgentNotice(message=f"invalid permission request: {exc}"))
@@ -274,7 +282,7 @@ class AcpClient:
         if not isinstance(kind, str) or not isinstance(update, dict):
             self._events.append(AgentNotice(message="session/update without an update kind"))
             return
-        model = models.UPDATE_MODELS.get(kind)
+        model = _models().UPDATE_MODELS.get(kind)
         if model is None:
             self._events.append(OtherUpdate(kind=kind, payload=update))
             return

@@ -2,7 +2,8 @@
 
     open_supervisor                 root nursery
     ├── LifecycleManager.run        executions nursery → one nursery per agent
-    └── Orchestrator.run            operations nursery → accepted cancels
+    ├── Orchestrator.run            operations nursery → accepted cancels
+    └── _warm_up_schema             builds ACP's schema models on a worker thread
     (+ whatever the caller runs inside, e.g. the web server)
 
 Store, event bus and notifier are plain objects owned here.  On exit the
@@ -13,6 +14,7 @@ is cancelled.
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -50,6 +52,12 @@ class Supervisor:
         return Caller(await self.store.call(self.store.db.ensure_workspace, workspace))
 
 
+async def _warm_up_schema() -> None:
+    """Build ACP's pydantic schema models off the Trio thread while the server
+    starts listening, instead of on the first ACP message."""
+    await trio.to_thread.run_sync(importlib.import_module, "protocols._acp_models")
+
+
 @asynccontextmanager
 async def open_supervisor(
     config: Config, *, launcher: Launcher | None = None, store: Store | None = None
@@ -69,6 +77,7 @@ async def open_supervisor(
         async with trio.open_nursery() as root:
             await root.start(lifecycle.run)
             await root.start(orchestrator.run)
+            root.start_soon(_warm_up_schema)
             try:
                 yield Supervisor(config, store, bus, notify, lifecycle, orchestrator, recovered)
             finally:
