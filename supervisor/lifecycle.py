@@ -347,10 +347,14 @@ class LifecycleManager:
                     self.notify.message_added(turn.plan)
                 else:
                     await self._update(turn, turn.plan, content, meta)
-            case PermissionRequested() if turn is not None:
-                await self._flush_text(turn, close=True)
+            case PermissionRequested():
+                # Also outside a turn: Auggie asks about workspace indexing right after
+                # session/new, and takes no prompt until that question is answered.
+                if turn is not None:
+                    await self._flush_text(turn, close=True)
                 msg = await self.store.call(
-                    self.store.db.add_message, ex.session_id, turn.id, "agent", "permission",
+                    self.store.db.add_message, ex.session_id, turn.id if turn else None,
+                    "agent", "permission",
                     ev.title, {
                         "request_id": ev.request_id, "tool_call_id": ev.tool_call_id,
                         "status": "pending", "option_id": None,
