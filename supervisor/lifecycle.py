@@ -114,6 +114,9 @@ class Execution:
     gate: str | None = None
     permissions: dict[str, Message] = field(default_factory=dict)
     stopped: trio.Event = field(default_factory=trio.Event)
+    #: An escalation abandoned a turn this agent never ended: it is replaced
+    #: before the next prompt (it would refuse it, or answer it with the old turn).
+    abandoned: bool = False
 
     @property
     def adapter(self) -> AgentAdapter:
@@ -129,6 +132,8 @@ class LifecycleManager:
         self.store = store
         self.notify = notifier
         self.executions: dict[str, Execution] = {}
+        #: session → the last turn closed here that moved the session out of RUNNING.
+        self.closed_turns: dict[str, str] = {}
         self._starting: dict[str, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
 
@@ -196,6 +201,7 @@ class LifecycleManager:
         cwd = profile.cwd or str(self.config.work_dir)
         os.makedirs(cwd, exist_ok=True)
         ex: Execution | None = None
+        running = False
         async with self._launch(profile, cwd) as agent:
             adapter = agent.adapter
             try:
@@ -215,11 +221,20 @@ class LifecycleManager:
                     ex.status = ExecutionStatus.READY
                     self.executions[session_id] = ex
                     task_status.started(ex)
+                    running = True
                     # The pump ends when the agent's output does; then nothing is left to run.
                     await adapter.connection.closed.wait()
                     with trio.move_on_after(self.timeouts.cancel_cleanup_s):
                         await _pumped(ex)
                     nursery.cancel_scope.cancel()
+            except Exception:
+                if not running:
+                    raise  # to ensure_execution: the agent failed to start
+                # A failure inside a running execution (e.g. the store refusing a
+                # write) ends this agent, never the executions nursery and with it
+                # the supervisor.  A turn the store could not close is reconciled
+                # by the next cancel, or at the next start.
+                log.exception("execution of session %s failed; stopping its agent", session_id)
             finally:
                 if ex is not None:
                     ex.status = ExecutionStatus.STOPPED
@@ -425,6 +440,11 @@ class LifecycleManager:
         """Open a turn (one at a time per session) and send the prompt.
         Returns the stored user message; the turn runs in the execution nursery."""
         ex = await self.ensure_execution(session)
+        if ex.abandoned and ex.gate is None and ex.turn is None:
+            log.warning("session %s: replacing an agent that never ended its escalated turn",
+                        session.id)
+            await self.stop_execution(session.id)
+            ex = await self.ensure_execution(session)
         if ex.gate is not None or ex.turn is not None:
             raise Conflict("a turn is already running in this session")
         if ex.adapter.turn_running:
@@ -509,6 +529,8 @@ class LifecycleManager:
         )
         if not closed:
             return False
+        if session is not None and session.state is not SessionState.RUNNING:
+            self.closed_turns[session_id] = turn_id
         if msg is not None:
             self.notify.message_added(msg)
         if session is not None:
@@ -588,6 +610,7 @@ class LifecycleManager:
         log.warning("session %s: escalating cancel of turn %s", ex.session_id, turn.id)
         turn.scope.cancel()
         ex.adapter.abandon_turn()
+        ex.abandoned = True
         await self._finish_turn(ex, turn, TurnEnded(stop_reason="cancelled", turn_id=turn.id),
                                 status_text=reason)
 

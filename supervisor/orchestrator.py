@@ -51,6 +51,9 @@ class Caller:
 @dataclass(eq=False)
 class CancelOperation:
     session_id: str
+    #: Who may join it without a store read (the session's owner, captured at admission).
+    workspace_id: str = ""
+    task_id: str = ""
     done: trio.Event = field(default_factory=trio.Event)
     outcome: CancelOutcome | None = None
     error: SupervisorError | None = None
@@ -75,6 +78,9 @@ class Orchestrator:
         self.projection = notifier.projection
         self.lifecycle = lifecycle
         self.operations: dict[str, CancelOperation] = {}
+        #: session → (workspace, task): immutable once created, so cancel's
+        #: authorization needs no store read after the first.
+        self._owners: dict[str, tuple[str, str]] = {}
         #: Settled operations, newest last (bounded): for benchmarks and tests.
         self.history: list[CancelOperation] = []
         self.operations_started = 0
@@ -99,6 +105,7 @@ class Orchestrator:
         session = await self.store.call(self.store.db.get_session, session_id)
         if session is None or session.workspace_id != caller.workspace_id:
             raise NotFound(f"session {session_id} not found")
+        self._owners[session_id] = (session.workspace_id, session.task_id)
         return session
 
     # -- tasks and sessions ---------------------------------------------------
@@ -181,13 +188,26 @@ class Orchestrator:
 
         Cancelling the caller (a disconnect) abandons only this wait."""
         received = trio.current_time()
-        session = await self.session(caller, session_id)
-        if task_id is not None and session.task_id != task_id:
+        op = self.operations.get(session_id)
+        if op is not None and op.workspace_id == caller.workspace_id and (
+                task_id is None or task_id == op.task_id):
+            # A duplicate of an operation in flight: authorized by it, no store read
+            # (a storm of duplicates must not queue the operation's own store calls).
+            op.joined += 1
+            return await op.wait()
+        owner = self._owners.get(session_id)
+        if owner is None:
+            session = await self.session(caller, session_id)
+            owner = (session.workspace_id, session.task_id)
+        if owner[0] != caller.workspace_id:
+            raise NotFound(f"session {session_id} not found")
+        if task_id is not None and owner[1] != task_id:
             raise NotFound(f"session {session_id} not found in task {task_id}")
         op = self.operations.get(session_id)
         if op is None:
             # No await between the lookup and the registration: atomic in Trio.
-            op = CancelOperation(session_id=session_id)
+            op = CancelOperation(session_id=session_id, workspace_id=owner[0],
+                                 task_id=owner[1])
             op.marks["received"] = received
             self.operations[session_id] = op
             self.operations_started += 1
@@ -227,13 +247,21 @@ class Orchestrator:
 
     async def _cancel_and_reconcile(self, op: CancelOperation) -> CancelOutcome:
         sid = op.session_id
-        session = await self.store.call(self.store.db.get_session, sid)
-        if session is None:
-            raise NotFound(f"session {sid} not found")
-        captured = self.lifecycle.running_turn_id(sid) or (
-            session.current_turn_id if session.state is SessionState.RUNNING else None)
+        # The running turn is known in memory: send the cancel first, read the
+        # store only when there is no execution to ask.
+        captured = self.lifecycle.running_turn_id(sid)
+        if captured is None:
+            session = await self.store.call(self.store.db.get_session, sid)
+            if session is None:
+                raise NotFound(f"session {sid} not found")
+            captured = (session.current_turn_id if session.state is SessionState.RUNNING
+                        else None)
         outcome = await self.lifecycle.cancel_agent(sid, op.marks)
         if outcome is CancelOutcome.IDLE and captured is None:
+            return outcome
+        if captured is not None and self.lifecycle.closed_turns.get(sid) == captured:
+            # The lifecycle closed this very turn and moved the session out of
+            # RUNNING: the reconciliation below would be two no-op store calls.
             return outcome
         if captured is not None:
             await self.lifecycle.close_turn(sid, captured, "cancelled", by_user=True)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 from typing import Any, Final, Protocol
 
@@ -81,13 +82,16 @@ class Gateway:
             sub.close()
 
     async def _writer(self, ws: Socket, sub: Subscriber, scope: trio.CancelScope) -> None:
-        try:
+        with trio.CancelScope() as deadline:
             async for frame in sub.receive:
                 if sub.overflowed:
                     break
-                with trio.fail_after(SEND_TIMEOUT_S):
-                    await ws.send(frame)
-        except trio.TooSlowError:
+                # One scope per connection whose deadline moves per frame: a
+                # fail_after per frame costs a scope and a deadline-heap entry.
+                deadline.deadline = trio.current_time() + SEND_TIMEOUT_S
+                await ws.send(frame)
+                deadline.deadline = math.inf
+        if deadline.cancelled_caught:
             sub.overflowed = True
         if sub.overflowed:
             log.warning("dropping a WebSocket client that cannot keep up")
