@@ -1,6 +1,7 @@
 """Cancel latency against the physical floor, and how it scales (issue 7).
 
     python -m bench.cancel_latency [--quick] [--json PATH] [--png PATH] [--agent NAME ...]
+    python -m bench.cancel_latency --agent codex --agent gemini --samples 10 --json PATH
                                    [--phases latency,memory,...] [--samples N]
 
 Starts a real ``turnvisor serve`` as a subprocess on loopback and drives it
@@ -17,11 +18,18 @@ run, so the ratios hold even on a shared, noisy machine:
 - scale: e2e with busy sessions streaming, bursts of cancels, a storm of
   duplicate cancels, fan-out to many subscribers, memory per idle session;
 - the official ACP SDK (asyncio, its own process) against our adapter.
+
+``--agent codex|auggie|claude|gemini`` measures the real CLIs (installed by
+scripts/install_agents.sh) against the tests' fake model provider
+(bench/real_agents.py): a ``SLOW`` turn cancelled after its first streamed
+token, end to end and on the agent's pipes (floor (a)) in the same run, plus
+when the model's HTTP stream was closed.  Only the latency phase runs then.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import gc
 import json
@@ -31,6 +39,7 @@ import resource
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -52,6 +61,17 @@ from .client import (
     open_conn,
 )
 from .floors import DELAY_PROMPT, REPO_ROOT, AdapterFloor, open_floor
+from .real_agents import (
+    REAL_AGENTS,
+    RealFloor,
+    RealSetup,
+    RealTurn,
+    decline_permissions,
+    missing,
+    not_installed_message,
+    open_real_floor,
+    real_setup,
+)
 from .serverproc import ServerProcess, running_server
 from .stats import percentile, summary
 
@@ -124,8 +144,10 @@ def log(msg: str) -> None:
 
 class Bench:
     def __init__(self, server: ServerProcess, nursery: trio.Nursery, params: Params,
-                 agents: list[str]) -> None:
+                 agents: list[str], real: RealSetup | None = None) -> None:
         self.server = server
+        #: The fake provider and homes of the real agents (None: mock agents only).
+        self.real = real
         self.nursery = nursery
         self.p = params
         self.agents = agents
@@ -165,15 +187,29 @@ class Bench:
             return ops
         return await trio.to_thread.run_sync(get)
 
-    async def start_turn(self, conn: Conn, session_id: str, prompt: str) -> None:
+    def real_turn(self, agent: str) -> RealTurn | None:
+        if agent not in REAL_AGENTS:
+            return None
+        assert self.real is not None
+        return RealTurn(self.real.provider)
+
+    async def start_turn(self, conn: Conn, session_id: str, prompt: str,
+                         first_output: Callable[[str], Callable[[dict[str, Any]], bool]]
+                         = is_agent_output) -> None:
         """Send the prompt and return once its first output reached ``conn``."""
-        first = conn.watch(is_agent_output(session_id))
+        first = conn.watch(first_output(session_id))
         await conn.call("message.add", {"session_id": session_id, "content": prompt})
         await first.wait(30)
 
-    async def e2e_sample(self, conn: Conn, session_id: str) -> dict[str, float]:
-        """One cancel after the first chunk; ms from the request to each stage."""
-        await self.start_turn(conn, session_id, DELAY_PROMPT)
+    async def e2e_sample(self, conn: Conn, session_id: str,
+                         real: RealTurn | None = None) -> dict[str, float]:
+        """One cancel after the first chunk (real agents: the first model token);
+        ms from the request to each stage."""
+        if real is None:
+            await self.start_turn(conn, session_id, DELAY_PROMPT)
+        else:
+            await self.start_turn(conn, session_id, real.prompt, real.first_output)
+            real.before_cancel()
         w_true = conn.watch(is_cancellation(session_id, True))
         w_false = conn.watch(is_cancellation(session_id, False))
         w_wait = conn.watch(is_state(session_id, "WAITING_FOR_INPUT"))
@@ -182,12 +218,15 @@ class Bench:
         if frame["type"] != "response":
             raise RuntimeError(f"agent.cancel failed: {frame}")
         t0 = pending.sent_at
-        return {
+        out = {
             "pending_true": ms(await w_true.wait() - t0),
             "response": ms(pending.answered_at - t0),
             "pending_false": ms(await w_false.wait() - t0),
             "waiting": ms(await w_wait.wait() - t0),
         }
+        if real is not None:
+            out.update(await real.after_cancel())
+        return out
 
     async def ping_sample(self, conn: Conn) -> float:
         pending = await conn.send("ping")
@@ -237,15 +276,21 @@ class Bench:
         floor_a: dict[str, list[float]] = {a: [] for a in self.agents}
         pings: list[float] = []
         async with AsyncExitStack() as stack:
-            floors: dict[str, AdapterFloor] = {}
+            floors: dict[str, AdapterFloor | RealFloor] = {}
             for agent in self.agents:
+                if agent in REAL_AGENTS:
+                    assert self.real is not None
+                    floors[agent] = await stack.enter_async_context(
+                        open_real_floor(agent, self.real))
+                    continue
                 profile = BUILTIN_PROFILES[agent]
                 floors[agent] = await stack.enter_async_context(open_floor(profile.protocol))
             total = self.p.warmup + self.p.samples
             for i in range(total):
                 keep = i >= self.p.warmup
                 for agent in self.agents:
-                    sample = await self.e2e_sample(self.main, sessions[agent])
+                    sample = await self.e2e_sample(self.main, sessions[agent],
+                                                   self.real_turn(agent))
                     floor = await floors[agent].sample()
                     if keep:
                         e2e[agent].append(sample)
@@ -253,8 +298,10 @@ class Bench:
                 ping = await self.ping_sample(self.main)
                 if keep:
                     pings.append(ping)
-                if (i + 1) % 50 == 0:
+                if (i + 1) % 50 == 0 or (self.real is not None and (i + 1) % 5 == 0):
                     log(f"latency: {i + 1}/{total}")
+            upstream = {a: f.upstream_ms[self.p.warmup:] for a, f in floors.items()
+                        if isinstance(f, RealFloor)}
         ping_s = summary(pings)
         out: dict[str, Any] = {"floor_b_ws_ping_ms": ping_s, "floor_b_samples_ms": pings,
                                "dialects": {}}
@@ -265,6 +312,7 @@ class Bench:
             resp = summary(per["response"])
             out["dialects"][agent] = {
                 "protocol": BUILTIN_PROFILES[agent].protocol,
+                "real_agent": agent in REAL_AGENTS,
                 "e2e_ms": {k: summary(v) for k, v in per.items()},
                 "e2e_samples_ms": per,
                 "floor_a_adapter_ms": fa,
@@ -275,6 +323,9 @@ class Bench:
                 "ratio_p99_vs_floor_p99": round(
                     resp["p99"] / (fa["p99"] + ping_s["p99"]), 2),
             }
+            if agent in upstream:
+                out["dialects"][agent]["floor_a_upstream_closed_ms"] = summary(upstream[agent])
+                out["dialects"][agent]["floor_a_upstream_samples_ms"] = upstream[agent]
             ops = await self.stages(sessions[agent], limit=total)
             out["dialects"][agent]["stages_ms"] = stage_summary(
                 ops[-self.p.samples:], resp["p50"])
@@ -523,9 +574,12 @@ class Bench:
         self.main = await self.conn()
         self.task_id = (await self.main.call("task.create", {"title": "bench"}))["id"]
         sessions = {a: await self.launch(a) for a in self.agents}
-        for sid in sessions.values():
+        for agent, sid in sessions.items():
             await self.main.call("session.subscribe", {"session_id": sid})
-            await self.e2e_sample(self.main, sid)  # warm the server's paths
+            if agent in REAL_AGENTS:
+                # Auggie asks about workspace indexing at once: decline, as a person would.
+                self.nursery.start_soon(decline_permissions, self.main, sid)
+            await self.e2e_sample(self.main, sid, self.real_turn(agent))  # warm the paths
         results: dict[str, Any] = {}
         pool: list[str] = []
         if phases & {"memory", "busy", "burst"}:
@@ -626,6 +680,9 @@ def report(r: dict[str, Any]) -> str:
     for agent, d in lat["dialects"].items():
         lines.append(f"[{agent} / {d['protocol']}]")
         lines.append(f"  floor (a) adapter cancel→cancelled: {fmt(d['floor_a_adapter_ms'])}")
+        if "floor_a_upstream_closed_ms" in d:
+            lines.append(f"  floor (a) cancel→model stream closed: "
+                         f"{fmt(d['floor_a_upstream_closed_ms'])}")
         for stage, s in d["e2e_ms"].items():
             lines.append(f"  e2e request → {stage:<13} {fmt(s)}")
         lines.append(f"  floor (a)+(b) p50 = {d['floor_ms']} ms; e2e/floor: p50 "
@@ -686,14 +743,20 @@ def fmt(s: dict[str, Any]) -> str:
 async def bench_main(params: Params, agents: list[str], phases: set[str]) -> dict[str, Any]:
     results: dict[str, Any] = {}
     if phases - {"peer"}:
-        async with running_server(agent=agents[0]) as server, trio.open_nursery() as nursery:
-            log(f"server pid {server.pid} at {server.url}")
-            bench = Bench(server, nursery, params, agents)
-            try:
-                results = await bench.run(phases)
-            finally:
-                bench.http.close()
-            nursery.cancel_scope.cancel()
+        with contextlib.ExitStack() as stack:
+            real = (stack.enter_context(real_setup(agents))
+                    if any(a in REAL_AGENTS for a in agents) else None)
+            async with running_server(
+                agent=agents[0], config_toml=real.config_toml if real else None,
+                base_env=real.server_env if real else None,
+            ) as server, trio.open_nursery() as nursery:
+                log(f"server pid {server.pid} at {server.url}")
+                bench = Bench(server, nursery, params, agents, real)
+                try:
+                    results = await bench.run(phases)
+                finally:
+                    bench.http.close()
+                nursery.cancel_scope.cancel()
     if "peer" in phases:
         log("peer: Turnvisor adapter vs the ACP SDK")
         results["peer"] = await run_peer(params)
@@ -706,9 +769,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer samples, smaller N (<1 min)")
     parser.add_argument("--json", type=Path, help="write every figure here")
     parser.add_argument("--png", type=Path, help="write the plot here")
-    parser.add_argument("--agent", action="append", choices=MOCK_PROFILES,
+    parser.add_argument("--agent", action="append", choices=[*MOCK_PROFILES, *REAL_AGENTS],
                         help="agent profile(s) to measure (default: mock and mock-codex); "
-                             "the first one also runs the scale phases")
+                             "the first one also runs the scale phases.  A real agent "
+                             f"({', '.join(REAL_AGENTS)}) runs against a fake model provider "
+                             "on 127.0.0.1, latency phase only, 10 samples by default")
     parser.add_argument("--samples", type=int, help="latency samples per dialect (override)")
     parser.add_argument("--phases", default=",".join(PHASES),
                         help=f"comma-separated subset of {','.join(PHASES)} (default: all)")
@@ -720,6 +785,14 @@ def main(argv: list[str] | None = None) -> int:
     params = QUICK if args.quick else FULL
     if args.samples:
         params = dataclasses.replace(params, samples=args.samples)
+    if any(a in REAL_AGENTS for a in agents):
+        if absent := missing(agents):
+            parser.error(not_installed_message(absent))
+        # A real agent turn takes a second; the scale phases would start hundreds of CLIs.
+        if dropped := sorted(phases - {"latency"}):
+            log(f"real agents: only the latency phase runs (not {','.join(dropped)})")
+        phases = {"latency"}
+        params = dataclasses.replace(params, samples=args.samples or 10, warmup=1)
     # The client's GC runs less often, so that it is not what the figures measure.
     gc.set_threshold(20_000, 50, 100)
     nofile = raise_nofile()

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,10 +57,17 @@ class ServerProcess:
 
 @asynccontextmanager
 async def running_server(*, agent: str = "mock", start_timeout: float = 60,
-                         keep_data: bool = False) -> AsyncIterator[ServerProcess]:
+                         keep_data: bool = False, config_toml: str | None = None,
+                         base_env: Mapping[str, str] | None = None,
+                         ) -> AsyncIterator[ServerProcess]:
+    """``config_toml``: the data dir's ``turnvisor.toml``; ``base_env``: the server's
+    environment instead of this process's (agents inherit it under their profile's)."""
     data_dir = Path(tempfile.mkdtemp(prefix="turnvisor-bench-"))
+    if config_toml is not None:
+        (data_dir / "turnvisor.toml").write_text(config_toml)
     token = secrets.token_urlsafe(24)
-    env = {**os.environ, "TURNVISOR_TOKEN": token, "PYTHONUNBUFFERED": "1"}
+    env = {**(os.environ if base_env is None else base_env), "TURNVISOR_TOKEN": token,
+           "PYTHONUNBUFFERED": "1"}
     log = (data_dir / "server.log").open("wb")
     cmd = [sys.executable, "-m", "web", "--log-level", "WARNING", "serve",
            "--host", "127.0.0.1", "--port", "0", "--data-dir", str(data_dir), "--agent", agent]

@@ -5,6 +5,12 @@ to start agent ``name`` with: the built-in profile's command with its program
 replaced by the binary found in the cache, and a home made in ``tmp`` whose
 config sends every model request to ``provider_url`` on 127.0.0.1 and turns off
 the features that would reach the network at start.
+
+For a ``turnvisor serve`` that runs the agent (the end-to-end tests, the
+benchmark): ``server_environ(spec)`` is the environment to give the server (a
+profile's ``env`` is merged over it, so what the agent must not see is left
+out), ``profile_table`` the ``[agents.NAME]`` table and ``agents_toml`` the
+``turnvisor.toml`` text.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +27,8 @@ from supervisor.profiles import BUILTIN_PROFILES
 
 from .cli import find_cli
 
-__all__ = ["AGENT_NAMES", "Launch", "launch"]
+__all__ = ["AGENT_NAMES", "Launch", "agents_toml", "launch", "profile_table",
+           "server_environ"]
 
 AGENT_NAMES = ("codex", "auggie", "claude", "gemini")
 
@@ -160,3 +168,47 @@ def launch(name: str, provider_url: str, tmp: Path) -> Launch | None:
         _auggie_ripgrep_stub(home)
     return Launch(name=name, command=command, env=env, cwd=str(work),
                   thread_params=thread_params)
+
+
+def server_environ(spec: Launch) -> dict[str, str]:
+    """The environment of a server that runs ``spec``'s agent: the current one without
+    the variables the agent must not inherit (the profile's env is merged over it)."""
+    return {k: v for k, v in os.environ.items() if k in spec.env}
+
+
+def profile_table(spec: Launch, server_env: Mapping[str, str],
+                  thread_params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The ``[agents.NAME]`` table that overrides the built-in profile with ``spec``."""
+    table: dict[str, Any] = {
+        "command": list(spec.command),
+        "env": {k: v for k, v in spec.env.items() if server_env.get(k) != v},
+        "cwd": spec.cwd,
+    }
+    params = {**spec.thread_params, **(thread_params or {})}
+    if params:
+        table["thread_params"] = params
+    return table
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        # A JSON string is a valid TOML basic string (UTF-8 kept as is).
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{json.dumps(str(k))} = {_toml_value(v)}"
+                                for k, v in value.items()) + " }"
+    raise TypeError(f"no TOML for {value!r}")
+
+
+def agents_toml(tables: Mapping[str, Mapping[str, Any]]) -> str:
+    """``turnvisor.toml`` text with one ``[agents.NAME]`` table each."""
+    lines: list[str] = []
+    for name, table in tables.items():
+        lines.append(f"[agents.{name}]")
+        lines += [f"{key} = {_toml_value(value)}" for key, value in table.items()]
+        lines.append("")
+    return "\n".join(lines)

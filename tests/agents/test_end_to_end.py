@@ -21,7 +21,6 @@ after the server stops, no process of the agent may be left.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -39,7 +38,7 @@ from tests.helpers import Server, WsClient, kill_quietly, running_server, ws_cli
 
 from .cli import AGENTS_DIR, find_cli
 from .harness import START_S, assert_gone, descendants
-from .homes import launch
+from .homes import agents_toml, launch, profile_table, server_environ
 
 pytestmark = [pytest.mark.agents, pytest.mark.slow]
 
@@ -74,20 +73,6 @@ def provider() -> Iterator[FakeProvider]:
 
 # -- the profile, as turnvisor.toml ------------------------------------------------
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        # A JSON string is a valid TOML basic string (UTF-8 kept as is).
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}"
-                                for k, v in value.items()) + " }"
-    raise TypeError(f"no TOML for {value!r}")
-
-
 def write_profile(data_dir: Path, name: str, provider: FakeProvider, tmp: Path,
                   monkeypatch: pytest.MonkeyPatch,
                   thread_params: dict[str, Any] | None = None) -> Config:
@@ -95,20 +80,15 @@ def write_profile(data_dir: Path, name: str, provider: FakeProvider, tmp: Path,
     the agent talks to ``provider`` only; the Config ``turnvisor serve`` would load."""
     spec = launch(name, provider.url, tmp)
     assert spec is not None  # skipped at collection otherwise
-    # The profile's env is merged over the server's environment: give the server
-    # exactly the agent's environment minus what the profile sets, so nothing of
-    # the surrounding one (proxies, keys, IS_SANDBOX, ...) reaches the agent.
+    # The profile's env is merged over the server's environment: leave out of the
+    # server's (this process's) what the agent must not see (proxies, keys, IS_SANDBOX).
+    server_env = server_environ(spec)
     for key in list(os.environ):
-        if key not in spec.env:
+        if key not in server_env:
             monkeypatch.delenv(key)
-    env = {k: v for k, v in spec.env.items() if os.environ.get(k) != v}
-    table: dict[str, Any] = {"command": spec.command, "env": env, "cwd": spec.cwd}
-    params = {**spec.thread_params, **(thread_params or {})}
-    if params:
-        table["thread_params"] = params
     data_dir.mkdir(parents=True, exist_ok=True)
-    lines = [f"[agents.{name}]"] + [f"{k} = {_toml_value(v)}" for k, v in table.items()]
-    (data_dir / "turnvisor.toml").write_text("\n".join(lines) + "\n")
+    (data_dir / "turnvisor.toml").write_text(
+        agents_toml({name: profile_table(spec, server_env, thread_params)}))
     cfg = Config.load(data_dir)
     assert cfg.profiles[name].command == tuple(spec.command)
     return cfg
