@@ -17,8 +17,8 @@ process.
 
 from __future__ import annotations
 
-from collections import deque
 import importlib
+from collections import deque
 from types import ModuleType
 from typing import Any, Final
 
