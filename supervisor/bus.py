@@ -98,6 +98,8 @@ class EventBus:
             return
         frame = envelope("notification", action, payload)
         for sub in list(subs):
+            if sub.overflowed:
+                continue  # already dropped (counted and logged once); its connection is closing
             if not sub.offer(frame) and sub.overflowed:
                 self.dropped_subscribers += 1
                 log.warning("dropped a subscriber that fell %d frames behind", self.queue_size)

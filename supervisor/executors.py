@@ -41,6 +41,9 @@ class LaunchedAgent:
 
 Launcher = Callable[[AgentProfile, str], AbstractAsyncContextManager[LaunchedAgent]]
 
+#: Variables of the backend's environment that agents do not inherit.
+PRIVATE_ENV = frozenset({"TURNVISOR_TOKEN"})
+
 
 def adapter_timeouts(config: Config) -> AdapterTimeouts:
     t = config.timeouts
@@ -52,7 +55,9 @@ def adapter_timeouts(config: Config) -> AdapterTimeouts:
 @asynccontextmanager
 async def launch_local(config: Config, profile: AgentProfile,
                        cwd: str) -> AsyncIterator[LaunchedAgent]:
-    env = {**os.environ, **profile.env} if profile.env else None
+    # The backend's token is not the agent's business: an agent runs shell
+    # commands for a model provider, and ``env`` would hand it over.
+    env = {k: v for k, v in os.environ.items() if k not in PRIVATE_ENV} | dict(profile.env)
     proc = await start_agent_process(profile.command, env=env, cwd=cwd)
     try:
         assert proc.stdin is not None and proc.stdout is not None

@@ -323,6 +323,11 @@ class LifecycleManager:
                 deadline = trio.current_time() + self.timeouts.cancel_cleanup_s
                 with trio.CancelScope(shield=True, deadline=deadline):
                     code = ex.agent.returncode
+                    if code is None and ex.agent.process is not None:
+                        # Its stdout ends a moment before its exit can be seen:
+                        # a crash should say so, not "closed its output".
+                        with trio.move_on_after(0.2):
+                            code = await ex.agent.process.wait()
                     await self._finish_turn(ex, turn, TurnEnded(
                         stop_reason="error",
                         error=f"agent exited (status {code})" if code is not None

@@ -47,6 +47,18 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
+def storable(text: str) -> str:
+    """``text`` as SQLite can take it (UTF-8).  Agents' JSON may carry lone
+    surrogates — a JavaScript agent that cuts a string between the halves of
+    an emoji sends each half escaped — which have no UTF-8 form: pairs split
+    across chunks are rejoined, halves left alone become U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
 _MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE workspaces (
@@ -100,9 +112,12 @@ def _task(row: sqlite3.Row) -> Task:
 class Db:
     """Synchronous access to the database (one connection; callers serialize)."""
 
-    def __init__(self, path: Path | str, *, busy_timeout_ms: int = 5000) -> None:
+    def __init__(self, path: Path | str, *, busy_timeout_ms: int = 30_000) -> None:
         self.conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self.conn.row_factory = sqlite3.Row
+        # How long a write waits for a lock another connection holds (a backup, a
+        # sqlite3 shell) before it fails: long enough to ride out seconds of
+        # contention rather than fail a turn's write.
         self.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         self.conn.execute("PRAGMA journal_mode = WAL")
         self.conn.execute("PRAGMA synchronous = NORMAL")
@@ -291,7 +306,7 @@ class Db:
         self.conn.execute(
             "INSERT INTO messages (id, session_id, turn_id, role, kind, content, metadata, "
             "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (msg.id, msg.session_id, msg.turn_id, msg.role, msg.kind, msg.content,
+            (msg.id, msg.session_id, msg.turn_id, msg.role, msg.kind, storable(msg.content),
              json.dumps(msg.metadata), msg.created_at),
         )
 
@@ -308,7 +323,7 @@ class Db:
     def update_message(self, msg: Message) -> None:
         with self._tx():
             self.conn.execute("UPDATE messages SET content = ?, metadata = ? WHERE id = ?",
-                              (msg.content, json.dumps(msg.metadata), msg.id))
+                              (storable(msg.content), json.dumps(msg.metadata), msg.id))
 
     def list_messages(
         self, session_id: str, *, limit: int = 200, before: str | None = None

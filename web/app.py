@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 
 from quart import Response, redirect, request, send_from_directory, websocket
 from quart_trio import QuartTrio
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, NotFound
 
 from supervisor.errors import SupervisorError
 from supervisor.orchestrator import Caller, CancelOperation
@@ -83,12 +83,14 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
         return await caller_for(name) if name else None
 
     async def body() -> dict[str, Any]:
-        raw = await request.get_data(as_text=True)
+        # Bytes: a body that is not UTF-8 is bad JSON (UnicodeDecodeError is a
+        # ValueError), not a server error; nesting too deep is too.
+        raw = await request.get_data()
         if not raw.strip():
             return {}
         try:
             data = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise BadInput("BAD_REQUEST", "body is not valid JSON") from None
         if not isinstance(data, dict):
             raise BadInput("BAD_REQUEST", "body must be a JSON object")
@@ -250,7 +252,10 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
     @app.get("/static/<path:filename>")
     async def static(filename: str) -> Response:
         # send_from_directory refuses paths that leave the directory.
-        resp = await send_from_directory(WEB_DIR / "static", filename)
+        try:
+            resp = await send_from_directory(WEB_DIR / "static", filename)
+        except OSError:  # e.g. a name longer than the filesystem allows
+            raise NotFound() from None
         resp.headers["Cache-Control"] = "no-cache"
         return resp
 

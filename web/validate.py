@@ -22,6 +22,12 @@ def req_str(payload: dict[str, Any], name: str, *, max_len: int = 200) -> str:
         raise BadInput("VALIDATION_ERROR", f"{name} must be a string")
     if not value or len(value) > max_len:
         raise BadInput("VALIDATION_ERROR", f"{name} must be 1 to {max_len} characters")
+    try:
+        # JSON may spell a lone surrogate ("\ud800"), which has no UTF-8 form:
+        # SQLite (and an agent's stdin) would refuse it later, as an internal error.
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadInput("VALIDATION_ERROR", f"{name} is not valid Unicode") from None
     return value
 
 
