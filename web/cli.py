@@ -38,6 +38,12 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _agentctl(args: argparse.Namespace) -> int:
+    from .agentctl.cli import run_agentctl
+
+    return run_agentctl(args, default_data_dir())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="turnvisor", description=__doc__)
     parser.add_argument("--log-level", default=os.environ.get("TURNVISOR_LOG", "INFO"))
@@ -48,6 +54,14 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--data-dir", default=str(default_data_dir()))
     serve.add_argument("--agent", default=None, help="default agent profile (mock)")
     serve.set_defaults(run=_serve)
+    agentctl = sub.add_parser(
+        "agentctl", help="serve one agent's control API (agents on other machines)",
+        usage="turnvisor agentctl --listen HOST:PORT [--token T] "
+              "(--profile NAME | -- COMMAND...) [--protocol acp|codex]")
+    from .agentctl.cli import add_arguments
+
+    add_arguments(agentctl)
+    agentctl.set_defaults(run=_agentctl)
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -1,0 +1,117 @@
+"""Helpers for the agentctl tests (a module of its own: conftest is not importable)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import trio
+from trio_websocket import WebSocketConnection, open_websocket_url
+
+from supervisor.profiles import AgentProfile
+
+TOKEN = "agentctl-test-token-0123456789"
+
+
+@dataclass
+class Agentctl:
+    url: str
+    token: str
+    process: trio.Process
+    http: httpx.AsyncClient
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    async def post(self, path: str, body: dict[str, Any] | None = None,
+                   *, timeout: float = 15) -> httpx.Response:
+        with trio.fail_after(timeout):
+            return await self.http.post(path, json=body or {}, headers=self.auth)
+
+    async def get(self, path: str, *, timeout: float = 15) -> httpx.Response:
+        with trio.fail_after(timeout):
+            return await self.http.get(path, headers=self.auth)
+
+    async def status(self) -> dict[str, Any]:
+        resp = await self.get("/api/v1/status")
+        assert resp.status_code == 200, resp.text
+        data: dict[str, Any] = resp.json()
+        return data
+
+    @asynccontextmanager
+    async def events(self, after: int | None = None) -> AsyncIterator[WebSocketConnection]:
+        url = self.url.replace("http://", "ws://") + "/api/v1/events"
+        if after is not None:
+            url += f"?after={after}"
+        async with open_websocket_url(
+                url, extra_headers=[(b"Authorization", f"Bearer {self.token}".encode())]) as ws:
+            yield ws
+
+    def kill(self) -> None:
+        os.kill(self.process.pid, signal.SIGKILL)
+
+
+async def next_frame(ws: WebSocketConnection, pred: Callable[[dict[str, Any]], bool],
+                     *, timeout: float = 10, seen: list[dict[str, Any]] | None = None,
+                     ) -> dict[str, Any]:
+    """The next frame matching ``pred`` (skipping heartbeats); others go to ``seen``."""
+    with trio.fail_after(timeout):
+        while True:
+            frame: dict[str, Any] = json.loads(await ws.get_message())
+            if seen is not None:
+                seen.append(frame)
+            if pred(frame):
+                return frame
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any live (non-zombie) process is in group ``pgid``."""
+    return bool(group_pids(pgid))
+
+
+def environ(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/environ").read_bytes()
+
+
+def group_pids(pgid: int) -> list[int]:
+    """The live (non-zombie) processes of group ``pgid``."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # pid (comm) state ppid pgrp ...
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            pids.append(int(entry.name))
+    return pids
+
+
+async def wait_group_gone(pgid: int, *, timeout: float = 10) -> None:
+    with trio.fail_after(timeout):
+        while group_alive(pgid):
+            await trio.sleep(0.05)
+
+
+def mock_profile(protocol: str) -> AgentProfile:
+    assert protocol in ("acp", "codex")
+    return AgentProfile(
+        name=f"mock-{protocol}", protocol="acp" if protocol == "acp" else "codex",
+        command=(sys.executable, "-m", "protocols.mock_agent", "--protocol", protocol))
+
+
+AgentctlFactory = Callable[..., AbstractAsyncContextManager[Agentctl]]
+
+

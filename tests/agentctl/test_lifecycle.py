@@ -1,0 +1,165 @@
+"""The supervisor's cancel path with the agentctl executor: the lifecycle drives a
+spawned ``turnvisor agentctl`` (a real process on loopback) exactly as it drives a
+local agent, and gets the same outcomes (tests/supervisor/test_cancel_integration.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from agentctl_support import wait_group_gone
+
+from supervisor.agentctl_client import AgentctlAdapter, launch_agentctl
+from supervisor.config import Config
+from supervisor.executors import LaunchedAgent
+from supervisor.lifecycle import CancelOutcome
+from supervisor.models import CANCELLED_STATUS, SessionState
+from supervisor.orchestrator import Caller
+from supervisor.profiles import AgentProfile
+from supervisor.root import Supervisor, open_supervisor
+
+AGENTS = pytest.mark.parametrize("agent", ["mock", "mock-codex"])
+
+
+@asynccontextmanager
+async def supervisor(tmp_path: Path, **timeouts: float) -> AsyncIterator[Supervisor]:
+    """A supervisor whose every agent runs behind its own spawned agentctl
+    (the launcher the lifecycle would pick for ``executor = "agentctl"``)."""
+    config = Config.from_mapping(tmp_path / "data", {"timeouts": timeouts})
+
+    def launch(profile: AgentProfile, cwd: str) -> AbstractAsyncContextManager[LaunchedAgent]:
+        return launch_agentctl(config, dataclasses.replace(profile, executor="agentctl"), cwd)
+
+    async with open_supervisor(config, launcher=launch) as sup:
+        yield sup
+
+
+async def _session(sup: Supervisor, agent: str) -> tuple[Caller, str]:
+    caller = await sup.caller()
+    task = await sup.orchestrator.create_task(caller, "t")
+    dto = await sup.orchestrator.launch_session(caller, task.id, agent)
+    assert isinstance(sup.lifecycle.executions[dto["id"]].adapter, AgentctlAdapter)
+    return caller, str(dto["id"])
+
+
+async def _wait_state(sup: Supervisor, caller: Caller, sid: str, state: SessionState,
+                      timeout: float = 10) -> None:
+    with trio.fail_after(timeout):
+        while (await sup.orchestrator.session(caller, sid)).state is not state:
+            await trio.sleep(0.02)
+
+
+async def _wait_chunks(sup: Supervisor, caller: Caller, sid: str) -> None:
+    with trio.fail_after(10):
+        while not any(m.role == "agent" for m in
+                      await sup.orchestrator.list_messages(caller, sid)):
+            await trio.sleep(0.02)
+
+
+async def _agent_texts(sup: Supervisor, caller: Caller, sid: str) -> list[Any]:
+    return [m.content for m in await sup.orchestrator.list_messages(caller, sid)
+            if m.role == "agent"]
+
+
+@AGENTS
+async def test_delay_cancels_promptly_and_the_same_agent_answers_again(
+        tmp_path: Path, agent: str) -> None:
+    with trio.fail_after(40):
+        async with supervisor(tmp_path) as sup:
+            caller, sid = await _session(sup, agent)
+            pgid = sup.lifecycle.executions[sid].agent.pgid
+            await sup.orchestrator.send_message(caller, sid, "/delay 10000")
+            await _wait_chunks(sup, caller, sid)
+            start = trio.current_time()
+            outcome = await sup.orchestrator.cancel(caller, sid)
+            assert outcome is CancelOutcome.ACKNOWLEDGED
+            assert trio.current_time() - start < 1.0
+            assert (await sup.orchestrator.session(caller, sid)).state is \
+                SessionState.WAITING_FOR_INPUT
+            statuses = [m for m in await sup.orchestrator.list_messages(caller, sid)
+                        if m.kind == "status"]
+            assert [(m.content, m.metadata) for m in statuses] == [
+                (CANCELLED_STATUS, {"cancelled": True, "variant": "warning"})]
+            await sup.orchestrator.send_message(caller, sid, "hello again")
+            await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+            assert sup.lifecycle.executions[sid].agent.pgid == pgid
+            assert (await _agent_texts(sup, caller, sid))[-1] == "hello again"
+
+
+async def test_slow_is_late_and_hang_is_escalated(tmp_path: Path) -> None:
+    with trio.fail_after(60):
+        async with supervisor(tmp_path, cancel_join_s=0.3, cancel_escalate_s=0.9) as sup:
+            caller, sid = await _session(sup, "mock")
+            await sup.orchestrator.send_message(caller, sid, "/slow 700")
+            await _wait_chunks(sup, caller, sid)
+            assert await sup.orchestrator.cancel(caller, sid) is CancelOutcome.LATE
+            await sup.orchestrator.send_message(caller, sid, "next")
+            await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+            assert (await _agent_texts(sup, caller, sid))[-1] == "next"
+
+            await sup.orchestrator.send_message(caller, sid, "/hang")
+            await _wait_state(sup, caller, sid, SessionState.RUNNING)
+            assert await sup.orchestrator.cancel(caller, sid) is CancelOutcome.ESCALATED
+            assert (await sup.orchestrator.session(caller, sid)).state is \
+                SessionState.WAITING_FOR_INPUT
+            assert not sup.notify.projection.get(sid).pending
+            # The lifecycle replaces an agent that never ended its escalated turn.
+            await sup.orchestrator.send_message(caller, sid, "after hang")
+            await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+            assert (await _agent_texts(sup, caller, sid))[-1] == "after hang"
+
+
+@AGENTS
+async def test_agentctl_killed_mid_cancel_is_reconciled(tmp_path: Path, agent: str) -> None:
+    with trio.fail_after(60):
+        async with supervisor(tmp_path, cancel_join_s=3, cancel_escalate_s=10) as sup:
+            caller, sid = await _session(sup, agent)
+            ex = sup.lifecycle.executions[sid]
+            adapter = ex.adapter
+            assert isinstance(adapter, AgentctlAdapter) and ex.agent.pgid is not None
+            agent_pgid = (await adapter.status())["agent"]["pid"]
+            await sup.orchestrator.send_message(caller, sid, "/slow 20000")
+            await _wait_chunks(sup, caller, sid)
+            results: list[CancelOutcome] = []
+            async with trio.open_nursery() as nursery:
+                async def cancel() -> None:
+                    results.append(await sup.orchestrator.cancel(caller, sid))
+                nursery.start_soon(cancel)
+                with trio.fail_after(5):
+                    while not sup.notify.projection.get(sid).pending:
+                        await trio.sleep(0.01)
+                await trio.sleep(0.2)  # the cancel is written; the agent ignores it
+                os.kill(ex.agent.pgid, signal.SIGKILL)  # agentctl alone, mid-cancel
+                killed = trio.current_time()
+            assert trio.current_time() - killed < 3.0
+            assert results and results[0] is not CancelOutcome.ESCALATED
+            assert not sup.notify.projection.get(sid).pending
+            session = await sup.orchestrator.session(caller, sid)
+            assert session.state is not SessionState.RUNNING
+            await wait_group_gone(agent_pgid, timeout=5)
+            # Reconciled, never stuck: the next prompt starts a fresh agentctl.
+            await sup.orchestrator.send_message(caller, sid, "after the loss")
+            await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+            assert (await _agent_texts(sup, caller, sid))[-1] == "after the loss"
+            assert sup.lifecycle.executions[sid].agent.pgid != ex.agent.pgid
+
+
+async def test_cancel_right_after_the_prompt_never_overtakes_it(tmp_path: Path) -> None:
+    """The prompt and the cancel are two HTTP requests: a cancel issued while the
+    prompt's request is in flight waits for it instead of finding no turn."""
+    with trio.fail_after(60):
+        async with supervisor(tmp_path, cancel_join_s=1, cancel_escalate_s=2) as sup:
+            caller, sid = await _session(sup, "mock")
+            outcomes = []
+            for _ in range(8):
+                await sup.orchestrator.send_message(caller, sid, "/delay 30000")
+                outcomes.append(await sup.orchestrator.cancel(caller, sid))
+                await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+            assert outcomes == [CancelOutcome.ACKNOWLEDGED] * 8

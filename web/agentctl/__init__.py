@@ -1,0 +1,13 @@
+"""agentctl: one agent process behind a small authenticated HTTP API.
+
+``turnvisor agentctl`` runs on the machine (or in the container) where an agent
+should run; the backend drives it through ``supervisor.agentctl_client``.  See
+docs/deploy.md.
+
+Modules: ``wire`` (the event-stream format, sans-IO), ``host`` (the agent's
+nursery tree, turns, cancel, the event log), ``app`` (the Quart-Trio routes),
+``server`` (Hypercorn and the root nursery), ``launcher`` (the stdlib-only
+shim that ties the agent's process group to agentctl's life).
+
+This file imports nothing: ``launcher`` must start without the web stack.
+"""

@@ -1,0 +1,215 @@
+"""agentctl's Quart-Trio app: thin routes over ``AgentHost``.
+
+Every route but ``GET /api/v1/health`` needs ``Authorization: Bearer <token>``
+(compared in constant time, never logged: the access log is off).  Browsers
+are not clients: a WebSocket upgrade carrying an ``Origin`` is refused.
+Answers are JSON; a refusal is ``{"success": false, "error": ...}`` with the
+status ``HostError`` chose, and no traceback ever reaches a client.
+
+    POST /api/v1/session       {cwd?, owner?, replace?}      → {session_id, attached, turn_id, seq}
+    POST /api/v1/prompt        {text, session_id?, turn_id?, abandon_turn?}
+                                                             → 202 {turn_id, seq}
+    POST /api/v1/acp/cancel    {session_id?, join_s?}        → see AgentHost.cancel
+    POST /api/v1/permission    {request_id, option_id|null, session_id?} → {success}
+    GET  /api/v1/status                                      → AgentHost.status()
+    GET  /api/v1/health                                      → {status: "ok"}
+    WS   /api/v1/events?after=SEQ                            → wire.py frames
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import math
+from typing import Any, Final
+
+import trio
+from quart import Response, request, websocket
+from quart_trio import QuartTrio
+from werkzeug.exceptions import HTTPException
+
+from .host import AgentHost, HostError, Subscriber, valid_turn_id
+from .wire import CLOSE_FELL_BEHIND, CLOSE_GOING_AWAY
+
+__all__ = ["create_app"]
+
+log = logging.getLogger(__name__)
+
+#: A subscriber whose socket does not take a frame for this long is dropped.
+SEND_TIMEOUT_S: Final = 10.0
+#: An idle event stream sends a Heartbeat this often.
+HEARTBEAT_S: Final = 5.0
+MAX_BODY_BYTES: Final = 4 * 1024 * 1024
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    return Response(json.dumps(data), status=status, content_type="application/json")
+
+
+def _refuse(status: int, error: str) -> Response:
+    return _json({"success": False, "error": error}, status)
+
+
+def _bearer(value: str | None) -> str | None:
+    if value and value[:7].lower() == "bearer ":
+        return value[7:].strip()
+    return None
+
+
+def create_app(host: AgentHost, token: str, *, heartbeat_s: float = HEARTBEAT_S) -> QuartTrio:
+    app = QuartTrio("turnvisor-agentctl", static_folder=None)
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    known = token.encode()
+
+    def authorized(header: str | None) -> bool:
+        given = _bearer(header)
+        return given is not None and hmac.compare_digest(known, given.encode())
+
+    async def body() -> dict[str, Any]:
+        raw = await request.get_data(as_text=True)
+        if not raw.strip():
+            return {}
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            raise HostError(400, "body is not valid JSON") from None
+        if not isinstance(data, dict):
+            raise HostError(400, "body must be a JSON object")
+        return data
+
+    def opt_str(data: dict[str, Any], key: str) -> str | None:
+        value = data.get(key)
+        if value is not None and not isinstance(value, str):
+            raise HostError(422, f"{key} must be a string")
+        return value
+
+    @app.errorhandler(HostError)
+    async def on_host_error(exc: HostError) -> Response:
+        return _json(exc.body, exc.status)
+
+    @app.errorhandler(HTTPException)
+    async def on_http(exc: HTTPException) -> Response:
+        return _refuse(exc.code or 400, exc.description or exc.name)
+
+    @app.errorhandler(Exception)
+    async def on_exception(exc: Exception) -> Response:
+        log.exception("request failed")
+        return _refuse(500, "internal error")
+
+    @app.before_request
+    async def require_token() -> Response | None:
+        if request.path != "/api/v1/health" and not authorized(
+                request.headers.get("Authorization")):
+            return _refuse(401, "a valid token is required (Authorization: Bearer)")
+        return None
+
+    @app.get("/api/v1/health")
+    async def health() -> Response:
+        return _json({"status": "ok"})
+
+    @app.get("/api/v1/status")
+    async def status() -> Response:
+        return _json(host.status())
+
+    @app.post("/api/v1/session")
+    async def session() -> Response:
+        data = await body()
+        replace = data.get("replace", False)
+        if not isinstance(replace, bool):
+            raise HostError(422, "replace must be a boolean")
+        return _json(await host.start_session(cwd=opt_str(data, "cwd"),
+                                              owner=opt_str(data, "owner"), replace=replace))
+
+    @app.post("/api/v1/prompt")
+    async def prompt() -> Response:
+        data = await body()
+        text = data.get("text")
+        if not isinstance(text, str):
+            raise HostError(422, "text is required and must be a string")
+        turn_id = opt_str(data, "turn_id")
+        if turn_id is not None and not valid_turn_id(turn_id):
+            raise HostError(422, "turn_id must be 1-128 printable characters")
+        return _json(await host.prompt(text, session_id=opt_str(data, "session_id"),
+                                       turn_id=turn_id, abandon=opt_str(data, "abandon_turn")),
+                     202)
+
+    @app.post("/api/v1/acp/cancel")
+    async def cancel() -> Response:
+        data = await body()
+        join = data.get("join_s")
+        if join is not None and (isinstance(join, bool) or not isinstance(join, int | float)
+                                 or not math.isfinite(join) or join < 0):
+            raise HostError(422, "join_s must be a number >= 0")
+        result = await host.cancel(session_id=opt_str(data, "session_id"),
+                                   join_s=None if join is None else float(join))
+        return _json(result, 202 if result.get("not_acknowledged") else 200)
+
+    @app.post("/api/v1/permission")
+    async def permission() -> Response:
+        data = await body()
+        request_id = data.get("request_id")
+        if not isinstance(request_id, str):
+            raise HostError(422, "request_id is required and must be a string")
+        return _json(await host.respond_permission(
+            request_id, opt_str(data, "option_id"), session_id=opt_str(data, "session_id")))
+
+    @app.websocket("/api/v1/events")
+    async def events() -> Response | None:
+        if websocket.headers.get("Origin") is not None:
+            return Response("agentctl does not serve browsers", 403)
+        if not authorized(websocket.headers.get("Authorization")):
+            return Response("unauthorized", 401)
+        after: int | None = None
+        if "after" in websocket.args:
+            try:
+                after = int(websocket.args["after"])
+            except ValueError:
+                return Response("after must be an integer", 400)
+        sub, backlog, gap = host.log.subscribe(after)
+        try:
+            await websocket.accept()
+            await _stream(sub, backlog, gap, host, heartbeat_s)
+        finally:
+            host.log.drop(sub, "subscriber left")
+        return None
+
+    return app
+
+
+async def _stream(sub: Subscriber, backlog: list[str], gap: tuple[int, int] | None,
+                  host: AgentHost, heartbeat_s: float) -> None:
+    """The subscriber's only writer: Hello, Gap, backlog, then live frames;
+    a Heartbeat after ``heartbeat_s`` of silence; the close reason at the end."""
+
+    async def send(data: str) -> bool:
+        with trio.move_on_after(SEND_TIMEOUT_S):
+            await websocket.send(data)
+            return True
+        host.log.drop(sub, f"subscriber did not take a frame for {SEND_TIMEOUT_S:g}s")
+        return False
+
+    hello = {"type": "Hello", "last_seq": host.log.last_seq, "oldest_seq": host.log.oldest_seq,
+             "status": host.status()}
+    if not await send(json.dumps(hello)):
+        return
+    if gap is not None and not await send(json.dumps(
+            {"type": "Gap", "from": gap[0], "to": gap[1]})):
+        return
+    for data in backlog:
+        if not await send(data):
+            return
+    while True:
+        with trio.move_on_after(heartbeat_s) as idle:
+            try:
+                data = await sub.receive.receive()
+            except trio.EndOfChannel:
+                break
+        if idle.cancelled_caught:
+            data = json.dumps({"type": "Heartbeat", "last_seq": host.log.last_seq})
+        if not await send(data):
+            break
+    reason = sub.dropped or "closed"
+    code = CLOSE_FELL_BEHIND if reason.startswith("subscriber") else CLOSE_GOING_AWAY
+    with trio.move_on_after(SEND_TIMEOUT_S):
+        await websocket.close(code, reason[:120])

@@ -1,0 +1,109 @@
+"""``turnvisor agentctl``'s arguments (imported by ``web.cli``: argparse only here)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import sys
+from pathlib import Path
+
+__all__ = ["add_arguments", "run_agentctl"]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--listen", default="127.0.0.1:8765",
+                   help="HOST:PORT to listen on (default 127.0.0.1:8765; port 0 picks one). "
+                        "Anything but loopback exposes the agent: see docs/deploy.md")
+    p.add_argument("--token", default=None,
+                   help="bearer token (default: $TURNVISOR_AGENTCTL_TOKEN, else a new one, "
+                        "printed). Prefer the variable: arguments are visible in ps")
+    p.add_argument("--profile", default=None,
+                   help="agent profile name (built in, or [agents.NAME] in the data dir's "
+                        "turnvisor.toml)")
+    p.add_argument("--protocol", choices=("acp", "codex"), default=None,
+                   help="the agent's protocol (default: the profile's, else acp)")
+    p.add_argument("--data-dir", default=None,
+                   help="where turnvisor.toml is read from, for --profile")
+    p.add_argument("--cwd", default=None,
+                   help="the agent's working directory (default: the profile's, else the "
+                        "current directory)")
+    p.add_argument("--cancel-join", type=float, default=3.0, metavar="SECONDS",
+                   help="default join window of POST /api/v1/acp/cancel (default 3)")
+    p.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("agent_command", nargs=argparse.REMAINDER,
+                   help="-- COMMAND...: the agent to run (instead of --profile)")
+
+
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def run_agentctl(args: argparse.Namespace, default_data_dir: Path) -> int:
+    import trio
+
+    from protocols.adapters import ProtocolName
+    from supervisor.config import Config, ConfigError
+
+    from .host import AgentctlConfig
+    from .server import parse_listen, serve_agentctl
+    from .wire import TOKEN_ENV
+
+    def fail(message: str) -> int:
+        print(f"turnvisor agentctl: {message}", file=sys.stderr)
+        return 2
+
+    command = list(args.agent_command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if bool(command) == bool(args.profile):
+        return fail("give either --profile NAME or -- COMMAND... (exactly one)")
+    try:
+        host, port = parse_listen(args.listen)
+    except ValueError as exc:
+        return fail(str(exc))
+    env: dict[str, str] = {}
+    thread_params: dict[str, object] = {}
+    cwd = args.cwd
+    protocol: ProtocolName = args.protocol or "acp"
+    if args.profile:
+        data_dir = Path(args.data_dir or default_data_dir).expanduser()
+        try:
+            profiles = Config.load(data_dir).profiles
+        except ConfigError as exc:
+            return fail(f"configuration error: {exc}")
+        profile = profiles.get(args.profile)
+        if profile is None:
+            return fail(f"unknown profile {args.profile!r} (known: {', '.join(sorted(profiles))})")
+        command = list(profile.command)
+        env = dict(profile.env)
+        thread_params = dict(profile.thread_params)
+        cwd = cwd or profile.cwd
+        protocol = args.protocol or profile.protocol
+    cwd = str(Path(cwd or os.getcwd()).expanduser().resolve())
+    if not os.path.isdir(cwd):
+        return fail(f"--cwd {cwd} is not a directory")
+    if args.cancel_join < 0:
+        return fail("--cancel-join must be >= 0")
+    token = args.token or os.environ.get(TOKEN_ENV)
+    if not token:
+        token = secrets.token_urlsafe(32)
+        print(f"agentctl token: {token}", flush=True)
+    elif len(token) < 16:
+        return fail("the token must be at least 16 characters")
+    if not _loopback(host):
+        print(f"turnvisor agentctl: WARNING: listening on {host}: anyone who can reach this "
+              "port and has the token controls the agent; the API is plain HTTP (put TLS or "
+              "an SSH tunnel in front, see docs/deploy.md)", file=sys.stderr, flush=True)
+    config = AgentctlConfig(command=tuple(command), protocol=protocol, env=env, cwd=cwd,
+                            thread_params=thread_params, cancel_join_s=args.cancel_join)
+    trio.run(lambda: serve_agentctl(config, host=host, port=port, token=token,
+                                    ready_fd=args.ready_fd))
+    return 0

@@ -1,0 +1,660 @@
+"""The agent host: exactly one agent process, its turns, its cancel, its event log.
+
+Nursery tree (``serve_agentctl`` in ``server.py`` owns the root)::
+
+    AgentHost.run                 host nursery: owns the agent incarnation
+    ├── warm_up                   (worker thread) the protocol core's one-time import
+    └── _run_agent                agent nursery, one per agent process (a new one
+        │                         only after the previous one has exited)
+        ├── agent process         launcher.py → the agent, in their own process group
+        ├── connection.run        stdout reader → protocol core → adapter.events
+        ├── _drain_stderr         stderr → log (bounded lines)
+        ├── _pump                 adapter.events → EventLog (seq numbers, fan-out)
+        └── _run_turn             the pending prompt; its CancelScope is the turn's
+                                  handle (``abandon`` cancels it alone)
+
+Who cancels what: the host nursery is cancelled at agentctl shutdown; an agent
+nursery when the agent's stdout ends, when its initialize fails, or when a
+session start replaces it; a turn's scope only by ``abandon`` or the turn
+timeout.  The agent's group is torn down in ``_run_agent``'s ``finally``
+(stdin EOF, SIGTERM to the group, grace, SIGKILL), shielded with its own
+deadline; if agentctl itself dies, the launcher's lifeline kills the group.
+
+Turn ends are published exactly once (``_end_turn``): by the pump, in order
+with the turn's output, or after ``end_grace_s`` by the turn task when the
+pump cannot see the end (the prompt could not be written, the turn timed out).
+
+No lock is held across agent I/O: concurrent requests are refused by state
+(one turn at a time, one session start at a time), not serialized.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import uuid
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Final
+
+import trio
+
+from protocols.acp import AcpClient
+from protocols.adapters import (
+    AdapterTimeouts,
+    AgentAdapter,
+    AgentClosed,
+    AgentRequestError,
+    AgentTimeout,
+    ProtocolName,
+    make_adapter,
+)
+from protocols.events import AgentEvent, AgentNotice, TurnEnded
+from protocols.framing import DEFAULT_MAX_LINE_BYTES
+from protocols.jsonrpc import LocalProtocolError
+from protocols.process import terminate_group
+
+from . import launcher
+from .wire import TOKEN_ENV, event_frame
+
+__all__ = [
+    "AgentHost",
+    "AgentState",
+    "AgentctlConfig",
+    "EventLog",
+    "HostError",
+    "Subscriber",
+]
+
+log = logging.getLogger(__name__)
+
+_STDERR_LINE_CAP: Final = 2000
+_MAX_TURN_ID: Final = 128
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentctlConfig:
+    command: tuple[str, ...]
+    protocol: ProtocolName
+    #: Merged over agentctl's environment (minus the agentctl token) for the agent.
+    env: Mapping[str, str] = field(default_factory=dict)
+    #: The agent's working directory, and a session's cwd when a client names none.
+    cwd: str = field(default_factory=os.getcwd)
+    #: Extra ``thread/start`` parameters (Codex only).
+    thread_params: Mapping[str, Any] = field(default_factory=dict)
+    #: ``POST /api/v1/acp/cancel``: how long to wait for the turn to end after the
+    #: protocol cancel is written, when the request does not say.
+    cancel_join_s: float = 3.0
+    #: The longest join window a request may ask for.
+    max_cancel_join_s: float = 30.0
+    #: Spawn + initialize, and session/new.
+    start_s: float = 30.0
+    #: One write to the agent (prompt, cancel, permission answer).
+    request_s: float = 10.0
+    #: One turn at most.
+    turn_s: float = 3600.0
+    #: Teardown: SIGTERM to the agent's group, then SIGKILL after this.
+    term_grace_s: float = 2.0
+    #: How long a turn task waits for the pump to publish a turn's end before
+    #: publishing it itself.
+    end_grace_s: float = 2.0
+    #: Frames queued to one event-stream subscriber before it is dropped.
+    subscriber_buffer: int = 1024
+    #: Log entries kept for reconnecting subscribers.
+    replay_events: int = 4096
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+
+
+class HostError(Exception):
+    """A request agentctl refuses; ``status`` and ``body`` are the HTTP answer."""
+
+    def __init__(self, status: int, error: str, **extra: Any) -> None:
+        super().__init__(error)
+        self.status = status
+        self.body: dict[str, Any] = {"success": False, "error": error, **extra}
+
+
+def _not_running(detail: str | None = None) -> HostError:
+    return HostError(503, "agent not running", **({"detail": detail} if detail else {}))
+
+
+# -- the event log ----------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class Subscriber:
+    send: trio.MemorySendChannel[str]
+    receive: trio.MemoryReceiveChannel[str]
+    #: Set when the subscriber is dropped (it fell behind, or agentctl stops).
+    dropped: str | None = None
+    #: The last seq queued to it.
+    last_seq: int = 0
+
+
+class EventLog:
+    """Numbered log entries, a replay ring, and bounded fan-out.
+
+    ``publish`` never blocks: each subscriber has ``buffer`` frames of room;
+    one that has no room is dropped (its channel closed after what it already
+    has, ``dropped`` says why), so a slow reader never slows the agent or a
+    cancel.  Subscribing and taking the replay happen without a checkpoint in
+    between, so nothing falls between the backlog and the live stream.
+    """
+
+    def __init__(self, *, buffer: int, replay: int) -> None:
+        self.buffer = buffer
+        self.last_seq = 0
+        self._ring: deque[tuple[int, str]] = deque(maxlen=replay)
+        self.subscribers: set[Subscriber] = set()
+
+    @property
+    def oldest_seq(self) -> int:
+        """The oldest seq still replayable (``last_seq + 1`` when none is)."""
+        return self._ring[0][0] if self._ring else self.last_seq + 1
+
+    def publish(self, frame: dict[str, Any], *, turn: str | None) -> int:
+        self.last_seq += 1
+        seq = self.last_seq
+        data = json.dumps({"seq": seq, "turn": turn, **frame}, default=str)
+        self._ring.append((seq, data))
+        for sub in list(self.subscribers):
+            try:
+                sub.send.send_nowait(data)
+                sub.last_seq = seq
+            except trio.WouldBlock:
+                self.drop(sub, f"subscriber fell behind: more than {self.buffer} frames queued; "
+                               f"reconnect with ?after={sub.last_seq}")
+            except trio.BrokenResourceError:
+                self.subscribers.discard(sub)
+        return seq
+
+    def subscribe(self, after: int | None) -> tuple[Subscriber, list[str], tuple[int, int] | None]:
+        """A new subscriber, the backlog after ``after`` (None: live only), and
+        the range it asked for that is no longer kept."""
+        send, receive = trio.open_memory_channel[str](self.buffer)
+        sub = Subscriber(send=send, receive=receive, last_seq=self.last_seq)
+        backlog: list[str] = []
+        gap: tuple[int, int] | None = None
+        if after is not None and after < self.last_seq:
+            oldest = self.oldest_seq
+            if after + 1 < oldest:
+                gap = (after + 1, oldest - 1)
+            backlog = [data for seq, data in self._ring if seq > after]
+        self.subscribers.add(sub)
+        return sub, backlog, gap
+
+    def drop(self, sub: Subscriber, reason: str) -> None:
+        if sub.dropped is None:
+            sub.dropped = reason
+        self.subscribers.discard(sub)
+        sub.send.close()
+
+    def close(self, reason: str) -> None:
+        for sub in list(self.subscribers):
+            self.drop(sub, reason)
+
+
+# -- the agent --------------------------------------------------------------------
+
+
+class AgentState(StrEnum):
+    #: Spawned, ``initialize`` not answered yet.
+    STARTING = "starting"
+    #: Initialized; a session can be started.
+    READY = "ready"
+    #: ``initialize`` failed or the process could not start.
+    FAILED = "failed"
+    #: The process has exited (and its group is gone).
+    EXITED = "exited"
+
+
+@dataclass(eq=False)
+class _Turn:
+    id: str
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    done: trio.Event = field(default_factory=trio.Event)
+    ended: TurnEnded | None = None
+    cancel_requested: bool = False
+    #: Set when the turn's task has returned (it holds the adapter's prompt lock).
+    finished: trio.Event = field(default_factory=trio.Event)
+
+
+@dataclass(eq=False)
+class _Agent:
+    process: trio.Process
+    adapter: AgentAdapter
+    nursery: trio.Nursery
+    state: AgentState = AgentState.STARTING
+    error: str | None = None
+    #: Set once ``state`` leaves STARTING.
+    settled: trio.Event = field(default_factory=trio.Event)
+    pumped: trio.Event = field(default_factory=trio.Event)
+    exited: trio.Event = field(default_factory=trio.Event)
+    session_id: str | None = None
+    owner: str | None = None
+    turn: _Turn | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.state in (AgentState.STARTING, AgentState.READY)
+
+
+class AgentHost:
+    def __init__(self, config: AgentctlConfig) -> None:
+        self.config = config
+        self.log = EventLog(buffer=config.subscriber_buffer, replay=config.replay_events)
+        self.agent: _Agent | None = None
+        self.started_agents = 0
+        self._nursery: trio.Nursery | None = None
+        self._session_starting = False
+        #: Set once the protocol core's one-time import is done: sessions (and
+        #: so turns) wait for it, so the import never runs on the Trio thread.
+        self._warmed = trio.Event()
+
+    # -- the host nursery ---------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Own the agent until cancelled (agentctl shutdown).  Starts the agent
+        at once, so it is warm for the first session; ``started`` after the spawn."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self._warm_up)
+                try:
+                    await nursery.start(self._run_agent)
+                except OSError as exc:
+                    log.error("cannot start the agent %r: %s", self.config.command[0], exc)
+                task_status.started()
+                await trio.sleep_forever()
+        finally:
+            self.log.close("agentctl is shutting down")
+
+    async def _warm_up(self) -> None:
+        try:
+            await trio.to_thread.run_sync(warm_up, self.config.protocol)
+        finally:
+            self._warmed.set()
+
+    async def _start_agent(self) -> _Agent:
+        assert self._nursery is not None, "AgentHost.run is not running"
+        agent: _Agent = await self._nursery.start(self._run_agent)
+        return agent
+
+    def _agent_env(self) -> dict[str, str]:
+        # Neither agentctl's token nor a backend's (if agentctl was spawned by one).
+        env = {k: v for k, v in os.environ.items() if k not in (TOKEN_ENV, "TURNVISOR_TOKEN")}
+        env.update(self.config.env)
+        return env
+
+    async def _run_agent(self, task_status: trio.TaskStatus[_Agent] = trio.TASK_STATUS_IGNORED,
+                         ) -> None:
+        cfg = self.config
+        lifeline_r, lifeline_w = os.pipe()
+        try:
+            proc = await trio.lowlevel.open_process(
+                [sys.executable, str(Path(launcher.__file__)), "--lifeline", str(lifeline_r),
+                 "--", *cfg.command],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                env=self._agent_env(), cwd=cfg.cwd, process_group=0, pass_fds=(lifeline_r,),
+            )
+        except BaseException:
+            os.close(lifeline_w)
+            raise
+        finally:
+            os.close(lifeline_r)
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        adapter = make_adapter(
+            cfg.protocol, proc.stdin, proc.stdout,
+            timeouts=AdapterTimeouts(initialize_s=cfg.start_s, session_s=cfg.start_s,
+                                     request_s=cfg.request_s, turn_s=cfg.turn_s,
+                                     write_s=cfg.request_s),
+            max_line_bytes=cfg.max_line_bytes, thread_params=dict(cfg.thread_params),
+        )
+        agent: _Agent | None = None
+        try:
+            async with trio.open_nursery() as nursery:
+                agent = _Agent(process=proc, adapter=adapter, nursery=nursery)
+                self.agent = agent
+                self.started_agents += 1
+                nursery.start_soon(adapter.connection.run)
+                nursery.start_soon(self._drain_stderr, proc.stderr)
+                nursery.start_soon(self._pump, agent)
+                self.log.publish({"type": "AgentStarted", "pid": proc.pid}, turn=None)
+                log.info("agent %r started (pid %d)", cfg.command[0], proc.pid)
+                task_status.started(agent)
+                try:
+                    with trio.fail_after(cfg.start_s):
+                        await adapter.initialize()
+                except (AgentClosed, AgentTimeout, AgentRequestError, trio.TooSlowError) as exc:
+                    agent.state = AgentState.FAILED
+                    agent.error = f"initialize failed: {exc or type(exc).__name__}"
+                    agent.settled.set()
+                    log.error("agent %r: %s", cfg.command[0], agent.error)
+                    nursery.cancel_scope.cancel()
+                    return
+                agent.state = AgentState.READY
+                agent.settled.set()
+                # The pump ends when the agent's stdout does; then nothing is left to run.
+                await adapter.connection.closed.wait()
+                with trio.move_on_after(cfg.end_grace_s):
+                    await agent.pumped.wait()
+                nursery.cancel_scope.cancel()
+        finally:
+            await terminate_group(proc, grace_s=cfg.term_grace_s)
+            os.close(lifeline_w)
+            if agent is not None:
+                if agent.state is not AgentState.FAILED:
+                    agent.state = AgentState.EXITED
+                if agent.turn is not None:
+                    self._end_turn(agent, agent.turn, TurnEnded(
+                        stop_reason="error", error=f"agent exited (status {proc.returncode})"))
+                agent.settled.set()
+                self.log.publish({"type": "AgentExited", "returncode": proc.returncode,
+                                  "error": agent.error, "session_id": agent.session_id},
+                                 turn=None)
+                agent.exited.set()
+            log.info("agent %r (pid %d) exited with %s", cfg.command[0], proc.pid,
+                     proc.returncode)
+
+    async def _drain_stderr(self, stream: trio.abc.ReceiveStream) -> None:
+        buf = b""
+        while True:
+            try:
+                data = await stream.receive_some(65536)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return
+            if not data:
+                return
+            buf = (buf + data)[-_STDERR_LINE_CAP * 4:]
+            *lines, buf = buf.split(b"\n")
+            for line in lines[-20:]:
+                log.info("agent stderr: %s", line[:_STDERR_LINE_CAP].decode(errors="replace"))
+
+    async def _pump(self, agent: _Agent) -> None:
+        """adapter.events → the log, in order, each stamped with its turn."""
+        try:
+            async for ev in agent.adapter.events:
+                turn = agent.turn
+                if isinstance(ev, TurnEnded) and turn is not None:
+                    self._end_turn(agent, turn, ev)
+                else:
+                    self._publish(ev, turn)
+        finally:
+            turn = agent.turn
+            if turn is not None:
+                code = agent.process.returncode
+                self._end_turn(agent, turn, TurnEnded(
+                    stop_reason="error",
+                    error=f"agent exited (status {code})" if code is not None
+                    else "agent closed its output"))
+            agent.pumped.set()
+
+    def _publish(self, ev: AgentEvent, turn: _Turn | None) -> int:
+        return self.log.publish(event_frame(ev), turn=turn.id if turn is not None else None)
+
+    def _end_turn(self, agent: _Agent, turn: _Turn, ended: TurnEnded) -> None:
+        """Publish the turn's end exactly once and free the agent for the next turn."""
+        if agent.turn is not turn:
+            return
+        agent.turn = None
+        turn.ended = ended
+        self._publish(ended, turn)
+        turn.done.set()
+
+    def _abandon(self, agent: _Agent, turn: _Turn, why: str) -> None:
+        """Forget a turn without its end (the client gave up on it): no TurnEnded
+        is published for it, a late answer from the agent is only a notice."""
+        if agent.turn is not turn:
+            return
+        agent.adapter.abandon_turn()
+        turn.scope.cancel()
+        agent.turn = None
+        self._publish(AgentNotice(message=f"turn {turn.id} abandoned: {why}", level="info"), None)
+        turn.done.set()
+
+    async def _run_turn(self, agent: _Agent, turn: _Turn, text: str,
+                        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            await self._turn_body(agent, turn, text, task_status)
+        finally:
+            turn.finished.set()
+
+    async def _turn_body(self, agent: _Agent, turn: _Turn, text: str,
+                         task_status: trio.TaskStatus[None]) -> None:
+        ended: TurnEnded
+        with turn.scope:
+            # ``prompt`` moves the core to PROMPTING before its first checkpoint,
+            # so a cancel handled after ``start`` returns always finds the turn.
+            task_status.started()
+            try:
+                ended = await agent.adapter.prompt(text)
+            except AgentTimeout as exc:
+                agent.adapter.abandon_turn()
+                ended = TurnEnded(stop_reason="error", error=str(exc))
+            except AgentClosed as exc:
+                ended = TurnEnded(stop_reason="error", error=str(exc) or "agent closed")
+            except (LocalProtocolError, RuntimeError) as exc:
+                ended = TurnEnded(stop_reason="error", error=str(exc))
+        if turn.scope.cancelled_caught:
+            return
+        # The pump publishes the end in order with the turn's output; only if it
+        # cannot (nothing came back from the agent) is the end published here.
+        with trio.move_on_after(self.config.end_grace_s):
+            await turn.done.wait()
+        self._end_turn(agent, turn, ended)
+
+    # -- requests -----------------------------------------------------------------
+
+    def _live(self) -> _Agent:
+        agent = self.agent
+        if agent is None or not agent.alive or agent.adapter.connection.closed.is_set():
+            raise _not_running(agent.error if agent is not None else None)
+        return agent
+
+    def _check_session(self, agent: _Agent, session_id: str | None) -> None:
+        if session_id is not None and session_id != agent.session_id:
+            raise HostError(404, "session not found", session_id=session_id)
+
+    async def start_session(self, *, cwd: str | None, owner: str | None,
+                            replace: bool) -> dict[str, Any]:
+        """``initialize`` (a fresh agent if none is running) + ``session/new``.
+
+        Re-attachment: if the agent already has a session started by the same
+        ``owner``, that session is returned (``attached: true``) with its
+        running turn, if any.  A session of another owner (or of none) is a 409
+        unless ``replace``, which restarts the agent.
+        """
+        if self._session_starting:
+            raise HostError(409, "a session start is already in progress")
+        self._session_starting = True
+        try:
+            agent = self.agent
+            if agent is not None and agent.alive and agent.session_id is not None:
+                if owner is not None and owner == agent.owner and not replace:
+                    return self._session_info(agent, attached=True)
+                if not replace:
+                    raise HostError(409, "the agent already has a session",
+                                    session_id=agent.session_id, owner=agent.owner)
+                await self._stop_agent(agent)
+                agent = None
+            if agent is None or not agent.alive:
+                try:
+                    agent = await self._start_agent()
+                except OSError as exc:
+                    raise _not_running(f"cannot start the agent: {exc}") from None
+            with trio.move_on_after(self.config.start_s):
+                await agent.settled.wait()
+                await self._warmed.wait()
+            if agent.state is not AgentState.READY:
+                raise _not_running(agent.error or f"the agent did not initialize within "
+                                   f"{self.config.start_s}s")
+            try:
+                session_id = await agent.adapter.new_session(cwd or self.config.cwd)
+            except (AgentTimeout, AgentRequestError, LocalProtocolError) as exc:
+                raise HostError(502, f"session/new failed: {exc}") from None
+            except AgentClosed as exc:
+                raise _not_running(str(exc)) from None
+            agent.session_id = session_id
+            agent.owner = owner
+            self.log.publish({"type": "SessionStarted", "session_id": session_id,
+                              "owner": owner}, turn=None)
+            return self._session_info(agent, attached=False)
+        finally:
+            self._session_starting = False
+
+    def _session_info(self, agent: _Agent, *, attached: bool) -> dict[str, Any]:
+        return {"success": True, "session_id": agent.session_id, "attached": attached,
+                "protocol": self.config.protocol,
+                "turn_id": agent.turn.id if agent.turn is not None else None,
+                "seq": self.log.last_seq}
+
+    async def _stop_agent(self, agent: _Agent) -> None:
+        agent.nursery.cancel_scope.cancel()
+        with trio.move_on_after(self.config.term_grace_s + 6):
+            await agent.exited.wait()
+
+    async def prompt(self, text: str, *, session_id: str | None, turn_id: str | None,
+                     abandon: str | None) -> dict[str, Any]:
+        """Start a turn; its output and its ``TurnEnded`` come on the event stream,
+        stamped with the returned ``turn_id``, at seq > the returned ``seq``."""
+        agent = self._live()
+        if agent.session_id is None:
+            raise HostError(409, "no session: POST /api/v1/session first")
+        self._check_session(agent, session_id)
+        if abandon is not None and agent.turn is not None and agent.turn.id == abandon:
+            old = agent.turn
+            self._abandon(agent, old, "the client started a new turn")
+            with trio.move_on_after(self.config.end_grace_s):
+                await old.finished.wait()
+        if agent.turn is not None:
+            raise HostError(409, "a turn is already running", turn_id=agent.turn.id)
+        if agent.adapter.turn_running:
+            raise HostError(409, "the agent is still finishing its previous turn")
+        turn = _Turn(id=turn_id or uuid.uuid4().hex)
+        agent.turn = turn
+        seq = self.log.last_seq
+        self.log.publish({"type": "TurnStarted"}, turn=turn.id)
+        try:
+            await agent.nursery.start(self._run_turn, agent, turn, text)
+        except RuntimeError:  # the agent's nursery is closing: it is exiting
+            self._end_turn(agent, turn, TurnEnded(stop_reason="error", error="agent exiting"))
+            raise _not_running("the agent is exiting") from None
+        return {"success": True, "turn_id": turn.id, "seq": seq}
+
+    async def cancel(self, *, session_id: str | None, join_s: float | None) -> dict[str, Any]:
+        """Write the protocol cancel, then wait up to ``join_s`` for the turn to end.
+
+        - no running turn: success (nothing to cancel);
+        - ``join_s == 0``: success once the cancel is written (``acknowledged:
+          false``): the caller watches the event stream for the turn's end;
+        - the turn ended within ``join_s``: success, ``acknowledged: true`` and
+          the turn's stop reason (``cancelled``, or whatever won the race);
+        - it did not: ``not_acknowledged: true``; the cancel stays in flight and
+          the turn's end, whenever it comes, is on the event stream.
+        """
+        agent = self._live()
+        self._check_session(agent, session_id)
+        join = self.config.cancel_join_s if join_s is None else join_s
+        join = min(max(join, 0.0), self.config.max_cancel_join_s)
+        turn = agent.turn
+        if turn is None:
+            return {"success": True, "turn_running": False}
+        turn.cancel_requested = True
+        started = trio.current_time()
+        try:
+            # Shielded: a client that hangs up must not leave half a cancel on the
+            # agent's stdin.  Bounded by the connection's write timeout.
+            with trio.CancelScope(shield=True):
+                await agent.adapter.cancel()
+        except AgentClosed as exc:
+            raise _not_running(str(exc)) from None
+        except AgentTimeout as exc:
+            raise HostError(504, f"could not write the cancel to the agent: {exc}",
+                            turn_id=turn.id) from None
+        except LocalProtocolError:
+            pass  # the turn ended (or was abandoned) while the cancel was being sent
+        result: dict[str, Any] = {"turn_id": turn.id, "turn_running": True}
+        if join > 0:
+            with trio.move_on_after(join):
+                await turn.done.wait()
+        elapsed_ms = round((trio.current_time() - started) * 1000, 1)
+        if turn.done.is_set():
+            stop = turn.ended.stop_reason if turn.ended is not None else "cancelled"
+            return {**result, "success": True, "acknowledged": True, "stop_reason": stop,
+                    "elapsed_ms": elapsed_ms}
+        if join == 0:
+            return {**result, "success": True, "acknowledged": False}
+        return {**result, "success": False, "not_acknowledged": True,
+                "error": f"the agent did not end the turn within {join:g}s of the cancel; "
+                         "the cancel is still in flight and the turn's end will be on the "
+                         "event stream", "elapsed_ms": elapsed_ms}
+
+    async def respond_permission(self, request_id: str, option_id: str | None, *,
+                                 session_id: str | None) -> dict[str, Any]:
+        agent = self._live()
+        self._check_session(agent, session_id)
+        try:
+            with trio.CancelScope(shield=True):
+                await agent.adapter.respond_permission(request_id, option_id)
+        except LocalProtocolError as exc:
+            raise HostError(404, str(exc)) from None
+        except AgentClosed as exc:
+            raise _not_running(str(exc)) from None
+        except AgentTimeout as exc:
+            raise HostError(504, str(exc)) from None
+        return {"success": True}
+
+    def status(self) -> dict[str, Any]:
+        agent = self.agent
+        info: dict[str, Any] = {
+            "protocol": self.config.protocol,
+            "command": list(self.config.command),
+            "seq": self.log.last_seq,
+            "oldest_seq": self.log.oldest_seq,
+            "subscribers": len(self.log.subscribers),
+            "agents_started": self.started_agents,
+        }
+        if agent is None:
+            return {**info, "agent": {"state": "not_started"}, "session_id": None,
+                    "turn": None, "turn_running": False, "operation_id": None}
+        turn = agent.turn
+        return {
+            **info,
+            "agent": {"state": agent.state.value, "pid": agent.process.pid,
+                      "returncode": agent.process.returncode, "error": agent.error},
+            "session_id": agent.session_id,
+            "owner": agent.owner,
+            "turn": None if turn is None else {"id": turn.id,
+                                               "cancel_requested": turn.cancel_requested},
+            "turn_running": agent.adapter.turn_running if agent.alive else False,
+            "operation_id": agent.adapter.operation_id if agent.alive else None,
+        }
+
+
+def warm_up(protocol: ProtocolName) -> None:
+    """Pay the protocol core's one-time costs early, on a worker thread.
+
+    The ACP core imports its pydantic schema models on the first
+    ``session/update`` (about a second of CPU): paid on the Trio thread in the
+    middle of the first turn, it would stall the event loop, and a cancel
+    arriving then, for that long."""
+    if protocol != "acp":
+        return
+    core = AcpClient()
+    core.receive_data(json.dumps({
+        "jsonrpc": "2.0", "method": "session/update",
+        "params": {"sessionId": "warm-up", "update": {
+            "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": ""}}},
+    }).encode() + b"\n")
+    for _ in range(4):
+        core.next_event()
+
+
+def valid_turn_id(value: object) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= _MAX_TURN_ID and value.isprintable()

@@ -1,0 +1,69 @@
+"""The agent's process-group leader: ties the agent's life to agentctl's.
+
+    python launcher.py --lifeline FD -- <agent command...>
+
+agentctl starts this script (by path, standard library only, so it starts in
+a few tens of milliseconds whatever the agent's working directory) as the
+leader of a new process group.  It starts the agent as its child, in the same
+group, with the same stdin/stdout/stderr, and then only waits:
+
+- when the agent exits, it exits with the agent's status (``128 + n`` for a
+  signal), so agentctl sees the agent's exit as the group leader's;
+- when ``FD`` (the read end of a pipe whose write end only agentctl holds)
+  reaches EOF, agentctl is gone, however it died (SIGKILL included), and the
+  whole group is SIGKILLed.  PR_SET_PDEATHSIG cannot do this for a Trio
+  program (it forks on worker threads that retire), a pipe's EOF can.
+
+SIGTERM, SIGINT and SIGHUP do not stop the launcher: they reach the agent
+through the group (``terminate_group`` signals the group), and the launcher
+stays to report the agent's status.  Handlers, unlike ignored signals, are
+reset for the agent at exec.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+__all__ = ["main"]
+
+
+def _watch(fd: int) -> None:
+    while True:
+        try:
+            if not os.read(fd, 1):
+                break
+        except InterruptedError:
+            continue
+        except OSError:
+            break
+    os.killpg(0, signal.SIGKILL)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 4 or argv[0] != "--lifeline" or argv[2] != "--":
+        print("usage: launcher.py --lifeline FD -- COMMAND...", file=sys.stderr)
+        return 2
+    fd = int(argv[1])
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: None)
+    try:
+        # close_fds (the default) keeps the lifeline out of the agent.
+        child = subprocess.Popen(argv[3:])
+    except OSError as exc:
+        print(f"agentctl: cannot start {argv[3]!r}: {exc}", file=sys.stderr, flush=True)
+        return 127
+    # The agent alone holds the pipes from now on: its exit is their EOF.
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    threading.Thread(target=_watch, args=(fd,), daemon=True, name="lifeline").start()
+    status = child.wait()
+    return status if status >= 0 else 128 - status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,160 @@
+"""The agentctl event stream, as data: frames to and from ``protocols.events``.
+
+Sans-IO (no sockets, no tasks): the server encodes with ``event_frame``, the
+client (``supervisor.agentctl_client``) decodes with ``decode_event``.
+
+Every frame is a JSON object with a ``type``.  Frames that are part of the log
+carry ``seq`` (1, 2, 3... per agentctl process, never reused) and ``turn`` (the
+agentctl turn id the event belongs to, or null); a client that sees a ``seq``
+other than ``last + 1`` has missed events.  Types:
+
+- the agent's events, named by their ``protocols.events`` class
+  (``MessageChunk``, ``ToolCallStarted``, ``TurnEnded``...), fields as in the
+  dataclass (tuples become lists);
+- agentctl's own log entries (``CONTROL_TYPES``): ``AgentStarted {pid}``,
+  ``AgentExited {returncode, error, session_id}``, ``SessionStarted {session_id, owner}``,
+  ``TurnStarted``;
+- unnumbered frames, never in the log: ``Hello`` (first frame of every
+  connection: ``last_seq``, ``oldest_seq``, the status), ``Gap`` (``from``,
+  ``to``: a reconnecting client asked for events no longer kept) and
+  ``Heartbeat`` (``last_seq``; sent when the stream is idle, so a client can
+  bound its wait on a silent connection).
+
+A subscriber that falls behind is closed with ``CLOSE_FELL_BEHIND`` and a
+reason naming the last seq it was sent; it reconnects with ``?after=<seq>``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Final
+
+from protocols.events import (
+    STOP_REASONS,
+    AgentEvent,
+    AgentNotice,
+    MessageChunk,
+    OtherUpdate,
+    PermissionOption,
+    PermissionRequested,
+    PermissionResolved,
+    PlanUpdated,
+    ToolCallStarted,
+    ToolCallUpdated,
+    TurnEnded,
+)
+
+__all__ = [
+    "CLOSE_FELL_BEHIND",
+    "CLOSE_GOING_AWAY",
+    "CONTROL_TYPES",
+    "EVENT_TYPES",
+    "TOKEN_ENV",
+    "WireError",
+    "decode_event",
+    "event_frame",
+]
+
+#: The environment variable both sides read the bearer token from.
+TOKEN_ENV: Final = "TURNVISOR_AGENTCTL_TOKEN"
+#: WebSocket close codes (4000-4999 are the application's).
+CLOSE_FELL_BEHIND: Final = 4001
+CLOSE_GOING_AWAY: Final = 1001
+
+EVENT_TYPES: Final[dict[str, type[Any]]] = {
+    cls.__name__: cls
+    for cls in (MessageChunk, ToolCallStarted, ToolCallUpdated, PlanUpdated,
+                PermissionRequested, PermissionResolved, TurnEnded, OtherUpdate, AgentNotice)
+}
+CONTROL_TYPES: Final = frozenset({"AgentStarted", "AgentExited", "SessionStarted", "TurnStarted"})
+
+
+class WireError(ValueError):
+    """A frame that does not decode into an event (the peer's fault)."""
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, PermissionOption):
+        return {"option_id": value.option_id, "name": value.name, "kind": value.kind}
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def event_frame(ev: AgentEvent) -> dict[str, Any]:
+    """``{"type": <class name>, <field>: <value>...}`` (JSON-ready)."""
+    frame: dict[str, Any] = {"type": type(ev).__name__}
+    for f in dataclasses.fields(ev):
+        frame[f.name] = _plain(getattr(ev, f.name))
+    return frame
+
+
+def _str(frame: dict[str, Any], key: str, *, optional: bool = False) -> Any:
+    value = frame.get(key)
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise WireError(f"{frame.get('type')}.{key} must be a string")
+    return value
+
+
+def _dict(frame: dict[str, Any], key: str) -> dict[str, Any]:
+    value = frame.get(key) or {}
+    if not isinstance(value, dict):
+        raise WireError(f"{frame.get('type')}.{key} must be an object")
+    return value
+
+
+def decode_event(frame: dict[str, Any]) -> AgentEvent:
+    """The event a log frame carries; ``WireError`` if it is not one."""
+    kind = frame.get("type")
+    match kind:
+        case "MessageChunk":
+            channel = frame.get("channel", "agent")
+            if channel not in ("agent", "thought", "user"):
+                raise WireError(f"MessageChunk.channel {channel!r}")
+            return MessageChunk(text=_str(frame, "text"), channel=channel,
+                                message_id=_str(frame, "message_id", optional=True))
+        case "ToolCallStarted":
+            return ToolCallStarted(tool_call_id=_str(frame, "tool_call_id"),
+                                   title=_str(frame, "title"),
+                                   status=_str(frame, "status", optional=True) or "pending",
+                                   kind=_str(frame, "kind", optional=True),
+                                   raw=_dict(frame, "raw"))
+        case "ToolCallUpdated":
+            return ToolCallUpdated(tool_call_id=_str(frame, "tool_call_id"),
+                                   status=_str(frame, "status", optional=True),
+                                   title=_str(frame, "title", optional=True),
+                                   raw=_dict(frame, "raw"))
+        case "PlanUpdated":
+            entries = frame.get("entries") or []
+            if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+                raise WireError("PlanUpdated.entries must be a list of objects")
+            return PlanUpdated(entries=tuple(entries))
+        case "PermissionRequested":
+            options = frame.get("options") or []
+            if not isinstance(options, list) or not all(isinstance(o, dict) for o in options):
+                raise WireError("PermissionRequested.options must be a list of objects")
+            return PermissionRequested(
+                request_id=_str(frame, "request_id"), title=_str(frame, "title"),
+                options=tuple(PermissionOption(option_id=_str(o, "option_id"),
+                                               name=_str(o, "name"), kind=_str(o, "kind"))
+                              for o in options),
+                tool_call_id=_str(frame, "tool_call_id", optional=True))
+        case "PermissionResolved":
+            return PermissionResolved(request_id=_str(frame, "request_id"),
+                                      option_id=_str(frame, "option_id", optional=True))
+        case "TurnEnded":
+            reason = frame.get("stop_reason")
+            if reason not in STOP_REASONS:
+                raise WireError(f"TurnEnded.stop_reason {reason!r}")
+            return TurnEnded(stop_reason=reason, turn_id=_str(frame, "turn_id", optional=True),
+                             error=_str(frame, "error", optional=True))
+        case "OtherUpdate":
+            return OtherUpdate(kind=_str(frame, "kind"), payload=frame.get("payload"))
+        case "AgentNotice":
+            level = frame.get("level", "warning")
+            if level not in ("info", "warning"):
+                raise WireError(f"AgentNotice.level {level!r}")
+            return AgentNotice(message=_str(frame, "message"), level=level)
+    raise WireError(f"not an agent event: {kind!r}")
