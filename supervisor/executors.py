@@ -23,7 +23,7 @@ from protocols.process import start_agent_process, terminate_group
 from .config import Config
 from .profiles import AgentProfile
 
-__all__ = ["LaunchedAgent", "Launcher", "launch_local", "local_launcher"]
+__all__ = ["LaunchedAgent", "Launcher", "default_launcher", "launch_local"]
 
 
 @dataclass(eq=False)
@@ -39,7 +39,8 @@ class LaunchedAgent:
         return self.process.returncode if self.process is not None else None
 
 
-Launcher = Callable[[AgentProfile, str], AbstractAsyncContextManager[LaunchedAgent]]
+#: (profile, cwd, session id) → the agent, up for as long as the context lasts.
+Launcher = Callable[[AgentProfile, str, str], AbstractAsyncContextManager[LaunchedAgent]]
 
 #: Variables of the backend's environment that agents do not inherit.
 PRIVATE_ENV = frozenset({"TURNVISOR_TOKEN"})
@@ -71,7 +72,18 @@ async def launch_local(config: Config, profile: AgentProfile,
         await terminate_group(proc, grace_s=config.timeouts.term_grace_s)
 
 
-def local_launcher(config: Config) -> Launcher:
-    def launch(profile: AgentProfile, cwd: str) -> AbstractAsyncContextManager[LaunchedAgent]:
+def default_launcher(config: Config) -> Launcher:
+    """Each profile's own executor: ``local`` (a child process) or ``agentctl``
+    (an agentctl at ``agentctl_url``, or a local agentctl spawned for it)."""
+
+    def launch(profile: AgentProfile, cwd: str,
+               session_id: str) -> AbstractAsyncContextManager[LaunchedAgent]:
+        if profile.executor == "agentctl":
+            # Imported here: the agentctl client is only needed by profiles that use it.
+            from .agentctl_client import launch_agentctl
+
+            # The session id is the owner agentctl re-attaches after a backend restart.
+            return launch_agentctl(config, profile, cwd, owner=session_id)
         return launch_local(config, profile, cwd)
+
     return launch

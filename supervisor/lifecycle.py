@@ -49,7 +49,7 @@ from protocols.jsonrpc import LocalProtocolError
 
 from .config import Config
 from .errors import AgentStartError, Conflict, NotFound
-from .executors import LaunchedAgent, Launcher, local_launcher
+from .executors import LaunchedAgent, Launcher, default_launcher
 from .models import CANCELLED_STATUS, Message, Session, SessionState
 from .notify import Notifier
 from .profiles import AgentProfile
@@ -127,7 +127,7 @@ class LifecycleManager:
     def __init__(self, config: Config, store: Store, notifier: Notifier,
                  launcher: Launcher | None = None) -> None:
         self.config = config
-        self._launch = launcher or local_launcher(config)
+        self._launch = launcher or default_launcher(config)
         self.timeouts = config.timeouts
         self.store = store
         self.notify = notifier
@@ -202,7 +202,7 @@ class LifecycleManager:
         os.makedirs(cwd, exist_ok=True)
         ex: Execution | None = None
         running = False
-        async with self._launch(profile, cwd) as agent:
+        async with self._launch(profile, cwd, session_id) as agent:
             adapter = agent.adapter
             try:
                 if agent.pgid is not None:

@@ -4,11 +4,10 @@ local agent, and gets the same outcomes (tests/supervisor/test_cancel_integratio
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +15,11 @@ import pytest
 import trio
 from agentctl_support import wait_group_gone
 
-from supervisor.agentctl_client import AgentctlAdapter, launch_agentctl
+from supervisor.agentctl_client import AgentctlAdapter
 from supervisor.config import Config
-from supervisor.executors import LaunchedAgent
 from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS, SessionState
 from supervisor.orchestrator import Caller
-from supervisor.profiles import AgentProfile
 from supervisor.root import Supervisor, open_supervisor
 
 AGENTS = pytest.mark.parametrize("agent", ["mock", "mock-codex"])
@@ -30,14 +27,13 @@ AGENTS = pytest.mark.parametrize("agent", ["mock", "mock-codex"])
 
 @asynccontextmanager
 async def supervisor(tmp_path: Path, **timeouts: float) -> AsyncIterator[Supervisor]:
-    """A supervisor whose every agent runs behind its own spawned agentctl
-    (the launcher the lifecycle would pick for ``executor = "agentctl"``)."""
-    config = Config.from_mapping(tmp_path / "data", {"timeouts": timeouts})
-
-    def launch(profile: AgentProfile, cwd: str) -> AbstractAsyncContextManager[LaunchedAgent]:
-        return launch_agentctl(config, dataclasses.replace(profile, executor="agentctl"), cwd)
-
-    async with open_supervisor(config, launcher=launch) as sup:
+    """A supervisor whose mock profiles say ``executor = "agentctl"`` (no URL):
+    the lifecycle's default launcher spawns a local agentctl for each session."""
+    config = Config.from_mapping(tmp_path / "data", {
+        "timeouts": timeouts,
+        "agents": {"mock": {"executor": "agentctl"}, "mock-codex": {"executor": "agentctl"}},
+    })
+    async with open_supervisor(config) as sup:
         yield sup
 
 

@@ -106,7 +106,8 @@ class FakeLauncher:
         self.agents: list[FakeAgent] = []
 
     @asynccontextmanager
-    async def __call__(self, profile: AgentProfile, cwd: str) -> AsyncIterator[LaunchedAgent]:
+    async def __call__(self, profile: AgentProfile, cwd: str,
+                       session_id: str) -> AsyncIterator[LaunchedAgent]:
         client, agent_side = trio.testing.memory_stream_pair()
         agent = FakeAgent(agent_side)
         self.agents.append(agent)
