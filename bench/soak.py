@@ -301,6 +301,7 @@ class Soak:
         self.ws_url = url.replace("http://", "ws://") + "/ws"
         self.nursery, self.result = nursery, result
         self.workers: list[SessionWorker] = []
+        self.started = trio.current_time()
 
     async def connect(self) -> _Connected:
         c = _Connected(self.ws_url, self.token, self.result)
@@ -335,8 +336,12 @@ class Soak:
                     await getattr(self, f"op_{op}")(w)
                     await self.check_settled(w)
             except (OpFailed, trio.TooSlowError, ConnectionClosed) as exc:
-                self.result.failures.append(f"{op} on {w.sid[:8]} ({w.agent}): "
-                                            f"{type(exc).__name__}: {exc}")
+                failure = (f"{op} on {w.sid[:8]} ({w.agent}) at "
+                           f"{trio.current_time() - self.started:.1f}s: "
+                           f"{type(exc).__name__}: {exc}")
+                self.result.failures.append(failure)
+                if not self.opts.quiet:
+                    print(f"  FAILURE {failure}", flush=True)
                 await self.recover(w)
             await trio.sleep(w.rng.uniform(0.02, 0.2))
 

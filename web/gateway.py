@@ -84,6 +84,8 @@ class Gateway:
     async def _writer(self, ws: Socket, sub: Subscriber, scope: trio.CancelScope) -> None:
         with trio.CancelScope() as deadline:
             async for frame in sub.receive:
+                if self.closing.is_set():
+                    return  # _close_on_shutdown closes the socket and ends the connection
                 if sub.overflowed:
                     break
                 # One scope per connection whose deadline moves per frame: a

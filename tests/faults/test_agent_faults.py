@@ -145,7 +145,7 @@ async def test_agent_hangs_and_ignores_cancel(tmp_path: Path, agent: str) -> Non
             took = trio.current_time() - start
             assert reply["type"] == "response", reply
             assert rig.srv.sup.orchestrator.history[-1].outcome is CancelOutcome.ESCALATED
-            assert 1.5 < took < 6, took
+            assert 1.5 < took < 10, took
             end = await wait_turn_end(ws, sid, after=mark)
             assert end["stop_reason"] == "cancelled"
             assert statuses(await messages(ws, sid)) == [
@@ -161,11 +161,11 @@ async def test_agent_answers_cancel_late(tmp_path: Path, agent: str) -> None:
     """`/slow`: ignores cancel until its stream ends (after the join window,
     before escalation): outcome LATE, one status, pending clears."""
     with trio.fail_after(60):
-        async with fault_server(tmp_path, timeouts={"cancel_escalate_s": 5.0}) as rig, \
+        async with fault_server(tmp_path, timeouts={"cancel_escalate_s": 6.0}) as rig, \
                 ws_client(rig.srv) as ws:
             rig.watch(ws)
             task_id, sid = await open_session(rig, ws, agent)
-            mark = await prompt(ws, sid, "/slow 1500")
+            mark = await prompt(ws, sid, "/slow 2500")
             await streaming(ws, sid, mark)
             reply = await ws.request("agent.cancel", {"session_id": sid})
             assert reply["type"] == "response", reply

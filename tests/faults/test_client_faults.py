@@ -40,7 +40,7 @@ def pending_values(ws: WsClient, sid: str) -> list[tuple[bool, int]]:
 
 
 @pytest.mark.parametrize("how", ["close", "abort"])
-@pytest.mark.parametrize(("prompt", "outcome"), [("/slow 1500", CancelOutcome.LATE),
+@pytest.mark.parametrize(("prompt", "outcome"), [("/slow 2500", CancelOutcome.LATE),
                                                   ("/hang", CancelOutcome.ESCALATED)])
 async def test_client_disconnects_mid_cancel(tmp_path: Path, how: str, prompt: str,
                                              outcome: CancelOutcome) -> None:
@@ -48,7 +48,10 @@ async def test_client_disconnects_mid_cancel(tmp_path: Path, how: str, prompt: s
     its cancel is pending: the operation goes on, the observer sees pending
     true then false, the turn is closed once."""
     with trio.fail_after(60):
-        async with fault_server(tmp_path, timeouts={"cancel_escalate_s": 3.0}) as rig, \
+        # /slow 2500 ends its turn after the join window (0.4 s) and well before
+        # escalation (4 s): LATE, unless the machine is too loaded to send the
+        # cancel within the first 2 s (then ACKNOWLEDGED: still a settled cancel).
+        async with fault_server(tmp_path, timeouts={"cancel_escalate_s": 4.0}) as rig, \
                 ws_client(rig.srv) as observer:
             rig.watch(observer)
             _, sid, mark = await running(rig, observer, prompt)
@@ -71,7 +74,9 @@ async def test_client_disconnects_mid_cancel(tmp_path: Path, how: str, prompt: s
                              and f["payload"]["cancellation_pending"] is False, after=mark)
             end = await wait_turn_end(observer, sid, after=mark)
             assert end["stop_reason"] == "cancelled"
-            assert rig.srv.sup.orchestrator.history[-1].outcome is outcome
+            settled = rig.srv.sup.orchestrator.history[-1].outcome
+            assert settled is outcome or (outcome is CancelOutcome.LATE
+                                          and settled is CancelOutcome.ACKNOWLEDGED), settled
             assert pending_values(observer, sid) == [(True, 1), (False, 2)]
             msgs = (await observer.call("message.list", {"session_id": sid}))["messages"]
             assert [m["content"] for m in msgs if m["kind"] == "status"] == [CANCELLED_STATUS]

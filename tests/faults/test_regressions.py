@@ -18,10 +18,12 @@
 6. Client strings with lone surrogates were INTERNAL_ERRORs (see its test).
 7. Three REST inputs were 500s (see its test).
 8. A crash was sometimes reported as "agent closed its output" (see its test).
+9. At shutdown the gateway could send on a socket it had closed (see its test).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 from pathlib import Path
@@ -35,6 +37,7 @@ from supervisor.bus import EventBus
 from supervisor.models import Message
 from supervisor.store import Db
 from tests.helpers import ws_client
+from web.gateway import Gateway
 
 from .support import AGENTS, fault_server, quiescent, wait_frame, wait_turn_end
 
@@ -226,3 +229,56 @@ async def test_a_crash_is_reported_as_a_crash(tmp_path: Path, agent: str) -> Non
             assert [m["content"] for m in msgs if m["kind"] == "status"] == [
                 "Agent error: agent exited (status 1)"] * 4
             await quiescent(rig)
+
+
+class _ClosingSocket:
+    """A WebSocket whose ``close`` lets other tasks run before it returns, and
+    which (like Hypercorn's) refuses to send once closed."""
+
+    def __init__(self, frames: list[str]) -> None:
+        self.frames = frames
+        self.closed = False
+        self.sent: list[str | bytes] = []
+
+    async def receive(self) -> str | bytes:
+        if self.frames:
+            return self.frames.pop(0)
+        await trio.sleep_forever()
+        raise AssertionError
+
+    async def send(self, data: str | bytes) -> None:
+        if self.closed:
+            raise RuntimeError("websocket.send given the state CLOSED")
+        self.sent.append(data)
+        await trio.lowlevel.checkpoint()
+
+    async def close(self, code: int, reason: str = "") -> None:
+        self.closed = True
+        await trio.sleep(0.01)
+
+
+async def test_no_send_after_the_shutdown_close(tmp_path: Path) -> None:
+    """9. At server shutdown the gateway closes every socket (1001) while its
+    writer may still be handed notifications; the writer then sent on the
+    closed socket and the connection ended in an unhandled exception (an ERROR
+    with a traceback in the log, seen once in the soak).  (web/gateway.py)"""
+    async with fault_server(tmp_path) as rig:
+        sup = rig.srv.sup
+        caller = await sup.caller()
+        task = await sup.orchestrator.create_task(caller, "shutdown")
+        session = await sup.store.call(sup.store.db.create_session, task.id, "mock")
+        sock = _ClosingSocket([json.dumps({
+            "id": "1", "type": "request", "action": "session.subscribe",
+            "payload": {"session_id": session.id}})])
+        gateway = Gateway(sup)
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(gateway.serve, sock, caller)
+                while len(sock.sent) < 2:  # the answer and the snapshot
+                    await trio.sleep(0.01)
+                gateway.close_all()
+                # Notifications keep coming while the close is under way.
+                for i in range(30):
+                    sup.bus.publish(session.id, "session.message.updated", {"i": i})
+                    await trio.sleep(0.001)
+        assert sock.closed
