@@ -43,7 +43,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import httpx
 import trio
@@ -120,8 +120,10 @@ class AgentctlLink:
     the event stream reader behind it, and the bounded HTTP calls."""
 
     def __init__(self, url: str, token: str, timeouts: AgentctlTimeouts, *,
-                 event_buffer: int = 1024) -> None:
+                 owner: str | None = None, event_buffer: int = 1024) -> None:
         self.url = url.rstrip("/")
+        #: Announced on the event stream: agentctl keeps a connected owner's session.
+        self.owner = owner
         self.timeouts = timeouts
         self.closed = trio.Event()
         self.close_reason = ""
@@ -164,7 +166,9 @@ class AgentctlLink:
                 try:
                     with trio.fail_after(self.timeouts.connect_s):
                         stream = await _EventStream.open(
-                            self.url + "/api/v1/events", self._token, max_message=_MAX_FRAME)
+                            self.url + "/api/v1/events" + (
+                                f"?owner={quote(self.owner, safe='')}" if self.owner else ""),
+                            self._token, max_message=_MAX_FRAME)
                         hello = json.loads(await stream.receive_text() or "null")
                 except trio.TooSlowError:
                     reason = (f"agentctl at {self.url} did not open its event stream within "
@@ -346,7 +350,8 @@ class _EventStream:
         ws = WSConnection(ConnectionType.CLIENT)
         try:
             await stream.send_all(ws.send(Request(
-                host=parts.netloc, target=parts.path or "/",
+                host=parts.netloc,
+                target=(parts.path or "/") + (f"?{parts.query}" if parts.query else ""),
                 extra_headers=[(b"authorization", f"Bearer {token}".encode())])))
             while True:
                 for ev in ws.events():
@@ -422,7 +427,7 @@ class AgentctlAdapter:
                  session_cwd: str | None = None, protocol: str | None = None,
                  timeouts: AgentctlTimeouts | None = None) -> None:
         self.timeouts = timeouts or AgentctlTimeouts()
-        self.connection = AgentctlLink(url, token, self.timeouts)
+        self.connection = AgentctlLink(url, token, self.timeouts, owner=owner)
         self.owner = owner
         self.session_cwd = session_cwd
         self.protocol = protocol

@@ -48,10 +48,13 @@ class Agentctl:
         return data
 
     @asynccontextmanager
-    async def events(self, after: int | None = None) -> AsyncIterator[WebSocketConnection]:
+    async def events(self, after: int | None = None,
+                     owner: str | None = None) -> AsyncIterator[WebSocketConnection]:
         url = self.url.replace("http://", "ws://") + "/api/v1/events"
-        if after is not None:
-            url += f"?after={after}"
+        query = [f"after={after}"] if after is not None else []
+        query += [f"owner={owner}"] if owner is not None else []
+        if query:
+            url += "?" + "&".join(query)
         async with open_websocket_url(
                 url, extra_headers=[(b"Authorization", f"Bearer {self.token}".encode())]) as ws:
             yield ws

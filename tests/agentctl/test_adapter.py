@@ -257,11 +257,18 @@ async def test_reattach_by_owner_and_refusals(agentctl: AgentctlFactory) -> None
                 assert not third.attached
                 assert (await ctl.status())["agents_started"] == 2
                 assert (await third.prompt("fresh agent")).stop_reason == "end_turn"
-            # Another owner is refused; a wrong token closes the link.
+                # Another owner is refused while session-A's backend is connected...
+                async with driven(ctl, owner="session-B") as (other, _):
+                    await other.initialize()
+                    with pytest.raises(LocalProtocolError, match="already has a session"):
+                        await other.new_session("/ignored")
+            # ...and takes the agent over (a fresh one) once that backend is gone.
             async with driven(ctl, owner="session-B") as (other, _):
                 await other.initialize()
-                with pytest.raises(LocalProtocolError, match="already has a session"):
-                    await other.new_session("/ignored")
+                await other.new_session("/ignored")
+                assert not other.attached and (await ctl.status())["owner"] == "session-B"
+                assert (await other.prompt("taken over")).stop_reason == "end_turn"
+            # A wrong token closes the link.
             async with driven(ctl, token="wrong-token") as (bad, seen):
                 with pytest.raises(AgentClosed, match="refused the token"):
                     await bad.initialize()

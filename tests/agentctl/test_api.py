@@ -148,18 +148,25 @@ async def test_no_agent_is_503_and_a_session_restarts_it(agentctl: AgentctlFacto
             assert (await next_frame(ws, _is("TurnEnded", turn)))["stop_reason"] == "end_turn"
 
 
-async def test_session_owner_attach_and_conflict(agentctl: AgentctlFactory) -> None:
+async def test_session_owner_attach_conflict_and_takeover(agentctl: AgentctlFactory) -> None:
     with trio.fail_after(30):
         async with agentctl("codex") as ctl:
             first = (await ctl.post("/api/v1/session", {"owner": "a"})).json()
             again = (await ctl.post("/api/v1/session", {"owner": "a"})).json()
             assert again["attached"] is True and again["session_id"] == first["session_id"]
-            other = await ctl.post("/api/v1/session", {"owner": "b"})
-            assert other.status_code == 409 and other.json()["owner"] == "a"
+            async with ctl.events(owner="a"):
+                # "a" is connected: another owner (or none) is refused.
+                for body in ({"owner": "b"}, {}):
+                    other = await ctl.post("/api/v1/session", body)
+                    assert other.status_code == 409 and other.json()["owner"] == "a"
+            # "a" went away: "b" takes the agent over, with a fresh agent and session.
+            taken = await ctl.post("/api/v1/session", {"owner": "b"})
+            assert taken.status_code == 200 and taken.json()["attached"] is False
+            assert taken.json()["session_id"] != first["session_id"]
             replaced = await ctl.post("/api/v1/session", {"owner": "b", "replace": True})
             assert replaced.status_code == 200
-            assert replaced.json()["session_id"] != first["session_id"]
-            assert (await ctl.status())["agents_started"] == 2
+            assert replaced.json()["session_id"] != taken.json()["session_id"]
+            assert (await ctl.status())["agents_started"] == 3
 
 
 async def test_reconnect_replays_from_seq(agentctl: AgentctlFactory) -> None:

@@ -13,7 +13,7 @@ status ``HostError`` chose, and no traceback ever reaches a client.
     POST /api/v1/permission    {request_id, option_id|null, session_id?} → {success}
     GET  /api/v1/status                                      → AgentHost.status()
     GET  /api/v1/health                                      → {status: "ok"}
-    WS   /api/v1/events?after=SEQ                            → wire.py frames
+    WS   /api/v1/events?after=SEQ&owner=O                    → wire.py frames
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ def create_app(host: AgentHost, token: str, *, heartbeat_s: float = HEARTBEAT_S)
                 after = int(websocket.args["after"])
             except ValueError:
                 return Response("after must be an integer", 400)
-        sub, backlog, gap = host.log.subscribe(after)
+        sub, backlog, gap = host.log.subscribe(after, owner=websocket.args.get("owner"))
         try:
             await websocket.accept()
             await _stream(sub, backlog, gap, host, heartbeat_s)

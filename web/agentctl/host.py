@@ -135,6 +135,8 @@ class Subscriber:
     dropped: str | None = None
     #: The last seq queued to it.
     last_seq: int = 0
+    #: Who it says it is (``?owner=``): a connected owner keeps its session.
+    owner: str | None = None
 
 
 class EventLog:
@@ -174,11 +176,12 @@ class EventLog:
                 self.subscribers.discard(sub)
         return seq
 
-    def subscribe(self, after: int | None) -> tuple[Subscriber, list[str], tuple[int, int] | None]:
+    def subscribe(self, after: int | None, *, owner: str | None = None,
+                  ) -> tuple[Subscriber, list[str], tuple[int, int] | None]:
         """A new subscriber, the backlog after ``after`` (None: live only), and
         the range it asked for that is no longer kept."""
         send, receive = trio.open_memory_channel[str](self.buffer)
-        sub = Subscriber(send=send, receive=receive, last_seq=self.last_seq)
+        sub = Subscriber(send=send, receive=receive, last_seq=self.last_seq, owner=owner)
         backlog: list[str] = []
         gap: tuple[int, int] | None = None
         if after is not None and after < self.last_seq:
@@ -467,8 +470,10 @@ class AgentHost:
 
         Re-attachment: if the agent already has a session started by the same
         ``owner``, that session is returned (``attached: true``) with its
-        running turn, if any.  A session of another owner (or of none) is a 409
-        unless ``replace``, which restarts the agent.
+        running turn, if any.  A session of another owner is a 409 while that
+        owner is connected to the event stream, or when either has no owner;
+        otherwise (its backend went away) the new owner takes the agent over.
+        ``replace`` always restarts the agent with a fresh session.
         """
         if self._session_starting:
             raise HostError(409, "a session start is already in progress")
@@ -478,9 +483,12 @@ class AgentHost:
             if agent is not None and agent.alive and agent.session_id is not None:
                 if owner is not None and owner == agent.owner and not replace:
                     return self._session_info(agent, attached=True)
-                if not replace:
+                if not replace and not self._abandoned_by_owner(agent, owner):
                     raise HostError(409, "the agent already has a session",
                                     session_id=agent.session_id, owner=agent.owner)
+                if not replace:
+                    log.warning("owner %r takes the agent over from disconnected owner %r",
+                                owner, agent.owner)
                 await self._stop_agent(agent)
                 agent = None
             if agent is None or not agent.alive:
@@ -507,6 +515,13 @@ class AgentHost:
             return self._session_info(agent, attached=False)
         finally:
             self._session_starting = False
+
+    def _abandoned_by_owner(self, agent: _Agent, owner: str | None) -> bool:
+        """Whether another owner may take ``agent`` over: both have owners, and
+        the current one has no event stream open (its backend is gone)."""
+        if owner is None or agent.owner is None:
+            return False
+        return not any(sub.owner == agent.owner for sub in self.log.subscribers)
 
     def _session_info(self, agent: _Agent, *, attached: bool) -> dict[str, Any]:
         return {"success": True, "session_id": agent.session_id, "attached": attached,
