@@ -34,7 +34,7 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"turnvisor: configuration error: {exc}", file=sys.stderr)
         return 2
     token = load_default_token(data_dir)
-    trio.run(lambda: serve(config, host=args.host, port=args.port, token=token))
+    trio.run(lambda: serve(config, host=args.host, port=args.port, token=token, tune_gc=True))
     return 0
 
 
