@@ -332,7 +332,7 @@ class Soak:
             if op in FAULTS:
                 self.result.faults[op] += 1
             try:
-                with trio.fail_after(OP_TIMEOUT_S * 2):
+                with trio.fail_after(OP_TIMEOUT_S * 5):
                     await getattr(self, f"op_{op}")(w)
                     await self.check_settled(w)
             except (OpFailed, trio.TooSlowError, ConnectionClosed) as exc:
@@ -358,10 +358,18 @@ class Soak:
         return waiting
 
     async def turn_ended(self, waiting: tuple[trio.Event, list[str]], *allowed: str) -> str:
+        start = trio.current_time()
         with trio.move_on_after(OP_TIMEOUT_S):
             await waiting[0].wait()
         if not waiting[0].is_set():
-            raise OpFailed(f"the turn did not end within {OP_TIMEOUT_S:g} s")
+            # Late or stuck?  Wait a while longer to tell which (still a failure).
+            with trio.move_on_after(3 * OP_TIMEOUT_S):
+                await waiting[0].wait()
+            took = trio.current_time() - start
+            if waiting[0].is_set():
+                raise OpFailed(f"the turn ended only after {took:.1f} s "
+                               f"(bound {OP_TIMEOUT_S:g} s)")
+            raise OpFailed(f"the turn did not end within {took:.0f} s")
         reason = waiting[1][0]
         if allowed and reason not in allowed:
             raise OpFailed(f"turn ended {reason}, expected {allowed}")
@@ -653,6 +661,9 @@ def main(argv: list[str] | None = None) -> int:
           f"--seed {result.seed}")
     if args.json is not None:
         data = asdict(result)
+        # asdict rebuilds a Counter from (key, value) pairs, counting the pairs.
+        for name in ("operations", "faults", "outcomes"):
+            data[name] = dict(getattr(result, name))
         data["ok"] = result.ok
         args.json.write_text(json.dumps(data, indent=2, default=str))
     return 0 if result.ok else 1
