@@ -259,10 +259,12 @@ async def test_sigkill_then_restart_on_the_same_data_dir(tmp_path: Path) -> None
                         assert await be.proc.wait() == -signal.SIGKILL
                     nursery.cancel_scope.cancel()
             # The mock agents exit when their stdin closes; their children do not.
-            with trio.fail_after(10):
-                while len(orphans := group_members(pgids)) != 3:
+            orphans = group_members(pgids)
+            with trio.move_on_after(15):
+                while len(orphans) != 3 or any(len(m) != 1 for m in orphans.values()):
                     await trio.sleep(0.05)
-            assert all(len(m) == 1 for m in orphans.values()), orphans
+                    orphans = group_members(pgids)
+            assert len(orphans) == 3 and all(len(m) == 1 for m in orphans.values()), orphans
 
             async with backend(data, tmp_path / "serve2.log") as be2:
                 # Swept at startup, before the server listened.
