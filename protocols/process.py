@@ -16,11 +16,11 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import trio
 
-__all__ = ["kill_group", "signal_group", "start_agent_process", "terminate_group"]
+__all__ = ["drain_stderr", "kill_group", "signal_group", "start_agent_process", "terminate_group"]
 
 
 async def start_agent_process(
@@ -87,3 +87,25 @@ async def terminate_group(
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 await stream.aclose()
+
+
+#: Longest stderr line passed on; an agent flooding stderr costs bounded memory.
+STDERR_LINE_CAP = 2000
+
+
+async def drain_stderr(stream: trio.abc.ReceiveStream, emit: Callable[[str], None]) -> None:
+    """Read an agent's stderr until it ends, handing at most the last 20 lines
+    of each read (each cut at ``STDERR_LINE_CAP``) to ``emit``: the pipe never
+    fills (a full pipe would block the agent) and a flood is not logged whole."""
+    buf = b""
+    while True:
+        try:
+            data = await stream.receive_some(65536)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return
+        if not data:
+            return
+        buf = (buf + data)[-STDERR_LINE_CAP * 4:]
+        *lines, buf = buf.split(b"\n")
+        for line in lines[-20:]:
+            emit(line[:STDERR_LINE_CAP].decode(errors="replace"))

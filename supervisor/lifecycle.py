@@ -46,6 +46,7 @@ from protocols.events import (
     TurnEnded,
 )
 from protocols.jsonrpc import LocalProtocolError
+from protocols.process import drain_stderr
 
 from .config import Config
 from .errors import AgentStartError, Conflict, NotFound
@@ -61,7 +62,6 @@ log = logging.getLogger(__name__)
 
 #: Turn row state for each stop reason.
 _TURN_STATE = {"end_turn": "completed", "cancelled": "cancelled", "error": "failed"}
-_STDERR_LINE_CAP = 2000
 
 
 class ExecutionStatus(StrEnum):
@@ -284,19 +284,8 @@ class LifecycleManager:
     # -- stderr and the event pump -------------------------------------------
 
     async def _drain_stderr(self, ex: Execution, stream: trio.abc.ReceiveStream) -> None:
-        buf = b""
-        while True:
-            try:
-                data = await stream.receive_some(65536)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                return
-            if not data:
-                return
-            buf = (buf + data)[-_STDERR_LINE_CAP * 4:]
-            *lines, buf = buf.split(b"\n")
-            for line in lines[-20:]:
-                log.debug("agent %s stderr: %s", ex.profile.name,
-                          line[:_STDERR_LINE_CAP].decode(errors="replace"))
+        await drain_stderr(
+            stream, lambda line: log.debug("agent %s stderr: %s", ex.profile.name, line))
 
     async def _pump(self, ex: Execution) -> None:
         """Agent events → store → bus, in order.  Consecutive chunks are

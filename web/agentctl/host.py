@@ -58,7 +58,7 @@ from protocols.adapters import (
 from protocols.events import AgentEvent, AgentNotice, TurnEnded
 from protocols.framing import DEFAULT_MAX_LINE_BYTES
 from protocols.jsonrpc import LocalProtocolError
-from protocols.process import terminate_group
+from protocols.process import drain_stderr, terminate_group
 
 from . import launcher
 from .wire import TOKEN_ENV, event_frame
@@ -74,7 +74,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_STDERR_LINE_CAP: Final = 2000
 _MAX_TURN_ID: Final = 128
 
 
@@ -366,18 +365,7 @@ class AgentHost:
                      proc.returncode)
 
     async def _drain_stderr(self, stream: trio.abc.ReceiveStream) -> None:
-        buf = b""
-        while True:
-            try:
-                data = await stream.receive_some(65536)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                return
-            if not data:
-                return
-            buf = (buf + data)[-_STDERR_LINE_CAP * 4:]
-            *lines, buf = buf.split(b"\n")
-            for line in lines[-20:]:
-                log.info("agent stderr: %s", line[:_STDERR_LINE_CAP].decode(errors="replace"))
+        await drain_stderr(stream, lambda line: log.info("agent stderr: %s", line))
 
     async def _pump(self, agent: _Agent) -> None:
         """adapter.events → the log, in order, each stamped with its turn."""
