@@ -49,11 +49,11 @@ from .jsonrpc import (
     IncomingRequest,
     InvalidLine,
     LocalProtocolError,
+    NeedData,
     PeerClosed,
     Response,
     RpcConnection,
     UnmatchedResponse,
-    _NeedData,
 )
 from .turnstate import Trigger, TurnMachine, TurnState
 
@@ -176,10 +176,10 @@ class AcpClient:
     def receive_data(self, data: bytes) -> None:
         self.rpc.receive_data(data)
 
-    def next_event(self) -> ClientEvent | _NeedData:
+    def next_event(self) -> ClientEvent | NeedData:
         while not self._events:
             ev = self.rpc.next_event()
-            if isinstance(ev, _NeedData):
+            if isinstance(ev, NeedData):
                 return NEED_DATA
             self._handle(ev)
         return self._events.popleft()

@@ -8,6 +8,11 @@ bounded by ``AdapterTimeouts``.
 ``cancel()`` only writes the protocol's cancel (and the answers the protocol
 requires to pending permission requests); the turn is over when the pending
 ``prompt()`` returns, normally with stop reason ``cancelled``.
+
+Ids: ``agent_session_id`` is the agent's own conversation id (ACP
+``sessionId``, Codex ``threadId``); ``operation_id`` is what a cancel acts on
+(ACP: the session, Codex: the running turn's id).  Neither is Turnvisor's
+session id.
 """
 
 from __future__ import annotations
@@ -21,13 +26,24 @@ from .acp import AcpClient
 from .codex import CodexClient
 from .events import AgentEvent, TurnEnded
 from .framing import DEFAULT_MAX_LINE_BYTES
-from .transport import AgentClosed, AgentConnection, AgentRequestError, AgentTimeout
+from .transport import (
+    AgentClosed,
+    AgentConnection,
+    AgentLink,
+    AgentRefused,
+    AgentRequestError,
+    AgentTimeout,
+    ClientCore,
+)
+from .turnstate import TurnMachine
 
 __all__ = [
     "AcpAdapter",
     "AdapterTimeouts",
     "AgentAdapter",
     "AgentClosed",
+    "AgentLink",
+    "AgentRefused",
     "AgentRequestError",
     "AgentTimeout",
     "CodexAdapter",
@@ -53,14 +69,14 @@ class AdapterTimeouts:
 
 
 class AgentAdapter(Protocol):
-    connection: AgentConnection
-
+    @property
+    def connection(self) -> AgentLink: ...
     @property
     def events(self) -> trio.MemoryReceiveChannel[AgentEvent]: ...
     @property
     def operation_id(self) -> str | None: ...
     @property
-    def session_id(self) -> str | None: ...
+    def agent_session_id(self) -> str | None: ...
     @property
     def turn_running(self) -> bool: ...
     async def initialize(self) -> None: ...
@@ -72,18 +88,31 @@ class AgentAdapter(Protocol):
 
 
 class _Base:
-    connection: AgentConnection
-    timeouts: AdapterTimeouts
-    _prompt_lock: trio.Lock
+    """What both dialects share: the connection, the prompt's write, the turn wait."""
+
     #: Unset from the moment the core starts a turn until its prompt has been
     #: written.  A cancel waits for it: written first, ``session/cancel`` would
     #: reach the agent before the prompt it cancels and cancel nothing (seen
     #: with Auggie, Claude and Gemini when a cancel follows the prompt at once).
     _prompt_written: trio.Event | None = None
 
+    def __init__(self, core: ClientCore, turn: TurnMachine, send_stream: trio.abc.SendStream,
+                 receive_stream: trio.abc.ReceiveStream,
+                 timeouts: AdapterTimeouts | None) -> None:
+        self.timeouts = timeouts or AdapterTimeouts()
+        self._turn = turn
+        self.connection = AgentConnection(
+            core, send_stream, receive_stream, write_timeout_s=self.timeouts.write_s
+        )
+        self._prompt_lock = trio.Lock()
+
     @property
     def events(self) -> trio.MemoryReceiveChannel[AgentEvent]:
         return self.connection.events
+
+    @property
+    def turn_running(self) -> bool:
+        return self._turn.running
 
     def _check_open(self) -> None:
         # Before the core sees the prompt: a dead agent is AgentClosed for the
@@ -93,7 +122,7 @@ class _Base:
 
     async def _run_turn(self, data: bytes) -> TurnEnded:
         # The lock guards our own misuse (two prompts at once); the supervisor's
-        # prompt gate is what users see.
+        # one turn per execution is what users see.
         if self._prompt_lock.locked():
             raise RuntimeError("a prompt is already running on this adapter")
         # Set before the first checkpoint after the core started the turn.
@@ -123,12 +152,8 @@ class AcpAdapter(_Base):
         timeouts: AdapterTimeouts | None = None,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     ) -> None:
-        self.core: AcpClient = AcpClient(max_line_bytes=max_line_bytes)
-        self.timeouts = timeouts or AdapterTimeouts()
-        self.connection = AgentConnection(
-            self.core, send_stream, receive_stream, write_timeout_s=self.timeouts.write_s
-        )
-        self._prompt_lock = trio.Lock()
+        self.core = AcpClient(max_line_bytes=max_line_bytes)
+        super().__init__(self.core, self.core.turn, send_stream, receive_stream, timeouts)
 
     @property
     def operation_id(self) -> str | None:
@@ -136,12 +161,8 @@ class AcpAdapter(_Base):
         return self.core.session_id if self.turn_running else None
 
     @property
-    def session_id(self) -> str | None:
+    def agent_session_id(self) -> str | None:
         return self.core.session_id
-
-    @property
-    def turn_running(self) -> bool:
-        return self.core.turn.state.value in ("prompting", "cancel_sent")
 
     async def initialize(self) -> None:
         rid, data = self.core.initialize()
@@ -181,12 +202,8 @@ class CodexAdapter(_Base):
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         thread_params: dict[str, object] | None = None,
     ) -> None:
-        self.core: CodexClient = CodexClient(max_line_bytes=max_line_bytes)
-        self.timeouts = timeouts or AdapterTimeouts()
-        self.connection = AgentConnection(
-            self.core, send_stream, receive_stream, write_timeout_s=self.timeouts.write_s
-        )
-        self._prompt_lock = trio.Lock()
+        self.core = CodexClient(max_line_bytes=max_line_bytes)
+        super().__init__(self.core, self.core.turn, send_stream, receive_stream, timeouts)
         self.thread_params = thread_params or {}
 
     @property
@@ -194,12 +211,8 @@ class CodexAdapter(_Base):
         return self.core.turn_id
 
     @property
-    def session_id(self) -> str | None:
+    def agent_session_id(self) -> str | None:
         return self.core.thread_id
-
-    @property
-    def turn_running(self) -> bool:
-        return self.core.turn.state.value in ("prompting", "cancel_sent")
 
     async def initialize(self) -> None:
         rid, data = self.core.initialize()
@@ -245,5 +258,3 @@ def make_adapter(
                           max_line_bytes=max_line_bytes)
     return CodexAdapter(send_stream, receive_stream, timeouts=timeouts,
                         max_line_bytes=max_line_bytes, thread_params=thread_params)
-
-

@@ -31,6 +31,7 @@ __all__ = [
     "IncomingRequest",
     "InvalidLine",
     "LocalProtocolError",
+    "NeedData",
     "PeerClosed",
     "Response",
     "RpcConnection",
@@ -60,12 +61,14 @@ class LocalProtocolError(Exception):
     """Our caller misused the connection (a bug on this side, not the agent's)."""
 
 
-class _NeedData:
+class NeedData:
+    """The type of ``NEED_DATA``: nothing more can be decoded until more bytes come."""
+
     def __repr__(self) -> str:
         return "NEED_DATA"
 
 
-NEED_DATA: Final = _NeedData()
+NEED_DATA: Final = NeedData()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -210,7 +213,7 @@ class RpcConnection:
                     self._events.append(PeerClosed(pending=tuple(self.pending.items())))
                     self.pending.clear()
 
-    def next_event(self) -> RpcEvent | _NeedData:
+    def next_event(self) -> RpcEvent | NeedData:
         return self._events.popleft() if self._events else NEED_DATA
 
     def _parse(self, line: bytes) -> RpcEvent:

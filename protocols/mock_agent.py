@@ -40,10 +40,10 @@ from .jsonrpc import (
     ErrorResponse,
     IncomingNotification,
     IncomingRequest,
+    NeedData,
     PeerClosed,
     Response,
     RpcConnection,
-    _NeedData,
 )
 
 CHUNK_INTERVAL_S = 0.1
@@ -356,7 +356,7 @@ class MockAgent:
             self.rpc.receive_data(data)
             while True:
                 ev = self.rpc.next_event()
-                if isinstance(ev, _NeedData):
+                if isinstance(ev, NeedData):
                     break
                 if isinstance(ev, PeerClosed):
                     return 0

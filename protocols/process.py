@@ -20,7 +20,15 @@ from collections.abc import Callable, Mapping, Sequence
 
 import trio
 
-__all__ = ["drain_stderr", "kill_group", "signal_group", "start_agent_process", "terminate_group"]
+__all__ = [
+    "EOF_GRACE_S",
+    "REAP_S",
+    "drain_stderr",
+    "kill_group",
+    "signal_group",
+    "start_agent_process",
+    "terminate_group",
+]
 
 
 async def start_agent_process(
@@ -57,8 +65,15 @@ def kill_group(pgid: int) -> bool:
     return signal_group(pgid, signal.SIGKILL)
 
 
+#: How long a well-behaved agent gets to exit on stdin EOF before SIGTERM.
+EOF_GRACE_S = 0.3
+#: How long reaping may take after SIGKILL.
+REAP_S = 5.0
+
+
 async def terminate_group(
-    proc: trio.Process, *, grace_s: float, eof_grace_s: float = 0.3, reap_s: float = 5.0
+    proc: trio.Process, *, grace_s: float, eof_grace_s: float = EOF_GRACE_S,
+    reap_s: float = REAP_S,
 ) -> None:
     """Close stdin and wait ``eof_grace_s`` (well-behaved agents exit on EOF),
     SIGTERM the group, wait ``grace_s``, SIGKILL the group, reap.

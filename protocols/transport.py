@@ -20,11 +20,13 @@ from typing import Any, Protocol
 import trio
 
 from .events import AgentEvent, AgentNotice, TurnEnded
-from .jsonrpc import ErrorResponse, PeerClosed, Response, _NeedData
+from .jsonrpc import ErrorResponse, NeedData, PeerClosed, Response
 
 __all__ = [
     "AgentClosed",
     "AgentConnection",
+    "AgentLink",
+    "AgentRefused",
     "AgentRequestError",
     "AgentTimeout",
     "ClientCore",
@@ -39,6 +41,12 @@ class AgentTimeout(Exception):
     """The agent did not answer within the bound."""
 
 
+class AgentRefused(Exception):
+    """The other side refused what we asked (a permission that is no longer
+    pending, a turn it will not start): its decision, not our misuse of the
+    protocol (that is ``LocalProtocolError``)."""
+
+
 class AgentRequestError(Exception):
     def __init__(self, method: str, code: int, message: str) -> None:
         super().__init__(f"{method} failed ({code}): {message}")
@@ -49,8 +57,22 @@ class AgentRequestError(Exception):
 
 class ClientCore(Protocol):
     def receive_data(self, data: bytes) -> None: ...
-    def next_event(self) -> AgentEvent | Response | ErrorResponse | PeerClosed | _NeedData: ...
+    def next_event(self) -> AgentEvent | Response | ErrorResponse | PeerClosed | NeedData: ...
     def data_to_send(self) -> bytes: ...
+
+
+class AgentLink(Protocol):
+    """What the lifecycle needs of an adapter's link to its agent, whatever
+    carries it (stdio pipes, agentctl's HTTP and event stream): a reader to run
+    in a nursery it owns, and whether and why the link is closed."""
+
+    @property
+    def closed(self) -> trio.Event: ...
+
+    @property
+    def close_reason(self) -> str: ...
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = ...) -> None: ...
 
 
 @dataclass(slots=True)
@@ -154,7 +176,7 @@ class AgentConnection:
     async def _drain(self) -> bool:
         while True:
             ev = self.core.next_event()
-            if isinstance(ev, _NeedData):
+            if isinstance(ev, NeedData):
                 return False
             match ev:
                 case Response(id=rid) | ErrorResponse(id=rid):

@@ -61,6 +61,11 @@ class TurnMachine:
     def __init__(self) -> None:
         self.state = TurnState.IDLE
 
+    @property
+    def running(self) -> bool:
+        """A turn was started and has not ended (the protocol's view of it)."""
+        return self.state in (TurnState.PROMPTING, TurnState.CANCEL_SENT)
+
     def fire(self, trigger: Trigger) -> TurnState:
         """Apply ``trigger`` and return the state it left."""
         try:

@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from protocols.adapters import AdapterTimeouts
+from protocols.process import EOF_GRACE_S, REAP_S
+
 from .profiles import BUILTIN_PROFILES, AgentProfile, ProfileError, parse_profiles
 
 __all__ = ["Config", "ConfigError", "Limits", "Timeouts"]
@@ -47,6 +50,31 @@ class Timeouts:
     term_grace_s: float = 2.0
     #: Graceful server shutdown.
     shutdown_s: float = 8.0
+    #: A store call that must finish even while its caller is being torn down
+    #: (forgetting a recorded process group, closing a turn at teardown).
+    store_wait_s: float = 5.0
+    #: After an agent's stdout ends, how long to wait for its exit status (so a
+    #: crash is reported with its status, not as "closed its output").
+    exit_status_s: float = 0.2
+    #: agentctl: TCP + WebSocket handshake of the event stream, and its status call.
+    agentctl_connect_s: float = 10.0
+    #: agentctl: silence on the event stream (it sends a heartbeat every 5 s)
+    #: before the link is declared lost.
+    agentctl_heartbeat_s: float = 20.0
+    #: agentctl: re-attaching to a session whose turn is still running (a previous
+    #: backend's): how long that turn may take to end after it is cancelled.
+    agentctl_attach_join_s: float = 5.0
+
+    @property
+    def stop_s(self) -> float:
+        """The whole teardown of one agent: stdin EOF grace, SIGTERM grace, reap."""
+        return EOF_GRACE_S + self.term_grace_s + REAP_S
+
+    def adapter(self) -> AdapterTimeouts:
+        """The protocol layer's bounds, derived from these (the one translation)."""
+        return AdapterTimeouts(initialize_s=self.agent_start_s, session_s=self.agent_start_s,
+                               request_s=self.agent_request_s, turn_s=self.turn_s,
+                               write_s=self.agent_request_s)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

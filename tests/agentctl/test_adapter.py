@@ -87,7 +87,7 @@ async def test_prompt_cancel_and_next_prompt(agentctl: AgentctlFactory, protocol
         async with agentctl(protocol) as ctl, driven(ctl) as (adapter, seen):
             await adapter.initialize()
             session_id = await adapter.new_session("/ignored")
-            assert adapter.session_id == session_id and not adapter.attached
+            assert adapter.agent_session_id == session_id and not adapter.attached
 
             ended = await adapter.prompt("hello from the backend")
             assert ended.stop_reason == "end_turn"

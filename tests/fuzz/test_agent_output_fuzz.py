@@ -40,7 +40,7 @@ from protocols.events import (
     ToolCallUpdated,
     TurnEnded,
 )
-from protocols.jsonrpc import ErrorResponse, PeerClosed, Response, _NeedData
+from protocols.jsonrpc import ErrorResponse, PeerClosed, Response, NeedData
 from protocols.transport import AgentClosed, AgentTimeout
 from protocols.turnstate import TurnState
 
@@ -149,7 +149,7 @@ def _check_written(data: bytes) -> None:
 
 def _drain(core: AcpClient | CodexClient) -> list[object]:
     events = []
-    while not isinstance(ev := core.next_event(), _NeedData):
+    while not isinstance(ev := core.next_event(), NeedData):
         assert isinstance(ev, EVENT_TYPES), ev
         events.append(ev)
     return events

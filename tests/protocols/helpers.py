@@ -18,7 +18,7 @@ import trio
 
 import protocols
 from protocols.adapters import AcpAdapter, CodexAdapter, ProtocolName
-from protocols.jsonrpc import Dialect, RpcConnection, RpcEvent, _NeedData
+from protocols.jsonrpc import Dialect, RpcConnection, RpcEvent, NeedData
 
 __all__ = [
     "MOCK_AGENT",
@@ -42,7 +42,7 @@ E = TypeVar("E")
 
 class EventSource(Protocol[E_co]):
     def receive_data(self, data: bytes) -> None: ...
-    def next_event(self) -> E_co | _NeedData: ...
+    def next_event(self) -> E_co | NeedData: ...
 
 
 class ClientCoreLike(EventSource[E_co], Protocol[E_co]):
@@ -55,7 +55,7 @@ C = TypeVar("C", bound="ClientCoreLike[Any]")
 def drain(core: EventSource[E]) -> list[E]:
     """Every event the core has ready, stopping at NEED_DATA."""
     out: list[E] = []
-    while not isinstance(ev := core.next_event(), _NeedData):
+    while not isinstance(ev := core.next_event(), NeedData):
         out.append(ev)
     return out
 

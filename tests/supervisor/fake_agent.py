@@ -24,7 +24,7 @@ from protocols.jsonrpc import (
     IncomingRequest,
     PeerClosed,
     RpcConnection,
-    _NeedData,
+    NeedData,
 )
 from supervisor.executors import LaunchedAgent
 from supervisor.profiles import AgentProfile
@@ -78,7 +78,7 @@ class FakeAgent:
             while True:
                 data = await self.stream.receive_some(65536)
                 self.rpc.receive_data(data)
-                while not isinstance(ev := self.rpc.next_event(), _NeedData):
+                while not isinstance(ev := self.rpc.next_event(), NeedData):
                     match ev:
                         case PeerClosed():
                             nursery.cancel_scope.cancel()

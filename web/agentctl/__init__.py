@@ -1,10 +1,10 @@
 """agentctl: one agent process behind a small authenticated HTTP API.
 
 ``turnvisor agentctl`` runs on the machine (or in the container) where an agent
-should run; the backend drives it through ``supervisor.agentctl_client``.  See
-docs/deploy.md.
+should run; the backend drives it through ``supervisor.executors.agentctl``.
+See docs/deploy.md.  The event-stream format is ``protocols.agentctl_wire``.
 
-Modules: ``wire`` (the event-stream format, sans-IO), ``host`` (the agent's
+Modules: ``host`` (the agent's
 nursery tree, turns, cancel, the event log), ``app`` (the Quart-Trio routes),
 ``server`` (Hypercorn and the root nursery), ``launcher`` (the stdlib-only
 shim that ties the agent's process group to agentctl's life).

@@ -13,7 +13,7 @@ status ``HostError`` chose, and no traceback ever reaches a client.
     POST /api/v1/permission    {request_id, option_id|null, session_id?} → {success}
     GET  /api/v1/status                                      → AgentHost.status()
     GET  /api/v1/health                                      → {status: "ok"}
-    WS   /api/v1/events?after=SEQ&owner=O                    → wire.py frames
+    WS   /api/v1/events?after=SEQ&owner=O                    → protocols/agentctl_wire.py frames
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ from quart import Response, request, websocket
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
+from protocols.agentctl_wire import CLOSE_FELL_BEHIND, CLOSE_GOING_AWAY
+
 from .host import AgentHost, HostError, Subscriber, valid_turn_id
-from .wire import CLOSE_FELL_BEHIND, CLOSE_GOING_AWAY
 
 __all__ = ["create_app"]
 

@@ -50,11 +50,11 @@ def run_agentctl(args: argparse.Namespace, default_data_dir: Path) -> int:
     import trio
 
     from protocols.adapters import ProtocolName
-    from supervisor.config import Config, ConfigError
+    from protocols.agentctl_wire import TOKEN_ENV
+    from supervisor.config import Config, ConfigError, Timeouts
 
     from .host import AgentctlConfig
     from .server import parse_listen, serve_agentctl
-    from .wire import TOKEN_ENV
 
     def fail(message: str) -> int:
         print(f"turnvisor agentctl: {message}", file=sys.stderr)
@@ -103,7 +103,8 @@ def run_agentctl(args: argparse.Namespace, default_data_dir: Path) -> int:
               "port and has the token controls the agent; the API is plain HTTP (put TLS or "
               "an SSH tunnel in front, see docs/deploy.md)", file=sys.stderr, flush=True)
     config = AgentctlConfig(command=tuple(command), protocol=protocol, env=env, cwd=cwd,
-                            thread_params=thread_params, cancel_join_s=args.cancel_join)
+                            thread_params=thread_params,
+                            timeouts=Timeouts(cancel_join_s=args.cancel_join))
     trio.run(lambda: serve_agentctl(config, host=host, port=port, token=token,
                                     ready_fd=args.ready_fd))
     return 0

@@ -47,7 +47,6 @@ import trio
 
 from protocols.acp import AcpClient
 from protocols.adapters import (
-    AdapterTimeouts,
     AgentAdapter,
     AgentClosed,
     AgentRequestError,
@@ -55,13 +54,15 @@ from protocols.adapters import (
     ProtocolName,
     make_adapter,
 )
+from protocols.agentctl_wire import event_frame
 from protocols.events import AgentEvent, AgentNotice, TurnEnded
 from protocols.framing import DEFAULT_MAX_LINE_BYTES
 from protocols.jsonrpc import LocalProtocolError
 from protocols.process import drain_stderr, terminate_group
+from supervisor.config import Timeouts
+from supervisor.executors.environment import agent_environment
 
 from . import launcher
-from .wire import TOKEN_ENV, event_frame
 
 __all__ = [
     "AgentHost",
@@ -81,28 +82,19 @@ _MAX_TURN_ID: Final = 128
 class AgentctlConfig:
     command: tuple[str, ...]
     protocol: ProtocolName
-    #: Merged over agentctl's environment (minus the agentctl token) for the agent.
+    #: Merged over agentctl's environment (minus Turnvisor's secrets) for the agent.
     env: Mapping[str, str] = field(default_factory=dict)
     #: The agent's working directory, and a session's cwd when a client names none.
     cwd: str = field(default_factory=os.getcwd)
     #: Extra ``thread/start`` parameters (Codex only).
     thread_params: Mapping[str, Any] = field(default_factory=dict)
-    #: ``POST /api/v1/acp/cancel``: how long to wait for the turn to end after the
-    #: protocol cancel is written, when the request does not say.
-    cancel_join_s: float = 3.0
-    #: The longest join window a request may ask for.
-    max_cancel_join_s: float = 30.0
-    #: Spawn + initialize, and session/new.
-    start_s: float = 30.0
-    #: One write to the agent (prompt, cancel, permission answer).
-    request_s: float = 10.0
-    #: One turn at most.
-    turn_s: float = 3600.0
-    #: Teardown: SIGTERM to the agent's group, then SIGKILL after this.
-    term_grace_s: float = 2.0
-    #: How long a turn task waits for the pump to publish a turn's end before
-    #: publishing it itself.
-    end_grace_s: float = 2.0
+    #: Every bound, as the backend names them (supervisor/config.py): agentctl
+    #: uses ``cancel_join_s`` (the join window when a cancel request names
+    #: none), ``cancel_operation_s`` (the longest one it may name),
+    #: ``agent_start_s``, ``agent_request_s``, ``turn_s``, ``term_grace_s`` and
+    #: ``cancel_cleanup_s`` (how long a turn task waits for the pump to publish
+    #: a turn's end before publishing it itself).
+    timeouts: Timeouts = field(default_factory=Timeouts)
     #: Frames queued to one event-stream subscriber before it is dropped.
     subscriber_buffer: int = 1024
     #: Log entries kept for reconnecting subscribers.
@@ -288,12 +280,6 @@ class AgentHost:
         agent: _Agent = await self._nursery.start(self._run_agent)
         return agent
 
-    def _agent_env(self) -> dict[str, str]:
-        # Neither agentctl's token nor a backend's (if agentctl was spawned by one).
-        env = {k: v for k, v in os.environ.items() if k not in (TOKEN_ENV, "TURNVISOR_TOKEN")}
-        env.update(self.config.env)
-        return env
-
     async def _run_agent(self, task_status: trio.TaskStatus[_Agent] = trio.TASK_STATUS_IGNORED,
                          ) -> None:
         cfg = self.config
@@ -303,7 +289,8 @@ class AgentHost:
                 [sys.executable, str(Path(launcher.__file__)), "--lifeline", str(lifeline_r),
                  "--", *cfg.command],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env=self._agent_env(), cwd=cfg.cwd, process_group=0, pass_fds=(lifeline_r,),
+                env=agent_environment(cfg.env), cwd=cfg.cwd, process_group=0,
+                pass_fds=(lifeline_r,),
             )
         except BaseException:
             os.close(lifeline_w)
@@ -313,9 +300,7 @@ class AgentHost:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         adapter = make_adapter(
             cfg.protocol, proc.stdin, proc.stdout,
-            timeouts=AdapterTimeouts(initialize_s=cfg.start_s, session_s=cfg.start_s,
-                                     request_s=cfg.request_s, turn_s=cfg.turn_s,
-                                     write_s=cfg.request_s),
+            timeouts=cfg.timeouts.adapter(),
             max_line_bytes=cfg.max_line_bytes, thread_params=dict(cfg.thread_params),
         )
         agent: _Agent | None = None
@@ -331,7 +316,7 @@ class AgentHost:
                 log.info("agent %r started (pid %d)", cfg.command[0], proc.pid)
                 task_status.started(agent)
                 try:
-                    with trio.fail_after(cfg.start_s):
+                    with trio.fail_after(cfg.timeouts.agent_start_s):
                         await adapter.initialize()
                 except (AgentClosed, AgentTimeout, AgentRequestError, trio.TooSlowError) as exc:
                     agent.state = AgentState.FAILED
@@ -344,11 +329,11 @@ class AgentHost:
                 agent.settled.set()
                 # The pump ends when the agent's stdout does; then nothing is left to run.
                 await adapter.connection.closed.wait()
-                with trio.move_on_after(cfg.end_grace_s):
+                with trio.move_on_after(cfg.timeouts.cancel_cleanup_s):
                     await agent.pumped.wait()
                 nursery.cancel_scope.cancel()
         finally:
-            await terminate_group(proc, grace_s=cfg.term_grace_s)
+            await terminate_group(proc, grace_s=cfg.timeouts.term_grace_s)
             os.close(lifeline_w)
             if agent is not None:
                 if agent.state is not AgentState.FAILED:
@@ -436,7 +421,7 @@ class AgentHost:
             return
         # The pump publishes the end in order with the turn's output; only if it
         # cannot (nothing came back from the agent) is the end published here.
-        with trio.move_on_after(self.config.end_grace_s):
+        with trio.move_on_after(self.config.timeouts.cancel_cleanup_s):
             await turn.done.wait()
         self._end_turn(agent, turn, ended)
 
@@ -484,12 +469,12 @@ class AgentHost:
                     agent = await self._start_agent()
                 except OSError as exc:
                     raise _not_running(f"cannot start the agent: {exc}") from None
-            with trio.move_on_after(self.config.start_s):
+            with trio.move_on_after(self.config.timeouts.agent_start_s):
                 await agent.settled.wait()
                 await self._warmed.wait()
             if agent.state is not AgentState.READY:
                 raise _not_running(agent.error or f"the agent did not initialize within "
-                                   f"{self.config.start_s}s")
+                                   f"{self.config.timeouts.agent_start_s}s")
             try:
                 session_id = await agent.adapter.new_session(cwd or self.config.cwd)
             except (AgentTimeout, AgentRequestError, LocalProtocolError) as exc:
@@ -519,7 +504,7 @@ class AgentHost:
 
     async def _stop_agent(self, agent: _Agent) -> None:
         agent.nursery.cancel_scope.cancel()
-        with trio.move_on_after(self.config.term_grace_s + 6):
+        with trio.move_on_after(self.config.timeouts.stop_s):
             await agent.exited.wait()
 
     async def prompt(self, text: str, *, session_id: str | None, turn_id: str | None,
@@ -533,7 +518,7 @@ class AgentHost:
         if abandon is not None and agent.turn is not None and agent.turn.id == abandon:
             old = agent.turn
             self._abandon(agent, old, "the client started a new turn")
-            with trio.move_on_after(self.config.end_grace_s):
+            with trio.move_on_after(self.config.timeouts.cancel_cleanup_s):
                 await old.finished.wait()
         if agent.turn is not None:
             raise HostError(409, "a turn is already running", turn_id=agent.turn.id)
@@ -563,8 +548,8 @@ class AgentHost:
         """
         agent = self._live()
         self._check_session(agent, session_id)
-        join = self.config.cancel_join_s if join_s is None else join_s
-        join = min(max(join, 0.0), self.config.max_cancel_join_s)
+        join = self.config.timeouts.cancel_join_s if join_s is None else join_s
+        join = min(max(join, 0.0), self.config.timeouts.cancel_operation_s)
         turn = agent.turn
         if turn is None:
             return {"success": True, "turn_running": False}

@@ -1,7 +1,9 @@
 """The agentctl event stream, as data: frames to and from ``protocols.events``.
 
-Sans-IO (no sockets, no tasks): the server encodes with ``event_frame``, the
-client (``supervisor.agentctl_client``) decodes with ``decode_event``.
+Sans-IO (no sockets, no tasks): the server (``web.agentctl``) encodes with
+``event_frame``; the client (``supervisor.executors.agentctl``) feeds each text
+message to a ``StreamDecoder``, which checks the sequence and returns a
+``Frame``.
 
 Every frame is a JSON object with a ``type``.  Frames that are part of the log
 carry ``seq`` (1, 2, 3... per agentctl process, never reused) and ``turn`` (the
@@ -27,7 +29,9 @@ reason naming the last seq it was sent; it reconnects with ``?after=<seq>``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Final
+import json
+from dataclasses import dataclass
+from typing import Any, Final, TypeAlias
 
 from protocols.events import (
     STOP_REASONS,
@@ -50,6 +54,12 @@ __all__ = [
     "CONTROL_TYPES",
     "EVENT_TYPES",
     "TOKEN_ENV",
+    "Control",
+    "Frame",
+    "Heartbeat",
+    "Hello",
+    "LoggedEvent",
+    "StreamDecoder",
     "WireError",
     "decode_event",
     "event_frame",
@@ -158,3 +168,87 @@ def decode_event(frame: dict[str, Any]) -> AgentEvent:
                 raise WireError(f"AgentNotice.level {level!r}")
             return AgentNotice(message=_str(frame, "message"), level=level)
     raise WireError(f"not an agent event: {kind!r}")
+
+
+# -- the client's side of the stream ---------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hello:
+    """The first frame of a connection: agentctl's status when it opened."""
+
+    last_seq: int
+    status: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Heartbeat:
+    """The stream is idle (unnumbered)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Control:
+    """One of agentctl's own log entries (``CONTROL_TYPES``)."""
+
+    seq: int
+    kind: str
+    turn: str | None
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoggedEvent:
+    """An agent event, stamped with agentctl's turn id."""
+
+    seq: int
+    turn: str | None
+    event: AgentEvent
+
+
+Frame: TypeAlias = Hello | Heartbeat | Control | LoggedEvent
+
+
+class StreamDecoder:
+    """Text messages of one event-stream connection → ``Frame`` values.
+
+    The first message must be ``Hello``; after it every numbered frame must
+    carry ``last + 1``.  Anything else — bad JSON, an unknown type, a skipped
+    seq — raises ``WireError`` naming it: the client has lost events and must
+    treat the link as lost.
+    """
+
+    def __init__(self) -> None:
+        self.last_seq: int | None = None
+
+    def receive(self, message: str | bytes) -> Frame:
+        if not isinstance(message, str):
+            raise WireError("unexpected binary message")
+        try:
+            frame = json.loads(message)
+        except ValueError as exc:
+            raise WireError(f"not JSON: {exc}") from None
+        if not isinstance(frame, dict):
+            raise WireError("a frame must be a JSON object")
+        kind = frame.get("type")
+        if self.last_seq is None:
+            if kind != "Hello":
+                raise WireError("the event stream did not start with Hello")
+            last = frame.get("last_seq", 0)
+            if not isinstance(last, int):
+                raise WireError("Hello.last_seq must be an integer")
+            self.last_seq = last
+            return Hello(last_seq=last, status=frame)
+        seq = frame.get("seq")
+        if seq is None:
+            return Heartbeat()  # Hello and Gap come only at the start
+        if not isinstance(seq, int) or isinstance(seq, bool):
+            raise WireError("seq must be an integer")
+        if seq != self.last_seq + 1:
+            raise WireError(f"the event stream skipped from seq {self.last_seq} to {seq}")
+        self.last_seq = seq
+        turn = frame.get("turn")
+        if turn is not None and not isinstance(turn, str):
+            raise WireError("turn must be a string or null")
+        if kind in CONTROL_TYPES:
+            return Control(seq=seq, kind=str(kind), turn=turn, data=frame)
+        return LoggedEvent(seq=seq, turn=turn, event=decode_event(frame))

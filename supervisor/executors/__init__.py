@@ -1,0 +1,36 @@
+"""Executors: how an agent is brought up for an execution.
+
+- ``base``: ``LaunchedAgent`` and the ``Launcher`` type every executor fits;
+- ``local``: the agent as a child process of the backend (its own group);
+- ``agentctl``: the agent behind a ``turnvisor agentctl`` (at a URL, or a
+  local one spawned per execution), driven over HTTP and a WebSocket;
+- ``environment``: the environment agents get (never Turnvisor's secrets).
+
+``default_launcher`` picks each profile's executor.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractAsyncContextManager
+
+from ..config import Config
+from ..profiles import AgentProfile
+from .agentctl import launch_agentctl
+from .base import LaunchedAgent, Launcher
+from .local import launch_local
+
+__all__ = ["LaunchedAgent", "Launcher", "default_launcher", "launch_agentctl", "launch_local"]
+
+
+def default_launcher(config: Config) -> Launcher:
+    """Each profile's own executor: ``local`` (a child process) or ``agentctl``
+    (an agentctl at ``agentctl_url``, or a local agentctl spawned for it)."""
+
+    def launch(profile: AgentProfile, cwd: str,
+               session_id: str) -> AbstractAsyncContextManager[LaunchedAgent]:
+        if profile.executor == "agentctl":
+            # Our session id is the owner agentctl re-attaches after a backend restart.
+            return launch_agentctl(config, profile, cwd, owner=session_id)
+        return launch_local(config, profile, cwd)
+
+    return launch

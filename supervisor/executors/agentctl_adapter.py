@@ -1,0 +1,251 @@
+"""``AgentctlAdapter``: an ``AgentAdapter`` whose agent runs behind agentctl.
+
+The lifecycle drives it exactly like a local adapter::
+
+    nursery.start_soon(adapter.connection.run)   # the event stream reader
+    await adapter.initialize()                   # the stream is up, agentctl answers
+    await adapter.new_session(cwd)               # POST /api/v1/session
+    await adapter.prompt(text)                   # POST /api/v1/prompt, then the
+                                                 # TurnEnded from the event stream
+    await adapter.cancel()                       # POST /api/v1/acp/cancel (join_s=0)
+
+``cancel`` writes the protocol cancel through agentctl and returns, like a
+local adapter's; the join window and escalation stay the lifecycle's, which
+sees the turn end on ``events``.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+import trio
+
+from protocols.events import AgentEvent, TurnEnded
+from protocols.transport import AgentClosed, AgentRefused, AgentTimeout
+
+from ..config import Timeouts
+from .agentctl_link import AgentctlLink, PendingTurn
+
+__all__ = ["AgentctlAdapter"]
+
+log = logging.getLogger(__name__)
+
+
+class AgentctlAdapter:
+    """An ``AgentAdapter`` over agentctl's HTTP API and event stream.
+
+    ``owner`` names who the agent's session belongs to (the backend's session
+    id): agentctl hands the same owner its live session back (re-attachment)
+    and refuses another owner's.  ``session_cwd`` is sent as the session's cwd;
+    None lets agentctl use its agent's directory (paths are the agent machine's).
+    """
+
+    def __init__(self, url: str, token: str, *, owner: str | None = None,
+                 session_cwd: str | None = None, protocol: str | None = None,
+                 timeouts: Timeouts | None = None) -> None:
+        self.timeouts = timeouts or Timeouts()
+        self.connection = AgentctlLink(url, token, self.timeouts, owner=owner)
+        self.owner = owner
+        self.session_cwd = session_cwd
+        self.protocol = protocol
+        #: True when ``new_session`` re-attached to a live session.
+        self.attached = False
+        self._session_id: str | None = None
+        self._turn: PendingTurn | None = None
+        self._abandoned: str | None = None
+
+    # -- AgentAdapter -----------------------------------------------------------------
+
+    @property
+    def events(self) -> trio.MemoryReceiveChannel[AgentEvent]:
+        return self.connection.events
+
+    @property
+    def operation_id(self) -> str | None:
+        """agentctl's id of the running turn (what a cancel acts on)."""
+        return self._turn.id if self.turn_running and self._turn is not None else None
+
+    @property
+    def agent_session_id(self) -> str | None:
+        """The agent's session, as agentctl started it."""
+        return self._session_id
+
+    @property
+    def turn_running(self) -> bool:
+        return self._turn is not None and not self._turn.done.is_set()
+
+    async def initialize(self) -> None:
+        """Wait for the event stream (bounded), then check agentctl's answer."""
+        link = self.connection
+        with trio.move_on_after(self.timeouts.agentctl_connect_s):
+            while not (link.connected.is_set() or link.closed.is_set()):
+                await _first(link.connected, link.closed)
+        if link.closed.is_set():
+            raise AgentClosed(link.close_reason)
+        if not link.connected.is_set():
+            raise AgentTimeout(f"agentctl's event stream did not open within "
+                               f"{self.timeouts.agentctl_connect_s:g}s")
+        status = await self._call("GET", "/api/v1/status", None,
+                                  timeout_s=self.timeouts.agentctl_connect_s)
+        if self.protocol is not None and status.get("protocol") != self.protocol:
+            self.connection.close(f"agentctl runs a {status.get('protocol')} agent, the profile "
+                                  f"says {self.protocol}")
+            raise AgentClosed(self.connection.close_reason)
+
+    async def new_session(self, cwd: str) -> str:
+        """Start the agent's session, or re-attach to the one this ``owner`` started.
+
+        A re-attached session may still run a turn of a previous backend (which
+        has closed that turn on its side): it is cancelled, and if the agent does
+        not end it within ``agentctl_attach_join_s`` the agent is replaced by a fresh one,
+        as the lifecycle replaces a local agent that never ended an escalated turn.
+        """
+        data = await self._start_session(replace=False)
+        running = data.get("turn_id")
+        if data.get("attached") and isinstance(running, str):
+            log.info("agentctl %s: re-attached to session %s; cancelling its turn %s",
+                     self.connection.url, data["session_id"], running)
+            joined = await self.cancel_and_join(self.timeouts.agentctl_attach_join_s)
+            if not joined.get("success"):
+                log.warning("agentctl %s: turn %s ignored the cancel; replacing the agent",
+                            self.connection.url, running)
+                data = await self._start_session(replace=True)
+        return str(data["session_id"])
+
+    async def _start_session(self, *, replace: bool) -> dict[str, Any]:
+        if replace:
+            self.connection.session_id = None
+        body: dict[str, Any] = {"owner": self.owner, "replace": replace}
+        if self.session_cwd is not None:
+            body["cwd"] = self.session_cwd
+        data = await self._call("POST", "/api/v1/session", body,
+                                timeout_s=self.timeouts.agent_start_s)
+        session_id = data.get("session_id")
+        if not isinstance(session_id, str):
+            raise AgentClosed(f"agentctl did not start a session: {data.get('error')}")
+        self._session_id = session_id
+        self.connection.session_id = session_id
+        self.attached = bool(data.get("attached"))
+        return data
+
+    async def prompt(self, text: str) -> TurnEnded:
+        if self.turn_running:
+            raise RuntimeError("a prompt is already running on this adapter")
+        turn = PendingTurn(id=uuid.uuid4().hex)
+        # Armed before the request: the turn's end may beat the response.
+        self._turn = turn
+        self.connection.expect_turn(turn)
+        body: dict[str, Any] = {"text": text, "session_id": self._session_id,
+                                "turn_id": turn.id}
+        if self._abandoned is not None:
+            body["abandon_turn"] = self._abandoned
+        try:
+            await self._call("POST", "/api/v1/prompt", body,
+                             timeout_s=self.timeouts.agent_request_s, expect=(202,))
+        except AgentTimeout:
+            # agentctl may have started it: the next prompt tells it to forget it.
+            self._abandoned = turn.id
+            self._forget(turn)
+            raise
+        except BaseException:
+            self._forget(turn)
+            raise
+        finally:
+            turn.answered.set()
+        self._abandoned = None
+        with trio.move_on_after(self.timeouts.turn_s):
+            await turn.done.wait()
+        if turn.ended is None:
+            self.abandon_turn()
+            raise AgentTimeout(f"turn did not end within {self.timeouts.turn_s:g}s")
+        return turn.ended
+
+    async def cancel(self) -> None:
+        """Have agentctl write the protocol cancel; the turn's end comes on ``events``."""
+        turn = self._turn
+        if turn is None or turn.done.is_set():
+            return
+        if not turn.answered.is_set():
+            # Never overtake the prompt (bounded: the prompt's own request bound).
+            with trio.move_on_after(self.timeouts.agent_request_s):
+                await turn.answered.wait()
+            if self._turn is not turn or turn.done.is_set():
+                return
+        data = await self._call("POST", "/api/v1/acp/cancel",
+                                {"session_id": self._session_id, "join_s": 0},
+                                timeout_s=self.timeouts.agent_request_s, expect=(200, 504))
+        if not data.get("success"):
+            raise AgentTimeout(str(data.get("error") or "agentctl could not write the cancel"))
+
+    async def cancel_and_join(self, join_s: float) -> dict[str, Any]:
+        """agentctl's own join: the cancel, then up to ``join_s`` for the turn's
+        end; agentctl's answer (``not_acknowledged`` when it did not end)."""
+        return await self._call("POST", "/api/v1/acp/cancel",
+                                {"session_id": self._session_id, "join_s": join_s},
+                                timeout_s=self.timeouts.agent_request_s + join_s,
+                                expect=(200, 202, 504))
+
+    async def respond_permission(self, request_id: str, option_id: str | None) -> None:
+        status, data = await self._call_status(
+            "POST", "/api/v1/permission",
+            {"request_id": request_id, "option_id": option_id, "session_id": self._session_id},
+            timeout_s=self.timeouts.agent_request_s, expect=(200, 404, 504))
+        if status == 404:
+            raise AgentRefused(str(data.get("error")))
+        if status == 504:
+            raise AgentTimeout(str(data.get("error")))
+
+    def _forget(self, turn: PendingTurn) -> None:
+        if self._turn is turn:
+            self._turn = None
+            self.connection.expect_turn(None)
+
+    def abandon_turn(self) -> bool:
+        """Forget the running turn (after an escalation); the caller cancels the
+        task blocked in ``prompt``.  agentctl forgets it at the next prompt; a
+        late end of it is reported as a notice, never as this adapter's turn end."""
+        turn = self._turn
+        if turn is None or turn.done.is_set():
+            return False
+        self._abandoned = turn.id
+        self._turn = None
+        self.connection.expect_turn(None)
+        return True
+
+    async def status(self) -> dict[str, Any]:
+        return await self._call("GET", "/api/v1/status", None,
+                                timeout_s=self.timeouts.agent_request_s)
+
+    async def aclose(self) -> None:
+        """Close the link and the HTTP client (bounded, shielded).  The agent
+        keeps running in agentctl, ready to be re-attached."""
+        self.connection.close("agentctl client closed", quiet=True)
+        with trio.CancelScope(shield=True), trio.move_on_after(2.0):
+            await self.connection.http.aclose()
+
+    # -- HTTP ---------------------------------------------------------------------
+
+    async def _call(self, method: str, path: str, body: dict[str, Any] | None, *,
+                    timeout_s: float, expect: tuple[int, ...] = (200,)) -> dict[str, Any]:
+        return (await self.connection.request(method, path, body, timeout_s=timeout_s,
+                                              expect=expect))[1]
+
+    async def _call_status(self, method: str, path: str, body: dict[str, Any] | None, *,
+                           timeout_s: float, expect: tuple[int, ...] = (200,),
+                           ) -> tuple[int, dict[str, Any]]:
+        return await self.connection.request(method, path, body, timeout_s=timeout_s,
+                                             expect=expect)
+
+
+async def _first(*events: trio.Event) -> None:
+    """Return once any of ``events`` is set."""
+    async with trio.open_nursery() as nursery:
+        async def wait(ev: trio.Event) -> None:
+            await ev.wait()
+            nursery.cancel_scope.cancel()
+        for ev in events:
+            nursery.start_soon(wait, ev)
+
+

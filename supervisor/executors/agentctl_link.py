@@ -1,0 +1,271 @@
+"""The link to one agentctl: its event stream (on trio-websocket) and bounded HTTP calls.
+
+``AgentctlLink`` is what the lifecycle sees of an agentctl-backed adapter's
+connection (``protocols.transport.AgentLink``: ``run``, ``closed``,
+``close_reason``).  ``run`` owns the event stream: a WebSocket to
+``/api/v1/events``, each message decoded by the sans-IO
+``protocols.agentctl_wire.StreamDecoder`` (sequence numbers checked: a missing
+event closes the link).  Every HTTP call is bounded twice, by httpx's timeout
+and by ``trio.fail_after``; the event stream is bounded by agentctl's
+heartbeats (``agentctl_heartbeat_s`` of silence = lost).
+
+Loss of agentctl looks like a crashed agent: an unreachable agentctl, a
+refused token, a dropped or silent event stream, ``agent not running``, or
+the agent's own exit all set ``closed``, close ``events`` (after a notice
+naming the reason), and end a pending turn with ``TurnEnded(stop_reason=
+"error")``; later calls raise ``AgentClosed``.  An HTTP timeout raises
+``AgentTimeout`` and leaves the link up (agentctl may only be slow; a dead one
+stops its heartbeats).  No asyncio: httpx runs on httpcore's Trio backend.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Final, cast
+from urllib.parse import quote
+
+import httpx
+import trio
+from trio_websocket import (
+    ConnectionClosed,
+    HandshakeError,
+    WebSocketConnection,
+    open_websocket_url,
+)
+
+from protocols.agentctl_wire import (
+    Control,
+    Frame,
+    Hello,
+    LoggedEvent,
+    StreamDecoder,
+    WireError,
+)
+from protocols.events import AgentEvent, AgentNotice, TurnEnded
+from protocols.transport import AgentClosed, AgentRefused, AgentTimeout
+
+from ..config import Timeouts
+
+__all__ = ["AgentctlLink", "PendingTurn"]
+
+log = logging.getLogger(__name__)
+
+_MAX_FRAME: Final = 64 * 1024 * 1024
+
+
+@dataclass(eq=False)
+class PendingTurn:
+    """agentctl's id of a turn this client started, and its end when it comes."""
+
+    id: str
+    done: trio.Event = field(default_factory=trio.Event)
+    ended: TurnEnded | None = None
+    #: Set once ``POST /prompt`` has been answered (or failed).  A cancel waits
+    #: for it: the two requests may travel on different connections, and a
+    #: cancel that overtook its prompt would find no turn and be lost.
+    answered: trio.Event = field(default_factory=trio.Event)
+
+
+class AgentctlLink:
+    """The lifecycle's view of the link (``run``, ``closed``, ``close_reason``),
+    the event stream reader behind it, and the bounded HTTP calls."""
+
+    def __init__(self, url: str, token: str, timeouts: Timeouts, *,
+                 owner: str | None = None, event_buffer: int = 1024) -> None:
+        self.url = url.rstrip("/")
+        #: Announced on the event stream: agentctl keeps a connected owner's session.
+        self.owner = owner
+        self.timeouts = timeouts
+        self.closed = trio.Event()
+        self.close_reason = ""
+        self.connected = trio.Event()
+        #: The Hello frame (agentctl's status when the stream opened).
+        self.hello: dict[str, Any] = {}
+        #: The agentctl session this link serves: the exit of the agent that
+        #: holds it is this link's end (an agent replaced on purpose is not).
+        self.session_id: str | None = None
+        self._token = token
+        self._scope: trio.CancelScope | None = None
+        self._turn: PendingTurn | None = None
+        self._events_send, self.events = trio.open_memory_channel[AgentEvent](event_buffer)
+        self.http = httpx.AsyncClient(
+            base_url=self.url, headers={"Authorization": f"Bearer {token}"},
+            timeout=httpx.Timeout(timeouts.agent_request_s))
+
+    # -- the reader -----------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Read the event stream until it ends; then the link is closed."""
+        task_status.started()
+        reason = "agentctl event stream ended"
+        quiet = False
+        try:
+            with trio.CancelScope() as scope:
+                self._scope = scope
+                if self.closed.is_set():
+                    return
+                # Reachability and the token first, over plain HTTP, so that the
+                # usual failures read as plainly as they are.
+                try:
+                    await self.request("GET", "/api/v1/status", None,
+                                       timeout_s=self.timeouts.agentctl_connect_s)
+                except (AgentClosed, AgentTimeout) as exc:
+                    reason = str(exc)
+                    return
+                reason = await self._stream()
+        except trio.Cancelled:
+            # Its owner stopped it (the execution ends): not a loss worth a warning.
+            reason, quiet = "agentctl client stopped", True
+            raise
+        finally:
+            self.close(reason, quiet=quiet)
+
+    async def _stream(self) -> str:
+        """Open the event stream and read it; returns why it ended."""
+        connect_s = self.timeouts.agentctl_connect_s
+        url = self.url.replace("http", "ws", 1) + "/api/v1/events" + (
+            f"?owner={quote(self.owner, safe='')}" if self.owner else "")
+        try:
+            async with open_websocket_url(
+                url, extra_headers=[(b"authorization", f"Bearer {self._token}".encode())],
+                max_message_size=_MAX_FRAME, connect_timeout=connect_s,
+                disconnect_timeout=1.0,
+            ) as ws:
+                return await self._read(ws)
+        except HandshakeError as exc:
+            return f"agentctl's event stream at {self.url} failed: {_describe(exc)}"
+        except ConnectionClosed as exc:
+            return f"agentctl event stream closed: {_close_reason(exc)}"
+        except OSError as exc:
+            return f"agentctl's event stream at {self.url} failed: {_describe(exc)}"
+
+    async def _read(self, ws: WebSocketConnection) -> str:
+        """Messages → events until the stream ends; returns why it ended."""
+        decoder = StreamDecoder()
+        first = True
+        while True:
+            # The first message (Hello) is bounded by the connect timeout, every
+            # later one by agentctl's heartbeats.
+            t = self.timeouts
+            bound = t.agentctl_connect_s if first else t.agentctl_heartbeat_s
+            with trio.move_on_after(bound) as silent:
+                message = await ws.get_message()
+            if silent.cancelled_caught:
+                if first:
+                    return (f"agentctl at {self.url} did not open its event stream within "
+                            f"{bound:g}s")
+                return f"agentctl sent nothing for {bound:g}s"
+            try:
+                frame = decoder.receive(message)
+            except WireError as exc:
+                return f"bad frame on agentctl's event stream: {exc}"
+            first = False
+            try:
+                ended = await self._on_frame(frame)
+            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                return self.close_reason or "link closed"
+            if ended is not None:
+                return ended
+
+    async def _on_frame(self, frame: Frame) -> str | None:
+        match frame:
+            case Hello(status=status):
+                self.hello = status
+                self.connected.set()
+            case Control(kind="AgentExited", data=data) if (
+                    self.session_id is not None and data.get("session_id") == self.session_id):
+                code = data.get("returncode")
+                return f"agent exited (status {code})" + (
+                    f": {data['error']}" if data.get("error") else "")
+            case LoggedEvent(turn=turn, event=TurnEnded() as ended):
+                pending = self._turn
+                if pending is None or turn != pending.id:
+                    # The end of a turn this adapter gave up on (escalated, timed out).
+                    await self._events_send.send(AgentNotice(
+                        message=f"late end of abandoned turn {turn}: {ended.stop_reason}",
+                        level="info"))
+                else:
+                    pending.ended = ended
+                    pending.done.set()
+                    await self._events_send.send(ended)
+            case LoggedEvent(event=event):
+                await self._events_send.send(event)
+        return None  # Heartbeat, other Control entries
+
+    async def request(self, method: str, path: str, body: dict[str, Any] | None, *,
+                      timeout_s: float, expect: tuple[int, ...] = (200,),
+                      ) -> tuple[int, dict[str, Any]]:
+        """One bounded request; a status in ``expect`` is returned with its body,
+        any other becomes ``AgentClosed`` (the link is closed) or ``AgentTimeout``."""
+        if self.closed.is_set():
+            raise AgentClosed(self.close_reason)
+        try:
+            with trio.fail_after(timeout_s):
+                resp = await self.http.request(method, path, json=body,
+                                                timeout=httpx.Timeout(timeout_s))
+        except (trio.TooSlowError, httpx.TimeoutException):
+            raise AgentTimeout(f"agentctl did not answer {method} {path} within "
+                               f"{timeout_s:g}s") from None
+        except httpx.HTTPError as exc:
+            self.close(f"agentctl at {self.url} is unreachable: {_describe(exc)}")
+            raise AgentClosed(self.close_reason) from None
+        try:
+            data = resp.json()
+            if not isinstance(data, dict):
+                raise ValueError("not an object")
+        except ValueError:
+            self.close(f"agentctl answered {method} {path} with {resp.status_code} and no JSON")
+            raise AgentClosed(self.close_reason) from None
+        if resp.status_code in expect:
+            return resp.status_code, cast(dict[str, Any], data)
+        error = str(data.get("error") or resp.reason_phrase)
+        if resp.status_code == 401:
+            self.close("agentctl refused the token")
+        elif resp.status_code == 503:
+            self.close(f"agent not running behind agentctl: {data.get('detail') or error}")
+        elif resp.status_code == 404 and error == "session not found":
+            self.close("agentctl's agent no longer has this session (it was replaced)")
+        elif resp.status_code == 409:
+            raise AgentRefused(f"agentctl: {error}")
+        else:
+            raise AgentTimeout(f"agentctl {method} {path} failed ({resp.status_code}): {error}")
+        raise AgentClosed(self.close_reason)
+
+    # -- state ------------------------------------------------------------------------
+
+    def expect_turn(self, turn: PendingTurn | None) -> None:
+        """The turn whose ``TurnEnded`` is awaited (None: none; any end is late)."""
+        self._turn = turn
+
+    def close(self, reason: str, *, quiet: bool = False) -> None:
+        """Mark the link lost (idempotent): a pending turn ends with an error,
+        ``events`` gets a notice and is closed, the reader is cancelled."""
+        if self.closed.is_set():
+            return
+        self.close_reason = reason
+        self.closed.set()
+        log.log(logging.INFO if quiet else logging.WARNING, "agentctl %s: %s", self.url, reason)
+        pending = self._turn
+        if pending is not None and not pending.done.is_set():
+            pending.ended = TurnEnded(stop_reason="error", error=reason)
+            pending.done.set()
+        try:
+            self._events_send.send_nowait(AgentNotice(message=reason, level="warning"))
+        except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        self._events_send.close()
+        if self._scope is not None:
+            self._scope.cancel()
+
+
+
+def _describe(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
+def _close_reason(exc: ConnectionClosed) -> str:
+    reason = exc.reason
+    if reason is None:
+        return "connection lost (no close frame)"
+    return f"code {reason.code}" + (f": {reason.reason}" if reason.reason else "")

@@ -1,0 +1,33 @@
+"""The local executor: the agent is a child of the backend, in its own process group."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from protocols.adapters import make_adapter
+from protocols.process import start_agent_process, terminate_group
+
+from ..config import Config
+from ..profiles import AgentProfile
+from .base import LaunchedAgent
+from .environment import agent_environment
+
+__all__ = ["launch_local"]
+
+
+@asynccontextmanager
+async def launch_local(config: Config, profile: AgentProfile,
+                       cwd: str) -> AsyncIterator[LaunchedAgent]:
+    proc = await start_agent_process(profile.command, env=agent_environment(profile.env),
+                                     cwd=cwd)
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        adapter = make_adapter(
+            profile.protocol, proc.stdin, proc.stdout, timeouts=config.timeouts.adapter(),
+            max_line_bytes=config.limits.max_agent_line_bytes,
+            thread_params=dict(profile.thread_params),
+        )
+        yield LaunchedAgent(adapter=adapter, pgid=proc.pid, process=proc, stderr=proc.stderr)
+    finally:
+        await terminate_group(proc, grace_s=config.timeouts.term_grace_s)
