@@ -378,7 +378,7 @@ class Soak:
     async def cancel(self, w: SessionWorker, c: Client | None = None) -> None:
         await (c or self.client(w)).call("agent.cancel", {"session_id": w.sid})
         # The operation settled (and was recorded) before the answer was sent.
-        for op in reversed(self.sup.orchestrator.history):
+        for op in reversed(self.sup.orchestrator.settled):
             if op.session_id == w.sid:
                 if op.outcome is not None:
                     self.result.outcomes[op.outcome.value] += 1

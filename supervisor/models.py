@@ -5,16 +5,29 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal, TypeAlias, cast
+
+from protocols.events import StopReason
 
 __all__ = [
     "CANCELLED_STATUS",
     "Message",
+    "MessageKind",
+    "Role",
     "Session",
     "SessionState",
+    "StopReason",
     "Task",
     "Turn",
+    "TurnState",
 ]
+
+#: Who wrote a message.
+Role: TypeAlias = Literal["user", "agent", "system"]
+#: What a message is.
+MessageKind: TypeAlias = Literal["text", "tool_call", "permission", "plan", "status"]
+#: A turn row's state: running until closed; ``interrupted`` = closed by a restart.
+TurnState: TypeAlias = Literal["running", "completed", "cancelled", "failed", "interrupted"]
 
 
 class SessionState(StrEnum):
@@ -71,8 +84,8 @@ class Session:
 class Turn:
     id: str
     session_id: str
-    state: str
-    stop_reason: str | None
+    state: TurnState
+    stop_reason: StopReason | None
     started_at: str
     ended_at: str | None
 
@@ -82,8 +95,8 @@ class Message:
     id: str
     session_id: str
     turn_id: str | None
-    role: str
-    kind: str
+    role: Role
+    kind: MessageKind
     content: str
     metadata: dict[str, Any]
     created_at: str
@@ -99,6 +112,7 @@ class Message:
     def from_row(row: Any) -> Message:
         return Message(
             id=row["id"], session_id=row["session_id"], turn_id=row["turn_id"],
-            role=row["role"], kind=row["kind"], content=row["content"],
+            role=cast(Role, row["role"]), kind=cast(MessageKind, row["kind"]),
+            content=row["content"],
             metadata=json.loads(row["metadata"]), created_at=row["created_at"],
         )

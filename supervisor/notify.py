@@ -62,6 +62,11 @@ class Notifier:
                          {"session_id": session_id, "turn_id": turn_id,
                           "stop_reason": stop_reason})
 
+    def cancel_progress(self, session_id: str, turn_id: str, phase: str) -> None:
+        """DESIGN.md §9: a cancel's phase on a running turn (sent, late, escalated)."""
+        self.bus.publish(session_id, "session.cancel.progress",
+                         {"session_id": session_id, "turn_id": turn_id, "phase": phase})
+
     def agent_cancelled(self, session_id: str, turn_id: str) -> None:
         self.bus.publish(session_id, "session.agent.cancelled",
                          {"session_id": session_id, "turn_id": turn_id})

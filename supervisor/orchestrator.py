@@ -11,10 +11,10 @@ are simply not found), and it owns cancellation:
   not abort it; it is bounded by ``cancel_operation_s``;
 - the progress projection is taken at admission and released in a ``finally``
   that cannot be skipped, so ``false`` is published on every exit path;
-- on success, escalation or a missing execution the captured turn is
-  reconciled (closed once, with one status message) and the session read back
-  to check it left RUNNING; on any other failure it stays RUNNING and a retry
-  is a new operation.
+- what the cancel does to the agent and the session — the protocol cancel,
+  join window, escalation, reconciliation — is the lifecycle's
+  (``LifecycleManager.cancel_turn``); the operation only records its result.
+  On a failure the session stays RUNNING and a retry is a new operation.
 
 Idle cancel (no running turn) is a harmless success without a status message.
 """
@@ -22,6 +22,7 @@ Idle cancel (no running turn) is a harmless success without a status message.
 from __future__ import annotations
 
 import logging
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +33,7 @@ from protocols.transport import AgentTimeout
 from .config import Config
 from .errors import CancelFailed, InvalidRequest, NotFound, SupervisorError
 from .lifecycle import CancelOutcome, LifecycleManager
-from .models import Message, Session, SessionState, Task
+from .models import Message, Session, Task
 from .notify import Notifier
 from .store import Store
 
@@ -58,7 +59,8 @@ class CancelOperation:
     outcome: CancelOutcome | None = None
     error: SupervisorError | None = None
     joined: int = 0
-    #: trio.current_time() at each stage, for the latency breakdown.
+    #: trio.current_time() at each stage, for the latency breakdown:
+    #: received, admitted, adapter_sent, agent_answered, reconciled, published.
     marks: dict[str, float] = field(default_factory=dict)
 
     async def wait(self) -> CancelOutcome:
@@ -81,8 +83,8 @@ class Orchestrator:
         #: session → (workspace, task): immutable once created, so cancel's
         #: authorization needs no store read after the first.
         self._owners: dict[str, tuple[str, str]] = {}
-        #: Settled operations, newest last (bounded): for benchmarks and tests.
-        self.history: list[CancelOperation] = []
+        #: Settled operations, newest last (bounded): diagnostics for benchmarks and tests.
+        self.settled: deque[CancelOperation] = deque(maxlen=256)
         self.operations_started = 0
         self._nursery: trio.Nursery | None = None
 
@@ -96,13 +98,13 @@ class Orchestrator:
     # -- authorization --------------------------------------------------------
 
     async def task(self, caller: Caller, task_id: str) -> Task:
-        task = await self.store.call(self.store.db.get_task, task_id)
+        task = await self.store.get_task(task_id)
         if task is None or task.workspace_id != caller.workspace_id:
             raise NotFound(f"task {task_id} not found")
         return task
 
     async def session(self, caller: Caller, session_id: str) -> Session:
-        session = await self.store.call(self.store.db.get_session, session_id)
+        session = await self.store.get_session(session_id)
         if session is None or session.workspace_id != caller.workspace_id:
             raise NotFound(f"session {session_id} not found")
         self._owners[session_id] = (session.workspace_id, session.task_id)
@@ -114,15 +116,14 @@ class Orchestrator:
         title = title.strip()
         if not title or len(title) > 500:
             raise InvalidRequest("title must be 1 to 500 characters")
-        return await self.store.call(self.store.db.create_task, caller.workspace_id, title)
+        return await self.store.create_task(caller.workspace_id, title)
 
     async def list_tasks(self, caller: Caller) -> list[Task]:
-        return await self.store.call(self.store.db.list_tasks, [caller.workspace_id])
+        return await self.store.list_tasks([caller.workspace_id])
 
     async def list_sessions(self, caller: Caller, task_id: str) -> list[dict[str, Any]]:
         await self.task(caller, task_id)
-        sessions = await self.store.call(self.store.db.list_sessions, task_id)
-        return [self.notify.session_dto(s) for s in sessions]
+        return [self.notify.session_dto(s) for s in await self.store.list_sessions(task_id)]
 
     async def launch_session(self, caller: Caller, task_id: str, agent: str | None = None,
                              prompt: str | None = None) -> dict[str, Any]:
@@ -130,7 +131,7 @@ class Orchestrator:
         agent = agent or self.config.default_agent
         if agent not in self.config.profiles:
             raise InvalidRequest(f"unknown agent {agent!r}")
-        session = await self.store.call(self.store.db.create_session, task_id, agent)
+        session = await self.store.create_session(task_id, agent)
         session = await self._refresh(session)
         await self.lifecycle.ensure_execution(session)
         if prompt:
@@ -138,7 +139,7 @@ class Orchestrator:
         return self.notify.session_dto(await self._refresh(session))
 
     async def _refresh(self, session: Session) -> Session:
-        fresh = await self.store.call(self.store.db.get_session, session.id)
+        fresh = await self.store.get_session(session.id)
         if fresh is None:
             raise NotFound(f"session {session.id} not found")
         return fresh
@@ -154,31 +155,23 @@ class Orchestrator:
     async def list_messages(self, caller: Caller, session_id: str, *, limit: int = 200,
                             before: str | None = None) -> list[Message]:
         await self.session(caller, session_id)
-        return await self.store.call(self.store.db.list_messages, session_id,
-                                     limit=limit, before=before)
+        return await self.store.list_messages(session_id, limit=limit, before=before)
 
     async def respond_permission(self, caller: Caller, session_id: str, request_id: str,
                                  option_id: str | None) -> None:
         await self.session(caller, session_id)
         await self.lifecycle.respond_permission(session_id, request_id, option_id)
 
-    async def boot(self, caller: Caller, task_id: str,
-                   selected: str | None = None) -> dict[str, Any]:
-        """The task-detail boot state the page hydrates from."""
+    async def task_view(self, caller: Caller, task_id: str, selected: str | None = None,
+                        ) -> tuple[Task, list[Session], str | None, list[Message]]:
+        """A task, its sessions, the selected one (``selected`` if it is the
+        task's, else the most recently updated) and its messages."""
         task = await self.task(caller, task_id)
-        sessions = await self.store.call(self.store.db.list_sessions, task_id)
-        ids = {s.id for s in sessions}
-        if selected not in ids:
+        sessions = await self.store.list_sessions(task_id)
+        if selected not in {s.id for s in sessions}:
             selected = max(sessions, key=lambda s: s.updated_at).id if sessions else None
-        messages = (await self.store.call(self.store.db.list_messages, selected)
-                    if selected else [])
-        return {
-            "page": "task", "task": task.to_dto(),
-            "sessions": [self.notify.session_dto(s) for s in sessions],
-            "selected_session_id": selected,
-            "messages": [m.to_dto() for m in messages],
-            "agents": sorted(self.config.profiles), "default_agent": self.config.default_agent,
-        }
+        messages = await self.store.list_messages(selected) if selected else []
+        return task, sessions, selected, messages
 
     # -- cancel -----------------------------------------------------------------
 
@@ -222,7 +215,12 @@ class Orchestrator:
     async def _run_operation(self, op: CancelOperation) -> None:
         try:
             with trio.move_on_after(self.config.timeouts.cancel_operation_s) as scope:
-                op.outcome = await self._cancel_and_reconcile(op)
+                result = await self.lifecycle.cancel_turn(op.session_id)
+                op.outcome = result.outcome
+                if result.sent_at is not None:
+                    op.marks["adapter_sent"] = result.sent_at
+                if result.answered_at is not None:
+                    op.marks["agent_answered"] = result.answered_at
             if scope.cancelled_caught:
                 op.outcome = None
                 op.error = CancelFailed(
@@ -241,44 +239,5 @@ class Orchestrator:
             del self.operations[op.session_id]
             self.projection.release(op.session_id)
             op.marks["published"] = trio.current_time()
-            self.history.append(op)
-            del self.history[:-256]
+            self.settled.append(op)
             op.done.set()
-
-    async def _cancel_and_reconcile(self, op: CancelOperation) -> CancelOutcome:
-        sid = op.session_id
-        # The running turn is known in memory: send the cancel first, read the
-        # store only when there is no execution to ask.
-        captured = self.lifecycle.running_turn_id(sid)
-        if captured is None:
-            session = await self.store.call(self.store.db.get_session, sid)
-            if session is None:
-                raise NotFound(f"session {sid} not found")
-            captured = (session.current_turn_id if session.state is SessionState.RUNNING
-                        else None)
-        outcome = await self.lifecycle.cancel_agent(sid, op.marks)
-        if outcome is CancelOutcome.IDLE and captured is None:
-            return outcome
-        if captured is not None and self.lifecycle.closed_turns.get(sid) == captured:
-            # The lifecycle closed this very turn and moved the session out of
-            # RUNNING: the reconciliation below would be two no-op store calls.
-            return outcome
-        if captured is not None:
-            await self.lifecycle.close_turn(sid, captured, "cancelled", by_user=True)
-        after = await self.store.call(self.store.db.get_session, sid)
-        if after is not None and after.state is SessionState.RUNNING and (
-            after.current_turn_id is None or after.current_turn_id == captured
-        ):
-            # RUNNING with no turn behind it (or a turn the store could not close):
-            # unstick it.  A successor turn (another id) is never touched.
-            fixed = await self.store.call(
-                self.store.db.set_session_state, sid, SessionState.WAITING_FOR_INPUT,
-                only_from=(SessionState.RUNNING,))
-            if fixed is not None:
-                self.notify.state_changed(fixed)
-            after = fixed
-        if after is not None and after.state is SessionState.RUNNING and (
-            after.current_turn_id == captured
-        ):
-            raise CancelFailed("the session is still running after reconciliation")
-        return outcome

@@ -15,8 +15,8 @@ import logging
 
 from protocols.process import kill_group
 
+from .db import Db
 from .models import SessionState
-from .store import Db
 
 __all__ = ["RESTART_STATUS", "recover"]
 

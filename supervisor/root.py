@@ -49,7 +49,7 @@ class Supervisor:
     recovered: dict[str, int]
 
     async def caller(self, workspace: str = DEFAULT_WORKSPACE) -> Caller:
-        return Caller(await self.store.call(self.store.db.ensure_workspace, workspace))
+        return Caller(await self.store.ensure_workspace(workspace))
 
 
 async def _warm_up_schema() -> None:
@@ -72,6 +72,7 @@ async def open_supervisor(
         recovered = await store.call(recover, store.db)
         bus = EventBus(queue_size=config.limits.ws_send_queue)
         notify = Notifier(bus)
+        store.bind(notify)
         lifecycle = LifecycleManager(config, store, notify, launcher)
         orchestrator = Orchestrator(config, store, notify, lifecycle)
         async with trio.open_nursery() as root:

@@ -1,396 +1,79 @@
-"""SQLite store: workspaces, tasks, task sessions, turns, messages, agent groups.
+"""The store: typed async access to the database, whose writes announce themselves.
 
-``Db`` is plain synchronous SQL (tested directly); ``Store.call`` runs one
-``Db`` method on a worker thread, one at a time (a capacity limiter of 1 over
-one connection), so the Trio thread never blocks on disk.  WAL journal,
-``synchronous=NORMAL``: a committed message survives a crash of the backend
-(SIGKILL), which is the promise; a power cut may lose the last transaction.
+Every method runs one ``Db`` method on a worker thread, one at a time (a
+capacity limiter of 1 over one connection), so the Trio thread never blocks
+on disk.  A write that changes what clients see publishes its notification
+itself, right after it commits (a message added or updated, a session's
+state), so no caller can write and forget to notify, or notify a change that
+did not happen.  What only the lifecycle knows (a turn's end, an agent's
+acknowledgement, permission requests) it publishes itself.
 
-Turn closing is conditional (``WHERE state = 'running'``) and the session is
-moved to WAITING_FOR_INPUT only if it still points at that turn, so whichever
-path closes a turn first (the turn itself, a cancel's reconciliation, an
-escalation, startup recovery) does it exactly once and never touches a
-successor turn.
+``call`` runs any ``Db`` method (tests and benchmarks read with it; tests
+under virtual time override it to run inline).
 """
 
 from __future__ import annotations
 
 import functools
-import json
-import sqlite3
 import threading
-import uuid
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import trio
 
-from .models import Message, Session, SessionState, Task, Turn
+from .db import Db
+from .models import (
+    Message,
+    MessageKind,
+    Role,
+    Session,
+    SessionState,
+    StopReason,
+    Task,
+    Turn,
+    TurnState,
+)
+from .notify import Notifier
 
-__all__ = ["SCHEMA_VERSION", "Db", "Store", "StoreError", "now"]
+__all__ = ["ClosedTurn", "Store"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class StoreError(Exception):
-    pass
+@dataclass(frozen=True, slots=True)
+class ClosedTurn:
+    """What closing a turn did (it was still running: only one close wins)."""
 
-
-def now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def new_id() -> str:
-    return str(uuid.uuid4())
-
-
-def storable(text: str) -> str:
-    """``text`` as SQLite can take it (UTF-8).  Agents' JSON may carry lone
-    surrogates — a JavaScript agent that cuts a string between the halves of
-    an emoji sends each half escaped — which have no UTF-8 form: pairs split
-    across chunks are rejoined, halves left alone become U+FFFD."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text
-
-
-_MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE workspaces (
-        id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, created_at TEXT NOT NULL);
-    CREATE TABLE tasks (
-        id TEXT PRIMARY KEY, workspace_id TEXT NOT NULL REFERENCES workspaces(id),
-        title TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
-    CREATE INDEX tasks_by_workspace ON tasks(workspace_id, updated_at);
-    CREATE TABLE task_sessions (
-        id TEXT PRIMARY KEY, task_id TEXT NOT NULL REFERENCES tasks(id),
-        agent TEXT NOT NULL, state TEXT NOT NULL, current_turn_id TEXT,
-        created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
-    CREATE INDEX sessions_by_task ON task_sessions(task_id, updated_at);
-    CREATE TABLE turns (
-        id TEXT PRIMARY KEY, session_id TEXT NOT NULL REFERENCES task_sessions(id),
-        state TEXT NOT NULL, stop_reason TEXT, started_at TEXT NOT NULL, ended_at TEXT);
-    CREATE INDEX turns_by_session ON turns(session_id, started_at);
-    CREATE TABLE messages (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,
-        session_id TEXT NOT NULL REFERENCES task_sessions(id), turn_id TEXT,
-        role TEXT NOT NULL, kind TEXT NOT NULL, content TEXT NOT NULL,
-        metadata TEXT NOT NULL, created_at TEXT NOT NULL);
-    CREATE INDEX messages_by_session ON messages(session_id, seq);
-    CREATE TABLE agent_groups (
-        pgid INTEGER PRIMARY KEY, session_id TEXT NOT NULL, command TEXT NOT NULL,
-        started_at TEXT NOT NULL);
-    """,
-)
-SCHEMA_VERSION = len(_MIGRATIONS)
-
-_SESSION_COLS = (
-    "s.id, s.task_id, t.workspace_id, s.agent, s.state, s.current_turn_id, "
-    "s.created_at, s.updated_at"
-)
-
-
-def _session(row: sqlite3.Row) -> Session:
-    return Session(
-        id=row["id"], task_id=row["task_id"], workspace_id=row["workspace_id"],
-        agent=row["agent"], state=SessionState(row["state"]),
-        current_turn_id=row["current_turn_id"], created_at=row["created_at"],
-        updated_at=row["updated_at"],
-    )
-
-
-def _task(row: sqlite3.Row) -> Task:
-    return Task(id=row["id"], workspace_id=row["workspace_id"], title=row["title"],
-                created_at=row["created_at"], updated_at=row["updated_at"])
-
-
-class Db:
-    """Synchronous access to the database (one connection; callers serialize)."""
-
-    def __init__(self, path: Path | str, *, busy_timeout_ms: int = 30_000) -> None:
-        self.conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self.conn.row_factory = sqlite3.Row
-        # How long a write waits for a lock another connection holds (a backup, a
-        # sqlite3 shell) before it fails: long enough to ride out seconds of
-        # contention rather than fail a turn's write.
-        self.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        self.conn.execute("PRAGMA journal_mode = WAL")
-        self.conn.execute("PRAGMA synchronous = NORMAL")
-        self.conn.execute("PRAGMA foreign_keys = ON")
-        self._migrate()
-
-    def close(self) -> None:
-        self.conn.close()
-
-    def _migrate(self) -> None:
-        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise StoreError(f"database schema {version} is newer than this Turnvisor's")
-        for i in range(version, SCHEMA_VERSION):
-            # executescript commits first, so the transaction is spelled out in the script.
-            self.conn.executescript(
-                f"BEGIN IMMEDIATE; {_MIGRATIONS[i]}; PRAGMA user_version = {i + 1}; COMMIT;"
-            )
-
-    def _tx(self) -> _Tx:
-        return _Tx(self.conn)
-
-    # -- workspaces and tasks -----------------------------------------------
-
-    def ensure_workspace(self, name: str) -> str:
-        row = self.conn.execute("SELECT id FROM workspaces WHERE name = ?", (name,)).fetchone()
-        if row:
-            return str(row["id"])
-        wid = new_id()
-        with self._tx():
-            self.conn.execute("INSERT INTO workspaces VALUES (?, ?, ?)", (wid, name, now()))
-        return wid
-
-    def create_task(self, workspace_id: str, title: str) -> Task:
-        ts = now()
-        task = Task(id=new_id(), workspace_id=workspace_id, title=title,
-                    created_at=ts, updated_at=ts)
-        with self._tx():
-            self.conn.execute("INSERT INTO tasks VALUES (?, ?, ?, ?, ?)",
-                              (task.id, workspace_id, title, ts, ts))
-        return task
-
-    def get_task(self, task_id: str) -> Task | None:
-        row = self.conn.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
-        return _task(row) if row else None
-
-    def list_tasks(self, workspace_ids: Iterable[str]) -> list[Task]:
-        ids = list(workspace_ids)
-        marks = ",".join("?" * len(ids))
-        rows = self.conn.execute(
-            f"SELECT * FROM tasks WHERE workspace_id IN ({marks}) ORDER BY updated_at DESC", ids
-        ).fetchall()
-        return [_task(r) for r in rows]
-
-    # -- sessions -----------------------------------------------------------
-
-    def create_session(self, task_id: str, agent: str) -> Session:
-        ts = now()
-        sid = new_id()
-        with self._tx():
-            self.conn.execute(
-                "INSERT INTO task_sessions VALUES (?, ?, ?, ?, NULL, ?, ?)",
-                (sid, task_id, agent, SessionState.CREATED.value, ts, ts),
-            )
-            self.conn.execute("UPDATE tasks SET updated_at = ? WHERE id = ?", (ts, task_id))
-        session = self.get_session(sid)
-        assert session is not None
-        return session
-
-    def get_session(self, session_id: str) -> Session | None:
-        row = self.conn.execute(
-            f"SELECT {_SESSION_COLS} FROM task_sessions s JOIN tasks t ON t.id = s.task_id "
-            "WHERE s.id = ?", (session_id,),
-        ).fetchone()
-        return _session(row) if row else None
-
-    def list_sessions(self, task_id: str) -> list[Session]:
-        rows = self.conn.execute(
-            f"SELECT {_SESSION_COLS} FROM task_sessions s JOIN tasks t ON t.id = s.task_id "
-            "WHERE s.task_id = ? ORDER BY s.created_at", (task_id,),
-        ).fetchall()
-        return [_session(r) for r in rows]
-
-    def sessions_in_states(self, states: Iterable[SessionState]) -> list[Session]:
-        values = [s.value for s in states]
-        marks = ",".join("?" * len(values))
-        rows = self.conn.execute(
-            f"SELECT {_SESSION_COLS} FROM task_sessions s JOIN tasks t ON t.id = s.task_id "
-            f"WHERE s.state IN ({marks})", values,
-        ).fetchall()
-        return [_session(r) for r in rows]
-
-    def set_session_state(
-        self, session_id: str, state: SessionState, *, only_from: Iterable[SessionState] = ()
-    ) -> Session | None:
-        """Set the state; with ``only_from``, only if the current state is one of them.
-        Returns the session as it now is (None if it does not exist)."""
-        allowed = [s.value for s in only_from]
-        with self._tx():
-            if allowed:
-                marks = ",".join("?" * len(allowed))
-                self.conn.execute(
-                    f"UPDATE task_sessions SET state = ?, updated_at = ? "
-                    f"WHERE id = ? AND state IN ({marks})",
-                    (state.value, now(), session_id, *allowed),
-                )
-            else:
-                self.conn.execute(
-                    "UPDATE task_sessions SET state = ?, updated_at = ? WHERE id = ?",
-                    (state.value, now(), session_id),
-                )
-        return self.get_session(session_id)
-
-    # -- turns --------------------------------------------------------------
-
-    def open_turn(self, session_id: str, prompt: str) -> tuple[Turn, Message, Session]:
-        """Start a turn: the turn row, the user's message, session RUNNING — atomically."""
-        ts = now()
-        turn = Turn(id=new_id(), session_id=session_id, state="running", stop_reason=None,
-                    started_at=ts, ended_at=None)
-        msg = Message(id=new_id(), session_id=session_id, turn_id=turn.id, role="user",
-                      kind="text", content=prompt, metadata={}, created_at=ts)
-        with self._tx():
-            self.conn.execute("INSERT INTO turns VALUES (?, ?, 'running', NULL, ?, NULL)",
-                              (turn.id, session_id, ts))
-            self._insert_message(msg)
-            self.conn.execute(
-                "UPDATE task_sessions SET state = ?, current_turn_id = ?, updated_at = ? "
-                "WHERE id = ?", (SessionState.RUNNING.value, turn.id, ts, session_id),
-            )
-        session = self.get_session(session_id)
-        assert session is not None
-        return turn, msg, session
-
-    def get_turn(self, turn_id: str) -> Turn | None:
-        row = self.conn.execute("SELECT * FROM turns WHERE id = ?", (turn_id,)).fetchone()
-        if row is None:
-            return None
-        return Turn(id=row["id"], session_id=row["session_id"], state=row["state"],
-                    stop_reason=row["stop_reason"], started_at=row["started_at"],
-                    ended_at=row["ended_at"])
-
-    def close_turn(
-        self,
-        turn_id: str,
-        *,
-        state: str,
-        stop_reason: str,
-        status: tuple[str, dict[str, Any]] | None = None,
-        session_state: SessionState = SessionState.WAITING_FOR_INPUT,
-    ) -> tuple[bool, Message | None, Session | None]:
-        """Close a running turn exactly once.
-
-        Returns (closed by this call, the status message added, the session
-        if this call moved it).  The session moves only if it still points at
-        this turn: a successor turn is never touched.
-        """
-        ts = now()
-        with self._tx():
-            cur = self.conn.execute(
-                "UPDATE turns SET state = ?, stop_reason = ?, ended_at = ? "
-                "WHERE id = ? AND state = 'running'", (state, stop_reason, ts, turn_id),
-            )
-            if cur.rowcount == 0:
-                return False, None, None
-            row = self.conn.execute("SELECT session_id FROM turns WHERE id = ?",
-                                    (turn_id,)).fetchone()
-            session_id = row["session_id"]
-            msg = None
-            if status is not None:
-                content, metadata = status
-                msg = Message(id=new_id(), session_id=session_id, turn_id=turn_id,
-                              role="system", kind="status", content=content,
-                              metadata=metadata, created_at=ts)
-                self._insert_message(msg)
-            moved = self.conn.execute(
-                "UPDATE task_sessions SET state = ?, current_turn_id = NULL, updated_at = ? "
-                "WHERE id = ? AND current_turn_id = ?",
-                (session_state.value, ts, session_id, turn_id),
-            ).rowcount
-        return True, msg, self.get_session(session_id) if moved else None
-
-    # -- messages -----------------------------------------------------------
-
-    def _insert_message(self, msg: Message) -> None:
-        self.conn.execute(
-            "INSERT INTO messages (id, session_id, turn_id, role, kind, content, metadata, "
-            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (msg.id, msg.session_id, msg.turn_id, msg.role, msg.kind, storable(msg.content),
-             json.dumps(msg.metadata), msg.created_at),
-        )
-
-    def add_message(
-        self, session_id: str, turn_id: str | None, role: str, kind: str, content: str,
-        metadata: dict[str, Any] | None = None,
-    ) -> Message:
-        msg = Message(id=new_id(), session_id=session_id, turn_id=turn_id, role=role, kind=kind,
-                      content=content, metadata=metadata or {}, created_at=now())
-        with self._tx():
-            self._insert_message(msg)
-        return msg
-
-    def update_message(self, msg: Message) -> None:
-        with self._tx():
-            self.conn.execute("UPDATE messages SET content = ?, metadata = ? WHERE id = ?",
-                              (storable(msg.content), json.dumps(msg.metadata), msg.id))
-
-    def list_messages(
-        self, session_id: str, *, limit: int = 200, before: str | None = None
-    ) -> list[Message]:
-        """Oldest first; ``before`` is a message id (page backwards from it)."""
-        if before is not None:
-            rows = self.conn.execute(
-                "SELECT * FROM messages WHERE session_id = ? AND seq < "
-                "(SELECT seq FROM messages WHERE id = ?) ORDER BY seq DESC LIMIT ?",
-                (session_id, before, limit),
-            ).fetchall()
-        else:
-            rows = self.conn.execute(
-                "SELECT * FROM messages WHERE session_id = ? ORDER BY seq DESC LIMIT ?",
-                (session_id, limit),
-            ).fetchall()
-        return [Message.from_row(r) for r in reversed(rows)]
-
-    def count_status_messages(self, turn_id: str) -> int:
-        row = self.conn.execute(
-            "SELECT COUNT(*) FROM messages WHERE turn_id = ? AND kind = 'status'", (turn_id,)
-        ).fetchone()
-        return int(row[0])
-
-    # -- agent process groups (swept at startup) ----------------------------
-
-    def record_agent_group(self, pgid: int, session_id: str, command: str) -> None:
-        with self._tx():
-            self.conn.execute("INSERT OR REPLACE INTO agent_groups VALUES (?, ?, ?, ?)",
-                              (pgid, session_id, command, now()))
-
-    def forget_agent_group(self, pgid: int) -> None:
-        with self._tx():
-            self.conn.execute("DELETE FROM agent_groups WHERE pgid = ?", (pgid,))
-
-    def agent_groups(self) -> list[tuple[int, str, str]]:
-        rows = self.conn.execute("SELECT pgid, session_id, command FROM agent_groups").fetchall()
-        return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
-
-
-class _Tx:
-    """BEGIN IMMEDIATE … COMMIT/ROLLBACK (writers take the lock up front, so a
-    busy database fails fast at BEGIN rather than mid-transaction)."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-
-    def __enter__(self) -> sqlite3.Connection:
-        self.conn.execute("BEGIN IMMEDIATE")
-        return self.conn
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+    #: The status message added with it, if any.
+    status: Message | None
+    #: The session, if this close moved it out of RUNNING (it still pointed at the turn).
+    session: Session | None
 
 
 class Store:
-    """Runs ``Db`` methods off the Trio thread, one at a time."""
-
-    def __init__(self, db: Db) -> None:
+    def __init__(self, db: Db, notify: Notifier | None = None) -> None:
         self.db = db
+        self._notify = notify
         self._limiter = trio.CapacityLimiter(1)
         # Guards the connection against a thread abandoned by a cancelled call.
         self._lock = threading.Lock()
 
     @classmethod
-    def open(cls, path: Path | str) -> Store:
-        return cls(Db(path))
+    def open(cls, path: Path | str, notify: Notifier | None = None) -> Store:
+        return cls(Db(path), notify)
+
+    def bind(self, notify: Notifier) -> None:
+        """The notifier writes publish through (set once, by the supervisor root)."""
+        self._notify = notify
+
+    @property
+    def notify(self) -> Notifier:
+        if self._notify is None:
+            raise RuntimeError("the store is not bound to a notifier")
+        return self._notify
 
     async def call(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         bound = functools.partial(fn, *args, **kwargs)
@@ -404,3 +87,84 @@ class Store:
     def close(self) -> None:
         with self._lock:
             self.db.close()
+
+    # -- reads ----------------------------------------------------------------
+
+    async def ensure_workspace(self, name: str) -> str:
+        return await self.call(self.db.ensure_workspace, name)
+
+    async def get_task(self, task_id: str) -> Task | None:
+        return await self.call(self.db.get_task, task_id)
+
+    async def list_tasks(self, workspace_ids: Iterable[str]) -> list[Task]:
+        return await self.call(self.db.list_tasks, list(workspace_ids))
+
+    async def get_session(self, session_id: str) -> Session | None:
+        return await self.call(self.db.get_session, session_id)
+
+    async def list_sessions(self, task_id: str) -> list[Session]:
+        return await self.call(self.db.list_sessions, task_id)
+
+    async def get_turn(self, turn_id: str) -> Turn | None:
+        return await self.call(self.db.get_turn, turn_id)
+
+    async def list_messages(self, session_id: str, *, limit: int = 200,
+                            before: str | None = None) -> list[Message]:
+        return await self.call(self.db.list_messages, session_id, limit=limit, before=before)
+
+    # -- writes clients do not see until they list ----------------------------
+
+    async def create_task(self, workspace_id: str, title: str) -> Task:
+        return await self.call(self.db.create_task, workspace_id, title)
+
+    async def create_session(self, task_id: str, agent: str) -> Session:
+        return await self.call(self.db.create_session, task_id, agent)
+
+    async def record_agent_group(self, pgid: int, session_id: str, command: str) -> None:
+        await self.call(self.db.record_agent_group, pgid, session_id, command)
+
+    async def forget_agent_group(self, pgid: int) -> None:
+        await self.call(self.db.forget_agent_group, pgid)
+
+    # -- writes that publish --------------------------------------------------
+
+    async def set_session_state(self, session_id: str, state: SessionState, *,
+                                only_from: Iterable[SessionState] = ()) -> Session | None:
+        """Returns the session if this call changed it (and announced it), else None."""
+        session = await self.call(self.db.set_session_state, session_id, state,
+                                  only_from=tuple(only_from))
+        if session is not None:
+            self.notify.state_changed(session)
+        return session
+
+    async def open_turn(self, session_id: str, prompt: str) -> tuple[Turn, Message]:
+        """The turn, the user's message and the session RUNNING, atomically."""
+        turn, msg, session = await self.call(self.db.open_turn, session_id, prompt)
+        self.notify.message_added(msg)
+        self.notify.state_changed(session)
+        return turn, msg
+
+    async def close_turn(self, turn_id: str, *, state: TurnState, stop_reason: StopReason,
+                         status: tuple[str, dict[str, Any]] | None = None) -> ClosedTurn | None:
+        """Close a running turn (None if it was not running: someone else closed it)."""
+        closed, msg, session = await self.call(self.db.close_turn, turn_id, state=state,
+                                               stop_reason=stop_reason, status=status)
+        if not closed:
+            return None
+        if msg is not None:
+            self.notify.message_added(msg)
+        if session is not None:
+            self.notify.state_changed(session)
+        return ClosedTurn(status=msg, session=session)
+
+    async def add_message(self, session_id: str, turn_id: str | None, role: Role,
+                          kind: MessageKind, content: str,
+                          metadata: dict[str, Any] | None = None) -> Message:
+        msg = await self.call(self.db.add_message, session_id, turn_id, role, kind, content,
+                              metadata)
+        self.notify.message_added(msg)
+        return msg
+
+    async def update_message(self, msg: Message) -> None:
+        await self.call(self.db.update_message, msg)
+        self.notify.message_updated(msg)

@@ -23,6 +23,7 @@ from supervisor.root import Supervisor
 
 from .actions import agent_cancel, message_list
 from .auth import COOKIE, Tokens, origin_allowed
+from .boot import task_boot
 from .gateway import Gateway
 from .validate import BadInput, req_str
 
@@ -157,7 +158,7 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
 
     @app.get("/api/v1/tasks/<task_id>/boot")
     async def boot(task_id: str) -> Response:
-        return _json(await sup.orchestrator.boot(await me(), task_id,
+        return _json(await task_boot(sup, await me(), task_id,
                                                  request.args.get("session")))
 
     @app.get("/api/v1/task-sessions/<session_id>")
@@ -196,7 +197,7 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
             limit = min(max(int(request.args.get("limit", "50")), 1), 256)
         except ValueError:
             raise BadInput("VALIDATION_ERROR", "limit must be an integer") from None
-        ops = [op for op in sup.orchestrator.history if op.session_id == session_id]
+        ops = [op for op in sup.orchestrator.settled if op.session_id == session_id]
         return _json({"session_id": session_id,
                       "operations": [cancel_stages(op) for op in ops[-limit:]]})
 
@@ -246,7 +247,7 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
         caller = await page_caller()
         if isinstance(caller, Response):
             return caller
-        return await page(await sup.orchestrator.boot(caller, task_id,
+        return await page(await task_boot(sup, caller, task_id,
                                                       request.args.get("session")))
 
     @app.get("/static/<path:filename>")

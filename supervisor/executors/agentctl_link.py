@@ -21,9 +21,10 @@ stops its heartbeats).  No asyncio: httpx runs on httpcore's Trio backend.
 from __future__ import annotations
 
 import logging
+import ssl
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 import trio
@@ -31,7 +32,7 @@ from trio_websocket import (
     ConnectionClosed,
     HandshakeError,
     WebSocketConnection,
-    open_websocket_url,
+    wrap_client_stream,
 )
 
 from protocols.agentctl_wire import (
@@ -122,23 +123,53 @@ class AgentctlLink:
             self.close(reason, quiet=quiet)
 
     async def _stream(self) -> str:
-        """Open the event stream and read it; returns why it ended."""
+        """Open the event stream and read it; returns why it ended.
+
+        The TCP stream is ours, not trio-websocket's: its connection does not
+        close the socket when the peer drops without a close frame (it only
+        marks itself closed), so whoever opens the socket closes it."""
         connect_s = self.timeouts.agentctl_connect_s
-        url = self.url.replace("http", "ws", 1) + "/api/v1/events" + (
-            f"?owner={quote(self.owner, safe='')}" if self.owner else "")
+        parts = urlsplit(self.url)
+        secure = parts.scheme == "https"
+        host = parts.hostname or "127.0.0.1"
+        port = parts.port or (443 if secure else 80)
+        resource = (parts.path.rstrip("/") + "/api/v1/events"
+                    + (f"?owner={quote(self.owner, safe='')}" if self.owner else ""))
+        stream: trio.SocketStream | trio.SSLStream[trio.SocketStream] | None = None
         try:
-            async with open_websocket_url(
-                url, extra_headers=[(b"authorization", f"Bearer {self._token}".encode())],
-                max_message_size=_MAX_FRAME, connect_timeout=connect_s,
-                disconnect_timeout=1.0,
-            ) as ws:
-                return await self._read(ws)
-        except HandshakeError as exc:
-            return f"agentctl's event stream at {self.url} failed: {_describe(exc)}"
-        except ConnectionClosed as exc:
-            return f"agentctl event stream closed: {_close_reason(exc)}"
-        except OSError as exc:
-            return f"agentctl's event stream at {self.url} failed: {_describe(exc)}"
+            async with trio.open_nursery() as nursery:
+                # Errors are caught inside: the nursery would wrap them in a group.
+                try:
+                    with trio.fail_after(connect_s):
+                        tcp = await trio.open_tcp_stream(host, port)
+                        stream = tcp
+                        if secure:
+                            stream = trio.SSLStream(tcp, ssl.create_default_context(),
+                                                    server_hostname=host,
+                                                    https_compatible=True)
+                        ws = await wrap_client_stream(
+                            nursery, stream, parts.netloc, resource,
+                            extra_headers=[(b"authorization", f"Bearer {self._token}".encode())],
+                            max_message_size=_MAX_FRAME)
+                    try:
+                        return await self._read(ws)
+                    finally:
+                        # Say goodbye if the socket still takes it (briefly).
+                        with trio.CancelScope(shield=True), trio.move_on_after(1.0):
+                            await ws.aclose()
+                except trio.TooSlowError:
+                    return (f"agentctl at {self.url} did not open its event stream within "
+                            f"{connect_s:g}s")
+                except ConnectionClosed as exc:
+                    return f"agentctl event stream closed: {_close_reason(exc)}"
+                except (HandshakeError, OSError, trio.BrokenResourceError) as exc:
+                    return f"agentctl's event stream at {self.url} failed: {_describe(exc)}"
+                finally:
+                    nursery.cancel_scope.cancel()  # the connection's reader task
+        finally:
+            if stream is not None:
+                with trio.CancelScope(shield=True):
+                    await stream.aclose()
 
     async def _read(self, ws: WebSocketConnection) -> str:
         """Messages → events until the stream ends; returns why it ended."""

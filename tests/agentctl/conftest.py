@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from agentctl_support import TOKEN, Agentctl, AgentctlFactory, mock_profile
 
-from supervisor.agentctl_client import spawn_agentctl
+from supervisor.executors.agentctl import spawn_agentctl
 
 
 @pytest.fixture

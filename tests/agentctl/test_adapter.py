@@ -19,9 +19,10 @@ from protocols.events import (
     PermissionRequested,
     TurnEnded,
 )
-from protocols.jsonrpc import LocalProtocolError
-from supervisor.agentctl_client import AgentctlAdapter, AgentctlTimeouts, launch_agentctl
-from supervisor.config import Config
+from protocols.transport import AgentRefused
+from supervisor.config import Config, Timeouts
+from supervisor.executors.agentctl import launch_agentctl
+from supervisor.executors.agentctl_adapter import AgentctlAdapter
 from supervisor.profiles import AgentProfile
 
 DIALECTS = pytest.mark.parametrize("protocol", ["acp", "codex"])
@@ -62,7 +63,7 @@ class Collector:
 
 @asynccontextmanager
 async def driven(ctl: Agentctl, *, owner: str | None = "backend-session-1",
-                 token: str | None = None, timeouts: AgentctlTimeouts | None = None,
+                 token: str | None = None, timeouts: Timeouts | None = None,
                  ) -> AsyncIterator[tuple[AgentctlAdapter, Collector]]:
     """An adapter run the way the lifecycle runs one: reader and pump in a nursery."""
     adapter = AgentctlAdapter(ctl.url, token or ctl.token, owner=owner, timeouts=timeouts)
@@ -216,7 +217,7 @@ async def test_permission_round_trip(agentctl: AgentctlFactory) -> None:
                 nursery.start_soon(turn)
                 asked = await seen.wait_for(lambda e: isinstance(e, PermissionRequested))
                 assert isinstance(asked, PermissionRequested) and asked.options
-                with pytest.raises(LocalProtocolError):
+                with pytest.raises(AgentRefused):
                     await adapter.respond_permission("no-such-request", None)
                 await adapter.respond_permission(asked.request_id, asked.options[0].option_id)
             assert result[0].stop_reason == "end_turn"
@@ -250,7 +251,7 @@ async def test_reattach_by_owner_and_refusals(agentctl: AgentctlFactory) -> None
                 assert ended.stop_reason == "end_turn"
             # An orphan turn that ignores the cancel: the agent is replaced.
             await _backend_dies_mid_turn(ctl, "session-A", "/hang")
-            quick = AgentctlTimeouts(attach_join_s=0.3)
+            quick = Timeouts(agentctl_attach_join_s=0.3)
             async with driven(ctl, owner="session-A", timeouts=quick) as (third, _):
                 await third.initialize()
                 assert await third.new_session("/ignored") != session_id
@@ -260,7 +261,7 @@ async def test_reattach_by_owner_and_refusals(agentctl: AgentctlFactory) -> None
                 # Another owner is refused while session-A's backend is connected...
                 async with driven(ctl, owner="session-B") as (other, _):
                     await other.initialize()
-                    with pytest.raises(LocalProtocolError, match="already has a session"):
+                    with pytest.raises(AgentRefused, match="already has a session"):
                         await other.new_session("/ignored")
             # ...and takes the agent over (a fresh one) once that backend is gone.
             async with driven(ctl, owner="session-B") as (other, _):

@@ -15,8 +15,8 @@ import pytest
 import trio
 from agentctl_support import wait_group_gone
 
-from supervisor.agentctl_client import AgentctlAdapter
 from supervisor.config import Config
+from supervisor.executors.agentctl_adapter import AgentctlAdapter
 from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS, SessionState
 from supervisor.orchestrator import Caller

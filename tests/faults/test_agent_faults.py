@@ -122,7 +122,7 @@ async def test_agent_crashes_mid_cancel(tmp_path: Path, agent: str) -> None:
                 os.killpg(pgid, signal.SIGKILL)
             (reply,) = replies
             assert reply["type"] == "response" and reply["payload"]["success"], reply
-            assert rig.srv.sup.orchestrator.history[-1].outcome in (
+            assert rig.srv.sup.orchestrator.settled[-1].outcome in (
                 CancelOutcome.ACKNOWLEDGED, CancelOutcome.LATE, CancelOutcome.NO_EXECUTION)
             end = await wait_turn_end(ws, sid, after=mark)
             assert end["stop_reason"] in ("error", "cancelled"), end
@@ -144,7 +144,7 @@ async def test_agent_hangs_and_ignores_cancel(tmp_path: Path, agent: str) -> Non
             reply = await ws.request("agent.cancel", {"session_id": sid})
             took = trio.current_time() - start
             assert reply["type"] == "response", reply
-            assert rig.srv.sup.orchestrator.history[-1].outcome is CancelOutcome.ESCALATED
+            assert rig.srv.sup.orchestrator.settled[-1].outcome is CancelOutcome.ESCALATED
             assert 1.5 < took < 10, took
             end = await wait_turn_end(ws, sid, after=mark)
             assert end["stop_reason"] == "cancelled"
@@ -169,7 +169,7 @@ async def test_agent_answers_cancel_late(tmp_path: Path, agent: str) -> None:
             await streaming(ws, sid, mark)
             reply = await ws.request("agent.cancel", {"session_id": sid})
             assert reply["type"] == "response", reply
-            assert rig.srv.sup.orchestrator.history[-1].outcome is CancelOutcome.LATE
+            assert rig.srv.sup.orchestrator.settled[-1].outcome is CancelOutcome.LATE
             await wait_turn_end(ws, sid, after=mark)
             assert len(statuses(await messages(ws, sid))) == 1
             await settled(rig, ws, task_id, sid)

@@ -75,7 +75,7 @@ async def test_client_disconnects_mid_cancel(tmp_path: Path, how: str, prompt: s
                              and f["payload"]["cancellation_pending"] is False, after=mark)
             end = await wait_turn_end(observer, sid, after=mark)
             assert end["stop_reason"] == "cancelled"
-            settled = rig.srv.sup.orchestrator.history[-1].outcome
+            settled = rig.srv.sup.orchestrator.settled[-1].outcome
             assert settled is outcome or (outcome is CancelOutcome.LATE
                                           and settled is CancelOutcome.ACKNOWLEDGED), settled
             assert pending_values(observer, sid) == [(True, 1), (False, 2)]

@@ -34,8 +34,8 @@ import pytest
 import trio
 
 from supervisor.bus import EventBus
+from supervisor.db import Db
 from supervisor.models import Message
-from supervisor.store import Db
 from tests.helpers import ws_client
 from web.gateway import Gateway
 

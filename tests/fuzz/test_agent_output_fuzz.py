@@ -40,7 +40,7 @@ from protocols.events import (
     ToolCallUpdated,
     TurnEnded,
 )
-from protocols.jsonrpc import ErrorResponse, PeerClosed, Response, NeedData
+from protocols.jsonrpc import ErrorResponse, NeedData, PeerClosed, Response
 from protocols.transport import AgentClosed, AgentTimeout
 from protocols.turnstate import TurnState
 

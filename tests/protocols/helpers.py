@@ -18,7 +18,7 @@ import trio
 
 import protocols
 from protocols.adapters import AcpAdapter, CodexAdapter, ProtocolName
-from protocols.jsonrpc import Dialect, RpcConnection, RpcEvent, NeedData
+from protocols.jsonrpc import Dialect, NeedData, RpcConnection, RpcEvent
 
 __all__ = [
     "MOCK_AGENT",

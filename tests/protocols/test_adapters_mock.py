@@ -118,7 +118,8 @@ async def test_delay_cancels_promptly_and_the_adapter_goes_on(agent: RunningAgen
             }
         else:
             [interrupt] = lines_after(agent, "turn/interrupt")
-            assert interrupt["params"] == {"threadId": adapter.agent_session_id, "turnId": operation_id}
+            assert interrupt["params"] == {"threadId": adapter.agent_session_id,
+                                           "turnId": operation_id}
             assert task.result.turn_id == operation_id
 
         # The same adapter, and the same agent, take the next prompt.

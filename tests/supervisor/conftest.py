@@ -10,9 +10,10 @@ import pytest
 import trio
 
 from supervisor.config import Config
+from supervisor.db import Db
 from supervisor.executors import Launcher
 from supervisor.root import Supervisor, open_supervisor
-from supervisor.store import Db, Store
+from supervisor.store import Store
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -22,9 +22,9 @@ from protocols.jsonrpc import (
     Dialect,
     IncomingNotification,
     IncomingRequest,
+    NeedData,
     PeerClosed,
     RpcConnection,
-    NeedData,
 )
 from supervisor.executors import LaunchedAgent
 from supervisor.profiles import AgentProfile

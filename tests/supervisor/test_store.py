@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from supervisor.db import SCHEMA_VERSION, Db
 from supervisor.models import SessionState
 from supervisor.recovery import RESTART_STATUS, recover
-from supervisor.store import SCHEMA_VERSION, Db
 
 
 def _db(tmp_path: Path) -> tuple[Db, str]:

@@ -12,8 +12,8 @@ import httpx
 import pytest
 import trio
 
+from supervisor.db import now
 from supervisor.lifecycle import CancelOutcome
-from supervisor.store import now
 from tests.helpers import running_server, ws_client
 
 from .support import (
@@ -106,7 +106,7 @@ async def test_cancel_is_seen_by_every_subscriber_in_order(tmp_path: Path, agent
             for dto in await rest_views(h, task_id, sid):
                 assert progress(dto) == ("WAITING_FOR_INPUT", False, n + 2)
             assert srv.sup.orchestrator.operations_started == 1
-            assert srv.sup.orchestrator.history[-1].outcome is CancelOutcome.ACKNOWLEDGED
+            assert srv.sup.orchestrator.settled[-1].outcome is CancelOutcome.ACKNOWLEDGED
 
             # Not stuck: the next prompt runs a normal turn.
             await a.call("message.add", {"session_id": sid, "content": "hello again"})
@@ -146,7 +146,7 @@ async def test_pending_snapshot_rest_agreement_and_requester_disconnect(tmp_path
             for dto in await rest_views(h, task_id, sid):
                 assert progress(dto) == ("WAITING_FOR_INPUT", False, 2)
             assert srv.sup.orchestrator.operations_started == 1
-            assert srv.sup.orchestrator.history[-1].outcome is CancelOutcome.ESCALATED
+            assert srv.sup.orchestrator.settled[-1].outcome is CancelOutcome.ESCALATED
             r = await h.get(f"/api/v1/task-sessions/{sid}/messages")
             assert len(cancelled_status(r.json()["messages"])) == 1
 
@@ -205,7 +205,7 @@ async def test_duplicate_cancels_join_one_operation_and_sessions_stay_independen
             # The other session still runs, with its own untouched progress.
             for dto in await rest_views(h, task_id, other):
                 assert progress(dto) == ("RUNNING", False, 0)
-            assert srv.sup.lifecycle.running_turn_id(other) is not None
+            assert srv.sup.lifecycle.executions[other].turn is not None
             # ... and is cancelled on its own, with its own revisions.
             assert (await a.call("agent.cancel", {"session_id": other}))["success"] is True
             assert cancellation_changes(a, other) == [(True, 1), (False, 2)]
@@ -229,7 +229,7 @@ async def test_rest_cancel_survives_its_client_giving_up(tmp_path: Path) -> None
             await watcher.wait_for(is_cancellation(sid, False))
             await watcher.wait_for(is_state(sid, "WAITING_FOR_INPUT"))
             assert cancellation_changes(watcher, sid) == [(True, 1), (False, 2)]
-            assert srv.sup.orchestrator.history[-1].outcome is CancelOutcome.ESCALATED
+            assert srv.sup.orchestrator.settled[-1].outcome is CancelOutcome.ESCALATED
 
 
 async def test_timed_out_cancel_clears_pending_and_is_retryable(tmp_path: Path) -> None:
@@ -327,7 +327,7 @@ async def test_restart_exposes_nothing_pending_and_running_row_is_cancellable(
             messages = (await ws.call("message.list", {"session_id": sid}))["messages"]
             mine = [m for m in cancelled_status(messages) if m["turn_id"] == turn_id]
             assert [m["metadata"] for m in mine] == [CANCELLED_META]
-            assert srv.sup.orchestrator.history[-1].outcome is CancelOutcome.NO_EXECUTION
+            assert srv.sup.orchestrator.settled[-1].outcome is CancelOutcome.NO_EXECUTION
 
             # And the session is usable: a new prompt starts a fresh agent.
             await start_turn(ws, sid, "/delay 3000")

@@ -1,0 +1,136 @@
+"""The transcript: an execution's agent events → stored messages → notifications.
+
+One ``Transcript`` per execution, fed in order by the lifecycle's event pump.
+Streamed text is buffered per channel (``agent`` answer, ``thought``) and
+written when the pump has drained a batch (``flush``): consecutive chunks cost
+one store write and one ``session.message.updated``.  A tool call, a plan or
+a permission card is a message of its own; text after a tool call or a
+permission starts a new text message.  The store publishes what it writes;
+the permission notifications are published here.
+
+Turn control (a turn's end, cancel, escalation) is not here: that is the
+lifecycle's.  This module only writes down what the agent said.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from protocols.events import (
+    AgentEvent,
+    MessageChunk,
+    PermissionRequested,
+    PermissionResolved,
+    PlanUpdated,
+    ToolCallStarted,
+    ToolCallUpdated,
+)
+
+from .models import Message
+from .notify import Notifier
+from .store import Store
+
+__all__ = ["Transcript", "TurnText"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class TurnText:
+    """What one turn has written so far: the open messages it may still extend."""
+
+    session_id: str
+    turn_id: str
+    #: The agent text message being streamed, per channel (agent / thought).
+    text: dict[str, Message] = field(default_factory=dict)
+    pending_text: dict[str, str] = field(default_factory=dict)
+    tools: dict[str, Message] = field(default_factory=dict)
+    plan: Message | None = None
+
+
+class Transcript:
+    def __init__(self, store: Store, notify: Notifier, session_id: str) -> None:
+        self.store = store
+        self.notify = notify
+        self.session_id = session_id
+        #: Permission cards the agent is waiting on: its request id → the card.
+        self.permissions: dict[str, Message] = {}
+
+    async def record(self, turn: TurnText | None, ev: AgentEvent) -> None:
+        """Write one event down (``turn`` is None outside a turn)."""
+        match ev:
+            case MessageChunk(text=text, channel=channel) if turn is not None:
+                turn.pending_text[channel] = turn.pending_text.get(channel, "") + text
+            case ToolCallStarted() if turn is not None:
+                await self.flush(turn, close=True)
+                turn.tools[ev.tool_call_id] = await self.store.add_message(
+                    self.session_id, turn.turn_id, "agent", "tool_call", ev.title,
+                    {"tool_call_id": ev.tool_call_id, "status": ev.status, "kind": ev.kind},
+                )
+            case ToolCallUpdated() if turn is not None:
+                tool = turn.tools.get(ev.tool_call_id)
+                if tool is not None:
+                    meta = {**tool.metadata, "status": ev.status or tool.metadata.get("status")}
+                    turn.tools[ev.tool_call_id] = await self._update(
+                        tool, ev.title or tool.content, meta)
+            case PlanUpdated() if turn is not None:
+                content = "\n".join(str(e.get("content", "")) for e in ev.entries)
+                meta = {"entries": list(ev.entries)}
+                if turn.plan is None:
+                    turn.plan = await self.store.add_message(
+                        self.session_id, turn.turn_id, "agent", "plan", content, meta)
+                else:
+                    turn.plan = await self._update(turn.plan, content, meta)
+            case PermissionRequested():
+                # Also outside a turn: Auggie asks about workspace indexing right after
+                # session/new, and takes no prompt until that question is answered.
+                if turn is not None:
+                    await self.flush(turn, close=True)
+                msg = await self.store.add_message(
+                    self.session_id, turn.turn_id if turn else None, "agent", "permission",
+                    ev.title, {
+                        "request_id": ev.request_id, "tool_call_id": ev.tool_call_id,
+                        "status": "pending", "option_id": None,
+                        "options": [{"option_id": o.option_id, "name": o.name, "kind": o.kind}
+                                    for o in ev.options],
+                    },
+                )
+                self.permissions[ev.request_id] = msg
+                self.notify.permission_requested(msg)
+            case PermissionResolved(request_id=request_id, option_id=option_id):
+                card = self.permissions.pop(request_id, None)
+                if card is not None:
+                    status = "cancelled" if option_id is None else "selected"
+                    await self._update(card, card.content,
+                                       {**card.metadata, "status": status, "option_id": option_id})
+                    if option_id is None:
+                        self.notify.permission_cancelled(self.session_id, request_id)
+            case _:
+                log.debug("not in the transcript: %r", ev)
+
+    async def flush(self, turn: TurnText, *, close: bool = False) -> None:
+        """Write the buffered text; ``close``: the next text starts a new message."""
+        for channel, text in list(turn.pending_text.items()):
+            if not text:
+                continue
+            turn.pending_text[channel] = ""
+            current = turn.text.get(channel)
+            if current is None:
+                meta = {"channel": channel} if channel != "agent" else {}
+                turn.text[channel] = await self.store.add_message(
+                    turn.session_id, turn.turn_id, "agent", "text", text, meta)
+            else:
+                turn.text[channel] = await self._update(current, current.content + text,
+                                                        current.metadata)
+        if close:
+            # Text after a tool call or a permission card starts a new message.
+            turn.text.clear()
+
+    async def _update(self, msg: Message, content: str, metadata: dict[str, Any]) -> Message:
+        new = Message(id=msg.id, session_id=msg.session_id, turn_id=msg.turn_id, role=msg.role,
+                      kind=msg.kind, content=content, metadata=metadata,
+                      created_at=msg.created_at)
+        await self.store.update_message(new)
+        return new
