@@ -194,7 +194,7 @@ async def test_duplicate_cancels_join_one_operation_and_sessions_stay_independen
                 assert r["payload"] == {"success": True, "session_id": sid}
             orch = srv.sup.orchestrator
             assert orch.operations_started == 1
-            assert orch.history[-1].joined == 9
+            assert orch.settled[-1].joined == 9
             await b.wait_for(is_cancellation(sid, False))
             for client in (a, b):
                 assert cancellation_changes(client, sid) == [(True, 1), (False, 2)]
