@@ -24,6 +24,7 @@ from protocols.events import (
     ToolCallStarted,
     ToolCallUpdated,
     TurnEnded,
+    UserEcho,
 )
 from protocols.jsonrpc import (
     Dialect,
@@ -363,9 +364,10 @@ UPDATES: list[tuple[str, dict[str, Any], list[object]]] = [
         [MessageChunk(text="t", channel="thought")],
     ),
     (
+        # Outside a history replay: the agent echoing the prompt, not its answer.
         "user chunk",
-        update("user_message_chunk", content={"type": "text", "text": "u"}),
-        [MessageChunk(text="u", channel="user")],
+        update("user_message_chunk", content={"type": "text", "text": "u"}, messageId="u1"),
+        [UserEcho(text="u", message_id="u1")],
     ),
     (
         "image chunk",
