@@ -8,6 +8,10 @@ bounded by ``AdapterTimeouts``.
 ``cancel()`` only writes the protocol's cancel (and the answers the protocol
 requires to pending permission requests); the turn is over when the pending
 ``prompt()`` returns, normally with stop reason ``cancelled``.
+
+ACP requests that time out (``initialize``, ``session/new``; later
+``session/load``/``resume``: pass ``withdraw=self.core.cancel_request`` too)
+are withdrawn with ``$/cancel_request`` before the adapter gives up.
 """
 
 from __future__ import annotations
@@ -50,6 +54,9 @@ class AdapterTimeouts:
     turn_s: float = 3600.0
     #: One write to the agent's stdin.
     write_s: float = 5.0
+    #: How long withdrawing a request (ACP ``$/cancel_request``) may delay a
+    #: caller that was cancelled while waiting for its answer.
+    withdraw_s: float = 1.0
 
 
 class AgentAdapter(Protocol):
@@ -126,7 +133,8 @@ class AcpAdapter(_Base):
         self.core: AcpClient = AcpClient(max_line_bytes=max_line_bytes)
         self.timeouts = timeouts or AdapterTimeouts()
         self.connection = AgentConnection(
-            self.core, send_stream, receive_stream, write_timeout_s=self.timeouts.write_s
+            self.core, send_stream, receive_stream, write_timeout_s=self.timeouts.write_s,
+            withdraw_timeout_s=self.timeouts.withdraw_s,
         )
         self._prompt_lock = trio.Lock()
 
@@ -145,11 +153,13 @@ class AcpAdapter(_Base):
 
     async def initialize(self) -> None:
         rid, data = self.core.initialize()
-        await self.connection.request(rid, data, timeout_s=self.timeouts.initialize_s)
+        await self.connection.request(rid, data, timeout_s=self.timeouts.initialize_s,
+                                      withdraw=self.core.cancel_request)
 
     async def new_session(self, cwd: str) -> str:
         rid, data = self.core.new_session(cwd)
-        await self.connection.request(rid, data, timeout_s=self.timeouts.session_s)
+        await self.connection.request(rid, data, timeout_s=self.timeouts.session_s,
+                                      withdraw=self.core.cancel_request)
         assert self.core.session_id is not None
         return self.core.session_id
 
