@@ -156,6 +156,14 @@ class AcpClient:
         out += self.rpc.send_notification("session/cancel", {"sessionId": self.session_id})
         return bytes(out)
 
+    def resend_cancel(self) -> bytes:
+        """The ``session/cancel`` again, for an agent that dropped the first
+        (pi-acp, vibe: a cancel right after the prompt); ``b""`` unless a
+        cancel was sent and the turn has not ended."""
+        if self.turn.state is not TurnState.CANCEL_SENT:
+            return b""
+        return self.rpc.send_notification("session/cancel", {"sessionId": self.session_id})
+
     def cancel_request(self, rid: RequestId) -> bytes:
         """Withdraw a request of ours still waiting for its answer (it timed
         out): the ``$/cancel_request`` bytes, ``b""`` if it is answered already.

@@ -74,6 +74,7 @@ class AgentAdapter(Protocol):
     async def new_session(self, cwd: str) -> str: ...
     async def prompt(self, text: str) -> TurnEnded: ...
     async def cancel(self) -> None: ...
+    async def resend_cancel(self) -> None: ...
     async def respond_permission(self, request_id: str, option_id: str | None) -> None: ...
     def abandon_turn(self) -> bool: ...
 
@@ -172,6 +173,11 @@ class AcpAdapter(_Base):
         await self._wait_prompt_written()
         await self.connection.send(self.core.cancel())
 
+    async def resend_cancel(self) -> None:
+        """Send the protocol cancel again (the agent keeps streaming a turn it
+        was told to cancel); nothing if no cancel is outstanding."""
+        await self.connection.send(self.core.resend_cancel())
+
     async def respond_permission(self, request_id: str, option_id: str | None) -> None:
         await self.connection.send(self.core.respond_permission(request_id, option_id))
 
@@ -231,6 +237,11 @@ class CodexAdapter(_Base):
         # turn/interrupt's answer ({}) is not waited for: the turn is over only
         # at turn/completed, which prompt() is already waiting on.
         await self.connection.send(self.core.cancel())
+
+    async def resend_cancel(self) -> None:
+        """``turn/interrupt`` again (the agent keeps streaming a turn it was
+        told to interrupt); nothing if no interrupt is outstanding."""
+        await self.connection.send(self.core.resend_cancel())
 
     async def respond_permission(self, request_id: str, option_id: str | None) -> None:
         await self.connection.send(self.core.respond_permission(request_id, option_id))

@@ -210,6 +210,14 @@ class CodexClient:
         self._items.clear()
         return bytes(out)
 
+    def resend_cancel(self) -> bytes:
+        """``turn/interrupt`` again, for an agent that went on after the first;
+        ``b""`` unless a cancel was sent, the turn has not ended and its id is
+        known (an owed interrupt goes out when the id arrives)."""
+        if self.turn.state is not TurnState.CANCEL_SENT or self.turn_id is None:
+            return b""
+        return self._interrupt()
+
     def _interrupt(self) -> bytes:
         self._interrupt_owed = False
         _, data = self.rpc.send_request(

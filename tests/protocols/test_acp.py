@@ -162,6 +162,10 @@ WRITES: list[tuple[Callable[[], Pair], Callable[[AcpClient], bytes], bytes]] = [
     # No turn running: the cancel has already settled, nothing to write.
     (in_session, AcpClient.cancel, b""),
     (cancelled, AcpClient.cancel, b""),
+    # An agent that dropped the first cancel gets it again, on request.
+    (cancelled, AcpClient.resend_cancel, SESSION_CANCEL),
+    (prompting, AcpClient.resend_cancel, b""),
+    (in_session, AcpClient.resend_cancel, b""),
 ]
 WRITE_IDS = [
     "initialize",
@@ -174,6 +178,9 @@ WRITE_IDS = [
     "cancel with tools open",
     "cancel with no turn",
     "second cancel",
+    "cancel re-sent",
+    "no cancel to re-send",
+    "no turn to re-send for",
 ]
 
 

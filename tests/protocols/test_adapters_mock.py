@@ -23,10 +23,12 @@ from protocols.events import (
     MessageChunk,
     PermissionRequested,
     PermissionResolved,
+    PermissionWithdrawn,
     ToolCallStarted,
     ToolCallUpdated,
     TurnEnded,
 )
+from protocols.jsonrpc import LocalProtocolError
 from protocols.transport import AgentClosed, AgentTimeout
 
 from .helpers import RunningAgent
@@ -305,3 +307,69 @@ async def test_garbage_line_is_a_notice_and_the_turn_ends_normally(agent: Runnin
     assert "not JSON" in notice.message
     assert "this is not JSON" in notice.message
     assert events.text() == "/garbage"
+
+
+async def test_dropcancel_ignores_the_first_cancel_and_honours_a_resent_one(
+    agent: RunningAgent,
+) -> None:
+    """Models pi-acp/vibe dropping a cancel that follows the prompt at once:
+    re-sending the protocol cancel stops the turn in well under a second."""
+    adapter = agent.adapter
+    events = Events(adapter.events)
+    task = PromptTask()
+    with trio.fail_after(TEST_S):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(task.run, adapter, "/dropcancel 5000")
+            await events.until(MessageChunk)
+            await adapter.cancel()
+            # Dropped: the turn goes on streaming.
+            await trio.sleep(0.3)
+            assert task.result is None
+            before = len(events.of(MessageChunk))
+            await events.until(MessageChunk)
+            assert len(events.of(MessageChunk)) > before
+            resent_at = trio.current_time()
+            await adapter.resend_cancel()
+        assert task.result is not None and task.ended_at is not None
+        assert task.result.stop_reason == "cancelled"
+        assert task.ended_at - resent_at < 1.0
+    method = "session/cancel" if agent.protocol == "acp" else "turn/interrupt"
+    cancels = [m for m in agent.written.lines() if m.get("method") == method]
+    assert len(cancels) == 2
+    assert cancels[0]["params"] == cancels[1]["params"]
+    # No cancel outstanding any more: nothing to re-send.
+    assert adapter.core.resend_cancel() == b""
+
+
+async def test_withdraw_dismisses_the_permission(agent: RunningAgent) -> None:
+    adapter = agent.adapter
+    events = Events(adapter.events)
+    with trio.fail_after(TEST_S):
+        ended = None
+        async with trio.open_nursery() as nursery:
+
+            async def run() -> None:
+                nonlocal ended
+                ended = await adapter.prompt("/withdraw")
+
+            nursery.start_soon(run)
+            request = await events.until(PermissionRequested)
+            withdrawn = await events.until(PermissionWithdrawn)
+            assert withdrawn.request_id == request.request_id
+            await events.until(TurnEnded)
+    assert ended is not None and ended.stop_reason == "end_turn"
+    assert adapter.core.pending_permissions == ()
+    assert events.of(PermissionResolved) == []
+    if agent.protocol == "acp":
+        # The answer the spec requires, exactly, and the agent got it.
+        assert {
+            "jsonrpc": "2.0", "id": 0,
+            "error": {"code": -32800, "message": "Request cancelled"},
+        } in agent.written.lines()
+        assert events.text() == "withdrawn: -32800"
+    else:
+        # serverRequest/resolved owes the agent nothing.
+        assert [m for m in agent.written.lines() if m.get("id") == 100] == []
+        assert events.text() == "withdrawn: resolved"
+    with pytest.raises(LocalProtocolError):
+        await adapter.respond_permission(request.request_id, None)

@@ -119,6 +119,12 @@ def asked_permissions() -> Pair:
     return p
 
 
+def cancelled_before_turn_id() -> Pair:
+    p = turn_sent()
+    p.client.cancel()
+    return p
+
+
 def interrupted() -> Pair:
     p = in_turn()
     p.client.cancel()
@@ -200,6 +206,10 @@ WRITES: list[tuple[Callable[[], Pair], Callable[[CodexClient], bytes], bytes]] =
     (interrupted, CodexClient.cancel, b""),
     # The turn id is not known yet: the interrupt is owed, not written.
     (turn_sent, CodexClient.cancel, b""),
+    # An agent that went on after the interrupt gets it again (a new request id).
+    (interrupted, CodexClient.resend_cancel, INTERRUPT.replace(b'"id":4', b'"id":5')),
+    (in_turn, CodexClient.resend_cancel, b""),
+    (cancelled_before_turn_id, CodexClient.resend_cancel, b""),
 ]
 WRITE_IDS = [
     "initialize",
@@ -222,6 +232,9 @@ WRITE_IDS = [
     "cancel with no turn",
     "second cancel",
     "cancel before the turn id",
+    "interrupt re-sent",
+    "no interrupt to re-send",
+    "interrupt still owed",
 ]
 
 
