@@ -40,10 +40,12 @@ from protocols.events import (
     OtherUpdate,
     PermissionRequested,
     PermissionResolved,
+    PermissionWithdrawn,
     PlanUpdated,
     ToolCallStarted,
     ToolCallUpdated,
     TurnEnded,
+    UserEcho,
 )
 from protocols.jsonrpc import LocalProtocolError
 from protocols.process import drain_stderr
@@ -383,6 +385,17 @@ class LifecycleManager:
                     await self._update(turn, msg, msg.content, meta)
                     if option_id is None:
                         self.notify.permission_cancelled(ex.session_id, request_id)
+            # Issue 15 (protocol layer): an agent withdrew its request
+            # ($/cancel_request, serverRequest/resolved): dismissed like a cancelled one.
+            case PermissionWithdrawn(request_id=request_id):
+                withdrawn = ex.permissions.pop(request_id, None)
+                if withdrawn is not None:
+                    meta = {**withdrawn.metadata, "status": "cancelled", "option_id": None,
+                            "withdrawn": True}
+                    await self._update(turn, withdrawn, withdrawn.content, meta)
+                    self.notify.permission_cancelled(ex.session_id, request_id)
+            case UserEcho():
+                pass  # the agent repeating the user's prompt: already stored as the user's
             case AgentNotice(message=message, level=level):
                 log.log(logging.WARNING if level == "warning" else logging.INFO,
                         "agent %s (session %s): %s", ex.profile.name, ex.session_id, message)
