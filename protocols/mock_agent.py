@@ -9,7 +9,9 @@ milliseconds.  The prompt text selects a behaviour (DESIGN.md §3):
     /delay <ms>      a chunk every 100 ms for <ms>; honours cancel at once
     /slow <ms>       the same stream, but ignores cancel until <ms> has passed
     /hang            never answers the prompt, ignores cancel
-    /permission      asks permission (ACP) or approval (Codex) and waits
+    /permission      asks permission (ACP) or approval (Codex) and waits; Codex:
+                     ``cancel`` ("Deny and stop") interrupts the turn, and every
+                     settled approval is followed by ``serverRequest/resolved``
     /withdraw        asks permission, then takes the request back after ~300 ms
                      (ACP ``$/cancel_request``, Codex ``serverRequest/resolved``)
                      and ends the turn with ``withdrawn: <the client's answer>``
@@ -290,7 +292,8 @@ class MockAgent:
             rid, data = self.rpc.send_request("session/request_permission", {
                 "sessionId": self.session_id,
                 "toolCall": {"toolCallId": "perm-tool", "title": "Write to disk",
-                             "status": "pending"},
+                             "kind": "execute", "status": "pending",
+                             "rawInput": {"command": "touch file.txt"}},
                 "options": [
                     {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
                     {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
@@ -311,6 +314,11 @@ class MockAgent:
             if self.dialect is Dialect.CODEX and turn.cancelled.is_set():
                 break
         answer = turn.permission_answer or {}
+        if self.dialect is Dialect.CODEX:
+            # As Codex does once a request is settled, answered or cleared.
+            self.notify("serverRequest/resolved", {
+                "threadId": self.thread_id, "requestId": turn.permission_rpc_id,
+            })
         if self.dialect is Dialect.JSONRPC2:
             outcome = answer.get("outcome", {})
             if turn.cancelled.is_set() or outcome.get("outcome") == "cancelled":
@@ -318,7 +326,8 @@ class MockAgent:
                 return
             self.chunk(turn, f"permission: {outcome.get('optionId')}")
         else:
-            if turn.cancelled.is_set():
+            # "cancel" is "deny and stop": Codex interrupts the turn itself.
+            if turn.cancelled.is_set() or answer.get("decision") == "cancel":
                 self.end_turn(turn, "cancelled")
                 return
             self.chunk(turn, f"approval: {answer.get('decision')}")

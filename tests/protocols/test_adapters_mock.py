@@ -373,3 +373,39 @@ async def test_withdraw_dismisses_the_permission(agent: RunningAgent) -> None:
         assert events.text() == "withdrawn: resolved"
     with pytest.raises(LocalProtocolError):
         await adapter.respond_permission(request.request_id, None)
+
+
+async def test_deny_and_stop_ends_the_turn(agent: RunningAgent) -> None:
+    """Codex's ``cancel`` decision refuses and interrupts; the event says so,
+    so the supervisor can end the turn as a user cancel.  ACP has no such
+    decision: its permission details are checked here instead."""
+    adapter = agent.adapter
+    events = Events(adapter.events)
+    task = PromptTask()
+    with trio.fail_after(TEST_S):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(task.run, adapter, "/permission")
+            request = await events.until(PermissionRequested)
+            if agent.protocol == "acp":
+                assert request.details == {
+                    "kind": "execute", "raw_input": {"command": "touch file.txt"}
+                }
+                await adapter.respond_permission(request.request_id, "reject")
+            else:
+                assert request.details == {"command": "touch file.txt", "reason": "Write to disk"}
+                assert [o.name for o in request.options] == [
+                    "Allow", "Allow for this session", "Deny", "Deny and stop"
+                ]
+                await adapter.respond_permission(request.request_id, "cancel")
+            await events.until(TurnEnded)
+    assert task.result is not None
+    [resolved] = events.of(PermissionResolved)
+    if agent.protocol == "acp":
+        assert task.result.stop_reason == "end_turn"
+        assert not resolved.interrupts_turn
+    else:
+        assert task.result.stop_reason == "cancelled"
+        assert resolved == PermissionResolved(
+            request_id=request.request_id, option_id="cancel", interrupts_turn=True
+        )
+        assert {"id": 100, "result": {"decision": "cancel"}} in agent.written.lines()
