@@ -232,7 +232,7 @@ class CodexClient:
         if pending is None:
             raise LocalProtocolError(f"no pending approval {request_id!r}")
         offered = {d.option_id: d for d in pending.decisions}
-        decision = DECISIONS[pending.method][2] if option_id is None else offered.get(option_id)
+        decision = _declined(pending) if option_id is None else offered.get(option_id)
         if decision is None:
             raise LocalProtocolError(f"{option_id!r} is not a decision for {pending.method}")
         del self._approvals[request_id]
@@ -348,7 +348,7 @@ class CodexClient:
             decisions = tuple(d for d in decisions if d is not _ALLOW_SESSION)
         pending = _Pending(req.id, req.method, decisions, params.get("permissions"))
         if self.turn.state is TurnState.CANCEL_SENT:
-            self._outgoing += self.rpc.send_response(req.id, _answer(pending, decisions[2]))
+            self._outgoing += self.rpc.send_response(req.id, _answer(pending, _declined(pending)))
             return
         self._approvals[request_id] = pending
         item = params.get("itemId") or params.get("callId")
@@ -483,6 +483,11 @@ class _Pending:
     decisions: tuple[Decision, ...]
     #: ``item/permissions/requestApproval``: what was asked, granted back whole.
     permissions: Any = None
+
+
+def _declined(pending: _Pending) -> Decision:
+    """What a cancel answers: "Deny" (the interrupt itself goes separately)."""
+    return DECISIONS[pending.method][2]
 
 
 def _answer(pending: _Pending, decision: Decision) -> dict[str, Any]:

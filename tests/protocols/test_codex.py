@@ -492,6 +492,15 @@ def test_human_checkpoint_offers_no_session_wide_answer() -> None:
     assert req.details["kind"] == "humanCommand"
     with pytest.raises(LocalProtocolError):
         p.client.respond_permission("0", "acceptForSession")
+    # A cancel still answers "decline" (the interrupt stops the turn).
+    assert p.client.cancel() == INTERRUPT + DECLINE
+
+
+def test_human_checkpoint_asked_after_interrupt_is_declined() -> None:
+    p = interrupted()
+    params = {**APPROVAL_PARAMS, "kind": "humanCommand"}
+    p.to_client(p.agent.send_request("item/commandExecution/requestApproval", params)[1])
+    assert p.client.data_to_send() == DECLINE
 
 
 def test_file_change_approval_shows_the_changes_of_its_item() -> None:
