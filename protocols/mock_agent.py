@@ -59,7 +59,7 @@ CHUNK_INTERVAL_S = 0.1
 #: ``/withdraw``: how long the request stands before the agent takes it back,
 #: and how long it then waits for the client's answer to the withdrawal.
 WITHDRAW_AFTER_S = 0.3
-WITHDRAW_ANSWER_S = 2.0
+WITHDRAW_ANSWER_S = 10.0
 
 
 class Turn:
