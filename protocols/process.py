@@ -15,7 +15,9 @@ still its root, and signals every collected process and its group after the
 agent's own group.  The backend can also be a child subreaper
 (``become_subreaper``): a tool orphaned by an agent that exited is then
 re-parented to the backend rather than to PID 1, and ``reap_orphans`` kills
-and reaps it.
+and reaps it.  After a backend crash neither link exists; an agent started
+with a ``tag`` passes it to its tools in their environment, and
+``tagged_processes`` finds them for the startup sweep.
 
 PR_SET_PDEATHSIG is not an option with trio (it forks on worker threads that
 retire), so a crashed backend leaves groups behind; the supervisor records each
@@ -37,6 +39,7 @@ from typing import Final
 import trio
 
 __all__ = [
+    "AGENT_TAG_ENV",
     "become_subreaper",
     "drain_stderr",
     "kill_group",
@@ -45,8 +48,15 @@ __all__ = [
     "reap_orphans",
     "signal_group",
     "start_agent_process",
+    "tagged_processes",
     "terminate_group",
 ]
+
+
+#: Set in an agent's environment when it is started with a ``tag``; its tools
+#: inherit it, so ``tagged_processes`` finds them after a backend crash, when
+#: no ppid link leads to them any more.
+AGENT_TAG_ENV: Final = "TURNVISOR_AGENT_TAG"
 
 
 async def start_agent_process(
@@ -54,14 +64,19 @@ async def start_agent_process(
     *,
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
+    tag: str | None = None,
 ) -> trio.Process:
-    """Spawn ``command`` with piped stdio, as the leader of a new process group."""
+    """Spawn ``command`` with piped stdio, as the leader of a new process group;
+    ``tag`` goes into its environment as ``AGENT_TAG_ENV``."""
+    full_env = dict(env) if env is not None else None
+    if tag is not None:
+        full_env = {**(full_env if full_env is not None else os.environ), AGENT_TAG_ENV: tag}
     return await trio.lowlevel.open_process(
         list(command),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=dict(env) if env is not None else None,
+        env=full_env,
         cwd=cwd,
         process_group=0,
     )
@@ -259,6 +274,32 @@ async def _reap_ours(snapshot: dict[int, int]) -> None:
 
 #: How long a teardown or a sweep waits for SIGKILLed orphans to be reapable.
 REAP_WAIT_S: Final = 1.0
+
+
+def tagged_processes(tags: Iterable[str]) -> set[int]:
+    """Live processes whose environment carries ``AGENT_TAG_ENV`` with one of
+    ``tags``: the agents started with those tags and every process below them
+    that kept its environment, wherever it was re-parented.  For the startup
+    sweep after a backend crash (pass the tags the dead backend recorded, so
+    another backend's agents are left alone); only this user's processes can
+    be read."""
+    wanted = {f"{AGENT_TAG_ENV}={t}".encode() for t in tags}
+    if not wanted:
+        return set()
+    me = os.getpid()
+    found = set()
+    for pid in _all_pids():
+        if pid == me:
+            continue
+        try:
+            environ = (_PROC / str(pid) / "environ").read_bytes()
+        except OSError:
+            continue  # gone, or not ours to read
+        if wanted.intersection(environ.split(b"\0")):
+            st = _stat(pid)
+            if st is not None and st[0] not in ("Z", "X"):
+                found.add(pid)
+    return found
 
 
 def become_subreaper() -> bool:

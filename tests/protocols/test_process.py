@@ -12,12 +12,19 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 import trio
 
-from protocols.process import kill_tree, process_tree, start_agent_process, terminate_group
+from protocols.process import (
+    kill_tree,
+    process_tree,
+    start_agent_process,
+    tagged_processes,
+    terminate_group,
+)
 
 from .helpers import MOCK_AGENT, REPO_ROOT
 
@@ -176,3 +183,24 @@ def test_become_subreaper_in_a_child_process() -> None:
     )
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     assert subprocess.run([sys.executable, "-c", code], env=env, check=False).returncode == 0
+
+
+async def test_tagged_tools_are_found_after_their_agent_is_gone() -> None:
+    """The crash case: no ppid link leads from the backend to an orphaned tool,
+    but the tag in its environment does (and only the right tag)."""
+    tag = f"test-{uuid.uuid4().hex}"
+    leaver = SESSION_TOOL_AGENT.replace("sys.stdin.read()\n", "")
+    with trio.fail_after(TEST_S):
+        proc = await start_agent_process([sys.executable, "-c", leaver], tag=tag)
+        assert proc.stdout is not None
+        tool = int(await proc.stdout.receive_some())
+        await proc.wait()
+        await terminate_group(proc, grace_s=0.2, eof_grace_s=0.2)
+        # The agent exited before its teardown: its tree was already gone.
+        assert alive(tool)
+        assert tagged_processes([tag]) == {tool}
+        assert tagged_processes([f"{tag}-other"]) == set()
+        assert tagged_processes([]) == set()
+        assert kill_tree(tagged_processes([tag])) == [tool]
+        while alive(tool):
+            await trio.sleep(0.01)
