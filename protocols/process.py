@@ -33,7 +33,6 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Final
 
 import trio
@@ -143,22 +142,39 @@ async def terminate_group(
 
 # -- the process tree, from /proc ------------------------------------------------
 
-_PROC: Final = Path("/proc")
+_PROC: Final = "/proc"
 #: prctl option (linux/prctl.h).
 _PR_SET_CHILD_SUBREAPER: Final = 36
 
 
+def _read(path: str) -> bytes | None:
+    # os.open/os.read: a pathlib read costs several times more, and teardown
+    # reads every process's stat once or twice, on the event loop.
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def _stat(pid: int) -> tuple[str, int, int, int] | None:
     """(state, ppid, pgrp, start time) of ``pid``, or None if it is gone."""
-    try:
-        text = (_PROC / str(pid) / "stat").read_text()
-    except (OSError, ValueError):
+    data = _read(f"/proc/{pid}/stat")
+    if data is None:
         return None
     # "pid (comm) state ppid pgrp session ... starttime(22nd)": comm may hold
     # spaces and parentheses, so split after its last ")".
-    fields = text.rsplit(")", 1)[-1].split()
+    fields = data.rsplit(b")", 1)[-1].split()
     try:
-        return fields[0], int(fields[1]), int(fields[2]), int(fields[19])
+        return fields[0].decode(), int(fields[1]), int(fields[2]), int(fields[19])
     except (IndexError, ValueError):
         return None
 
@@ -291,9 +307,8 @@ def tagged_processes(tags: Iterable[str]) -> set[int]:
     for pid in _all_pids():
         if pid == me:
             continue
-        try:
-            environ = (_PROC / str(pid) / "environ").read_bytes()
-        except OSError:
+        environ = _read(f"/proc/{pid}/environ")
+        if environ is None:
             continue  # gone, or not ours to read
         if wanted.intersection(environ.split(b"\0")):
             st = _stat(pid)
