@@ -13,6 +13,18 @@ and SHOULD mark unfinished tool calls cancelled; it then sends the
 ``session/cancel`` notification, and the pending ``session/prompt`` returns
 ``stopReason: cancelled``.  All of that is ``cancel()``, tested without a
 process.
+
+Request cancellation (``$/cancel_request {requestId}``, stable since
+2026-06), both ways: an agent that withdraws its own pending
+``session/request_permission`` gets the answer the spec requires (error
+-32800) and the supervisor a ``PermissionWithdrawn``; a request of ours that
+timed out is withdrawn with ``cancel_request(rid)``, and whatever the agent
+still answers to it (-32800, a late result) is reported, never mistaken for a
+live answer.
+
+``user_message_chunk`` is the agent repeating the user's words: history while
+``replaying`` (set around ``session/load``), otherwise an echo of the prompt
+(``UserEcho``), which is not agent text.
 """
 
 from __future__ import annotations
@@ -33,16 +45,19 @@ from .events import (
     PermissionOption,
     PermissionRequested,
     PermissionResolved,
+    PermissionWithdrawn,
     PlanUpdated,
     StopReason,
     ToolCallStarted,
     ToolCallUpdated,
     TurnEnded,
+    UserEcho,
 )
 from .framing import DEFAULT_MAX_LINE_BYTES
 from .jsonrpc import (
     METHOD_NOT_FOUND,
     NEED_DATA,
+    REQUEST_CANCELLED,
     Dialect,
     ErrorResponse,
     IncomingNotification,
@@ -51,15 +66,17 @@ from .jsonrpc import (
     LocalProtocolError,
     NeedData,
     PeerClosed,
+    RequestId,
     Response,
     RpcConnection,
     UnmatchedResponse,
 )
 from .turnstate import Trigger, TurnMachine, TurnState
 
-__all__ = ["PROTOCOL_VERSION", "AcpClient", "ClientEvent"]
+__all__ = ["CANCEL_REQUEST", "PROTOCOL_VERSION", "AcpClient", "ClientEvent"]
 
 PROTOCOL_VERSION: Final = 1
+CANCEL_REQUEST: Final = "$/cancel_request"
 _FINISHED_TOOL_STATES: Final = frozenset({"completed", "failed", "cancelled"})
 
 ClientEvent = AgentEvent | Response | ErrorResponse | PeerClosed
@@ -85,6 +102,11 @@ class AcpClient:
         self._permissions: dict[str, int | str] = {}
         #: Tool calls of the current turn that have not finished.
         self._open_tools: dict[str, str] = {}
+        #: Our requests withdrawn with ``$/cancel_request``: rpc id → method.
+        self._withdrawn: dict[RequestId, str] = {}
+        #: True while the agent replays a session's history (``session/load``):
+        #: its ``user_message_chunk`` are then the user's past messages, not echoes.
+        self.replaying = False
         self._events: deque[ClientEvent] = deque()
         self._outgoing = bytearray()
 
@@ -133,6 +155,27 @@ class AcpClient:
         self._open_tools.clear()
         out += self.rpc.send_notification("session/cancel", {"sessionId": self.session_id})
         return bytes(out)
+
+    def resend_cancel(self) -> bytes:
+        """The ``session/cancel`` again, for an agent that dropped the first
+        (pi-acp, vibe: a cancel right after the prompt); ``b""`` unless a
+        cancel was sent and the turn has not ended."""
+        if self.turn.state is not TurnState.CANCEL_SENT:
+            return b""
+        return self.rpc.send_notification("session/cancel", {"sessionId": self.session_id})
+
+    def cancel_request(self, rid: RequestId) -> bytes:
+        """Withdraw a request of ours still waiting for its answer (it timed
+        out): the ``$/cancel_request`` bytes, ``b""`` if it is answered already.
+
+        The request stops being pending at once; the agent's answer to it
+        (error -32800, or a late result) becomes an ``AgentNotice``."""
+        method = self.rpc.pending.get(rid)
+        if method is None:
+            return b""
+        self.rpc.forget(rid)
+        self._withdrawn[rid] = method
+        return self.rpc.send_notification(CANCEL_REQUEST, {"requestId": rid})
 
     def respond_permission(self, request_id: str, option_id: str | None) -> bytes:
         """Answer a ``PermissionRequested``; ``option_id=None`` means cancelled."""
@@ -188,6 +231,8 @@ class AcpClient:
         match ev:
             case IncomingNotification(method="session/update", params=params):
                 self._on_update(params)
+            case IncomingNotification(method="$/cancel_request", params=params):
+                self._on_cancel_request(params)
             case IncomingNotification(method=method):
                 self._events.append(OtherUpdate(kind=method, payload=ev.params))
             case IncomingRequest(method="session/request_permission"):
@@ -222,6 +267,8 @@ class AcpClient:
                 self._events.append(ev)
             case Response() | ErrorResponse():
                 self._events.append(ev)
+            case UnmatchedResponse(id=rid) if _is_id(rid) and rid in self._withdrawn:
+                self._on_withdrawn_answer(self._withdrawn.pop(rid), ev)
             case UnmatchedResponse(id=rid):
                 self._events.append(AgentNotice(message=f"reply to unknown request id {rid!r}"))
             case InvalidLine(reason=reason, line=line):
@@ -232,6 +279,31 @@ class AcpClient:
                 self._permissions.clear()
                 self.turn.fire(Trigger.CLOSE)
                 self._events.append(ev)
+
+    def _on_cancel_request(self, params: Any) -> None:
+        rid = params.get("requestId") if isinstance(params, dict) else None
+        request_id = str(rid)
+        if not _is_id(rid) or self._permissions.get(request_id) != rid:
+            # Already answered (or never asked): the answer it wants went out.
+            self._events.append(AgentNotice(
+                message=f"$/cancel_request for no pending request ({rid!r})", level="info"
+            ))
+            return
+        del self._permissions[request_id]
+        self._outgoing += self.rpc.send_error(rid, REQUEST_CANCELLED, "Request cancelled")
+        self._events.append(PermissionWithdrawn(
+            request_id=request_id, reason="the agent withdrew the request"
+        ))
+
+    def _on_withdrawn_answer(self, method: str, ev: UnmatchedResponse) -> None:
+        err = ev.message.get("error") if isinstance(ev.message, dict) else None
+        if isinstance(err, dict) and err.get("code") == REQUEST_CANCELLED:
+            text = f"the agent confirmed the withdrawal of {method} ({ev.id!r})"
+        elif err is not None:
+            text = f"the agent answered the withdrawn {method} ({ev.id!r}) with an error: {err!r}"
+        else:
+            text = f"late answer to the withdrawn {method} ({ev.id!r}) ignored"
+        self._events.append(AgentNotice(message=text, level="info"))
 
     def _end_turn(self, result: Any) -> None:
         try:
@@ -273,6 +345,7 @@ class AcpClient:
                     PermissionOption(option_id=o.option_id, name=o.name, kind=str(o.kind))
                     for o in params.options
                 ),
+                details=_tool_details(req.params),
             )
         )
 
@@ -300,6 +373,8 @@ class AcpClient:
             text = getattr(content, "text", None)
             if text is None:
                 return OtherUpdate(kind=kind, payload=raw)
+            if kind == "user_message_chunk" and not self.replaying:
+                return UserEcho(text=text, message_id=parsed.message_id)
             channel = {"agent_message_chunk": "agent", "agent_thought_chunk": "thought"}.get(
                 kind, "user"
             )
@@ -330,6 +405,25 @@ class AcpClient:
                 e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in parsed.entries
             ))
         return OtherUpdate(kind=kind, payload=raw)
+
+
+#: ACP tool call members worth showing with a permission request (wire name →
+#: ``details`` key).
+_TOOL_DETAILS: Final = {
+    "kind": "kind", "rawInput": "raw_input", "content": "content", "locations": "locations",
+}
+
+
+def _tool_details(params: Any) -> dict[str, Any]:
+    """What a ``session/request_permission`` asks about, as the agent wrote it."""
+    tool = params.get("toolCall") if isinstance(params, dict) else None
+    if not isinstance(tool, dict):
+        return {}
+    return {key: tool[wire] for wire, key in _TOOL_DETAILS.items() if tool.get(wire)}
+
+
+def _is_id(value: object) -> bool:
+    return isinstance(value, int | str) and not isinstance(value, bool)
 
 
 def _stop(value: str) -> StopReason:

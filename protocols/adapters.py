@@ -9,6 +9,10 @@ bounded by ``AdapterTimeouts``.
 requires to pending permission requests); the turn is over when the pending
 ``prompt()`` returns, normally with stop reason ``cancelled``.
 
+ACP requests that time out (``initialize``, ``session/new``; later
+``session/load``/``resume``: pass ``withdraw=self.core.cancel_request`` too)
+are withdrawn with ``$/cancel_request`` before the adapter gives up.
+
 Ids: ``agent_session_id`` is the agent's own conversation id (ACP
 ``sessionId``, Codex ``threadId``); ``operation_id`` is what a cancel acts on
 (ACP: the session, Codex: the running turn's id).  Neither is Turnvisor's
@@ -66,6 +70,9 @@ class AdapterTimeouts:
     turn_s: float = 3600.0
     #: One write to the agent's stdin.
     write_s: float = 5.0
+    #: How long withdrawing a request (ACP ``$/cancel_request``) may delay a
+    #: caller that was cancelled while waiting for its answer.
+    withdraw_s: float = 1.0
 
 
 class AgentAdapter(Protocol):
@@ -83,6 +90,7 @@ class AgentAdapter(Protocol):
     async def new_session(self, cwd: str) -> str: ...
     async def prompt(self, text: str) -> TurnEnded: ...
     async def cancel(self) -> None: ...
+    async def resend_cancel(self) -> None: ...
     async def respond_permission(self, request_id: str, option_id: str | None) -> None: ...
     def abandon_turn(self) -> bool: ...
 
@@ -102,7 +110,8 @@ class _Base:
         self.timeouts = timeouts or AdapterTimeouts()
         self._turn = turn
         self.connection = AgentConnection(
-            core, send_stream, receive_stream, write_timeout_s=self.timeouts.write_s
+            core, send_stream, receive_stream, write_timeout_s=self.timeouts.write_s,
+            withdraw_timeout_s=self.timeouts.withdraw_s,
         )
         self._prompt_lock = trio.Lock()
 
@@ -166,11 +175,13 @@ class AcpAdapter(_Base):
 
     async def initialize(self) -> None:
         rid, data = self.core.initialize()
-        await self.connection.request(rid, data, timeout_s=self.timeouts.initialize_s)
+        await self.connection.request(rid, data, timeout_s=self.timeouts.initialize_s,
+                                      withdraw=self.core.cancel_request)
 
     async def new_session(self, cwd: str) -> str:
         rid, data = self.core.new_session(cwd)
-        await self.connection.request(rid, data, timeout_s=self.timeouts.session_s)
+        await self.connection.request(rid, data, timeout_s=self.timeouts.session_s,
+                                      withdraw=self.core.cancel_request)
         assert self.core.session_id is not None
         return self.core.session_id
 
@@ -182,6 +193,11 @@ class AcpAdapter(_Base):
     async def cancel(self) -> None:
         await self._wait_prompt_written()
         await self.connection.send(self.core.cancel())
+
+    async def resend_cancel(self) -> None:
+        """Send the protocol cancel again (the agent keeps streaming a turn it
+        was told to cancel); nothing if no cancel is outstanding."""
+        await self.connection.send(self.core.resend_cancel())
 
     async def respond_permission(self, request_id: str, option_id: str | None) -> None:
         await self.connection.send(self.core.respond_permission(request_id, option_id))
@@ -234,6 +250,11 @@ class CodexAdapter(_Base):
         # turn/interrupt's answer ({}) is not waited for: the turn is over only
         # at turn/completed, which prompt() is already waiting on.
         await self.connection.send(self.core.cancel())
+
+    async def resend_cancel(self) -> None:
+        """``turn/interrupt`` again (the agent keeps streaming a turn it was
+        told to interrupt); nothing if no interrupt is outstanding."""
+        await self.connection.send(self.core.resend_cancel())
 
     async def respond_permission(self, request_id: str, option_id: str | None) -> None:
         await self.connection.send(self.core.respond_permission(request_id, option_id))

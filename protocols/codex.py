@@ -9,15 +9,21 @@ with no active turn the cancel has already settled.  If the cancel comes after
 ``turn/start`` was sent but before its turn id is known, the interrupt is owed
 and goes out (via ``data_to_send``) as soon as the id arrives.
 
-Approval requests from the agent become ``PermissionRequested``; a cancel
-declines every pending one.  Every notification carries extra members
-(``emittedAtMs`` and friends) that are ignored; unknown methods pass through
-as ``OtherUpdate``.
+Approval requests from the agent (command, file change, permissions; v2 and
+the v1 names) become ``PermissionRequested`` with the whole decision set
+(``DECISIONS``): "Allow", "Allow for this session", "Deny", and "Deny and
+stop" (``cancel``: Codex refuses and interrupts the turn itself; the
+``PermissionResolved`` says ``interrupts_turn``).  A cancel declines every
+pending one.  ``serverRequest/resolved`` for an approval still pending (the
+server cleared it, e.g. at an interrupt) is a ``PermissionWithdrawn``.  Every
+notification carries extra members (``emittedAtMs`` and friends) that are
+ignored; unknown methods pass through as ``OtherUpdate``.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 from typing import Any, Final
 
 from .events import (
@@ -28,6 +34,7 @@ from .events import (
     PermissionOption,
     PermissionRequested,
     PermissionResolved,
+    PermissionWithdrawn,
     PlanUpdated,
     StopReason,
     ToolCallStarted,
@@ -46,13 +53,21 @@ from .jsonrpc import (
     LocalProtocolError,
     NeedData,
     PeerClosed,
+    RequestId,
     Response,
     RpcConnection,
     UnmatchedResponse,
 )
 from .turnstate import Trigger, TurnMachine, TurnState
 
-__all__ = ["APPROVAL_METHODS", "STATUS_TO_STOP", "CodexClient"]
+__all__ = [
+    "APPROVAL_METHODS",
+    "DECISIONS",
+    "PERMISSIONS_METHOD",
+    "STATUS_TO_STOP",
+    "CodexClient",
+    "Decision",
+]
 
 #: Codex turn status → ACP stop reason.
 STATUS_TO_STOP: Final[dict[str, StopReason]] = {
@@ -61,16 +76,52 @@ STATUS_TO_STOP: Final[dict[str, StopReason]] = {
     "failed": "error",
 }
 
-#: Approval requests (server → client) and the decision each takes for
-#: (allow, allow for session, reject, cancel).  v2 names first, then v1.
-APPROVAL_METHODS: Final[dict[str, tuple[str, str, str, str]]] = {
-    "item/commandExecution/requestApproval": ("accept", "acceptForSession", "decline", "cancel"),
-    "item/fileChange/requestApproval": ("accept", "acceptForSession", "decline", "cancel"),
-    "execCommandApproval": ("approved", "approved_for_session", "denied", "abort"),
-    "applyPatchApproval": ("approved", "approved_for_session", "denied", "abort"),
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One answer the user can give to an approval request."""
+
+    #: What the UI sends back (``respond_permission``'s ``option_id``).
+    option_id: str
+    name: str
+    #: ACP's option kind, so the UI styles both dialects alike.
+    kind: str
+    #: The turn stops too: the supervisor ends it through its user-cancel path.
+    interrupts_turn: bool = False
+
+
+_ALLOW = Decision("accept", "Allow", "allow_once")
+_ALLOW_SESSION = Decision("acceptForSession", "Allow for this session", "allow_always")
+_DENY = Decision("decline", "Deny", "reject_once")
+_DENY_STOP = Decision("cancel", "Deny and stop", "reject_always", interrupts_turn=True)
+_V2: Final = (_ALLOW, _ALLOW_SESSION, _DENY, _DENY_STOP)
+_V1: Final = (
+    Decision("approved", "Allow", "allow_once"),
+    Decision("approved_for_session", "Allow for this session", "allow_always"),
+    Decision("denied", "Deny", "reject_once"),
+    Decision("abort", "Deny and stop", "reject_always", interrupts_turn=True),
+)
+
+PERMISSIONS_METHOD: Final = "item/permissions/requestApproval"
+
+#: Approval requests (server → client) and the decisions offered for each, in
+#: order; the third is the one a cancel sends.  v2 names first, then v1.
+DECISIONS: Final[dict[str, tuple[Decision, ...]]] = {
+    "item/commandExecution/requestApproval": _V2,
+    "item/fileChange/requestApproval": _V2,
+    # No wire decision stops the turn here; "Deny and stop" grants nothing and
+    # the supervisor's cancel interrupts the turn.
+    PERMISSIONS_METHOD: _V2,
+    "execCommandApproval": _V1,
+    "applyPatchApproval": _V1,
 }
-_OPTION_KINDS: Final = ("allow_once", "allow_always", "reject_once", "reject_always")
-_OPTION_NAMES: Final = ("Allow", "Allow for this session", "Decline", "Cancel")
+#: Back-compat view: method → option ids (allow, allow for session, deny, deny and stop).
+APPROVAL_METHODS: Final[dict[str, tuple[str, ...]]] = {
+    method: tuple(d.option_id for d in decisions) for method, decisions in DECISIONS.items()
+}
+#: ``kind`` of a command approval that admits no session-wide answer.
+_HUMAN_CHECKPOINT: Final = "humanCommand"
+#: v1's ``denied`` carries the reason the agent is given (codex 0.169 schema).
+_V1_REJECTION: Final = "The user denied this request."
 
 #: Item types rendered as tool calls.
 _TOOL_ITEMS: Final = frozenset(
@@ -98,9 +149,11 @@ class CodexClient:
         self._thread_start_id: int | None = None
         self._turn_start_id: int | None = None
         self._interrupt_owed = False
-        #: Pending approvals: our request id → (rpc id, method).
-        self._approvals: dict[str, tuple[int | str, str]] = {}
+        #: Pending approvals: our request id → what answering it needs.
+        self._approvals: dict[str, _Pending] = {}
         self._open_tools: set[str] = set()
+        #: Open tool items as last seen, for what an approval of them is about.
+        self._items: dict[str, dict[str, Any]] = {}
         self._events: deque[ClientEvent] = deque()
         self._outgoing = bytearray()
 
@@ -128,6 +181,7 @@ class CodexClient:
         self.turn_id = None
         self._interrupt_owed = False
         self._open_tools.clear()
+        self._items.clear()
         rid, data = self.rpc.send_request(
             "turn/start",
             {"threadId": self.thread_id, "input": [{"type": "text", "text": text}]},
@@ -153,7 +207,16 @@ class CodexClient:
         for item_id in sorted(self._open_tools):
             self._events.append(ToolCallUpdated(tool_call_id=item_id, status="cancelled"))
         self._open_tools.clear()
+        self._items.clear()
         return bytes(out)
+
+    def resend_cancel(self) -> bytes:
+        """``turn/interrupt`` again, for an agent that went on after the first;
+        ``b""`` unless a cancel was sent, the turn has not ended and its id is
+        known (an owed interrupt goes out when the id arrives)."""
+        if self.turn.state is not TurnState.CANCEL_SENT or self.turn_id is None:
+            return b""
+        return self._interrupt()
 
     def _interrupt(self) -> bytes:
         self._interrupt_owed = False
@@ -164,18 +227,20 @@ class CodexClient:
 
     def respond_permission(self, request_id: str, option_id: str | None) -> bytes:
         """Answer an approval.  ``option_id`` is one of the decisions offered;
-        None declines it as part of a cancel (``decline`` for v2, ``denied`` for v1)."""
-        entry = self._approvals.pop(request_id, None)
-        if entry is None:
+        None declines it as part of a cancel (``decline``, v1 ``denied``)."""
+        pending = self._approvals.get(request_id)
+        if pending is None:
             raise LocalProtocolError(f"no pending approval {request_id!r}")
-        rpc_id, method = entry
-        allowed = APPROVAL_METHODS[method]
-        decision = allowed[2] if option_id is None else option_id
-        if decision not in allowed:
-            self._approvals[request_id] = entry
-            raise LocalProtocolError(f"{decision!r} is not a decision for {method}")
-        self._events.append(PermissionResolved(request_id=request_id, option_id=option_id))
-        return self.rpc.send_response(rpc_id, {"decision": decision})
+        offered = {d.option_id: d for d in pending.decisions}
+        decision = _declined(pending) if option_id is None else offered.get(option_id)
+        if decision is None:
+            raise LocalProtocolError(f"{option_id!r} is not a decision for {pending.method}")
+        del self._approvals[request_id]
+        self._events.append(PermissionResolved(
+            request_id=request_id, option_id=option_id,
+            interrupts_turn=decision.interrupts_turn,
+        ))
+        return self.rpc.send_response(pending.rpc_id, _answer(pending, decision))
 
     def abandon_turn(self) -> bool:
         """Give up on the running turn without its ``turn/completed`` (escalation).
@@ -187,6 +252,7 @@ class CodexClient:
         self._turn_start_id = None
         self._interrupt_owed = False
         self._open_tools.clear()
+        self._items.clear()
         return True
 
     @property
@@ -215,7 +281,7 @@ class CodexClient:
         match ev:
             case IncomingNotification(method=method, params=params):
                 self._on_notification(method, params if isinstance(params, dict) else {})
-            case IncomingRequest(method=method) if method in APPROVAL_METHODS:
+            case IncomingRequest(method=method) if method in DECISIONS:
                 self._on_approval(ev)
             case IncomingRequest(id=rid, method=method):
                 self._outgoing += self.rpc.send_error(
@@ -275,27 +341,64 @@ class CodexClient:
     def _on_approval(self, req: IncomingRequest) -> None:
         params = req.params if isinstance(req.params, dict) else {}
         request_id = str(req.id)
-        decisions = APPROVAL_METHODS[req.method]
+        decisions = DECISIONS[req.method]
+        if req.method == "item/commandExecution/requestApproval" and (
+            params.get("kind") == _HUMAN_CHECKPOINT
+        ):
+            decisions = tuple(d for d in decisions if d is not _ALLOW_SESSION)
+        pending = _Pending(req.id, req.method, decisions, params.get("permissions"))
         if self.turn.state is TurnState.CANCEL_SENT:
-            self._outgoing += self.rpc.send_response(req.id, {"decision": decisions[2]})
+            self._outgoing += self.rpc.send_response(req.id, _answer(pending, _declined(pending)))
             return
-        self._approvals[request_id] = (req.id, req.method)
-        command = params.get("command")
-        if isinstance(command, list):
-            command = " ".join(str(c) for c in command)
-        title = str(command or params.get("reason") or req.method)
+        self._approvals[request_id] = pending
         item = params.get("itemId") or params.get("callId")
+        details = self._approval_details(req.method, params, item)
         self._events.append(
             PermissionRequested(
                 request_id=request_id,
-                title=title,
+                title=_approval_title(req.method, details),
                 tool_call_id=item if isinstance(item, str) else None,
                 options=tuple(
-                    PermissionOption(option_id=d, name=n, kind=k)
-                    for d, n, k in zip(decisions, _OPTION_NAMES, _OPTION_KINDS, strict=True)
+                    PermissionOption(option_id=d.option_id, name=d.name, kind=d.kind)
+                    for d in decisions
                 ),
+                details=details,
             )
         )
+
+    def _approval_details(
+        self, method: str, params: dict[str, Any], item_id: object
+    ) -> dict[str, Any]:
+        details: dict[str, Any] = {}
+        command = params.get("command")
+        if isinstance(command, list):  # v1: argv
+            command = " ".join(str(c) for c in command)
+        if command:
+            details["command"] = str(command)
+        for wire, key in (("cwd", "cwd"), ("reason", "reason"), ("grantRoot", "grant_root"),
+                          ("permissions", "permissions"), ("fileChanges", "changes"),
+                          ("networkApprovalContext", "network")):
+            if params.get(wire):
+                details[key] = params[wire]
+        if params.get("kind") not in (None, "command"):
+            details["kind"] = params["kind"]
+        item = self._items.get(item_id) if isinstance(item_id, str) else None
+        if "changes" not in details and item is not None and item.get("changes"):
+            # v2 file changes travel in the item, not in the approval request.
+            details["changes"] = item["changes"]
+        return details
+
+    def _on_resolved(self, params: dict[str, Any]) -> None:
+        rid = params.get("requestId")
+        pending = self._approvals.get(str(rid))
+        if pending is None or pending.rpc_id != rid:
+            # The usual case: a request we answered ourselves.
+            self._events.append(OtherUpdate(kind="serverRequest/resolved", payload=params))
+            return
+        del self._approvals[str(rid)]
+        self._events.append(PermissionWithdrawn(
+            request_id=str(rid), reason="the agent resolved the request itself"
+        ))
 
     def _on_notification(self, method: str, params: dict[str, Any]) -> None:
         match method:
@@ -344,6 +447,8 @@ class CodexClient:
                     if isinstance(p, dict)
                 )
                 self._events.append(PlanUpdated(entries=entries))
+            case "serverRequest/resolved":
+                self._on_resolved(params)
             case "error":
                 self._events.append(AgentNotice(message=f"agent error: {params.get('error')}"))
             case _:
@@ -357,6 +462,7 @@ class CodexClient:
         raw_status = str(item.get("status") or "")
         if method == "item/started":
             self._open_tools.add(item_id)
+            self._items[item_id] = item
             command = item.get("command")
             title = command if isinstance(command, str) else str(item.get("type"))
             self._events.append(ToolCallStarted(
@@ -365,8 +471,57 @@ class CodexClient:
             ))
         else:
             self._open_tools.discard(item_id)
+            self._items.pop(item_id, None)
             status = {"failed": "failed", "declined": "failed"}.get(raw_status, "completed")
             self._events.append(ToolCallUpdated(tool_call_id=item_id, status=status, raw=item))
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    rpc_id: RequestId
+    method: str
+    decisions: tuple[Decision, ...]
+    #: ``item/permissions/requestApproval``: what was asked, granted back whole.
+    permissions: Any = None
+
+
+def _declined(pending: _Pending) -> Decision:
+    """What a cancel answers: "Deny" (the interrupt itself goes separately)."""
+    return DECISIONS[pending.method][2]
+
+
+def _answer(pending: _Pending, decision: Decision) -> dict[str, Any]:
+    """The result that carries ``decision``, in the shape ``pending.method`` takes."""
+    if pending.method == PERMISSIONS_METHOD:
+        if decision.option_id in ("accept", "acceptForSession"):
+            granted = pending.permissions if isinstance(pending.permissions, dict) else {}
+            scope = "session" if decision.option_id == "acceptForSession" else "turn"
+            return {"permissions": granted, "scope": scope}
+        return {"permissions": {}, "scope": "turn"}  # nothing granted
+    if decision.option_id == "denied":
+        return {"decision": {"denied": {"rejection": _V1_REJECTION}}}
+    return {"decision": decision.option_id}
+
+
+#: A title for an approval that names neither a command nor a reason.
+_APPROVAL_TITLES: Final = {
+    "item/fileChange/requestApproval": "Apply file changes",
+    "applyPatchApproval": "Apply file changes",
+    PERMISSIONS_METHOD: "Grant extra permissions",
+}
+
+
+def _approval_title(method: str, details: dict[str, Any]) -> str:
+    title = details.get("command") or details.get("reason")
+    if title:
+        return str(title)
+    changes = details.get("changes")
+    paths = (
+        [str(c.get("path")) for c in changes if isinstance(c, dict)]
+        if isinstance(changes, list) else list(changes) if isinstance(changes, dict) else []
+    )
+    label = _APPROVAL_TITLES.get(method, method)
+    return f"{label}: {', '.join(paths[:3])}{' …' if len(paths) > 3 else ''}" if paths else label
 
 
 def _plan_status(value: object) -> str:

@@ -21,11 +21,13 @@ __all__ = [
     "PermissionOption",
     "PermissionRequested",
     "PermissionResolved",
+    "PermissionWithdrawn",
     "PlanUpdated",
     "StopReason",
     "ToolCallStarted",
     "ToolCallUpdated",
     "TurnEnded",
+    "UserEcho",
 ]
 
 StopReason: TypeAlias = Literal[
@@ -85,14 +87,34 @@ class PermissionRequested:
     title: str
     options: tuple[PermissionOption, ...]
     tool_call_id: str | None = None
+    #: What is asked, for the user to judge: some of ``command``, ``cwd``,
+    #: ``reason``, ``path``, ``changes`` (Codex), ``permissions`` (Codex
+    #: ``item/permissions/requestApproval``), ``raw_input``, ``content``,
+    #: ``locations`` (ACP's tool call).  Empty when the agent says nothing more.
+    details: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PermissionResolved:
-    """A permission request was answered (``option_id`` None = cancelled)."""
+    """A permission request was answered (``option_id`` None = cancelled).
+
+    ``interrupts_turn``: the decision sent also stops the turn (Codex
+    ``cancel``, "Deny and stop"); the supervisor should end the turn through
+    its user-cancel path, as if the user had pressed Cancel."""
 
     request_id: str
     option_id: str | None
+    interrupts_turn: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PermissionWithdrawn:
+    """The agent took back a permission request before the user answered
+    (ACP ``$/cancel_request``, Codex ``serverRequest/resolved``): dismiss the
+    card, as for a cancelled one.  Nothing is to be sent back for it."""
+
+    request_id: str
+    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,6 +122,16 @@ class TurnEnded:
     stop_reason: StopReason
     turn_id: str | None = None
     error: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserEcho:
+    """ACP ``user_message_chunk`` outside a history replay: the agent repeating
+    what the user sent (vibe does, mid-turn).  Not agent text: the user's
+    message is already stored, so the supervisor ignores it."""
+
+    text: str
+    message_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,7 +159,9 @@ AgentEvent: TypeAlias = (
     | PlanUpdated
     | PermissionRequested
     | PermissionResolved
+    | PermissionWithdrawn
     | TurnEnded
+    | UserEcho
     | OtherUpdate
     | AgentNotice
 )

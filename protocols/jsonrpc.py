@@ -25,6 +25,7 @@ from .framing import DEFAULT_MAX_LINE_BYTES, Line, LineDecoder, LineTooLong, Str
 
 __all__ = [
     "NEED_DATA",
+    "REQUEST_CANCELLED",
     "Dialect",
     "ErrorResponse",
     "IncomingNotification",
@@ -48,6 +49,9 @@ INVALID_REQUEST: Final = -32600
 METHOD_NOT_FOUND: Final = -32601
 INVALID_PARAMS: Final = -32602
 INTERNAL_ERROR: Final = -32603
+#: The answer to a request its sender withdrew (LSP's code, adopted by ACP's
+#: ``$/cancel_request``).
+REQUEST_CANCELLED: Final = -32800
 
 
 class Dialect(Enum):

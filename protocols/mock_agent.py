@@ -9,7 +9,16 @@ milliseconds.  The prompt text selects a behaviour (DESIGN.md §3):
     /delay <ms>      a chunk every 100 ms for <ms>; honours cancel at once
     /slow <ms>       the same stream, but ignores cancel until <ms> has passed
     /hang            never answers the prompt, ignores cancel
-    /permission      asks permission (ACP) or approval (Codex) and waits
+    /permission      asks permission (ACP) or approval (Codex) and waits; Codex:
+                     ``cancel`` ("Deny and stop") interrupts the turn, and every
+                     settled approval is followed by ``serverRequest/resolved``
+    /withdraw        asks permission, then takes the request back after ~300 ms
+                     (ACP ``$/cancel_request``, Codex ``serverRequest/resolved``)
+                     and ends the turn with ``withdrawn: <the client's answer>``
+    /dropcancel <ms> streams like /delay, but ignores the first cancel it gets
+                     (``session/cancel``; ``turn/interrupt`` is answered ``{}``
+                     and ignored) and honours the second, as pi-acp and vibe
+                     drop a cancel that follows the prompt at once
     /tool <ms>       a tool call that runs <ms>, then finishes
     /crash           exits with status 1 mid-turn
     /garbage         writes a non-JSON line, then goes on normally
@@ -47,6 +56,10 @@ from .jsonrpc import (
 )
 
 CHUNK_INTERVAL_S = 0.1
+#: ``/withdraw``: how long the request stands before the agent takes it back,
+#: and how long it then waits for the client's answer to the withdrawal.
+WITHDRAW_AFTER_S = 0.3
+WITHDRAW_ANSWER_S = 10.0
 
 
 class Turn:
@@ -59,6 +72,14 @@ class Turn:
         self.permission_answer: dict[str, Any] | None = None
         self.permission_done = threading.Event()
         self.permission_rpc_id: int | None = None
+        #: Cancels still to be ignored (``/dropcancel``).
+        self.drop_cancels = 0
+
+    def cancel(self) -> None:
+        if self.drop_cancels > 0:
+            self.drop_cancels -= 1
+            return
+        self.cancelled.set()
 
 
 class MockAgent:
@@ -125,7 +146,7 @@ class MockAgent:
         command = words[0] if words and words[0].startswith("/") else ""
         arg = _int(words[1]) if len(words) > 1 else None
         match command:
-            case "/delay":
+            case "/delay" | "/dropcancel":
                 self.stream(turn, arg or 1000, honour_cancel=True)
             case "/slow":
                 self.stream(turn, arg or 1000, honour_cancel=False)
@@ -133,6 +154,8 @@ class MockAgent:
                 return
             case "/permission":
                 self.ask_permission(turn)
+            case "/withdraw":
+                self.ask_then_withdraw(turn)
             case "/tool":
                 self.tool(turn, arg or 500)
             case "/crash":
@@ -239,12 +262,38 @@ class MockAgent:
         self.chunk(turn, "tool finished")
         self.end_turn(turn, "end_turn")
 
+    def ask_then_withdraw(self, turn: Turn) -> None:
+        rid = self._send_permission_request(turn)
+        if turn.permission_done.wait(WITHDRAW_AFTER_S) or turn.cancelled.is_set():
+            # Answered (or cancelled) before we took it back: as /permission.
+            self._finish_permission(turn)
+            return
+        if self.dialect is Dialect.JSONRPC2:
+            self.notify("$/cancel_request", {"requestId": rid})
+            # The client MUST answer the withdrawn request (error -32800).
+            turn.permission_done.wait(WITHDRAW_ANSWER_S)
+            answer = turn.permission_answer
+            said = "no answer" if answer is None else str(answer.get("error", answer))
+        else:
+            self.notify("serverRequest/resolved", {"threadId": self.thread_id, "requestId": rid})
+            said = "resolved"
+        if turn.cancelled.is_set():
+            self.end_turn(turn, "cancelled")
+            return
+        self.chunk(turn, f"withdrawn: {said}")
+        self.end_turn(turn, "end_turn")
+
     def ask_permission(self, turn: Turn) -> None:
+        self._send_permission_request(turn)
+        self._finish_permission(turn)
+
+    def _send_permission_request(self, turn: Turn) -> int:
         if self.dialect is Dialect.JSONRPC2:
             rid, data = self.rpc.send_request("session/request_permission", {
                 "sessionId": self.session_id,
                 "toolCall": {"toolCallId": "perm-tool", "title": "Write to disk",
-                             "status": "pending"},
+                             "kind": "execute", "status": "pending",
+                             "rawInput": {"command": "touch file.txt"}},
                 "options": [
                     {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
                     {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
@@ -257,11 +306,19 @@ class MockAgent:
             })
         turn.permission_rpc_id = rid
         self.write(data)
+        return rid
+
+    def _finish_permission(self, turn: Turn) -> None:
         # Waits for the answer (or the cancel); ACP clients must answer even then.
         while not turn.permission_done.wait(0.05):
             if self.dialect is Dialect.CODEX and turn.cancelled.is_set():
                 break
         answer = turn.permission_answer or {}
+        if self.dialect is Dialect.CODEX:
+            # As Codex does once a request is settled, answered or cleared.
+            self.notify("serverRequest/resolved", {
+                "threadId": self.thread_id, "requestId": turn.permission_rpc_id,
+            })
         if self.dialect is Dialect.JSONRPC2:
             outcome = answer.get("outcome", {})
             if turn.cancelled.is_set() or outcome.get("outcome") == "cancelled":
@@ -269,7 +326,8 @@ class MockAgent:
                 return
             self.chunk(turn, f"permission: {outcome.get('optionId')}")
         else:
-            if turn.cancelled.is_set():
+            # "cancel" is "deny and stop": Codex interrupts the turn itself.
+            if turn.cancelled.is_set() or answer.get("decision") == "cancel":
                 self.end_turn(turn, "cancelled")
                 return
             self.chunk(turn, f"approval: {answer.get('decision')}")
@@ -284,11 +342,11 @@ class MockAgent:
             case IncomingNotification(method="session/cancel"):
                 turn = self.turn
                 if turn is not None:
-                    turn.cancelled.set()
+                    turn.cancel()
             case Response(id=rid, result=result):
                 self.on_answer(rid, result if isinstance(result, dict) else {})
-            case ErrorResponse(id=rid):
-                self.on_answer(rid, {})
+            case ErrorResponse(id=rid, code=code):
+                self.on_answer(rid, {"error": code})
             case _:
                 pass
 
@@ -327,7 +385,7 @@ class MockAgent:
                     self.write(self.rpc.send_error(rid, -32602, "no active turn with that id"))
                     return
                 self.write(self.rpc.send_response(rid, {}))
-                turn.cancelled.set()
+                turn.cancel()
             case _:
                 self.write(self.rpc.send_error(rid, -32601, f"method not found: {method}"))
 
@@ -339,6 +397,9 @@ class MockAgent:
             self.write(self.rpc.send_error(rid, -32600, "a turn is already running"))
             return
         turn = Turn(rid if acp else None, str(uuid.uuid4()))
+        if text.split()[:1] == ["/dropcancel"]:
+            # Set before the turn's thread starts: a cancel may follow the prompt at once.
+            turn.drop_cancels = 1
         self.turn = turn
         if not acp:
             t: dict[str, Any] = {

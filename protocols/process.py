@@ -1,10 +1,24 @@
-"""Agent subprocesses: started in their own process group, torn down as a group.
+"""Agent subprocesses: started in their own process group, torn down with
+every process they started.
 
 Trio's default shares the parent's process group, so a signal meant for the
 agent could not reach its children (claude-code-acp leaves its ``claude``
 child alive unless the whole group is signalled).  Teardown follows the shape
 of trio's ``_run_process``: a shielded scope with its own deadline, SIGTERM to
 the group, a grace period, SIGKILL to the group, and the child always reaped.
+
+A group is not enough: agents run tools in groups or sessions of their own
+(codex-acp's ``bash -lc`` does), and a tool's parent may exit first.  So
+teardown first collects the agent's whole process tree from /proc
+(``process_tree``, ppid links, whatever group or session) while the agent is
+still its root, and signals every collected process and its group after the
+agent's own group.  The backend can also be a child subreaper
+(``become_subreaper``): a tool orphaned by an agent that exited is then
+re-parented to the backend rather than to PID 1, and ``reap_orphans`` kills
+and reaps it.  After a backend crash neither link exists; an agent started
+with a ``tag`` passes it to its tools in their environment, and
+``tagged_processes`` finds them for the startup sweep.
+
 PR_SET_PDEATHSIG is not an option with trio (it forks on worker threads that
 retire), so a crashed backend leaves groups behind; the supervisor records each
 group id and sweeps it at startup.
@@ -13,22 +27,37 @@ group id and sweeps it at startup.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Final
 
 import trio
 
 __all__ = [
+    "AGENT_TAG_ENV",
     "EOF_GRACE_S",
     "REAP_S",
+    "become_subreaper",
     "drain_stderr",
     "kill_group",
+    "kill_tree",
+    "process_tree",
+    "reap_orphans",
     "signal_group",
     "start_agent_process",
+    "tagged_processes",
     "terminate_group",
 ]
+
+
+#: Set in an agent's environment when it is started with a ``tag``; its tools
+#: inherit it, so ``tagged_processes`` finds them after a backend crash, when
+#: no ppid link leads to them any more.
+AGENT_TAG_ENV: Final = "TURNVISOR_AGENT_TAG"
 
 
 async def start_agent_process(
@@ -36,14 +65,19 @@ async def start_agent_process(
     *,
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
+    tag: str | None = None,
 ) -> trio.Process:
-    """Spawn ``command`` with piped stdio, as the leader of a new process group."""
+    """Spawn ``command`` with piped stdio, as the leader of a new process group;
+    ``tag`` goes into its environment as ``AGENT_TAG_ENV``."""
+    full_env = dict(env) if env is not None else None
+    if tag is not None:
+        full_env = {**(full_env if full_env is not None else os.environ), AGENT_TAG_ENV: tag}
     return await trio.lowlevel.open_process(
         list(command),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=dict(env) if env is not None else None,
+        env=full_env,
         cwd=cwd,
         process_group=0,
     )
@@ -81,11 +115,15 @@ async def terminate_group(
     Runs shielded (teardown must finish even when its caller is cancelled) but
     bounded by ``grace_s + reap_s``.  The group is SIGKILLed even when the
     leader exited within the grace period, so that children that ignored
-    SIGTERM do not outlive it.
+    SIGTERM do not outlive it.  The agent's process tree is collected before
+    anything is signalled (once the agent exits, its children are no longer
+    its children) and every process in it is SIGTERMed and SIGKILLed with the
+    group, whatever group or session it moved to.
     """
     pgid = proc.pid
     budget = eof_grace_s + grace_s + reap_s
     with trio.CancelScope(shield=True, deadline=trio.current_time() + budget):
+        tree = _snapshot(process_tree(proc.pid) - {proc.pid})
         if proc.stdin is not None:
             with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                 await proc.stdin.aclose()
@@ -94,14 +132,241 @@ async def terminate_group(
                 await proc.wait()
         if proc.returncode is None:
             signal_group(pgid, signal.SIGTERM)
+            _signal_snapshot(tree, signal.SIGTERM)
             with trio.move_on_after(grace_s):
                 await proc.wait()
+        # Children started during the grace period, while the leader lived.
+        if proc.returncode is None:
+            tree.update(_snapshot(process_tree(proc.pid) - {proc.pid}))
         kill_group(pgid)
+        _signal_snapshot(tree, signal.SIGKILL)
         if proc.returncode is None:
             await proc.wait()
+        # Done means gone; those re-parented to us (we are a subreaper) are ours to reap.
+        await _reap_ours(tree)
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 await stream.aclose()
+
+
+# -- the process tree, from /proc ------------------------------------------------
+
+_PROC: Final = "/proc"
+#: prctl option (linux/prctl.h).
+_PR_SET_CHILD_SUBREAPER: Final = 36
+
+
+def _read(path: str) -> bytes | None:
+    # os.open/os.read: a pathlib read costs several times more, and teardown
+    # reads every process's stat once or twice, on the event loop.
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _stat(pid: int) -> tuple[str, int, int, int] | None:
+    """(state, ppid, pgrp, start time) of ``pid``, or None if it is gone."""
+    data = _read(f"/proc/{pid}/stat")
+    if data is None:
+        return None
+    # "pid (comm) state ppid pgrp session ... starttime(22nd)": comm may hold
+    # spaces and parentheses, so split after its last ")".
+    fields = data.rsplit(b")", 1)[-1].split()
+    try:
+        return fields[0].decode(), int(fields[1]), int(fields[2]), int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _all_pids() -> list[int]:
+    try:
+        return [int(e) for e in os.listdir(_PROC) if e.isdigit()]
+    except OSError:
+        return []
+
+
+def _parents() -> dict[int, int]:
+    """pid → ppid for every live (non-zombie) process."""
+    out: dict[int, int] = {}
+    for pid in _all_pids():
+        st = _stat(pid)
+        if st is not None and st[0] not in ("Z", "X"):
+            out[pid] = st[1]
+    return out
+
+
+def process_tree(pid: int) -> set[int]:
+    """``pid`` and all its live descendants, by ppid links in /proc, whatever
+    process group or session each is in.  Empty if ``pid`` is gone (or on a
+    system without /proc)."""
+    parents = _parents()
+    if pid not in parents:
+        return set()
+    children: dict[int, list[int]] = {}
+    for child, parent in parents.items():
+        children.setdefault(parent, []).append(child)
+    tree, todo = {pid}, [pid]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in tree:
+                tree.add(child)
+                todo.append(child)
+    return tree
+
+
+def _snapshot(pids: Iterable[int]) -> dict[int, int]:
+    """pid → start time: a pid is signalled later only if it is still the same
+    process (pids are reused)."""
+    out: dict[int, int] = {}
+    for pid in pids:
+        st = _stat(pid)
+        if st is not None:
+            out[pid] = st[3]
+    return out
+
+
+def _signal_snapshot(snapshot: dict[int, int], sig: signal.Signals) -> list[int]:
+    """Signal each process of ``snapshot`` still alive as itself, and its group
+    (never ours, never one whose leader is not the process); return those hit."""
+    own_group = os.getpgrp()
+    hit = []
+    for pid, started in snapshot.items():
+        st = _stat(pid)
+        if st is None or st[3] != started or st[0] in ("Z", "X") or pid == os.getpid():
+            continue
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+            hit.append(pid)
+        pgrp = st[2]
+        if pgrp == pid and pgrp != own_group:
+            # A group of its own (setsid, setpgid): its members die with it.
+            signal_group(pgrp, sig)
+    return hit
+
+
+def kill_tree(pids: Iterable[int]) -> list[int]:
+    """SIGKILL each of ``pids`` (and the group each leads); return those killed.
+    Not the caller's own process or group."""
+    return _signal_snapshot(_snapshot(pids), signal.SIGKILL)
+
+
+def _try_reap(pid: int) -> bool:
+    """Reap ``pid`` if it has exited (never blocks); True once it is no
+    longer ours to wait for."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True  # reaped elsewhere, or never ours
+    return done != 0
+
+
+def _gone(pid: int, started: int | None) -> bool:
+    """True once ``pid`` is dead: reaped if it is our child (re-parented to us
+    as its subreaper), otherwise gone or a zombie (another parent's to reap),
+    or a different process by now."""
+    st = _stat(pid)
+    if st is None or (started is not None and st[3] != started):
+        return True
+    if st[1] == os.getpid():
+        return _try_reap(pid)
+    return st[0] in ("Z", "X")
+
+
+async def _reap(pids: Iterable[int] | dict[int, int], *, wait_s: float) -> None:
+    """Wait up to ``wait_s`` for ``pids`` (SIGKILLed) to die, reaping those
+    that are our children: a SIGKILL takes a moment to land."""
+    pending = dict(pids) if isinstance(pids, dict) else dict.fromkeys(pids)
+    with trio.move_on_after(wait_s):
+        while pending:
+            pending = {pid: st for pid, st in pending.items() if not _gone(pid, st)}
+            if pending:
+                await trio.sleep(0.01)
+
+
+async def _reap_ours(snapshot: dict[int, int]) -> None:
+    await _reap(snapshot, wait_s=REAP_WAIT_S)
+
+
+#: How long a teardown or a sweep waits for SIGKILLed orphans to be reapable.
+REAP_WAIT_S: Final = 1.0
+
+
+def tagged_processes(tags: Iterable[str]) -> set[int]:
+    """Live processes whose environment carries ``AGENT_TAG_ENV`` with one of
+    ``tags``: the agents started with those tags and every process below them
+    that kept its environment, wherever it was re-parented.  For the startup
+    sweep after a backend crash (pass the tags the dead backend recorded, so
+    another backend's agents are left alone); only this user's processes can
+    be read."""
+    wanted = {f"{AGENT_TAG_ENV}={t}".encode() for t in tags}
+    if not wanted:
+        return set()
+    me = os.getpid()
+    found = set()
+    for pid in _all_pids():
+        if pid == me:
+            continue
+        environ = _read(f"/proc/{pid}/environ")
+        if environ is None:
+            continue  # gone, or not ours to read
+        if wanted.intersection(environ.split(b"\0")):
+            st = _stat(pid)
+            if st is not None and st[0] not in ("Z", "X"):
+                found.add(pid)
+    return found
+
+
+def become_subreaper() -> bool:
+    """Make this process a child subreaper (Linux ``PR_SET_CHILD_SUBREAPER``):
+    a process orphaned anywhere below it is re-parented to it, not to PID 1,
+    so ``reap_orphans`` can find it.  False where that is not available.
+
+    Call it once at start-up, before any agent starts."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+async def reap_orphans(known_children: set[int], *, wait_s: float = REAP_WAIT_S) -> list[int]:
+    """Kill (SIGKILL, with the trees below them) and reap this process's
+    children that are not in ``known_children`` and not in its own process
+    group; return their pids.  Bounded by ``wait_s``; one not reaped by then
+    (a zombie to be) is reaped by the next call.
+
+    As a subreaper, the backend inherits the tools of agents that exited; they
+    are in an agent's group or a session of their own.  ``known_children``
+    must hold every child the backend started in a group of its own and still
+    runs (its agents' pids): those are never touched, and neither is a child
+    it started in its own group (a helper command)."""
+    me, own_group = os.getpid(), os.getpgrp()
+    orphans = []
+    for pid in _all_pids():
+        st = _stat(pid)
+        if st is None or st[1] != me or pid in known_children or st[2] == own_group:
+            continue
+        orphans.append(pid)
+    if not orphans:
+        return []
+    victims: set[int] = set()
+    for pid in orphans:
+        victims |= process_tree(pid) or {pid}
+    kill_tree(victims)
+    await _reap(orphans, wait_s=wait_s)
+    return orphans
 
 
 #: Longest stderr line passed on; an agent flooding stderr costs bounded memory.

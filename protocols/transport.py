@@ -8,12 +8,18 @@ never loses an event).  Writes go through one lock, each bounded by
 ``write_timeout_s``: an agent that stops reading its stdin cannot block a
 caller forever.  The connection owns no task; whoever runs ``run`` (the
 execution nursery) owns the reader.
+
+A request given a ``withdraw`` (the core's ``cancel_request``) is withdrawn
+before ``request`` gives up on it, whether its own timeout expired or its
+caller was cancelled (then within ``withdraw_timeout_s``, shielded): the agent
+learns it can stop working on it (ACP ``$/cancel_request``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -89,6 +95,7 @@ class AgentConnection:
         receive_stream: trio.abc.ReceiveStream,
         *,
         write_timeout_s: float = 5.0,
+        withdraw_timeout_s: float = 1.0,
         event_buffer: int = 1024,
     ) -> None:
         self.core = core
@@ -96,6 +103,8 @@ class AgentConnection:
         self._receive_stream = receive_stream
         self._write_lock = trio.Lock()
         self.write_timeout_s = write_timeout_s
+        #: How long a withdrawal may delay a cancelled caller.
+        self.withdraw_timeout_s = withdraw_timeout_s
         self._waiters: dict[int | str, _Waiter] = {}
         self._turn_waiter: _Waiter | None = None
         self._turn_result: TurnEnded | None = None
@@ -122,13 +131,30 @@ class AgentConnection:
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             raise AgentClosed(f"agent's stdin is closed: {exc}") from None
 
-    async def request(self, rid: int | str, data: bytes, *, timeout_s: float) -> Any:
-        """Send a request built by the core and wait (bounded) for its answer."""
+    async def request(
+        self,
+        rid: int | str,
+        data: bytes,
+        *,
+        timeout_s: float,
+        withdraw: Callable[[int | str], bytes] | None = None,
+    ) -> Any:
+        """Send a request built by the core and wait (bounded) for its answer.
+
+        ``withdraw(rid)`` returns the bytes that take the request back; they
+        are written (bounded) before a timeout is raised or a cancellation of
+        the caller goes on."""
         waiter = self._waiters[rid] = _Waiter()
         try:
             await self.send(data)
             with trio.move_on_after(timeout_s):
                 await waiter.done.wait()
+        except trio.Cancelled:
+            if withdraw is not None and waiter.value is None and not self.closed.is_set():
+                deadline = trio.current_time() + self.withdraw_timeout_s
+                with trio.CancelScope(shield=True, deadline=deadline):
+                    await self._withdraw(rid, withdraw)
+            raise
         finally:
             self._waiters.pop(rid, None)
         match waiter.value:
@@ -138,7 +164,15 @@ class AgentConnection:
                 raise AgentRequestError(method, code, message)
         if self.closed.is_set():
             raise AgentClosed(self.close_reason)
+        if withdraw is not None:
+            await self._withdraw(rid, withdraw)
+            raise AgentTimeout(f"no answer to request {rid!r} within {timeout_s}s (withdrawn)")
         raise AgentTimeout(f"no answer to request {rid!r} within {timeout_s}s")
+
+    async def _withdraw(self, rid: int | str, withdraw: Callable[[int | str], bytes]) -> None:
+        # Best effort: an agent that is gone or not reading has nothing to stop.
+        with contextlib.suppress(AgentClosed, AgentTimeout):
+            await self.send(withdraw(rid))
 
     def expect_turn(self) -> None:
         """Arm the turn waiter before the prompt is written, so a fast answer is not missed."""

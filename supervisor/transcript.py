@@ -23,9 +23,11 @@ from protocols.events import (
     MessageChunk,
     PermissionRequested,
     PermissionResolved,
+    PermissionWithdrawn,
     PlanUpdated,
     ToolCallStarted,
     ToolCallUpdated,
+    UserEcho,
 )
 
 from .models import Message
@@ -95,6 +97,8 @@ class Transcript:
                         "status": "pending", "option_id": None,
                         "options": [{"option_id": o.option_id, "name": o.name, "kind": o.kind}
                                     for o in ev.options],
+                        # What is asked (command, path, diff...), for the card to show.
+                        "details": dict(ev.details),
                     },
                 )
                 self.permissions[ev.request_id] = msg
@@ -107,6 +111,16 @@ class Transcript:
                                        {**card.metadata, "status": status, "option_id": option_id})
                     if option_id is None:
                         self.notify.permission_cancelled(self.session_id, request_id)
+            case PermissionWithdrawn(request_id=request_id):
+                # The agent took its question back ($/cancel_request, serverRequest/resolved).
+                card = self.permissions.pop(request_id, None)
+                if card is not None:
+                    await self._update(card, card.content, {
+                        **card.metadata, "status": "cancelled", "option_id": None,
+                        "withdrawn": True})
+                    self.notify.permission_cancelled(self.session_id, request_id)
+            case UserEcho():
+                pass  # the agent repeating the user's prompt: already stored as the user's
             case _:
                 log.debug("not in the transcript: %r", ev)
 

@@ -179,6 +179,15 @@ class AgentctlAdapter:
         if not data.get("success"):
             raise AgentTimeout(str(data.get("error") or "agentctl could not write the cancel"))
 
+    async def resend_cancel(self) -> None:
+        """Have agentctl write the turn's cancel again (an agent dropped the first)."""
+        turn = self._turn
+        if turn is None or turn.done.is_set():
+            return
+        await self._call("POST", "/api/v1/acp/cancel",
+                         {"session_id": self._session_id, "join_s": 0, "resend": True},
+                         timeout_s=self.timeouts.agent_request_s, expect=(200, 504))
+
     async def cancel_and_join(self, join_s: float) -> dict[str, Any]:
         """agentctl's own join: the cancel, then up to ``join_s`` for the turn's
         end; agentctl's answer (``not_acknowledged`` when it did not end)."""

@@ -35,10 +35,12 @@ from protocols.events import (
     OtherUpdate,
     PermissionRequested,
     PermissionResolved,
+    PermissionWithdrawn,
     PlanUpdated,
     ToolCallStarted,
     ToolCallUpdated,
     TurnEnded,
+    UserEcho,
 )
 from protocols.jsonrpc import ErrorResponse, NeedData, PeerClosed, Response
 from protocols.transport import AgentClosed, AgentTimeout
@@ -48,8 +50,8 @@ from .profiles import examples
 
 MAX_LINE = 512
 EVENT_TYPES = (AgentNotice, MessageChunk, OtherUpdate, PermissionRequested, PermissionResolved,
-               PlanUpdated, ToolCallStarted, ToolCallUpdated, TurnEnded, Response, ErrorResponse,
-               PeerClosed)
+               PermissionWithdrawn, UserEcho, PlanUpdated, ToolCallStarted, ToolCallUpdated,
+               TurnEnded, Response, ErrorResponse, PeerClosed)
 
 # Shapes of real agent output (tests/protocols has the full transcripts).
 ACP_SEEDS: list[dict[str, Any]] = [

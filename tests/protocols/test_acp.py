@@ -20,10 +20,12 @@ from protocols.events import (
     PermissionOption,
     PermissionRequested,
     PermissionResolved,
+    PermissionWithdrawn,
     PlanUpdated,
     ToolCallStarted,
     ToolCallUpdated,
     TurnEnded,
+    UserEcho,
 )
 from protocols.jsonrpc import (
     Dialect,
@@ -36,7 +38,7 @@ from protocols.jsonrpc import (
 )
 from protocols.turnstate import TurnState
 
-from .helpers import ConnectionPair, parse_lines
+from .helpers import ConnectionPair, drain, parse_lines
 
 SID = "sess-1"
 Pair = ConnectionPair[AcpClient]
@@ -160,6 +162,10 @@ WRITES: list[tuple[Callable[[], Pair], Callable[[AcpClient], bytes], bytes]] = [
     # No turn running: the cancel has already settled, nothing to write.
     (in_session, AcpClient.cancel, b""),
     (cancelled, AcpClient.cancel, b""),
+    # An agent that dropped the first cancel gets it again, on request.
+    (cancelled, AcpClient.resend_cancel, SESSION_CANCEL),
+    (prompting, AcpClient.resend_cancel, b""),
+    (in_session, AcpClient.resend_cancel, b""),
 ]
 WRITE_IDS = [
     "initialize",
@@ -172,6 +178,9 @@ WRITE_IDS = [
     "cancel with tools open",
     "cancel with no turn",
     "second cancel",
+    "cancel re-sent",
+    "no cancel to re-send",
+    "no turn to re-send for",
 ]
 
 
@@ -363,9 +372,10 @@ UPDATES: list[tuple[str, dict[str, Any], list[object]]] = [
         [MessageChunk(text="t", channel="thought")],
     ),
     (
+        # Outside a history replay: the agent echoing the prompt, not its answer.
         "user chunk",
-        update("user_message_chunk", content={"type": "text", "text": "u"}),
-        [MessageChunk(text="u", channel="user")],
+        update("user_message_chunk", content={"type": "text", "text": "u"}, messageId="u1"),
+        [UserEcho(text="u", message_id="u1")],
     ),
     (
         "image chunk",
@@ -454,3 +464,151 @@ def test_turn_lines_parse_back() -> None:
     [answer, cancel] = parse_lines(p.client.cancel())
     assert answer["result"] == {"outcome": {"outcome": "cancelled"}}
     assert cancel["params"] == {"sessionId": SID}
+
+
+# -- request cancellation ($/cancel_request) --------------------------------
+
+AGENT_WITHDRAWS = b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":0}}\n'
+WITHDRAWN_ANSWER = (
+    b'{"jsonrpc":"2.0","id":0,"error":{"code":-32800,"message":"Request cancelled"}}\n'
+)
+
+
+def test_agent_withdraws_its_permission_request() -> None:
+    p = asked_permission()
+    assert p.to_client(AGENT_WITHDRAWS) == [
+        PermissionWithdrawn(request_id="0", reason="the agent withdrew the request")
+    ]
+    # The receiver MUST answer the withdrawn request: error -32800.
+    assert p.client.data_to_send() == WITHDRAWN_ANSWER
+    assert p.client.pending_permissions == ()
+    with pytest.raises(LocalProtocolError):
+        p.client.respond_permission("0", "allow")
+    # The cancel that follows owes the agent nothing for it.
+    assert p.client.cancel() == SESSION_CANCEL
+
+
+def test_withdrawal_of_an_answered_request_needs_no_answer() -> None:
+    p = asked_permission()
+    p.client.respond_permission("0", "allow")
+    drain(p.client)
+    [notice] = p.to_client(AGENT_WITHDRAWS)
+    assert isinstance(notice, AgentNotice) and notice.level == "info"
+    assert p.client.data_to_send() == b""
+
+
+def test_withdrawal_names_the_id_exactly() -> None:
+    """The string "0" is not request 0: the permission stays pending."""
+    p = asked_permission()
+    [notice] = p.to_client(AGENT_WITHDRAWS.replace(b'"requestId":0', b'"requestId":"0"'))
+    assert isinstance(notice, AgentNotice)
+    assert p.client.pending_permissions == ("0",)
+
+
+@pytest.mark.parametrize(
+    "params", [None, {}, {"requestId": None}, {"requestId": [0]}, {"requestId": True}]
+)
+def test_malformed_withdrawal_is_a_notice(params: Any) -> None:
+    p = asked_permission()
+    [notice] = p.to_client(p.agent.send_notification("$/cancel_request", params))
+    assert isinstance(notice, AgentNotice)
+    assert p.client.pending_permissions == ("0",)
+
+
+WE_WITHDRAW_INITIALIZE = (
+    b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}\n'
+)
+
+
+def test_we_withdraw_a_request_that_timed_out() -> None:
+    p = fresh()
+    rid, _ = p.client.initialize()
+    data = p.client.cancel_request(rid)
+    assert data == WE_WITHDRAW_INITIALIZE
+    assert p.to_agent(data) == [
+        IncomingNotification(method="$/cancel_request", params={"requestId": 1})
+    ]
+    assert p.client.rpc.pending == {}
+    # Withdrawing it twice, or a request already answered, writes nothing.
+    assert p.client.cancel_request(rid) == b""
+    assert in_session().client.cancel_request(2) == b""
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (b'{"jsonrpc":"2.0","id":1,"error":{"code":-32800,"message":"Request cancelled"}}\n',
+         "confirmed the withdrawal of initialize"),
+        (b'{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"boom"}}\n',
+         "answered the withdrawn initialize (1) with an error"),
+        (b'{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}\n',
+         "late answer to the withdrawn initialize"),
+    ],
+    ids=["-32800", "other error", "late result"],
+)
+def test_the_answer_to_a_withdrawn_request_is_reported(answer: bytes, said: str) -> None:
+    p = fresh()
+    rid, _ = p.client.initialize()
+    p.client.cancel_request(rid)
+    [notice] = p.to_client(answer)
+    assert isinstance(notice, AgentNotice)
+    assert said in notice.message
+    assert notice.level == "info"
+    assert p.client.agent_info == {}  # a late result is not taken as the answer
+    # Reported once: the same id again is an unknown reply.
+    [again] = p.to_client(answer)
+    assert isinstance(again, AgentNotice) and "unknown request id" in again.message
+
+
+def test_withdrawn_session_new_does_not_open_the_session() -> None:
+    p = initialized()
+    rid, _ = p.client.new_session("/work")
+    assert p.client.cancel_request(rid) == (
+        b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":2}}\n'
+    )
+    [notice] = p.to_client(p.agent.send_response(rid, {"sessionId": SID}))
+    assert isinstance(notice, AgentNotice)
+    assert p.client.session_id is None
+
+
+# -- what a permission request is about --------------------------------------
+
+
+def test_permission_details_carry_the_tool_call() -> None:
+    p = prompting()
+    tool = {
+        "toolCallId": "call-2", "title": "Run make", "kind": "execute", "status": "pending",
+        "rawInput": {"command": ["make", "test"], "cwd": "/work"},
+        "content": [{"type": "content", "content": {"type": "text", "text": "make test"}}],
+        "locations": [{"path": "/work/Makefile"}],
+    }
+    params = {**PERMISSION_PARAMS, "toolCall": tool}
+    [req] = p.to_client(p.agent.send_request("session/request_permission", params)[1])
+    assert isinstance(req, PermissionRequested)
+    assert req.details == {
+        "kind": "execute",
+        "raw_input": {"command": ["make", "test"], "cwd": "/work"},
+        "content": tool["content"],
+        "locations": [{"path": "/work/Makefile"}],
+    }
+
+
+def test_bare_permission_has_no_details() -> None:
+    p = prompting()
+    [req] = p.to_client(p.agent.send_request("session/request_permission", PERMISSION_PARAMS)[1])
+    assert isinstance(req, PermissionRequested)
+    assert req.details == {}
+
+
+# -- the user's words: an echo, or history ----------------------------------
+
+
+def test_user_chunk_is_history_while_replaying() -> None:
+    p = in_session()
+    chunk = p.agent.send_notification(
+        "session/update", update("user_message_chunk", content={"type": "text", "text": "hi"})
+    )
+    p.client.replaying = True
+    assert p.to_client(chunk) == [MessageChunk(text="hi", channel="user")]
+    p.client.replaying = False
+    assert p.to_client(chunk) == [UserEcho(text="hi")]

@@ -23,10 +23,12 @@ from protocols.events import (
     MessageChunk,
     PermissionRequested,
     PermissionResolved,
+    PermissionWithdrawn,
     ToolCallStarted,
     ToolCallUpdated,
     TurnEnded,
 )
+from protocols.jsonrpc import LocalProtocolError
 from protocols.transport import AgentClosed, AgentTimeout
 
 from .helpers import RunningAgent
@@ -306,3 +308,105 @@ async def test_garbage_line_is_a_notice_and_the_turn_ends_normally(agent: Runnin
     assert "not JSON" in notice.message
     assert "this is not JSON" in notice.message
     assert events.text() == "/garbage"
+
+
+async def test_dropcancel_ignores_the_first_cancel_and_honours_a_resent_one(
+    agent: RunningAgent,
+) -> None:
+    """Models pi-acp/vibe dropping a cancel that follows the prompt at once:
+    re-sending the protocol cancel stops the turn in well under a second."""
+    adapter = agent.adapter
+    events = Events(adapter.events)
+    task = PromptTask()
+    with trio.fail_after(TEST_S):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(task.run, adapter, "/dropcancel 5000")
+            await events.until(MessageChunk)
+            await adapter.cancel()
+            # Dropped: the turn goes on streaming.
+            await trio.sleep(0.3)
+            assert task.result is None
+            before = len(events.of(MessageChunk))
+            await events.until(MessageChunk)
+            assert len(events.of(MessageChunk)) > before
+            resent_at = trio.current_time()
+            await adapter.resend_cancel()
+        assert task.result is not None and task.ended_at is not None
+        assert task.result.stop_reason == "cancelled"
+        assert task.ended_at - resent_at < 1.0
+    method = "session/cancel" if agent.protocol == "acp" else "turn/interrupt"
+    cancels = [m for m in agent.written.lines() if m.get("method") == method]
+    assert len(cancels) == 2
+    assert cancels[0]["params"] == cancels[1]["params"]
+    # No cancel outstanding any more: nothing to re-send.
+    assert adapter.core.resend_cancel() == b""
+
+
+async def test_withdraw_dismisses_the_permission(agent: RunningAgent) -> None:
+    adapter = agent.adapter
+    events = Events(adapter.events)
+    with trio.fail_after(TEST_S):
+        ended = None
+        async with trio.open_nursery() as nursery:
+
+            async def run() -> None:
+                nonlocal ended
+                ended = await adapter.prompt("/withdraw")
+
+            nursery.start_soon(run)
+            request = await events.until(PermissionRequested)
+            withdrawn = await events.until(PermissionWithdrawn)
+            assert withdrawn.request_id == request.request_id
+            await events.until(TurnEnded)
+    assert ended is not None and ended.stop_reason == "end_turn"
+    assert adapter.core.pending_permissions == ()
+    assert events.of(PermissionResolved) == []
+    if agent.protocol == "acp":
+        # The answer the spec requires, exactly, and the agent got it.
+        assert {
+            "jsonrpc": "2.0", "id": 0,
+            "error": {"code": -32800, "message": "Request cancelled"},
+        } in agent.written.lines()
+        assert events.text() == "withdrawn: -32800"
+    else:
+        # serverRequest/resolved owes the agent nothing.
+        assert [m for m in agent.written.lines() if m.get("id") == 100] == []
+        assert events.text() == "withdrawn: resolved"
+    with pytest.raises(LocalProtocolError):
+        await adapter.respond_permission(request.request_id, None)
+
+
+async def test_deny_and_stop_ends_the_turn(agent: RunningAgent) -> None:
+    """Codex's ``cancel`` decision refuses and interrupts; the event says so,
+    so the supervisor can end the turn as a user cancel.  ACP has no such
+    decision: its permission details are checked here instead."""
+    adapter = agent.adapter
+    events = Events(adapter.events)
+    task = PromptTask()
+    with trio.fail_after(TEST_S):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(task.run, adapter, "/permission")
+            request = await events.until(PermissionRequested)
+            if agent.protocol == "acp":
+                assert request.details == {
+                    "kind": "execute", "raw_input": {"command": "touch file.txt"}
+                }
+                await adapter.respond_permission(request.request_id, "reject")
+            else:
+                assert request.details == {"command": "touch file.txt", "reason": "Write to disk"}
+                assert [o.name for o in request.options] == [
+                    "Allow", "Allow for this session", "Deny", "Deny and stop"
+                ]
+                await adapter.respond_permission(request.request_id, "cancel")
+            await events.until(TurnEnded)
+    assert task.result is not None
+    [resolved] = events.of(PermissionResolved)
+    if agent.protocol == "acp":
+        assert task.result.stop_reason == "end_turn"
+        assert not resolved.interrupts_turn
+    else:
+        assert task.result.stop_reason == "cancelled"
+        assert resolved == PermissionResolved(
+            request_id=request.request_id, option_id="cancel", interrupts_turn=True
+        )
+        assert {"id": 100, "result": {"decision": "cancel"}} in agent.written.lines()

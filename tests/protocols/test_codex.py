@@ -16,6 +16,7 @@ from protocols.events import (
     PermissionOption,
     PermissionRequested,
     PermissionResolved,
+    PermissionWithdrawn,
     PlanUpdated,
     ToolCallStarted,
     ToolCallUpdated,
@@ -32,7 +33,7 @@ from protocols.jsonrpc import (
 )
 from protocols.turnstate import TurnState
 
-from .helpers import ConnectionPair
+from .helpers import ConnectionPair, drain
 
 THREAD, TURN = "thr-1", "turn-1"
 Pair = ConnectionPair[CodexClient]
@@ -100,6 +101,30 @@ def asked_approval() -> Pair:
     return p
 
 
+PERMISSIONS_PARAMS = {
+    "threadId": THREAD,
+    "turnId": TURN,
+    "itemId": "item-8",
+    "cwd": "/work",
+    "reason": "Needs the network",
+    "permissions": {"network": {"enabled": True}, "fileSystem": {"write": ["/work/out"]}},
+    "startedAtMs": 1767000000000,
+}
+
+
+def asked_permissions() -> Pair:
+    p = in_turn()
+    _, data = p.agent.send_request("item/permissions/requestApproval", PERMISSIONS_PARAMS)
+    p.to_client(data)  # agent request id 0
+    return p
+
+
+def cancelled_before_turn_id() -> Pair:
+    p = turn_sent()
+    p.client.cancel()
+    return p
+
+
 def interrupted() -> Pair:
     p = in_turn()
     p.client.cancel()
@@ -140,6 +165,14 @@ TURN_START = (
 INTERRUPT = b'{"id":4,"method":"turn/interrupt","params":{"threadId":"thr-1","turnId":"turn-1"}}\n'
 DECLINE = b'{"id":0,"result":{"decision":"decline"}}\n'
 ACCEPT = b'{"id":0,"result":{"decision":"accept"}}\n'
+ACCEPT_SESSION = b'{"id":0,"result":{"decision":"acceptForSession"}}\n'
+DENY_AND_STOP = b'{"id":0,"result":{"decision":"cancel"}}\n'
+GRANT_TURN = (
+    b'{"id":0,"result":{"permissions":{"network":{"enabled":true},'
+    b'"fileSystem":{"write":["/work/out"]}},"scope":"turn"}}\n'
+)
+GRANT_SESSION = GRANT_TURN.replace(b'"turn"', b'"session"')
+GRANT_NOTHING = b'{"id":0,"result":{"permissions":{},"scope":"turn"}}\n'
 
 # (starting state, what the caller does, the exact bytes it must write)
 WRITES: list[tuple[Callable[[], Pair], Callable[[CodexClient], bytes], bytes]] = [
@@ -160,11 +193,23 @@ WRITES: list[tuple[Callable[[], Pair], Callable[[CodexClient], bytes], bytes]] =
     (asked_approval, CodexClient.cancel, INTERRUPT + DECLINE),
     (asked_approval, lambda c: c.respond_permission("0", "accept"), ACCEPT),
     (asked_approval, lambda c: c.respond_permission("0", None), DECLINE),
+    (asked_approval, lambda c: c.respond_permission("0", "decline"), DECLINE),
+    (asked_approval, lambda c: c.respond_permission("0", "acceptForSession"), ACCEPT_SESSION),
+    (asked_approval, lambda c: c.respond_permission("0", "cancel"), DENY_AND_STOP),
+    (asked_permissions, lambda c: c.respond_permission("0", "accept"), GRANT_TURN),
+    (asked_permissions, lambda c: c.respond_permission("0", "acceptForSession"), GRANT_SESSION),
+    (asked_permissions, lambda c: c.respond_permission("0", "decline"), GRANT_NOTHING),
+    (asked_permissions, lambda c: c.respond_permission("0", "cancel"), GRANT_NOTHING),
+    (asked_permissions, CodexClient.cancel, INTERRUPT + GRANT_NOTHING),
     # No active turn means already settled: nothing to write.
     (in_thread, CodexClient.cancel, b""),
     (interrupted, CodexClient.cancel, b""),
     # The turn id is not known yet: the interrupt is owed, not written.
     (turn_sent, CodexClient.cancel, b""),
+    # An agent that went on after the interrupt gets it again (a new request id).
+    (interrupted, CodexClient.resend_cancel, INTERRUPT.replace(b'"id":4', b'"id":5')),
+    (in_turn, CodexClient.resend_cancel, b""),
+    (cancelled_before_turn_id, CodexClient.resend_cancel, b""),
 ]
 WRITE_IDS = [
     "initialize",
@@ -176,9 +221,20 @@ WRITE_IDS = [
     "cancel declines the approval",
     "approval accepted",
     "approval declined",
+    "approval declined (chosen)",
+    "approval accepted for the session",
+    "approval cancel: deny and stop",
+    "permissions granted for the turn",
+    "permissions granted for the session",
+    "permissions denied",
+    "permissions denied and stop",
+    "cancel denies the permissions",
     "cancel with no turn",
     "second cancel",
     "cancel before the turn id",
+    "interrupt re-sent",
+    "no interrupt to re-send",
+    "interrupt still owed",
 ]
 
 
@@ -321,8 +377,8 @@ V2_OPTIONS = (
     PermissionOption(
         option_id="acceptForSession", name="Allow for this session", kind="allow_always"
     ),
-    PermissionOption(option_id="decline", name="Decline", kind="reject_once"),
-    PermissionOption(option_id="cancel", name="Cancel", kind="reject_always"),
+    PermissionOption(option_id="decline", name="Deny", kind="reject_once"),
+    PermissionOption(option_id="cancel", name="Deny and stop", kind="reject_always"),
 )
 
 
@@ -366,7 +422,10 @@ def test_v1_approval_declined_as_denied() -> None:
         "denied",
         "abort",
     ]
-    assert p.client.cancel() == INTERRUPT + b'{"id":0,"result":{"decision":"denied"}}\n'
+    # codex 0.169's ReviewDecision: ``denied`` is an object carrying the rejection.
+    assert p.client.cancel() == INTERRUPT + (
+        b'{"id":0,"result":{"decision":{"denied":{"rejection":"The user denied this request."}}}}\n'
+    )
 
 
 def test_approval_asked_after_interrupt_is_declined_at_once() -> None:
@@ -391,6 +450,128 @@ def test_a_decision_not_offered_is_refused_and_the_approval_kept() -> None:
     p = asked_approval()
     with pytest.raises(LocalProtocolError, match="approved"):
         p.client.respond_permission("0", "approved")  # a v1 word for a v2 request
+    assert p.client.pending_permissions == ("0",)
+
+
+def test_approval_details_say_what_is_asked() -> None:
+    p = in_turn()
+    params = {**APPROVAL_PARAMS, "cwd": "/work/sub", "startedAtMs": 1}
+    _, data = p.agent.send_request("item/commandExecution/requestApproval", params)
+    [req] = p.to_client(data)
+    assert isinstance(req, PermissionRequested)
+    assert req.details == {
+        "command": "touch file.txt", "cwd": "/work/sub", "reason": "Write to disk"
+    }
+
+
+@pytest.mark.parametrize(
+    ("option", "interrupts"),
+    [("accept", False), ("acceptForSession", False), ("decline", False), ("cancel", True)],
+)
+def test_each_decision_is_resolved_and_says_whether_it_stops_the_turn(
+    option: str, interrupts: bool
+) -> None:
+    p = asked_approval()
+    [answer] = p.to_agent(p.client.respond_permission("0", option))
+    assert answer == Response(
+        id=0, method="item/commandExecution/requestApproval", result={"decision": option}
+    )
+    # The event comes out with the next read of the agent's output.
+    assert drain(p.client) == [PermissionResolved(
+        request_id="0", option_id=option, interrupts_turn=interrupts
+    )]
+
+
+def test_human_checkpoint_offers_no_session_wide_answer() -> None:
+    p = in_turn()
+    params = {**APPROVAL_PARAMS, "kind": "humanCommand"}
+    _, data = p.agent.send_request("item/commandExecution/requestApproval", params)
+    [req] = p.to_client(data)
+    assert isinstance(req, PermissionRequested)
+    assert [o.option_id for o in req.options] == ["accept", "decline", "cancel"]
+    assert req.details["kind"] == "humanCommand"
+    with pytest.raises(LocalProtocolError):
+        p.client.respond_permission("0", "acceptForSession")
+    # A cancel still answers "decline" (the interrupt stops the turn).
+    assert p.client.cancel() == INTERRUPT + DECLINE
+
+
+def test_human_checkpoint_asked_after_interrupt_is_declined() -> None:
+    p = interrupted()
+    params = {**APPROVAL_PARAMS, "kind": "humanCommand"}
+    p.to_client(p.agent.send_request("item/commandExecution/requestApproval", params)[1])
+    assert p.client.data_to_send() == DECLINE
+
+
+def test_file_change_approval_shows_the_changes_of_its_item() -> None:
+    p = in_turn()
+    changes = [{"path": "/work/a.py", "kind": {"type": "update"}, "diff": "@@ -1 +1 @@\n-a\n+b"}]
+    notify(p, "item/started", {"threadId": THREAD, "turnId": TURN, "item": {
+        "type": "fileChange", "id": "f1", "status": "inProgress", "changes": changes}})
+    _, data = p.agent.send_request("item/fileChange/requestApproval", {
+        "threadId": THREAD, "turnId": TURN, "itemId": "f1", "startedAtMs": 1})
+    [req] = p.to_client(data)
+    assert isinstance(req, PermissionRequested)
+    assert req.title == "Apply file changes: /work/a.py"
+    assert req.tool_call_id == "f1"
+    assert req.details == {"changes": changes}
+    assert [o.name for o in req.options] == [
+        "Allow", "Allow for this session", "Deny", "Deny and stop"
+    ]
+
+
+def test_permissions_request_is_served_not_refused() -> None:
+    p = in_turn()
+    _, data = p.agent.send_request("item/permissions/requestApproval", PERMISSIONS_PARAMS)
+    [req] = p.to_client(data)
+    assert p.client.data_to_send() == b""  # no "method not found"
+    assert req == PermissionRequested(
+        request_id="0", title="Needs the network", tool_call_id="item-8", options=V2_OPTIONS
+    )
+    assert isinstance(req, PermissionRequested)
+    assert req.details == {
+        "cwd": "/work", "reason": "Needs the network",
+        "permissions": PERMISSIONS_PARAMS["permissions"],
+    }
+    [answer] = p.to_agent(p.client.respond_permission("0", "cancel"))
+    assert answer == Response(
+        id=0, method="item/permissions/requestApproval",
+        result={"permissions": {}, "scope": "turn"},
+    )
+    assert drain(p.client) == [
+        PermissionResolved(request_id="0", option_id="cancel", interrupts_turn=True)
+    ]
+
+
+RESOLVED = b'{"method":"serverRequest/resolved","params":{"threadId":"thr-1","requestId":0}}\n'
+
+
+def test_server_resolving_a_pending_approval_withdraws_it() -> None:
+    p = asked_approval()
+    assert p.to_client(RESOLVED) == [
+        PermissionWithdrawn(request_id="0", reason="the agent resolved the request itself")
+    ]
+    assert p.client.pending_permissions == ()
+    assert p.client.data_to_send() == b""  # nothing is owed for it
+    with pytest.raises(LocalProtocolError):
+        p.client.respond_permission("0", "accept")
+    # A later cancel has no approval left to decline.
+    assert p.client.cancel() == INTERRUPT
+
+
+def test_server_resolving_an_answered_approval_is_just_news() -> None:
+    p = asked_approval()
+    p.client.respond_permission("0", "accept")
+    events = p.to_client(RESOLVED)
+    assert events[0] == PermissionResolved(request_id="0", option_id="accept")
+    assert events[1:] == [OtherUpdate(kind="serverRequest/resolved", payload=None)]
+
+
+def test_resolved_names_the_id_exactly() -> None:
+    """Request id 0 is not the string "0"."""
+    p = asked_approval()
+    events = p.to_client(RESOLVED.replace(b'"requestId":0', b'"requestId":"0"'))
+    assert events == [OtherUpdate(kind="serverRequest/resolved", payload=None)]
     assert p.client.pending_permissions == ("0",)
 
 

@@ -9,6 +9,7 @@ JSON parser; client actions (prompt, cancel, answers) are interleaved.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from protocols.acp import AcpClient
 from protocols.codex import APPROVAL_METHODS, CodexClient
-from protocols.jsonrpc import Dialect, RpcConnection
+from protocols.jsonrpc import Dialect, LocalProtocolError, RpcConnection
 from protocols.turnstate import TurnState
 
 from .helpers import drain
@@ -38,6 +39,10 @@ KEYS = [
     "priority",
     "toolCall",
     "options",
+    "requestId",
+    "permissions",
+    "changes",
+    "rawInput",
     "optionId",
     "name",
     "stopReason",
@@ -102,7 +107,9 @@ values = st.recursive(
     ),
     max_leaves=8,
 )
-ACP_METHODS = ["session/update", "session/request_permission", "fs/read_text_file", "x"]
+ACP_METHODS = [
+    "session/update", "session/request_permission", "$/cancel_request", "fs/read_text_file", "x",
+]
 CODEX_METHODS = [
     "turn/started",
     "turn/completed",
@@ -112,6 +119,7 @@ CODEX_METHODS = [
     "item/reasoning/textDelta",
     "turn/plan/updated",
     "error",
+    "serverRequest/resolved",
     *APPROVAL_METHODS,
     "x",
 ]
@@ -162,7 +170,7 @@ def _codex_thread() -> CodexClient:
     return c
 
 
-actions = st.sampled_from(["feed", "feed", "feed", "prompt", "cancel", "answer"])
+actions = st.sampled_from(["feed", "feed", "feed", "prompt", "cancel", "answer", "withdraw"])
 
 
 def _run(core: AcpClient | CodexClient, dialect: Dialect, data: st.DataObject) -> None:
@@ -183,8 +191,15 @@ def _run(core: AcpClient | CodexClient, dialect: Dialect, data: st.DataObject) -
         elif step == "cancel":
             _check_bytes(core.cancel())
         elif step == "answer" and core.pending_permissions:
-            option = "allow" if isinstance(core, AcpClient) else None
-            _check_bytes(core.respond_permission(core.pending_permissions[0], option))
+            if isinstance(core, AcpClient):
+                option: str | None = "allow"
+            else:
+                option = data.draw(st.sampled_from([None, "decline", "cancel"]), label="option")
+            with contextlib.suppress(LocalProtocolError):  # not offered (v1 names)
+                _check_bytes(core.respond_permission(core.pending_permissions[0], option))
+        elif step == "withdraw" and isinstance(core, AcpClient) and core.rpc.pending:
+            # One of our requests timed out: withdrawn with $/cancel_request.
+            _check_bytes(core.cancel_request(next(iter(core.rpc.pending))))
         _check_bytes(core.data_to_send())
     core.receive_data(b"")
     drain(core)

@@ -7,15 +7,24 @@ container's business (in some sandboxes it never does), not ours.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 import trio
 
-from protocols.process import start_agent_process, terminate_group
+from protocols.process import (
+    kill_tree,
+    process_tree,
+    start_agent_process,
+    tagged_processes,
+    terminate_group,
+)
 
 from .helpers import MOCK_AGENT, REPO_ROOT
 
@@ -91,3 +100,107 @@ async def test_teardown_finishes_even_when_its_caller_is_cancelled() -> None:
             await terminate_group(proc, grace_s=0.2, eof_grace_s=0.1)
         assert proc.returncode == -signal.SIGKILL
         assert live_members(proc.pid) == []
+
+
+def alive(pid: int) -> bool:
+    """``pid`` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+#: An agent whose tool moves to a session of its own (as codex-acp's
+#: ``bash -lc`` does), then waits for stdin to end, as agents do.
+SESSION_TOOL_AGENT = (
+    "import subprocess, sys\n"
+    "p = subprocess.Popen(['sleep', '30'], start_new_session=True)\n"
+    "print(p.pid, flush=True)\n"
+    "sys.stdin.read()\n"
+)
+
+
+@pytest.mark.parametrize("exits_on_eof", [True, False], ids=["agent exits on EOF", "stuck agent"])
+async def test_teardown_kills_a_tool_in_its_own_session(exits_on_eof: bool) -> None:
+    script = SESSION_TOOL_AGENT
+    if not exits_on_eof:
+        script = "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" + script.replace(
+            "sys.stdin.read()", "import time; time.sleep(60)"
+        )
+    with trio.fail_after(TEST_S):
+        proc = await start_agent_process([sys.executable, "-c", script])
+        try:
+            assert proc.stdout is not None
+            tool = int(await proc.stdout.receive_some())
+            assert alive(tool)
+            # Its own session and group: signalling the agent's group misses it.
+            assert os.getsid(tool) == tool != os.getsid(proc.pid)
+            assert process_tree(proc.pid) == {proc.pid, tool}
+        finally:
+            await terminate_group(proc, grace_s=0.3, eof_grace_s=0.3)
+        assert not alive(tool)
+        assert live_members(proc.pid) == []
+
+
+def test_process_tree_follows_ppid_links_only() -> None:
+    me = os.getpid()
+    tree = process_tree(me)
+    assert me in tree
+    assert os.getppid() not in tree
+    assert process_tree(2**22 + 17) == set()  # no such pid
+
+
+def test_kill_tree_never_hits_its_caller() -> None:
+    assert kill_tree([os.getpid()]) == []
+
+
+async def test_subreaper_reaps_a_tool_orphaned_by_an_exited_agent() -> None:
+    """The agent puts its tool in a session of its own and exits: the tool is
+    re-parented to the subreaper (here a probe process), and the sweep kills
+    and reaps it, sparing the children it was told about or that share its
+    group."""
+    probe = Path(__file__).with_name("subreaper_probe.py")
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    with trio.fail_after(30):
+        done = await trio.run_process([sys.executable, str(probe)], capture_stdout=True, env=env)
+    report = json.loads(done.stdout)
+    assert report["subreaper"] is True
+    assert report["orphan_ppid"] == report["me"]  # not PID 1
+    # Teardown of an agent that already exited cannot find its tree any more.
+    assert report["orphan_alive_after_teardown_of_exited_agent"] is True
+    assert report["reaped"] == [report["orphan"]]
+    assert report["orphan_gone"] is True  # killed and reaped, not a zombie
+    assert report["keeper_alive"] is True
+    assert report["helper_alive"] is True
+    assert report["second_sweep"] == []
+
+
+def test_become_subreaper_in_a_child_process() -> None:
+    code = (
+        "from protocols.process import become_subreaper; import sys;"
+        "sys.exit(0 if become_subreaper() else 1)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    assert subprocess.run([sys.executable, "-c", code], env=env, check=False).returncode == 0
+
+
+async def test_tagged_tools_are_found_after_their_agent_is_gone() -> None:
+    """The crash case: no ppid link leads from the backend to an orphaned tool,
+    but the tag in its environment does (and only the right tag)."""
+    tag = f"test-{uuid.uuid4().hex}"
+    leaver = SESSION_TOOL_AGENT.replace("sys.stdin.read()\n", "")
+    with trio.fail_after(TEST_S):
+        proc = await start_agent_process([sys.executable, "-c", leaver], tag=tag)
+        assert proc.stdout is not None
+        tool = int(await proc.stdout.receive_some())
+        await proc.wait()
+        await terminate_group(proc, grace_s=0.2, eof_grace_s=0.2)
+        # The agent exited before its teardown: its tree was already gone.
+        assert alive(tool)
+        assert tagged_processes([tag]) == {tool}
+        assert tagged_processes([f"{tag}-other"]) == set()
+        assert tagged_processes([]) == set()
+        assert kill_tree(tagged_processes([tag])) == [tool]
+        while alive(tool):
+            await trio.sleep(0.01)

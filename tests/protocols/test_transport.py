@@ -24,9 +24,14 @@ from protocols.jsonrpc import (
     RpcConnection,
     RpcEvent,
 )
-from protocols.transport import AgentClosed, AgentConnection, AgentRequestError, AgentTimeout
+from protocols.transport import (
+    AgentClosed,
+    AgentConnection,
+    AgentRequestError,
+    AgentTimeout,
+)
 
-from .helpers import drain
+from .helpers import drain, parse_lines
 
 
 class ScriptedAgent:
@@ -236,3 +241,114 @@ async def test_cancel_notification_goes_out_while_a_prompt_waits(
         )
         await agent.send(agent.rpc.send_response(prompt.id, {"stopReason": "cancelled"}))
         assert await conn.wait_turn(timeout_s=5) == TurnEnded(stop_reason="cancelled")
+
+
+# -- withdrawing a request ($/cancel_request) --------------------------------
+
+INITIALIZE_LINE = (
+    b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,'
+    b'"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false}}}\n'
+)
+WITHDRAW_LINE = b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}\n'
+
+
+class RecordingStream(trio.abc.HalfCloseableStream):
+    """Our end of the link, keeping every byte we wrote for exact assertions."""
+
+    def __init__(self, inner: trio.abc.HalfCloseableStream) -> None:
+        self.inner = inner
+        self.written = bytearray()
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await self.inner.send_all(data)
+        self.written += data
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.inner.wait_send_all_might_not_block()
+
+    async def send_eof(self) -> None:
+        await self.inner.send_eof()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        return await self.inner.receive_some(max_bytes)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+@asynccontextmanager
+async def recorded() -> AsyncIterator[
+    tuple[AcpClient, AgentConnection, ScriptedAgent, RecordingStream]
+]:
+    ours, theirs = trio.testing.memory_stream_pair()
+    wire = RecordingStream(ours)
+    core = AcpClient()
+    conn = AgentConnection(core, wire, wire, withdraw_timeout_s=1.0)
+    with trio.fail_after(600):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(conn.run)
+            yield core, conn, ScriptedAgent(theirs), wire
+            nursery.cancel_scope.cancel()
+
+
+async def test_timed_out_request_is_withdrawn(autojump_clock: trio.testing.MockClock) -> None:
+    async with recorded() as (core, conn, agent, wire):
+        rid, data = core.initialize()
+        with pytest.raises(AgentTimeout, match="within 30s \\(withdrawn\\)"):
+            await conn.request(rid, data, timeout_s=30, withdraw=core.cancel_request)
+        assert bytes(wire.written) == INITIALIZE_LINE + WITHDRAW_LINE
+        assert await agent.receive() == IncomingRequest(
+            id=1, method="initialize", params=parse_lines(INITIALIZE_LINE)[0]["params"]
+        )
+        assert await agent.receive() == IncomingNotification(
+            method="$/cancel_request", params={"requestId": 1}
+        )
+        # The agent answers -32800 as the spec asks: reported, no crash.
+        await agent.send(
+            b'{"jsonrpc":"2.0","id":1,"error":{"code":-32800,"message":"Request cancelled"}}\n'
+        )
+        notice = await conn.events.receive()
+        assert isinstance(notice, AgentNotice)
+        assert "confirmed the withdrawal of initialize" in notice.message
+        assert not conn.closed.is_set()
+
+
+async def test_request_of_a_cancelled_caller_is_withdrawn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with recorded() as (core, conn, _agent, wire):
+        rid, data = core.initialize()
+        with trio.move_on_after(7):  # the caller's own start-up bound
+            await conn.request(rid, data, timeout_s=30, withdraw=core.cancel_request)
+        assert trio.current_time() == pytest.approx(7)
+        assert bytes(wire.written) == INITIALIZE_LINE + WITHDRAW_LINE
+        assert core.rpc.pending == {}
+
+
+async def test_withdrawal_is_bounded_when_the_agent_stops_reading(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # A lockstep stream has no buffer: the agent reads the request line, then
+    # stops reading, so the withdrawal's write blocks.
+    ours, theirs = trio.testing.lockstep_stream_pair()
+    core = AcpClient()
+    conn = AgentConnection(core, ours, ours, write_timeout_s=5, withdraw_timeout_s=1)
+    rid, data = core.initialize()
+    with trio.fail_after(600):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(theirs.receive_some)
+            start = trio.current_time()
+            with trio.move_on_after(2):
+                await conn.request(rid, data, timeout_s=30, withdraw=core.cancel_request)
+            # Cancelled at 2 s; the withdrawal then waits at most withdraw_timeout_s.
+            assert trio.current_time() - start == pytest.approx(3)
+
+
+async def test_request_without_withdraw_writes_nothing_more(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with recorded() as (core, conn, _agent, wire):
+        rid, data = core.initialize()
+        with pytest.raises(AgentTimeout):
+            await conn.request(rid, data, timeout_s=30)
+        assert bytes(wire.written) == INITIALIZE_LINE

@@ -4,7 +4,8 @@ Timeout paths (join window, escalation, operation deadline) need virtual
 time, which a real subprocess cannot follow, so these tests put this Trio
 twin of the mock agent at the process boundary.  It speaks the same wire
 format (through protocols.jsonrpc) and follows the same prompt table
-subset: ``/delay``, ``/slow``, ``/hang``, echo.  The integration tests run the
+subset: ``/delay``, ``/slow``, ``/hang``, ``/dropcancel`` (ignores the first
+cancel), echo.  The integration tests run the
 real mock agent as a subprocess.
 """
 
@@ -38,6 +39,8 @@ class FakeAgent:
         self.turn_id: Any = None
         self.prompts: list[str] = []
         self.cancels = 0
+        #: Cancels still to be ignored (``/dropcancel``).
+        self.drop_cancels = 0
 
     async def send(self, data: bytes) -> None:
         await self.stream.send_all(data)
@@ -53,8 +56,8 @@ class FakeAgent:
         stop = "end_turn"
         if words and words[0] == "/hang":
             await trio.sleep_forever()
-        elif words and words[0] in ("/delay", "/slow"):
-            honour = words[0] == "/delay"
+        elif words and words[0] in ("/delay", "/slow", "/dropcancel"):
+            honour = words[0] != "/slow"
             deadline = trio.current_time() + ms / 1000
             n = 0
             while trio.current_time() < deadline:
@@ -91,10 +94,14 @@ class FakeAgent:
                             text = params["prompt"][0]["text"]
                             self.prompts.append(text)
                             self.cancelled = trio.Event()
+                            self.drop_cancels = 1 if text.startswith("/dropcancel") else 0
                             nursery.start_soon(self.turn, rid, text)
                         case IncomingNotification(method="session/cancel"):
                             self.cancels += 1
-                            self.cancelled.set()
+                            if self.drop_cancels > 0:
+                                self.drop_cancels -= 1
+                            else:
+                                self.cancelled.set()
                         case _:
                             pass
 

@@ -9,7 +9,7 @@ status ``HostError`` chose, and no traceback ever reaches a client.
     POST /api/v1/session       {cwd?, owner?, replace?}      → {session_id, attached, turn_id, seq}
     POST /api/v1/prompt        {text, session_id?, turn_id?, abandon_turn?}
                                                              → 202 {turn_id, seq}
-    POST /api/v1/acp/cancel    {session_id?, join_s?}        → see AgentHost.cancel
+    POST /api/v1/acp/cancel    {session_id?, join_s?, resend?} → see AgentHost.cancel
     POST /api/v1/permission    {request_id, option_id|null, session_id?} → {success}
     GET  /api/v1/status                                      → AgentHost.status()
     GET  /api/v1/health                                      → {status: "ok"}
@@ -142,8 +142,11 @@ def create_app(host: AgentHost, token: str, *, heartbeat_s: float = HEARTBEAT_S)
         if join is not None and (isinstance(join, bool) or not isinstance(join, int | float)
                                  or not math.isfinite(join) or join < 0):
             raise HostError(422, "join_s must be a number >= 0")
+        resend = data.get("resend", False)
+        if not isinstance(resend, bool):
+            raise HostError(422, "resend must be a boolean")
         result = await host.cancel(session_id=opt_str(data, "session_id"),
-                                   join_s=None if join is None else float(join))
+                                   join_s=None if join is None else float(join), resend=resend)
         return _json(result, 202 if result.get("not_acknowledged") else 200)
 
     @app.post("/api/v1/permission")

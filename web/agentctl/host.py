@@ -535,8 +535,12 @@ class AgentHost:
             raise _not_running("the agent is exiting") from None
         return {"success": True, "turn_id": turn.id, "seq": seq}
 
-    async def cancel(self, *, session_id: str | None, join_s: float | None) -> dict[str, Any]:
+    async def cancel(self, *, session_id: str | None, join_s: float | None,
+                     resend: bool = False) -> dict[str, Any]:
         """Write the protocol cancel, then wait up to ``join_s`` for the turn to end.
+
+        ``resend``: the turn's cancel was already sent and the agent keeps going
+        (some drop a cancel that comes right after the prompt): send it again.
 
         - no running turn: success (nothing to cancel);
         - ``join_s == 0``: success once the cancel is written (``acknowledged:
@@ -553,13 +557,17 @@ class AgentHost:
         turn = agent.turn
         if turn is None:
             return {"success": True, "turn_running": False}
+        again = resend and turn.cancel_requested
         turn.cancel_requested = True
         started = trio.current_time()
         try:
             # Shielded: a client that hangs up must not leave half a cancel on the
             # agent's stdin.  Bounded by the connection's write timeout.
             with trio.CancelScope(shield=True):
-                await agent.adapter.cancel()
+                if again:
+                    await agent.adapter.resend_cancel()
+                else:
+                    await agent.adapter.cancel()
         except AgentClosed as exc:
             raise _not_running(str(exc)) from None
         except AgentTimeout as exc:

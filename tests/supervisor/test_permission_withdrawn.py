@@ -1,0 +1,44 @@
+"""An agent that takes its permission request back (issue 15): the card is
+dismissed (``session.permission.cancelled``, the message marked cancelled and
+withdrawn) and the turn goes on, with the mock agent as a real subprocess."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from supervisor.models import SessionState
+
+AGENTS = ["mock", "mock-codex"]
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+async def test_withdrawn_permission_is_dismissed(make_supervisor: Any, agent: str) -> None:
+    async with make_supervisor() as sup:
+        caller = await sup.caller()
+        task = await sup.orchestrator.create_task(caller, "t")
+        sid = (await sup.orchestrator.launch_session(caller, task.id, agent))["id"]
+        sub = sup.bus.subscriber()
+        sub.subscribe(sid)
+        await sup.orchestrator.send_message(caller, sid, "/withdraw")
+        with trio.fail_after(10):
+            while (await sup.orchestrator.session(caller, sid)).state is not \
+                    SessionState.WAITING_FOR_INPUT:
+                await trio.sleep(0.02)
+        msgs = await sup.orchestrator.list_messages(caller, sid)
+        [perm] = [m for m in msgs if m.kind == "permission"]
+        assert perm.metadata["status"] == "cancelled"
+        assert perm.metadata["withdrawn"] is True
+        assert sup.lifecycle.executions[sid].permissions == {}
+        assert [m.content for m in msgs if m.role == "agent" and m.kind == "text"][-1] == (
+            "withdrawn: -32800" if agent == "mock" else "withdrawn: resolved"
+        )
+        frames = []
+        while True:
+            try:
+                frames.append(sub.receive.receive_nowait())
+            except trio.WouldBlock:
+                break
+        assert sum("session.permission.cancelled" in f for f in frames) == 1
