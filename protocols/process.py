@@ -107,7 +107,7 @@ REAP_S = 5.0
 
 async def terminate_group(
     proc: trio.Process, *, grace_s: float, eof_grace_s: float = EOF_GRACE_S,
-    reap_s: float = REAP_S,
+    reap_s: float = REAP_S, tag: str | None = None,
 ) -> None:
     """Close stdin and wait ``eof_grace_s`` (well-behaved agents exit on EOF),
     SIGTERM the group, wait ``grace_s``, SIGKILL the group, reap.
@@ -118,7 +118,10 @@ async def terminate_group(
     SIGTERM do not outlive it.  The agent's process tree is collected before
     anything is signalled (once the agent exits, its children are no longer
     its children) and every process in it is SIGTERMed and SIGKILLed with the
-    group, whatever group or session it moved to.
+    group, whatever group or session it moved to.  With ``tag`` (the agent
+    was started with it), every process still carrying it is killed too: the
+    tools of an agent that exited before its teardown, which no ppid link
+    leads to any more.
     """
     pgid = proc.pid
     budget = eof_grace_s + grace_s + reap_s
@@ -140,6 +143,9 @@ async def terminate_group(
             tree.update(_snapshot(process_tree(proc.pid) - {proc.pid}))
         kill_group(pgid)
         _signal_snapshot(tree, signal.SIGKILL)
+        if tag is not None:
+            tree.update(_snapshot(tagged_processes({tag})))
+            _signal_snapshot(tree, signal.SIGKILL)
         if proc.returncode is None:
             await proc.wait()
         # Done means gone; those re-parented to us (we are a subreaper) are ours to reap.

@@ -31,8 +31,13 @@ class ConfigError(ValueError):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Timeouts:
     #: After the protocol cancel is sent, how long the turn may take to end
-    #: before it is reported not acknowledged and the prompt gate is released.
+    #: before the cancel is reported late (not acknowledged).
     cancel_join_s: float = 3.0
+    #: An agent that keeps streaming the cancelled turn gets the protocol cancel
+    #: again after this long (some drop a cancel that follows the prompt at once) ...
+    cancel_resend_s: float = 0.25
+    #: ... and once more after this long, both inside the join window.
+    cancel_resend_again_s: float = 1.0
     #: From the protocol cancel, how long before the turn is escalated
     #: (synthetic completion, execution ready).
     cancel_escalate_s: float = 10.0

@@ -87,6 +87,11 @@ _MIGRATIONS: tuple[str, ...] = (
         pgid INTEGER PRIMARY KEY, session_id TEXT NOT NULL, command TEXT NOT NULL,
         started_at TEXT NOT NULL);
     """,
+    # The agent's tag (protocols.process.AGENT_TAG_ENV): finds its tools after a
+    # backend crash, whatever group or session they moved to.
+    """
+    ALTER TABLE agent_groups ADD COLUMN tag TEXT;
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -352,18 +357,22 @@ class Db:
 
     # -- agent process groups (swept at startup) ----------------------------
 
-    def record_agent_group(self, pgid: int, session_id: str, command: str) -> None:
+    def record_agent_group(self, pgid: int, session_id: str, command: str,
+                           tag: str | None = None) -> None:
         with self._tx():
-            self.conn.execute("INSERT OR REPLACE INTO agent_groups VALUES (?, ?, ?, ?)",
-                              (pgid, session_id, command, now()))
+            self.conn.execute(
+                "INSERT OR REPLACE INTO agent_groups (pgid, session_id, command, started_at, tag) "
+                "VALUES (?, ?, ?, ?, ?)", (pgid, session_id, command, now(), tag))
 
     def forget_agent_group(self, pgid: int) -> None:
         with self._tx():
             self.conn.execute("DELETE FROM agent_groups WHERE pgid = ?", (pgid,))
 
-    def agent_groups(self) -> list[tuple[int, str, str]]:
-        rows = self.conn.execute("SELECT pgid, session_id, command FROM agent_groups").fetchall()
-        return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
+    def agent_groups(self) -> list[tuple[int, str, str, str | None]]:
+        """(pgid, session id, command, tag) of every agent recorded as running."""
+        rows = self.conn.execute(
+            "SELECT pgid, session_id, command, tag FROM agent_groups").fetchall()
+        return [(int(r[0]), str(r[1]), str(r[2]), r[3]) for r in rows]
 
 
 class _Tx:

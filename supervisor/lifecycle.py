@@ -32,6 +32,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal
@@ -39,7 +41,7 @@ from typing import Any, Literal
 import trio
 
 from protocols.adapters import AgentAdapter, AgentClosed, AgentRefused, AgentTimeout
-from protocols.events import AgentNotice, TurnEnded
+from protocols.events import AgentNotice, PermissionResolved, TurnEnded
 from protocols.jsonrpc import LocalProtocolError
 from protocols.process import drain_stderr
 
@@ -72,6 +74,9 @@ _TURN_STATE: dict[str, TurnState] = {
 
 #: The status message of a turn stopped because Turnvisor shut down.
 SHUTDOWN_STATUS = "Turn interrupted: Turnvisor shut down"
+
+#: Lines of an agent's stderr kept for its start failure's message.
+STDERR_TAIL = 8
 
 #: A cancel's progress on a running turn (DESIGN.md §9): written to the agent,
 #: join window passed without an answer, force-stopped.
@@ -129,6 +134,8 @@ class TurnHandle:
     cancel_phase: CancelPhase | None = None
     #: When the agent's end of turn reached the pump.
     answered_at: float | None = None
+    #: Agent events of this turn since its cancel was sent (it keeps going?).
+    events_after_cancel: int = 0
     #: Whether this turn's close moved the session out of RUNNING (nothing left
     #: for a cancel to reconcile).
     settled_session: bool = False
@@ -146,6 +153,8 @@ class Execution:
     #: The running turn: the one answer to "is a turn running in this execution".
     turn: TurnHandle | None = None
     stopped: trio.Event = field(default_factory=trio.Event)
+    #: The last lines the agent wrote on stderr (for a start failure's message).
+    stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_TAIL))
     #: An escalation abandoned a turn this agent never ended: it is replaced
     #: before the next prompt (it would refuse it, or answer it with the old turn).
     abandoned: bool = False
@@ -168,6 +177,9 @@ class LifecycleManager:
         self.store = store
         self.notify = notifier
         self.executions: dict[str, Execution] = {}
+        #: How the lifecycle asks for a user cancel it cannot run itself (a
+        #: "Deny and stop" answer): the orchestrator's single-flight operation.
+        self.request_user_cancel: Callable[[str], Awaitable[None]] | None = None
         self._starting: dict[str, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
 
@@ -207,15 +219,27 @@ class LifecycleManager:
                 ex: Execution = await self._nursery.start(
                     self._run_execution, session.id, profile)
             except Exception as exc:
-                await self.store.set_session_state(session.id, SessionState.FAILED,
-                                                   only_from=(SessionState.STARTING,))
-                raise AgentStartError(f"agent {profile.name!r} failed to start: {exc}") from exc
+                # Unwrapped: nursery.start reports the task's failure in a group,
+                # whose own text ("Exceptions from Trio nursery") says nothing.
+                leaf = _leaf(exc)
+                message = str(leaf) if isinstance(leaf, AgentStartError) else \
+                    f"agent {profile.name!r} failed to start: {leaf}"
+                await self._start_failed(session.id, message)
+                raise AgentStartError(message) from exc
             await self.store.set_session_state(session.id, SessionState.WAITING_FOR_INPUT,
                                                only_from=(SessionState.STARTING,))
             return ex
         finally:
             del self._starting[session.id]
             started.set()
+
+    async def _start_failed(self, session_id: str, message: str) -> None:
+        """The session says why its agent did not start, in a sentence."""
+        log.warning("session %s: %s", session_id, message)
+        await self.store.set_session_state(session_id, SessionState.FAILED,
+                                           only_from=(SessionState.STARTING,))
+        await self.store.add_message(session_id, None, "system", "status", message,
+                                     {"variant": "error", "start_failed": True})
 
     async def _run_execution(
         self, session_id: str, profile: AgentProfile,
@@ -224,46 +248,18 @@ class LifecycleManager:
         cwd = profile.cwd or str(self.config.work_dir)
         os.makedirs(cwd, exist_ok=True)
         ex: Execution | None = None
-        running = False
-        async with self._launch(profile, cwd, session_id) as agent:
-            adapter = agent.adapter
-            try:
-                if agent.pgid is not None:
-                    await self.store.record_agent_group(agent.pgid, session_id,
-                                                        " ".join(profile.command))
-                async with trio.open_nursery() as nursery:
-                    ex = Execution(session_id=session_id, profile=profile, agent=agent,
-                                   nursery=nursery,
-                                   transcript=Transcript(self.store, self.notify, session_id))
-                    nursery.start_soon(adapter.connection.run)
-                    if agent.stderr is not None:
-                        nursery.start_soon(self._drain_stderr, ex, agent.stderr)
-                    nursery.start_soon(self._pump, ex)
-                    with trio.fail_after(self.timeouts.agent_start_s):
-                        await adapter.initialize()
-                        await adapter.new_session(cwd)
-                    ex.status = ExecutionStatus.READY
-                    self.executions[session_id] = ex
-                    task_status.started(ex)
-                    running = True
-                    # The pump ends when the agent's output does; then nothing is left to run.
-                    await adapter.connection.closed.wait()
-                    with trio.move_on_after(self.timeouts.cancel_cleanup_s):
-                        await _pumped(ex)
-                    nursery.cancel_scope.cancel()
-            except Exception:
-                if not running:
-                    raise  # to ensure_execution: the agent failed to start
-                # A failure inside a running execution (e.g. the store refusing a
-                # write) ends this agent, never the executions nursery and with it
-                # the supervisor.  A turn the store could not close is reconciled
-                # by the next cancel, or at the next start.
-                log.exception("execution of session %s failed; stopping its agent", session_id)
-            finally:
-                if ex is not None:
-                    ex.status = ExecutionStatus.STOPPED
-                    if self.executions.get(session_id) is ex:
-                        del self.executions[session_id]
+        entered = False
+        try:
+            async with self._launch(profile, cwd, session_id) as agent:
+                entered = True
+                ex = await self._drive(session_id, profile, cwd, agent, task_status)
+        except OSError as exc:
+            if entered:
+                raise
+            if isinstance(exc, FileNotFoundError):
+                raise AgentStartError(f"agent {profile.name!r} cannot start: its command "
+                                      f"{profile.command[0]!r} was not found") from None
+            raise AgentStartError(f"agent {profile.name!r} cannot start: {exc}") from None
         # The launcher has torn the agent down (its whole process group, if local).
         if agent.pgid is not None:
             with trio.CancelScope(shield=True,
@@ -274,6 +270,57 @@ class LifecycleManager:
                  agent.returncode)
         if ex is not None:
             ex.stopped.set()
+
+    async def _drive(self, session_id: str, profile: AgentProfile, cwd: str,
+                     agent: LaunchedAgent, task_status: trio.TaskStatus[Execution],
+                     ) -> Execution | None:
+        """The execution's nursery around a launched agent, until its output ends."""
+        ex: Execution | None = None
+        running = False
+        adapter = agent.adapter
+        try:
+            if agent.pgid is not None:
+                await self.store.record_agent_group(agent.pgid, session_id,
+                                                    " ".join(profile.command), agent.tag)
+            async with trio.open_nursery() as nursery:
+                ex = Execution(session_id=session_id, profile=profile, agent=agent,
+                               nursery=nursery,
+                               transcript=Transcript(self.store, self.notify, session_id))
+                nursery.start_soon(adapter.connection.run)
+                if agent.stderr is not None:
+                    nursery.start_soon(self._drain_stderr, ex, agent.stderr)
+                nursery.start_soon(self._pump, ex)
+                with trio.move_on_after(self.timeouts.agent_start_s) as slow:
+                    await adapter.initialize()
+                    await adapter.new_session(cwd)
+                if slow.cancelled_caught:
+                    raise AgentStartError(
+                        f"agent {profile.name!r} did not start within "
+                        f"{self.timeouts.agent_start_s:g}s" + _tail(ex))
+                ex.status = ExecutionStatus.READY
+                self.executions[session_id] = ex
+                task_status.started(ex)
+                running = True
+                # The pump ends when the agent's output does; then nothing is left to run.
+                await adapter.connection.closed.wait()
+                with trio.move_on_after(self.timeouts.cancel_cleanup_s):
+                    await _pumped(ex)
+                nursery.cancel_scope.cancel()
+        except Exception as exc:
+            if not running:
+                # To ensure_execution: the agent failed to start, said in a sentence.
+                raise await self._start_error(profile, agent, ex, exc) from exc
+            # A failure inside a running execution (e.g. the store refusing a
+            # write) ends this agent, never the executions nursery and with it
+            # the supervisor.  A turn the store could not close is reconciled
+            # by the next cancel, or at the next start.
+            log.exception("execution of session %s failed; stopping its agent", session_id)
+        finally:
+            if ex is not None:
+                ex.status = ExecutionStatus.STOPPED
+                if self.executions.get(session_id) is ex:
+                    del self.executions[session_id]
+        return ex
 
     async def stop_execution(self, session_id: str) -> None:
         ex = self.executions.get(session_id)
@@ -308,9 +355,39 @@ class LifecycleManager:
 
     # -- stderr and the event pump -------------------------------------------
 
+    async def _start_error(self, profile: AgentProfile, agent: LaunchedAgent,
+                           ex: Execution | None, exc: BaseException) -> AgentStartError:
+        leaf = _leaf(exc)
+        if isinstance(leaf, AgentStartError):
+            return leaf
+        code = agent.returncode
+        if code is None and agent.process is not None:
+            # Its output ends a moment before its exit can be seen.
+            with trio.move_on_after(self.timeouts.exit_status_s):
+                code = await agent.process.wait()
+        if code is None:
+            return AgentStartError(f"agent {profile.name!r} failed to start: {leaf}"
+                                   + _tail(ex))
+        if ex is not None and agent.stderr is not None:
+            # It exited: what it said last on stderr (the drain stopped with the
+            # execution's nursery) says more than the protocol error.
+            with trio.move_on_after(self.timeouts.exit_status_s), \
+                    contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                rest = b""
+                while chunk := await agent.stderr.receive_some(65536):
+                    rest = (rest + chunk)[-8192:]
+                ex.stderr_tail.extend(
+                    line for line in rest.decode(errors="replace").splitlines() if line.strip())
+        return AgentStartError(f"agent {profile.name!r} exited with status {code} while "
+                               "starting" + _tail(ex))
+
     async def _drain_stderr(self, ex: Execution, stream: trio.abc.ReceiveStream) -> None:
-        await drain_stderr(
-            stream, lambda line: log.debug("agent %s stderr: %s", ex.profile.name, line))
+        def emit(line: str) -> None:
+            if line.strip():
+                ex.stderr_tail.append(line)
+            log.debug("agent %s stderr: %s", ex.profile.name, line)
+
+        await drain_stderr(stream, emit)
 
     async def _pump(self, ex: Execution) -> None:
         """Agent events → transcript, in order; a turn's end closes the turn.
@@ -333,11 +410,19 @@ class LifecycleManager:
                         case TurnEnded() if turn is not None:
                             turn.answered_at = trio.current_time()
                             await self._finish_turn(ex, turn, ev)
+                        case PermissionResolved(interrupts_turn=True) if turn is not None:
+                            # "Deny and stop": the agent was told; the turn ends as
+                            # the user's cancel, through the one cancel operation.
+                            await ex.transcript.record(turn.text, ev)
+                            if self.request_user_cancel is not None:
+                                await self.request_user_cancel(ex.session_id)
                         case AgentNotice(message=message, level=level):
                             log.log(logging.WARNING if level == "warning" else logging.INFO,
                                     "agent %s (session %s): %s", ex.profile.name,
                                     ex.session_id, message)
                         case _:
+                            if turn is not None and turn.cancel_phase is not None:
+                                turn.events_after_cancel += 1
                             await ex.transcript.record(turn.text if turn else None, ev)
                 if ex.turn is not None and ex.turn.text is not None:
                     await ex.transcript.flush(ex.turn.text)
@@ -436,7 +521,16 @@ class LifecycleManager:
         end; idempotent (only the first close of a running turn does anything).
         Returns whether this close moved the session out of RUNNING."""
         status: tuple[str, dict[str, Any]] | None = None
-        if stop_reason == "cancelled":
+        acknowledged = stop_reason == "cancelled" and not escalated
+        if request is StopRequest.USER and stop_reason != "cancelled":
+            # The user asked for the stop: whatever the agent answered (an error
+            # to a cancel, the end it was about to reach), the turn ends as the
+            # user's cancel; the agent's own answer is kept in the metadata.
+            status = (CANCELLED_STATUS, {"cancelled": True, "variant": "warning",
+                                         "agent_stop_reason": stop_reason,
+                                         **({"agent_error": error} if error else {})})
+            stop_reason = "cancelled"
+        elif stop_reason == "cancelled":
             if request is StopRequest.SHUTDOWN:
                 status = (SHUTDOWN_STATUS, {"interrupted": True, "variant": "warning"})
             elif request is StopRequest.USER:
@@ -454,7 +548,8 @@ class LifecycleManager:
         if closed is None:
             return False
         self.notify.turn_completed(session_id, turn_id, stop_reason)
-        if stop_reason == "cancelled":
+        if acknowledged:
+            # Only when the agent itself said so (not an escalation, not an override).
             self.notify.agent_cancelled(session_id, turn_id)
         return closed.session is not None and closed.session.state is not SessionState.RUNNING
 
@@ -509,6 +604,7 @@ class LifecycleManager:
         sent_at = trio.current_time()
         self._set_phase(turn, "sent")
         with trio.move_on_after(self.timeouts.cancel_join_s):
+            await self._persist(ex, turn, sent_at)
             await turn.done.wait()
         if turn.done.is_set():
             return CancelResult(CancelOutcome.ACKNOWLEDGED, turn.id, sent_at,
@@ -523,6 +619,24 @@ class LifecycleManager:
             return CancelResult(CancelOutcome.LATE, turn.id, sent_at, turn.answered_at)
         await self._escalate(ex, turn)
         return CancelResult(CancelOutcome.ESCALATED, turn.id, sent_at)
+
+    async def _persist(self, ex: Execution, turn: TurnHandle, sent_at: float) -> None:
+        """Re-send the protocol cancel (twice at most, never after the turn ended)
+        while the agent keeps streaming the cancelled turn: pi-acp and vibe drop
+        a cancel that comes right after the prompt and would otherwise run on
+        until escalation."""
+        for after in (self.timeouts.cancel_resend_s, self.timeouts.cancel_resend_again_s):
+            with trio.move_on_at(sent_at + after):
+                await turn.done.wait()
+            if turn.done.is_set():
+                return
+            if turn.events_after_cancel == 0:
+                continue  # quiet: it may be stopping; a re-send would say nothing new
+            log.info("session %s: agent still streaming %.2fs after the cancel; sending "
+                     "it again", ex.session_id, after)
+            turn.events_after_cancel = 0
+            with contextlib.suppress(AgentClosed, AgentTimeout):
+                await ex.adapter.resend_cancel()
 
     def _set_phase(self, turn: TurnHandle, phase: CancelPhase) -> None:
         turn.cancel_phase = phase
@@ -565,6 +679,20 @@ class LifecycleManager:
         ):
             raise CancelFailed("the session is still running after reconciliation")
         return CancelResult(result.outcome, turn_id, result.sent_at, result.answered_at)
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The one exception inside nursery groups (the group's text says nothing)."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _tail(ex: Execution | None) -> str:
+    """The agent's last stderr lines, as the end of a sentence."""
+    if ex is None or not ex.stderr_tail:
+        return ""
+    return ": " + " | ".join(line.strip()[:300] for line in ex.stderr_tail)
 
 
 async def _pumped(ex: Execution) -> None:

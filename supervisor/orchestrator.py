@@ -87,6 +87,7 @@ class Orchestrator:
         self.settled: deque[CancelOperation] = deque(maxlen=256)
         self.operations_started = 0
         self._nursery: trio.Nursery | None = None
+        lifecycle.request_user_cancel = self.stop_turn_for_user
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The operations nursery: accepted cancels live here, not in requests."""
@@ -196,21 +197,37 @@ class Orchestrator:
             raise NotFound(f"session {session_id} not found")
         if task_id is not None and owner[1] != task_id:
             raise NotFound(f"session {session_id} not found in task {task_id}")
+        return await self._admit(session_id, owner, received).wait()
+
+    async def stop_turn_for_user(self, session_id: str) -> None:
+        """A user cancel asked for from inside (the user answered "Deny and stop"):
+        the same single-flight operation, progress and outcome as ``cancel``,
+        not waited for."""
+        owner = self._owners.get(session_id)
+        if owner is None:
+            session = await self.store.get_session(session_id)
+            if session is None:
+                return
+            owner = self._owners[session_id] = (session.workspace_id, session.task_id)
+        self._admit(session_id, owner, trio.current_time())
+
+    def _admit(self, session_id: str, owner: tuple[str, str],
+               received: float) -> CancelOperation:
+        """The session's operation in flight (joined), or a new one started."""
         op = self.operations.get(session_id)
-        if op is None:
-            # No await between the lookup and the registration: atomic in Trio.
-            op = CancelOperation(session_id=session_id, workspace_id=owner[0],
-                                 task_id=owner[1])
-            op.marks["received"] = received
-            self.operations[session_id] = op
-            self.operations_started += 1
-            self.projection.begin(session_id)
-            op.marks["admitted"] = trio.current_time()
-            assert self._nursery is not None, "Orchestrator.run is not running"
-            self._nursery.start_soon(self._run_operation, op)
-        else:
+        if op is not None:
             op.joined += 1
-        return await op.wait()
+            return op
+        # No await between the lookup and the registration: atomic in Trio.
+        op = CancelOperation(session_id=session_id, workspace_id=owner[0], task_id=owner[1])
+        op.marks["received"] = received
+        self.operations[session_id] = op
+        self.operations_started += 1
+        self.projection.begin(session_id)
+        op.marks["admitted"] = trio.current_time()
+        assert self._nursery is not None, "Orchestrator.run is not running"
+        self._nursery.start_soon(self._run_operation, op)
+        return op
 
     async def _run_operation(self, op: CancelOperation) -> None:
         try:

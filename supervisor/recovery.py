@@ -1,7 +1,9 @@
 """Startup recovery: what a dead backend left behind.
 
 - Agent process groups recorded by a previous run are SIGKILLed (a SIGKILLed
-  backend cannot tear its agents down; PR_SET_PDEATHSIG is no option with trio).
+  backend cannot tear its agents down; PR_SET_PDEATHSIG is no option with trio),
+  and with them every process carrying a recorded agent tag: the tools an
+  agent started in a group or session of their own.
 - Sessions left RUNNING or STARTING have no agent behind them any more: their
   open turn is closed (state ``interrupted``, one status message "Turn
   interrupted: Turnvisor restarted") and they become WAITING_FOR_INPUT, so the
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import logging
 
-from protocols.process import kill_group
+from protocols.process import kill_group, kill_tree, tagged_processes
 
 from .db import Db
 from .models import SessionState
@@ -28,12 +30,19 @@ RESTART_STATUS = "Turn interrupted: Turnvisor restarted"
 def recover(db: Db) -> dict[str, int]:
     """Runs before anything else starts (synchronously, on the store's connection)."""
     swept = 0
-    for pgid, session_id, command in db.agent_groups():
+    tags: set[str] = set()
+    for pgid, session_id, command, tag in db.agent_groups():
         if kill_group(pgid):
             swept += 1
             log.warning("killed orphaned agent group %d (%s) of session %s",
                         pgid, command, session_id)
+        if tag is not None:
+            tags.add(tag)
         db.forget_agent_group(pgid)
+    if tags:
+        tools = kill_tree(tagged_processes(tags))
+        if tools:
+            log.warning("killed %d orphaned agent tool process(es): %s", len(tools), tools)
     reconciled = 0
     for session in db.sessions_in_states((SessionState.RUNNING, SessionState.STARTING)):
         if session.current_turn_id is not None:

@@ -120,8 +120,9 @@ class Store:
     async def create_session(self, task_id: str, agent: str) -> Session:
         return await self.call(self.db.create_session, task_id, agent)
 
-    async def record_agent_group(self, pgid: int, session_id: str, command: str) -> None:
-        await self.call(self.db.record_agent_group, pgid, session_id, command)
+    async def record_agent_group(self, pgid: int, session_id: str, command: str,
+                                 tag: str | None = None) -> None:
+        await self.call(self.db.record_agent_group, pgid, session_id, command, tag)
 
     async def forget_agent_group(self, pgid: int) -> None:
         await self.call(self.db.forget_agent_group, pgid)

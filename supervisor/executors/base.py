@@ -28,6 +28,8 @@ class LaunchedAgent:
     pgid: int | None = None
     process: trio.Process | None = None
     stderr: trio.abc.ReceiveStream | None = None
+    #: The tag in the agent's environment (its tools inherit it), recorded for the sweep.
+    tag: str | None = None
 
     @property
     def returncode(self) -> int | None:

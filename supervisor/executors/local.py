@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -19,8 +20,11 @@ __all__ = ["launch_local"]
 @asynccontextmanager
 async def launch_local(config: Config, profile: AgentProfile,
                        cwd: str) -> AsyncIterator[LaunchedAgent]:
+    # The tag finds the agent's tools wherever they went (their own group or
+    # session, re-parented after the agent exited): they are stopped with it.
+    tag = uuid.uuid4().hex
     proc = await start_agent_process(profile.command, env=agent_environment(profile.env),
-                                     cwd=cwd)
+                                     cwd=cwd, tag=tag)
     try:
         assert proc.stdin is not None and proc.stdout is not None
         adapter = make_adapter(
@@ -28,6 +32,7 @@ async def launch_local(config: Config, profile: AgentProfile,
             max_line_bytes=config.limits.max_agent_line_bytes,
             thread_params=dict(profile.thread_params),
         )
-        yield LaunchedAgent(adapter=adapter, pgid=proc.pid, process=proc, stderr=proc.stderr)
+        yield LaunchedAgent(adapter=adapter, pgid=proc.pid, process=proc, stderr=proc.stderr,
+                            tag=tag)
     finally:
-        await terminate_group(proc, grace_s=config.timeouts.term_grace_s)
+        await terminate_group(proc, grace_s=config.timeouts.term_grace_s, tag=tag)
