@@ -12,12 +12,23 @@ Extra prompts:
     /flood <n>    <n> tool calls opened and finished, as fast as it can write
     /env <NAME>   answers with its environment variable <NAME> (what a coding
                   agent running ``env`` would show its model provider)
+    /errorcancel <ms>
+                  streams; a cancel is answered with an error (ACP: the prompt's
+                  JSON-RPC error -32603, as opencode does; Codex: turn failed)
+    /spawn <ms>   starts a tool (``sleep 600``) in a session of its own, says its
+                  pid (``tool-pid: N``), then streams like /delay
+    /spawnhang    the same, then ignores everything (a cancel escalates)
+    /spawncrash   the same, then exits with status 1 (the tool is orphaned)
     anything else what the mock agent does
+
+With ``WEIRD_AGENT_BOOM=1`` in its environment it writes "boom: bad config" on
+stderr and exits with status 3 before reading anything (a broken profile).
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -51,12 +62,38 @@ class WeirdAgent(MockAgent):
             name = words[1] if len(words) > 1 else ""
             self.chunk(turn, f"{name}={os.environ.get(name, '<unset>')}")
             self.end_turn(turn, "end_turn")
+        elif command == "/errorcancel":
+            self.stream_until_cancel_then_fail(turn, arg or 5000)
+        elif command in ("/spawn", "/spawnhang", "/spawncrash"):
+            tool = subprocess.Popen(["sleep", "600"], start_new_session=True,
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+            self.chunk(turn, f"tool-pid: {tool.pid} ")
+            if command == "/spawncrash":
+                os._exit(1)
+            if command == "/spawn":
+                self.stream(turn, arg or 5000, honour_cancel=True)
         elif command == "/flood":
             for _ in range(arg or 1000):
                 self.tool_call(turn, "flood")
             self.echo(turn, text)
         else:
             super().run_turn(turn, text)
+
+    def stream_until_cancel_then_fail(self, turn: Turn, ms: int) -> None:
+        if turn.cancelled.wait(ms / 1000) is False:
+            self.echo(turn, "no cancel came")
+            return
+        with self.lock:
+            if self.turn is turn:
+                self.turn = None
+        if self.dialect is Dialect.JSONRPC2:
+            assert turn.rpc_id is not None
+            self.write(self.rpc.send_error(turn.rpc_id, -32603, "Internal error: aborted"))
+        else:
+            self.notify("turn/completed", {"threadId": self.thread_id, "turn": {
+                "id": turn.turn_id, "items": [], "status": "failed",
+                "error": {"message": "aborted"}}})
 
     def tool_call(self, turn: Turn, title: str) -> None:
         tool_id = f"tool_{uuid.uuid4().hex[:8]}"
@@ -77,6 +114,10 @@ class WeirdAgent(MockAgent):
 
 
 def main() -> int:
+    if os.environ.get("WEIRD_AGENT_BOOM") == "1":
+        sys.stderr.write("boom: bad config\n")
+        sys.stderr.flush()
+        return 3
     protocol = sys.argv[sys.argv.index("--protocol") + 1] if "--protocol" in sys.argv else "acp"
     return WeirdAgent(Dialect.JSONRPC2 if protocol == "acp" else Dialect.CODEX).serve()
 

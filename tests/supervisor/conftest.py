@@ -40,9 +40,10 @@ SupervisorFactory = Callable[..., Any]
 def make_supervisor(tmp_path: Path) -> SupervisorFactory:
     @asynccontextmanager
     async def factory(*, launcher: Launcher | None = None, inline: bool = False,
+                      agents: dict[str, Any] | None = None,
                       **timeouts: float) -> AsyncIterator[Supervisor]:
         data = tmp_path / "data"
-        config = Config.from_mapping(data, {"timeouts": timeouts})
+        config = Config.from_mapping(data, {"timeouts": timeouts, "agents": agents or {}})
         store = None
         if inline:
             data.mkdir(parents=True, exist_ok=True)
