@@ -36,6 +36,7 @@ agents:
 
 lint:
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 typecheck:
 	$(VENV)/bin/mypy
