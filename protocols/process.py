@@ -12,12 +12,10 @@ A group is not enough: agents run tools in groups or sessions of their own
 teardown first collects the agent's whole process tree from /proc
 (``process_tree``, ppid links, whatever group or session) while the agent is
 still its root, and signals every collected process and its group after the
-agent's own group.  The backend can also be a child subreaper
-(``become_subreaper``): a tool orphaned by an agent that exited is then
-re-parented to the backend rather than to PID 1, and ``reap_orphans`` kills
-and reaps it.  After a backend crash neither link exists; an agent started
-with a ``tag`` passes it to its tools in their environment, and
-``tagged_processes`` finds them for the startup sweep.
+agent's own group.  A tool orphaned by an agent that exited first is outside
+that tree; an agent started with a ``tag`` passes it to its tools in their
+environment, and teardown (``terminate_group(..., tag=)``) and the startup
+sweep after a backend crash (``tagged_processes``) find them by it.
 
 PR_SET_PDEATHSIG is not an option with trio (it forks on worker threads that
 retire), so a crashed backend leaves groups behind; the supervisor records each
@@ -27,11 +25,9 @@ group id and sweeps it at startup.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
@@ -41,12 +37,10 @@ __all__ = [
     "AGENT_TAG_ENV",
     "EOF_GRACE_S",
     "REAP_S",
-    "become_subreaper",
     "drain_stderr",
     "kill_group",
     "kill_tree",
     "process_tree",
-    "reap_orphans",
     "signal_group",
     "start_agent_process",
     "tagged_processes",
@@ -148,7 +142,7 @@ async def terminate_group(
             _signal_snapshot(tree, signal.SIGKILL)
         if proc.returncode is None:
             await proc.wait()
-        # Done means gone; those re-parented to us (we are a subreaper) are ours to reap.
+        # Done means gone; those that are our children are ours to reap.
         await _reap_ours(tree)
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
@@ -158,8 +152,6 @@ async def terminate_group(
 # -- the process tree, from /proc ------------------------------------------------
 
 _PROC: Final = "/proc"
-#: prctl option (linux/prctl.h).
-_PR_SET_CHILD_SUBREAPER: Final = 36
 
 
 def _read(path: str) -> bytes | None:
@@ -277,9 +269,8 @@ def _try_reap(pid: int) -> bool:
 
 
 def _gone(pid: int, started: int | None) -> bool:
-    """True once ``pid`` is dead: reaped if it is our child (re-parented to us
-    as its subreaper), otherwise gone or a zombie (another parent's to reap),
-    or a different process by now."""
+    """True once ``pid`` is dead: reaped if it is our child, otherwise gone or a
+    zombie (another parent's to reap), or a different process by now."""
     st = _stat(pid)
     if st is None or (started is not None and st[3] != started):
         return True
@@ -330,49 +321,6 @@ def tagged_processes(tags: Iterable[str]) -> set[int]:
             if st is not None and st[0] not in ("Z", "X"):
                 found.add(pid)
     return found
-
-
-def become_subreaper() -> bool:
-    """Make this process a child subreaper (Linux ``PR_SET_CHILD_SUBREAPER``):
-    a process orphaned anywhere below it is re-parented to it, not to PID 1,
-    so ``reap_orphans`` can find it.  False where that is not available.
-
-    Call it once at start-up, before any agent starts."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-async def reap_orphans(known_children: set[int], *, wait_s: float = REAP_WAIT_S) -> list[int]:
-    """Kill (SIGKILL, with the trees below them) and reap this process's
-    children that are not in ``known_children`` and not in its own process
-    group; return their pids.  Bounded by ``wait_s``; one not reaped by then
-    (a zombie to be) is reaped by the next call.
-
-    As a subreaper, the backend inherits the tools of agents that exited; they
-    are in an agent's group or a session of their own.  ``known_children``
-    must hold every child the backend started in a group of its own and still
-    runs (its agents' pids): those are never touched, and neither is a child
-    it started in its own group (a helper command)."""
-    me, own_group = os.getpid(), os.getpgrp()
-    orphans = []
-    for pid in _all_pids():
-        st = _stat(pid)
-        if st is None or st[1] != me or pid in known_children or st[2] == own_group:
-            continue
-        orphans.append(pid)
-    if not orphans:
-        return []
-    victims: set[int] = set()
-    for pid in orphans:
-        victims |= process_tree(pid) or {pid}
-    kill_tree(victims)
-    await _reap(orphans, wait_s=wait_s)
-    return orphans
 
 
 #: Longest stderr line passed on; an agent flooding stderr costs bounded memory.

@@ -7,10 +7,8 @@ container's business (in some sandboxes it never does), not ours.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -153,36 +151,6 @@ def test_process_tree_follows_ppid_links_only() -> None:
 
 def test_kill_tree_never_hits_its_caller() -> None:
     assert kill_tree([os.getpid()]) == []
-
-
-async def test_subreaper_reaps_a_tool_orphaned_by_an_exited_agent() -> None:
-    """The agent puts its tool in a session of its own and exits: the tool is
-    re-parented to the subreaper (here a probe process), and the sweep kills
-    and reaps it, sparing the children it was told about or that share its
-    group."""
-    probe = Path(__file__).with_name("subreaper_probe.py")
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    with trio.fail_after(30):
-        done = await trio.run_process([sys.executable, str(probe)], capture_stdout=True, env=env)
-    report = json.loads(done.stdout)
-    assert report["subreaper"] is True
-    assert report["orphan_ppid"] == report["me"]  # not PID 1
-    # Teardown of an agent that already exited cannot find its tree any more.
-    assert report["orphan_alive_after_teardown_of_exited_agent"] is True
-    assert report["reaped"] == [report["orphan"]]
-    assert report["orphan_gone"] is True  # killed and reaped, not a zombie
-    assert report["keeper_alive"] is True
-    assert report["helper_alive"] is True
-    assert report["second_sweep"] == []
-
-
-def test_become_subreaper_in_a_child_process() -> None:
-    code = (
-        "from protocols.process import become_subreaper; import sys;"
-        "sys.exit(0 if become_subreaper() else 1)"
-    )
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    assert subprocess.run([sys.executable, "-c", code], env=env, check=False).returncode == 0
 
 
 async def test_tagged_tools_are_found_after_their_agent_is_gone() -> None:
