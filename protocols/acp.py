@@ -30,12 +30,12 @@ live answer.
 from __future__ import annotations
 
 import importlib
-from collections import deque
 from types import ModuleType
 from typing import Any, Final
 
 from pydantic import ValidationError
 
+from .core import ClientEvent, CoreBase
 from .events import (
     STOP_REASONS,
     AgentEvent,
@@ -56,7 +56,6 @@ from .events import (
 from .framing import DEFAULT_MAX_LINE_BYTES
 from .jsonrpc import (
     METHOD_NOT_FOUND,
-    NEED_DATA,
     REQUEST_CANCELLED,
     Dialect,
     ErrorResponse,
@@ -64,14 +63,13 @@ from .jsonrpc import (
     IncomingRequest,
     InvalidLine,
     LocalProtocolError,
-    NeedData,
     PeerClosed,
     RequestId,
     Response,
-    RpcConnection,
+    RpcEvent,
     UnmatchedResponse,
 )
-from .turnstate import Trigger, TurnMachine, TurnState
+from .turnstate import Trigger, TurnState
 
 __all__ = ["CANCEL_REQUEST", "PROTOCOL_VERSION", "AcpClient", "ClientEvent"]
 
@@ -79,7 +77,6 @@ PROTOCOL_VERSION: Final = 1
 CANCEL_REQUEST: Final = "$/cancel_request"
 _FINISHED_TOOL_STATES: Final = frozenset({"completed", "failed", "cancelled"})
 
-ClientEvent = AgentEvent | Response | ErrorResponse | PeerClosed
 
 
 def _models() -> ModuleType:
@@ -89,10 +86,9 @@ def _models() -> ModuleType:
     return importlib.import_module("protocols._acp_models")
 
 
-class AcpClient:
+class AcpClient(CoreBase):
     def __init__(self, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
-        self.rpc = RpcConnection(Dialect.JSONRPC2, max_line_bytes=max_line_bytes)
-        self.turn = TurnMachine()
+        super().__init__(Dialect.JSONRPC2, max_line_bytes=max_line_bytes)
         self.session_id: str | None = None
         self.agent_info: dict[str, Any] = {}
         self._prompt_id: int | None = None
@@ -107,8 +103,6 @@ class AcpClient:
         #: True while the agent replays a session's history (``session/load``):
         #: its ``user_message_chunk`` are then the user's past messages, not echoes.
         self.replaying = False
-        self._events: deque[ClientEvent] = deque()
-        self._outgoing = bytearray()
 
     # -- requests we make ---------------------------------------------------
 
@@ -208,26 +202,10 @@ class AcpClient:
     def pending_permissions(self) -> tuple[str, ...]:
         return tuple(self._permissions)
 
-    def data_to_send(self) -> bytes:
-        """Replies the core made on its own (errors for calls we do not serve)."""
-        out = bytes(self._outgoing)
-        self._outgoing.clear()
-        return out
 
     # -- what the agent sends -----------------------------------------------
 
-    def receive_data(self, data: bytes) -> None:
-        self.rpc.receive_data(data)
-
-    def next_event(self) -> ClientEvent | NeedData:
-        while not self._events:
-            ev = self.rpc.next_event()
-            if isinstance(ev, NeedData):
-                return NEED_DATA
-            self._handle(ev)
-        return self._events.popleft()
-
-    def _handle(self, ev: object) -> None:
+    def _handle(self, ev: RpcEvent) -> None:
         match ev:
             case IncomingNotification(method="session/update", params=params):
                 self._on_update(params)

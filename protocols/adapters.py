@@ -37,9 +37,7 @@ from .transport import (
     AgentRefused,
     AgentRequestError,
     AgentTimeout,
-    ClientCore,
 )
-from .turnstate import TurnMachine
 
 __all__ = [
     "AcpAdapter",
@@ -104,11 +102,13 @@ class _Base:
     #: with Auggie, Claude and Gemini when a cancel follows the prompt at once).
     _prompt_written: trio.Event | None = None
 
-    def __init__(self, core: ClientCore, turn: TurnMachine, send_stream: trio.abc.SendStream,
+    core: AcpClient | CodexClient
+
+    def __init__(self, core: AcpClient | CodexClient, send_stream: trio.abc.SendStream,
                  receive_stream: trio.abc.ReceiveStream,
                  timeouts: AdapterTimeouts | None) -> None:
+        self.core = core
         self.timeouts = timeouts or AdapterTimeouts()
-        self._turn = turn
         self.connection = AgentConnection(
             core, send_stream, receive_stream, write_timeout_s=self.timeouts.write_s,
             withdraw_timeout_s=self.timeouts.withdraw_s,
@@ -121,7 +121,28 @@ class _Base:
 
     @property
     def turn_running(self) -> bool:
-        return self._turn.running
+        return self.core.turn.running
+
+    def _start_turn(self, text: str) -> bytes:
+        """The core starts a turn: the prompt's bytes."""
+        raise NotImplementedError
+
+    async def prompt(self, text: str) -> TurnEnded:
+        self._check_open()
+        return await self._run_turn(self._start_turn(text))
+
+    async def resend_cancel(self) -> None:
+        """Send the protocol cancel again (the agent keeps streaming a turn it
+        was told to stop); nothing if no cancel is outstanding."""
+        await self.connection.send(self.core.resend_cancel())
+
+    async def respond_permission(self, request_id: str, option_id: str | None) -> None:
+        await self.connection.send(self.core.respond_permission(request_id, option_id))
+
+    def abandon_turn(self) -> bool:
+        """Forget the running turn (after an escalation); the caller cancels
+        the task blocked in ``prompt``."""
+        return self.core.abandon_turn()
 
     def _check_open(self) -> None:
         # Before the core sees the prompt: a dead agent is AgentClosed for the
@@ -153,6 +174,11 @@ class _Base:
 
 
 class AcpAdapter(_Base):
+    core: AcpClient
+
+    def _start_turn(self, text: str) -> bytes:
+        return self.core.prompt(text)[1]
+
     def __init__(
         self,
         send_stream: trio.abc.SendStream,
@@ -161,8 +187,8 @@ class AcpAdapter(_Base):
         timeouts: AdapterTimeouts | None = None,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     ) -> None:
-        self.core = AcpClient(max_line_bytes=max_line_bytes)
-        super().__init__(self.core, self.core.turn, send_stream, receive_stream, timeouts)
+        super().__init__(AcpClient(max_line_bytes=max_line_bytes), send_stream, receive_stream,
+                         timeouts)
 
     @property
     def operation_id(self) -> str | None:
@@ -185,30 +211,19 @@ class AcpAdapter(_Base):
         assert self.core.session_id is not None
         return self.core.session_id
 
-    async def prompt(self, text: str) -> TurnEnded:
-        self._check_open()
-        _, data = self.core.prompt(text)
-        return await self._run_turn(data)
 
     async def cancel(self) -> None:
         await self._wait_prompt_written()
         await self.connection.send(self.core.cancel())
 
-    async def resend_cancel(self) -> None:
-        """Send the protocol cancel again (the agent keeps streaming a turn it
-        was told to cancel); nothing if no cancel is outstanding."""
-        await self.connection.send(self.core.resend_cancel())
-
-    async def respond_permission(self, request_id: str, option_id: str | None) -> None:
-        await self.connection.send(self.core.respond_permission(request_id, option_id))
-
-    def abandon_turn(self) -> bool:
-        """Forget the running turn (after an escalation); the caller cancels
-        the task blocked in ``prompt``."""
-        return self.core.abandon_turn()
 
 
 class CodexAdapter(_Base):
+    core: CodexClient
+
+    def _start_turn(self, text: str) -> bytes:
+        return self.core.turn_start(text)[1]
+
     def __init__(
         self,
         send_stream: trio.abc.SendStream,
@@ -218,8 +233,8 @@ class CodexAdapter(_Base):
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         thread_params: dict[str, object] | None = None,
     ) -> None:
-        self.core = CodexClient(max_line_bytes=max_line_bytes)
-        super().__init__(self.core, self.core.turn, send_stream, receive_stream, timeouts)
+        super().__init__(CodexClient(max_line_bytes=max_line_bytes), send_stream, receive_stream,
+                         timeouts)
         self.thread_params = thread_params or {}
 
     @property
@@ -241,28 +256,12 @@ class CodexAdapter(_Base):
         assert self.core.thread_id is not None
         return self.core.thread_id
 
-    async def prompt(self, text: str) -> TurnEnded:
-        self._check_open()
-        _, data = self.core.turn_start(text)
-        return await self._run_turn(data)
 
     async def cancel(self) -> None:
         # turn/interrupt's answer ({}) is not waited for: the turn is over only
         # at turn/completed, which prompt() is already waiting on.
         await self.connection.send(self.core.cancel())
 
-    async def resend_cancel(self) -> None:
-        """``turn/interrupt`` again (the agent keeps streaming a turn it was
-        told to interrupt); nothing if no interrupt is outstanding."""
-        await self.connection.send(self.core.resend_cancel())
-
-    async def respond_permission(self, request_id: str, option_id: str | None) -> None:
-        await self.connection.send(self.core.respond_permission(request_id, option_id))
-
-    def abandon_turn(self) -> bool:
-        """Forget the running turn (after an escalation); the caller cancels
-        the task blocked in ``prompt``."""
-        return self.core.abandon_turn()
 
 
 def make_adapter(

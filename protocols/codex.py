@@ -22,12 +22,11 @@ ignored; unknown methods pass through as ``OtherUpdate``.
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 from typing import Any, Final
 
+from .core import CoreBase
 from .events import (
-    AgentEvent,
     AgentNotice,
     MessageChunk,
     OtherUpdate,
@@ -44,21 +43,19 @@ from .events import (
 from .framing import DEFAULT_MAX_LINE_BYTES
 from .jsonrpc import (
     METHOD_NOT_FOUND,
-    NEED_DATA,
     Dialect,
     ErrorResponse,
     IncomingNotification,
     IncomingRequest,
     InvalidLine,
     LocalProtocolError,
-    NeedData,
     PeerClosed,
     RequestId,
     Response,
-    RpcConnection,
+    RpcEvent,
     UnmatchedResponse,
 )
-from .turnstate import Trigger, TurnMachine, TurnState
+from .turnstate import Trigger, TurnState
 
 __all__ = [
     "APPROVAL_METHODS",
@@ -128,10 +125,9 @@ _TOOL_ITEMS: Final = frozenset(
     {"commandExecution", "fileChange", "mcpToolCall", "webSearch", "dynamicToolCall"}
 )
 
-ClientEvent = AgentEvent | Response | ErrorResponse | PeerClosed
 
 
-class CodexClient:
+class CodexClient(CoreBase):
     def __init__(
         self,
         *,
@@ -139,8 +135,7 @@ class CodexClient:
         client_name: str = "turnvisor",
         client_version: str = "0.1.0",
     ) -> None:
-        self.rpc = RpcConnection(Dialect.CODEX, max_line_bytes=max_line_bytes)
-        self.turn = TurnMachine()
+        super().__init__(Dialect.CODEX, max_line_bytes=max_line_bytes)
         self.client_name = client_name
         self.client_version = client_version
         self.thread_id: str | None = None
@@ -154,8 +149,6 @@ class CodexClient:
         self._open_tools: set[str] = set()
         #: Open tool items as last seen, for what an approval of them is about.
         self._items: dict[str, dict[str, Any]] = {}
-        self._events: deque[ClientEvent] = deque()
-        self._outgoing = bytearray()
 
     # -- requests we make ---------------------------------------------------
 
@@ -259,25 +252,10 @@ class CodexClient:
     def pending_permissions(self) -> tuple[str, ...]:
         return tuple(self._approvals)
 
-    def data_to_send(self) -> bytes:
-        out = bytes(self._outgoing)
-        self._outgoing.clear()
-        return out
 
     # -- what the agent sends -----------------------------------------------
 
-    def receive_data(self, data: bytes) -> None:
-        self.rpc.receive_data(data)
-
-    def next_event(self) -> ClientEvent | NeedData:
-        while not self._events:
-            ev = self.rpc.next_event()
-            if isinstance(ev, NeedData):
-                return NEED_DATA
-            self._handle(ev)
-        return self._events.popleft()
-
-    def _handle(self, ev: object) -> None:
+    def _handle(self, ev: RpcEvent) -> None:
         match ev:
             case IncomingNotification(method=method, params=params):
                 self._on_notification(method, params if isinstance(params, dict) else {})
