@@ -55,9 +55,12 @@ class Timeouts:
     term_grace_s: float = 2.0
     #: Graceful server shutdown.
     shutdown_s: float = 8.0
-    #: A store call that must finish even while its caller is being torn down
-    #: (forgetting a recorded process group, closing a turn at teardown).
-    store_wait_s: float = 5.0
+    #: How long a store write waits for a lock held elsewhere (a backup, a sqlite3
+    #: shell) before it fails: long enough to ride out seconds of contention.
+    store_wait_s: float = 30.0
+    #: A turn whose close the store refused is closed again in the background,
+    #: with backoff, for this long at most (then the next cancel or start reconciles it).
+    store_retry_s: float = 600.0
     #: After an agent's stdout ends, how long to wait for its exit status (so a
     #: crash is reported with its status, not as "closed its output").
     exit_status_s: float = 0.2

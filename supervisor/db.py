@@ -34,10 +34,16 @@ from .models import (
     TurnState,
 )
 
-__all__ = ["SCHEMA_VERSION", "Db", "StoreError", "new_id", "now", "storable"]
+__all__ = ["SCHEMA_VERSION", "Db", "StoreError", "StoreUnavailable", "new_id", "now",
+           "storable"]
+
 
 class StoreError(Exception):
     pass
+
+
+class StoreUnavailable(StoreError):
+    """The database did not take a write in time (locked elsewhere, disk trouble)."""
 
 
 def now() -> str:
@@ -118,13 +124,13 @@ def _task(row: sqlite3.Row) -> Task:
 class Db:
     """Synchronous access to the database (one connection; callers serialize)."""
 
-    def __init__(self, path: Path | str, *, busy_timeout_ms: int = 30_000) -> None:
+    def __init__(self, path: Path | str, *, busy_timeout_s: float = 30.0) -> None:
         self.conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self.conn.row_factory = sqlite3.Row
         # How long a write waits for a lock another connection holds (a backup, a
         # sqlite3 shell) before it fails: long enough to ride out seconds of
         # contention rather than fail a turn's write.
-        self.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        self.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
         self.conn.execute("PRAGMA journal_mode = WAL")
         self.conn.execute("PRAGMA synchronous = NORMAL")
         self.conn.execute("PRAGMA foreign_keys = ON")

@@ -46,6 +46,7 @@ from protocols.jsonrpc import LocalProtocolError
 from protocols.process import drain_stderr
 
 from .config import Config
+from .db import StoreUnavailable
 from .errors import AgentStartError, CancelFailed, Conflict, NotFound
 from .executors import LaunchedAgent, Launcher, default_launcher
 from .models import CANCELLED_STATUS, Message, Session, SessionState, StopReason, TurnState
@@ -263,7 +264,7 @@ class LifecycleManager:
         # The launcher has torn the agent down (its whole process group, if local).
         if agent.pgid is not None:
             with trio.CancelScope(shield=True,
-                                  deadline=trio.current_time() + self.timeouts.store_wait_s), \
+                                  deadline=trio.current_time() + self.timeouts.cancel_cleanup_s), \
                     contextlib.suppress(Exception):
                 await self.store.forget_agent_group(agent.pgid)
         log.info("agent %s for session %s exited with %s", profile.name, session_id,
@@ -498,6 +499,7 @@ class LifecycleManager:
     async def _finish_turn(self, ex: Execution, turn: TurnHandle,
                            ended: TurnEnded) -> None:
         """Close the turn exactly once: store, then notifications, then wake waiters."""
+        escalated = turn.cancel_phase == "escalated"
         try:
             with trio.CancelScope(shield=True,
                                   deadline=trio.current_time() + self.timeouts.cancel_cleanup_s):
@@ -505,7 +507,14 @@ class LifecycleManager:
                     await ex.transcript.flush(turn.text)
                 turn.settled_session = await self.close_turn(
                     turn.session_id, turn.id, ended.stop_reason, request=turn.stop_request,
-                    error=ended.error, escalated=turn.cancel_phase == "escalated")
+                    error=ended.error, escalated=escalated)
+        except StoreUnavailable as exc:
+            # Not left RUNNING until someone cancels: closed as soon as the store answers.
+            log.warning("session %s: the store refused to close turn %s (%s); retrying in "
+                        "the background", turn.session_id, turn.id, exc)
+            assert self._nursery is not None
+            self._nursery.start_soon(self._close_when_store_answers, turn.session_id, turn.id,
+                                     ended, turn.stop_request, escalated)
         finally:
             turn.stop_reason = ended.stop_reason
             if ex.turn is turn:
@@ -513,6 +522,25 @@ class LifecycleManager:
             if ex.status is ExecutionStatus.RUNNING:
                 ex.status = ExecutionStatus.READY
             turn.done.set()
+
+    async def _close_when_store_answers(self, session_id: str, turn_id: str, ended: TurnEnded,
+                                        request: StopRequest | None, escalated: bool) -> None:
+        """Close a turn the store refused, with backoff, bounded by ``store_retry_s``."""
+        delay = 0.5
+        with trio.move_on_after(self.timeouts.store_retry_s):
+            while True:
+                await trio.sleep(delay)
+                try:
+                    await self.close_turn(session_id, turn_id, ended.stop_reason,
+                                          request=request, error=ended.error, escalated=escalated)
+                except StoreUnavailable:
+                    delay = min(delay * 2, 10.0)
+                    continue
+                log.info("session %s: turn %s closed once the store answered", session_id,
+                         turn_id)
+                return
+        log.error("session %s: turn %s could not be closed within %gs; the next cancel or "
+                  "start reconciles it", session_id, turn_id, self.timeouts.store_retry_s)
 
     async def close_turn(self, session_id: str, turn_id: str, stop_reason: StopReason, *,
                          request: StopRequest | None, error: str | None = None,

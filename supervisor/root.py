@@ -14,6 +14,7 @@ is cancelled.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 from collections.abc import AsyncIterator
@@ -67,7 +68,8 @@ async def open_supervisor(
     config.data_dir.mkdir(parents=True, exist_ok=True)
     config.work_dir.mkdir(parents=True, exist_ok=True)
     if store is None:
-        store = await trio.to_thread.run_sync(Store.open, config.db_path)
+        store = await trio.to_thread.run_sync(
+            functools.partial(Store.open, config.db_path, wait_s=config.timeouts.store_wait_s))
     try:
         recovered = await store.call(recover, store.db)
         bus = EventBus(queue_size=config.limits.ws_send_queue)

@@ -15,6 +15,7 @@ under virtual time override it to run inline).
 from __future__ import annotations
 
 import functools
+import sqlite3
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import trio
 
-from .db import Db
+from .db import Db, StoreUnavailable
 from .models import (
     Message,
     MessageKind,
@@ -62,8 +63,9 @@ class Store:
         self._lock = threading.Lock()
 
     @classmethod
-    def open(cls, path: Path | str, notify: Notifier | None = None) -> Store:
-        return cls(Db(path), notify)
+    def open(cls, path: Path | str, notify: Notifier | None = None, *,
+             wait_s: float = 30.0) -> Store:
+        return cls(Db(path, busy_timeout_s=wait_s), notify)
 
     def bind(self, notify: Notifier) -> None:
         """The notifier writes publish through (set once, by the supervisor root)."""
@@ -82,7 +84,10 @@ class Store:
             with self._lock:
                 return bound()
 
-        return await trio.to_thread.run_sync(run, limiter=self._limiter)
+        try:
+            return await trio.to_thread.run_sync(run, limiter=self._limiter)
+        except sqlite3.OperationalError as exc:
+            raise StoreUnavailable(str(exc)) from exc
 
     def close(self) -> None:
         with self._lock:
