@@ -19,6 +19,7 @@ import trio
 
 from protocols.adapters import AdapterTimeouts, AgentAdapter, make_adapter
 from protocols.process import start_agent_process, terminate_group
+from protocols.sandbox import resolve_mode, wrap
 
 from .config import Config
 from .profiles import AgentProfile
@@ -59,7 +60,10 @@ async def launch_local(config: Config, profile: AgentProfile,
     # The backend's token is not the agent's business: an agent runs shell
     # commands for a model provider, and ``env`` would hand it over.
     env = {k: v for k, v in os.environ.items() if k not in PRIVATE_ENV} | dict(profile.env)
-    proc = await start_agent_process(profile.command, env=env, cwd=cwd)
+    # The sandbox hides the data dir (token, database, config) from the agent.
+    command = wrap(profile.command, resolve_mode(profile.sandbox), cwd=cwd, env=env,
+                   hide=[str(config.data_dir)], extra_writable=profile.sandbox_writable)
+    proc = await start_agent_process(command, env=env, cwd=cwd)
     try:
         assert proc.stdin is not None and proc.stdout is not None
         adapter = make_adapter(

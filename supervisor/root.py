@@ -29,6 +29,7 @@ from .lifecycle import LifecycleManager
 from .notify import Notifier
 from .orchestrator import Caller, Orchestrator
 from .recovery import recover
+from .sandboxing import check_sandbox
 from .store import Store
 
 __all__ = ["Supervisor", "open_supervisor"]
@@ -70,6 +71,7 @@ async def open_supervisor(
         store = await trio.to_thread.run_sync(Store.open, config.db_path)
     try:
         recovered = await store.call(recover, store.db)
+        await check_sandbox(config.profiles)
         bus = EventBus(queue_size=config.limits.ws_send_queue)
         notify = Notifier(bus)
         lifecycle = LifecycleManager(config, store, notify, launcher)

@@ -20,6 +20,7 @@ from werkzeug.exceptions import HTTPException, NotFound
 from supervisor.errors import SupervisorError
 from supervisor.orchestrator import Caller, CancelOperation
 from supervisor.root import Supervisor
+from supervisor.sandboxing import sandbox_modes, sandbox_warning
 
 from .actions import agent_cancel, message_list
 from .auth import COOKIE, Tokens, origin_allowed
@@ -72,6 +73,12 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
     app.extensions["turnvisor"] = {"supervisor": sup, "gateway": gateway}
     workspaces: dict[str, Caller] = {}
     template: list[str] = []
+
+    def sandbox_info() -> dict[str, Any]:
+        """For the agent picker: each agent's sandbox, and the warning when the
+        default one cannot run here."""
+        return {"agent_sandbox": sandbox_modes(sup.config.profiles),
+                "sandbox_warning": sandbox_warning(sup.config.profiles)}
 
     async def caller_for(name: str) -> Caller:
         if name not in workspaces:
@@ -239,7 +246,7 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
         tasks_ = await sup.orchestrator.list_tasks(caller)
         return await page({"page": "tasks", "tasks": [t.to_dto() for t in tasks_],
                            "agents": sorted(sup.config.profiles),
-                           "default_agent": sup.config.default_agent})
+                           "default_agent": sup.config.default_agent} | sandbox_info())
 
     @app.get("/tasks/<task_id>")
     async def task_page(task_id: str) -> Response:
@@ -247,7 +254,8 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
         if isinstance(caller, Response):
             return caller
         return await page(await sup.orchestrator.boot(caller, task_id,
-                                                      request.args.get("session")))
+                                                      request.args.get("session"))
+                          | sandbox_info())
 
     @app.get("/static/<path:filename>")
     async def static(filename: str) -> Response:
