@@ -23,7 +23,7 @@ from supervisor.root import Supervisor
 from supervisor.sandboxing import sandbox_modes, sandbox_warning
 
 from .actions import agent_cancel, message_list
-from .auth import COOKIE, Tokens, origin_allowed
+from .auth import COOKIE, Tokens, cross_site_refusal, origin_allowed
 from .gateway import Gateway
 from .validate import BadInput, req_str
 
@@ -137,6 +137,16 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
         if (path.startswith("/api/") and path != "/api/v1/health"
                 and await current_caller() is None):
             return _error("UNAUTHORIZED", "a valid token is required (Authorization: Bearer)")
+        # A cross-site page holding the user's cookie gets nothing done, whichever
+        # endpoint it aims at (today's or one added later).
+        refusal = cross_site_refusal(
+            method=request.method, path=path,
+            authorization=request.headers.get("Authorization"),
+            origin=request.headers.get("Origin"),
+            sec_fetch_site=request.headers.get("Sec-Fetch-Site"),
+            content_type=request.headers.get("Content-Type"), host=request.headers.get("Host"))
+        if refusal is not None:
+            return _error("FORBIDDEN", refusal)
         return None
 
     async def me() -> Caller:
