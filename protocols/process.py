@@ -7,7 +7,8 @@ of trio's ``_run_process``: a shielded scope with its own deadline, SIGTERM to
 the group, a grace period, SIGKILL to the group, and the child always reaped.
 PR_SET_PDEATHSIG is not an option with trio (it forks on worker threads that
 retire), so a crashed backend leaves groups behind; the supervisor records each
-group id and sweeps it at startup.
+group id, with its leader's identity (``process_identity``), and sweeps it at
+startup only where ``may_sweep`` says the id is still ours.
 """
 
 from __future__ import annotations
@@ -20,7 +21,16 @@ from collections.abc import Callable, Mapping, Sequence
 
 import trio
 
-__all__ = ["drain_stderr", "kill_group", "signal_group", "start_agent_process", "terminate_group"]
+__all__ = [
+    "drain_stderr",
+    "kill_group",
+    "may_sweep",
+    "process_identity",
+    "signal_group",
+    "start_agent_process",
+    "start_ticks",
+    "terminate_group",
+]
 
 
 async def start_agent_process(
@@ -55,6 +65,60 @@ def signal_group(pgid: int, sig: signal.Signals) -> bool:
 
 def kill_group(pgid: int) -> bool:
     return signal_group(pgid, signal.SIGKILL)
+
+
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
+
+
+def process_identity(pid: int) -> str | None:
+    """``BOOT_ID:START`` of a live process (START: field 22 of /proc/PID/stat,
+    its start time in clock ticks after boot), or None if there is none.
+
+    A pid number is reused once its process is gone; the same number with the
+    same start time in the same boot is the same process.  The fields are
+    counted after the last ``)``: the command name in between may hold spaces
+    and parentheses."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:  # gone (or never was)
+        return None
+    start = start_ticks(stat)
+    return None if start is None else f"{_boot_id()}:{start}"
+
+
+def start_ticks(stat: bytes) -> int | None:
+    """Field 22 (starttime) of a /proc/PID/stat line."""
+    fields = stat[stat.rfind(b")") + 1:].split()
+    # Fields 3.. follow the ")": starttime (22) is the 20th of them.
+    if len(fields) < 20 or not fields[19].isdigit():
+        return None
+    return int(fields[19])
+
+
+def may_sweep(recorded: str | None, current: str | None) -> bool:
+    """Whether a recorded agent group may be SIGKILLed at startup.
+
+    ``recorded``: its leader's identity when it was started; ``current``: the
+    identity of the process that has the leader's pid now (None: no process).
+
+    - The leader is alive with the recorded identity: it is our group.
+    - A process with the leader's pid but another identity: the id was reused
+      by an unrelated process (and its group, if it leads one): never killed.
+      Without a recorded identity (a row from before identities were kept)
+      there is no telling: not killed either.
+    - No process with that pid: the kernel does not hand out a pid number
+      while a process group still bears it, so a group with that id can only
+      be what is left of ours (members that outlived the leader): killed.
+    """
+    if current is None:
+        return True
+    return recorded is not None and recorded == current
 
 
 async def terminate_group(

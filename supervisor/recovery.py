@@ -1,7 +1,10 @@
 """Startup recovery: what a dead backend left behind.
 
 - Agent process groups recorded by a previous run are SIGKILLed (a SIGKILLed
-  backend cannot tear its agents down; PR_SET_PDEATHSIG is no option with trio).
+  backend cannot tear its agents down; PR_SET_PDEATHSIG is no option with trio)
+  — only where the group id is still ours: the leader alive with the start
+  time recorded for it, or gone altogether (``protocols.process.may_sweep``).
+  A pid reused by an unrelated process is left alone.
 - Sessions left RUNNING or STARTING have no agent behind them any more: their
   open turn is closed (state ``interrupted``, one status message "Turn
   interrupted: Turnvisor restarted") and they become WAITING_FOR_INPUT, so the
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 import logging
 
-from protocols.process import kill_group
+from protocols.process import kill_group, may_sweep, process_identity
 
 from .models import SessionState
 from .store import Db
@@ -28,8 +31,12 @@ RESTART_STATUS = "Turn interrupted: Turnvisor restarted"
 def recover(db: Db) -> dict[str, int]:
     """Runs before anything else starts (synchronously, on the store's connection)."""
     swept = 0
+    leaders = db.agent_group_leaders()
     for pgid, session_id, command in db.agent_groups():
-        if kill_group(pgid):
+        if not may_sweep(leaders.get(pgid), process_identity(pgid)):
+            log.warning("agent group %d (%s) of session %s: the process with its leader's "
+                        "id is not the one recorded; not killed", pgid, command, session_id)
+        elif kill_group(pgid):
             swept += 1
             log.warning("killed orphaned agent group %d (%s) of session %s",
                         pgid, command, session_id)

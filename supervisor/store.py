@@ -27,6 +27,8 @@ from typing import Any, ParamSpec, TypeVar
 
 import trio
 
+from protocols.process import process_identity
+
 from .models import Message, Session, SessionState, Task, Turn
 
 __all__ = ["SCHEMA_VERSION", "Db", "Store", "StoreError", "now"]
@@ -86,6 +88,9 @@ _MIGRATIONS: tuple[str, ...] = (
         pgid INTEGER PRIMARY KEY, session_id TEXT NOT NULL, command TEXT NOT NULL,
         started_at TEXT NOT NULL);
     """,
+    # The group leader's identity (protocols.process.process_identity): the
+    # startup sweep kills a recorded group only while the id is still ours.
+    "ALTER TABLE agent_groups ADD COLUMN leader TEXT;",
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -350,10 +355,14 @@ class Db:
 
     # -- agent process groups (swept at startup) ----------------------------
 
-    def record_agent_group(self, pgid: int, session_id: str, command: str) -> None:
+    def record_agent_group(self, pgid: int, session_id: str, command: str,
+                           leader: str | None = None) -> None:
+        """``leader``: the group leader's identity; by default read now (the
+        leader is our child, not yet reaped, so the pid is still its own)."""
+        leader = leader if leader is not None else process_identity(pgid)
         with self._tx():
-            self.conn.execute("INSERT OR REPLACE INTO agent_groups VALUES (?, ?, ?, ?)",
-                              (pgid, session_id, command, now()))
+            self.conn.execute("INSERT OR REPLACE INTO agent_groups VALUES (?, ?, ?, ?, ?)",
+                              (pgid, session_id, command, now(), leader))
 
     def forget_agent_group(self, pgid: int) -> None:
         with self._tx():
@@ -362,6 +371,11 @@ class Db:
     def agent_groups(self) -> list[tuple[int, str, str]]:
         rows = self.conn.execute("SELECT pgid, session_id, command FROM agent_groups").fetchall()
         return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
+
+    def agent_group_leaders(self) -> dict[int, str | None]:
+        """pgid → its leader's recorded identity (None: recorded without one)."""
+        rows = self.conn.execute("SELECT pgid, leader FROM agent_groups").fetchall()
+        return {int(r[0]): r[1] for r in rows}
 
 
 class _Tx:
