@@ -39,7 +39,8 @@ async def start_agent_process(
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
 ) -> trio.Process:
-    """Spawn ``command`` with piped stdio, as the leader of a new process group."""
+    """Spawn ``command`` with piped stdio, as the leader of a new process group
+    (and session)."""
     return await trio.lowlevel.open_process(
         list(command),
         stdin=subprocess.PIPE,
@@ -47,7 +48,10 @@ async def start_agent_process(
         stderr=subprocess.PIPE,
         env=dict(env) if env is not None else None,
         cwd=cwd,
-        process_group=0,
+        # A new session is a new process group led by the agent, and no
+        # controlling terminal: an agent cannot type into the backend's
+        # terminal (TIOCSTI) nor get its job-control signals.
+        start_new_session=True,
     )
 
 

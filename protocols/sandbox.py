@@ -13,16 +13,20 @@ What the sandbox does, in order of the mounts (bwrap applies them in order):
   an empty tmpfs; writable paths *inside* a hidden directory (the default
   cwd ``DATA_DIR/work``) are bound back on top of it, nothing else is;
 - every capability dropped (a root backend would otherwise hand the agent the
-  power to unmount the tmpfs), a new session (no controlling terminal: no
-  keystrokes typed into the backend's terminal with TIOCSTI).
+  power to unmount the tmpfs).  No ``--new-session``: it would move the agent
+  out of the process group the backend signals; the caller starts the outer
+  bwrap in a new session instead (``start_agent_process``), so no agent has a
+  controlling terminal to type into with TIOCSTI.
 
 Process-group teardown keeps working: the outer ``bwrap`` is the group leader
-(it is what the caller spawns), started with SIGTERM ignored, so a SIGTERM to
-the group does not kill it before the agent has exited on its own (stdin EOF);
-``--die-with-parent`` and the pid namespace make the SIGKILL of the group (the
-outer bwrap) kill the agent and everything it started, daemons included.  The
-agent gets SIGTERM's default action back (``env --default-signal``) so its own
-children behave as usual.  The network is shared (agents must reach their
+(it is what the caller spawns) and the agent and its children stay in its
+group.  The outer bwrap and the namespace's init run with SIGTERM ignored, so
+a SIGTERM to the group reaches the agent (SIGTERM's default action restored
+for it by ``env --default-signal``) without killing bwrap first; when the
+agent exits, its init exits, the kernel kills whatever is left in the pid
+namespace (daemons that left the group included), and the outer bwrap exits
+with the agent's status.  A SIGKILL of the group kills the outer bwrap and the
+init, and with them (``--die-with-parent``, the pid namespace) everything.  The network is shared (agents must reach their
 model provider), so is everything outside the hidden directories for reading.
 """
 
@@ -130,7 +134,7 @@ def sandbox_argv(command: Sequence[str], *, cwd: str, hide: Iterable[str],
             argv += ["--tmpfs", h]
     for w in inside:
         argv += ["--bind-try", w, w]
-    argv += ["--chdir", real_cwd, "--unshare-pid", "--die-with-parent", "--new-session",
+    argv += ["--chdir", real_cwd, "--unshare-pid", "--die-with-parent",
              "--cap-drop", "ALL", "--", env_cmd, "--default-signal=TERM", *command]
     return argv
 

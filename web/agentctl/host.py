@@ -316,7 +316,7 @@ class AgentHost:
                 [sys.executable, str(Path(launcher.__file__)), "--lifeline", str(lifeline_r),
                  "--", *command],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env=env, cwd=cfg.cwd, process_group=0, pass_fds=(lifeline_r,),
+                env=env, cwd=cfg.cwd, start_new_session=True, pass_fds=(lifeline_r,),
             )
         except BaseException:
             os.close(lifeline_w)
