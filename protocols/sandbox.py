@@ -26,8 +26,10 @@ for it by ``env --default-signal``) without killing bwrap first; when the
 agent exits, its init exits, the kernel kills whatever is left in the pid
 namespace (daemons that left the group included), and the outer bwrap exits
 with the agent's status.  A SIGKILL of the group kills the outer bwrap and the
-init, and with them (``--die-with-parent``, the pid namespace) everything.  The network is shared (agents must reach their
-model provider), so is everything outside the hidden directories for reading.
+init, and with them (``--die-with-parent``, the pid namespace) everything.
+
+The network is shared (agents must reach their model provider), and so is,
+for reading, everything outside the hidden directories.
 """
 
 from __future__ import annotations
