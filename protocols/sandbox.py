@@ -26,7 +26,10 @@ for it by ``env --default-signal``) without killing bwrap first; when the
 agent exits, its init exits, the kernel kills whatever is left in the pid
 namespace (daemons that left the group included), and the outer bwrap exits
 with the agent's status.  A SIGKILL of the group kills the outer bwrap and the
-init, and with them (``--die-with-parent``, the pid namespace) everything.
+init, and with the init the kernel kills everything in the pid namespace.
+No ``--die-with-parent``: it sets PR_SET_PDEATHSIG on the outer bwrap too,
+which fires when the *thread* that spawned it exits — Trio spawns from worker
+threads that retire, so agents were SIGKILLed after some seconds.
 
 The network is shared (agents must reach their model provider), and so is,
 for reading, everything outside the hidden directories.
@@ -136,7 +139,7 @@ def sandbox_argv(command: Sequence[str], *, cwd: str, hide: Iterable[str],
             argv += ["--tmpfs", h]
     for w in inside:
         argv += ["--bind-try", w, w]
-    argv += ["--chdir", real_cwd, "--unshare-pid", "--die-with-parent",
+    argv += ["--chdir", real_cwd, "--unshare-pid",
              "--cap-drop", "ALL", "--", env_cmd, "--default-signal=TERM", *command]
     return argv
 
