@@ -15,21 +15,21 @@ What the sandbox does, in order of the mounts (bwrap applies them in order):
 - every capability dropped (a root backend would otherwise hand the agent the
   power to unmount the tmpfs).  No ``--new-session``: it would move the agent
   out of the process group the backend signals; the caller starts the outer
-  bwrap in a new session instead (``start_agent_process``), so no agent has a
+  leader in a new session instead (``start_agent_process``), so no agent has a
   controlling terminal to type into with TIOCSTI.
 
-Process-group teardown keeps working: the outer ``bwrap`` is the group leader
-(it is what the caller spawns) and the agent and its children stay in its
-group.  The outer bwrap and the namespace's init run with SIGTERM ignored, so
-a SIGTERM to the group reaches the agent (SIGTERM's default action restored
-for it by ``env --default-signal``) without killing bwrap first; when the
-agent exits, its init exits, the kernel kills whatever is left in the pid
-namespace (daemons that left the group included), and the outer bwrap exits
-with the agent's status.  A SIGKILL of the group kills the outer bwrap and the
-init, and with the init the kernel kills everything in the pid namespace.
-No ``--die-with-parent``: it sets PR_SET_PDEATHSIG on the outer bwrap too,
-which fires when the *thread* that spawned it exits — Trio spawns from worker
-threads that retire, so agents were SIGKILLed after some seconds.
+Process-group teardown keeps working.  The group leader (what the caller
+spawns) is a small ``sh`` that ignores SIGTERM and runs bwrap as its child;
+the agent and its children stay in the leader's group.  bwrap and the pid
+namespace's init inherit SIGTERM ignored, so a SIGTERM to the group reaches
+the agent (SIGTERM's default action restored for it by ``env
+--default-signal``) without killing bwrap first.  When the agent exits, bwrap
+reports its status and exits, and ``--die-with-parent`` kills the namespace's
+init, and with it the kernel kills whatever is left in the namespace (daemons
+that left the group included).  A SIGKILL of the group does the same at once.
+Why the shell: ``--die-with-parent`` is PR_SET_PDEATHSIG, which fires when the
+*thread* that spawned bwrap exits, and Trio spawns from worker threads that
+retire (bwrap spawned directly was SIGKILLed after a few idle seconds).
 
 The network is shared (agents must reach their model provider), and so is,
 for reading, everything outside the hidden directories.
@@ -67,6 +67,8 @@ HOME_VARIABLES: Final = (
 )
 #: Scratch places every agent may write.
 SCRATCH: Final = ("/tmp", "/var/tmp", "/dev/shm")
+#: The group leader's script: SIGTERM ignored, bwrap run as a child, its status passed on.
+LEADER_SCRIPT: Final = 'trap "" TERM; "$@"; status=$?; exit "$status"'
 #: How long the probe may take (a loaded machine starts a process slowly).
 PROBE_TIMEOUT_S: Final = 15.0
 
@@ -127,7 +129,10 @@ def sandbox_argv(command: Sequence[str], *, cwd: str, hide: Iterable[str],
                                    "give the agent a working directory of its own")
     outside = [w for w in rw if not any(_inside(w, h) for h in hidden)]
     inside = [w for w in rw if w not in outside]
-    argv = [env_cmd, "--ignore-signal=TERM", bwrap,
+    # The leader: a shell that ignores SIGTERM (bwrap inherits that) and waits
+    # for bwrap from its one thread, so bwrap's --die-with-parent fires only
+    # when the leader is gone.  Not ``exec``: the shell must stay the parent.
+    argv = ["/bin/sh", "-c", LEADER_SCRIPT, "sh", bwrap,
             "--ro-bind", "/", "/"]
     for w in outside:
         argv += ["--bind-try", w, w]
@@ -139,7 +144,7 @@ def sandbox_argv(command: Sequence[str], *, cwd: str, hide: Iterable[str],
             argv += ["--tmpfs", h]
     for w in inside:
         argv += ["--bind-try", w, w]
-    argv += ["--chdir", real_cwd, "--unshare-pid",
+    argv += ["--chdir", real_cwd, "--unshare-pid", "--die-with-parent",
              "--cap-drop", "ALL", "--", env_cmd, "--default-signal=TERM", *command]
     return argv
 

@@ -175,7 +175,7 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
     @app.get("/api/v1/tasks/<task_id>/boot")
     async def boot(task_id: str) -> Response:
         return _json(await sup.orchestrator.boot(await me(), task_id,
-                                                 request.args.get("session")))
+                                                 request.args.get("session")) | sandbox_info())
 
     @app.get("/api/v1/task-sessions/<session_id>")
     async def session(session_id: str) -> Response:
