@@ -9,6 +9,8 @@ in the data dir adds or overrides profiles (DESIGN.md §7)::
     command = ["codex", "app-server"]
     env = { CODEX_HOME = "/srv/codex" }
     cwd = "/srv/work"
+    sandbox = "bwrap"                 # or "none"; unset: bwrap when it works here
+    sandbox_writable = ["/srv/cache"] # more writable paths inside the sandbox
 """
 
 from __future__ import annotations
@@ -46,6 +48,11 @@ class AgentProfile:
     #: The agentctl bearer token (else ``TURNVISOR_AGENTCTL_TOKEN`` in ``env`` or
     #: in the backend's environment).
     agentctl_token: str | None = None
+    #: ``bwrap`` (the agent in a bubblewrap sandbox that hides the data dir,
+    #: protocols/sandbox.py), ``none``, or None: bwrap when it works here.
+    sandbox: str | None = None
+    #: Paths the sandboxed agent may write besides its cwd, /tmp and its homes.
+    sandbox_writable: tuple[str, ...] = ()
 
 
 def _mock(name: str, protocol: ProtocolName) -> AgentProfile:
@@ -92,7 +99,7 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
 }
 
 _KEYS = {"protocol", "command", "env", "cwd", "thread_params", "executor", "agentctl_url",
-         "agentctl_token"}
+         "agentctl_token", "sandbox", "sandbox_writable"}
 
 
 def parse_profiles(
@@ -136,9 +143,18 @@ def parse_profiles(
         thread_params = raw.get("thread_params", dict(prev.thread_params) if prev else {})
         if not isinstance(thread_params, Mapping):
             raise ProfileError(f"[agents.{name}]: thread_params must be a table")
+        sandbox = raw.get("sandbox", prev.sandbox if prev else None)
+        if sandbox not in (None, "bwrap", "none"):
+            raise ProfileError(f"[agents.{name}]: sandbox must be \"bwrap\" or \"none\"")
+        writable = raw.get("sandbox_writable", list(prev.sandbox_writable) if prev else [])
+        if not isinstance(writable, list | tuple) or not all(
+            isinstance(p, str) and p.startswith(("/", "~")) for p in writable
+        ):
+            raise ProfileError(f"[agents.{name}]: sandbox_writable must be a list of "
+                               "absolute paths")
         out[name] = AgentProfile(
             name=name, protocol=protocol, command=tuple(command), env=dict(env), cwd=cwd,
             thread_params=dict(thread_params), executor=executor, agentctl_url=url,
-            agentctl_token=token,
+            agentctl_token=token, sandbox=sandbox, sandbox_writable=tuple(writable),
         )
     return out

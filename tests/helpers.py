@@ -148,13 +148,20 @@ async def ws_client(server: Server, *, token: str | None = None,
 
 
 def pgid_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    """Whether group ``pgid`` has a live (non-zombie) process.  Zombies do not
+    count: a sandboxed agent's namespace init can outlive bwrap by an instant
+    and is then reaped by the system's init, not by the backend."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
 
 
 def kill_quietly(pgid: int) -> None:

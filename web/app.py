@@ -22,8 +22,8 @@ from supervisor.orchestrator import Caller, CancelOperation
 from supervisor.root import Supervisor
 
 from .actions import agent_cancel, message_list
-from .auth import COOKIE, Tokens, origin_allowed
-from .boot import task_boot
+from .auth import COOKIE, Tokens, cross_site_refusal, origin_allowed
+from .boot import task_boot, tasks_boot
 from .gateway import Gateway
 from .validate import BadInput, req_str
 
@@ -131,6 +131,16 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
         if (path.startswith("/api/") and path != "/api/v1/health"
                 and await current_caller() is None):
             return _error("UNAUTHORIZED", "a valid token is required (Authorization: Bearer)")
+        # A cross-site page holding the user's cookie gets nothing done, whichever
+        # endpoint it aims at (today's or one added later).
+        refusal = cross_site_refusal(
+            method=request.method, path=path,
+            authorization=request.headers.get("Authorization"),
+            origin=request.headers.get("Origin"),
+            sec_fetch_site=request.headers.get("Sec-Fetch-Site"),
+            content_type=request.headers.get("Content-Type"), host=request.headers.get("Host"))
+        if refusal is not None:
+            return _error("FORBIDDEN", refusal)
         return None
 
     async def me() -> Caller:
@@ -158,8 +168,7 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
 
     @app.get("/api/v1/tasks/<task_id>/boot")
     async def boot(task_id: str) -> Response:
-        return _json(await task_boot(sup, await me(), task_id,
-                                                 request.args.get("session")))
+        return _json(await task_boot(sup, await me(), task_id, request.args.get("session")))
 
     @app.get("/api/v1/task-sessions/<session_id>")
     async def session(session_id: str) -> Response:
@@ -237,18 +246,14 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
         caller = await page_caller()
         if isinstance(caller, Response):
             return caller
-        tasks_ = await sup.orchestrator.list_tasks(caller)
-        return await page({"page": "tasks", "tasks": [t.to_dto() for t in tasks_],
-                           "agents": sorted(sup.config.profiles),
-                           "default_agent": sup.config.default_agent})
+        return await page(await tasks_boot(sup, caller))
 
     @app.get("/tasks/<task_id>")
     async def task_page(task_id: str) -> Response:
         caller = await page_caller()
         if isinstance(caller, Response):
             return caller
-        return await page(await task_boot(sup, caller, task_id,
-                                                      request.args.get("session")))
+        return await page(await task_boot(sup, caller, task_id, request.args.get("session")))
 
     @app.get("/static/<path:filename>")
     async def static(filename: str) -> Response:

@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 import trio
 
+from protocols.sandbox import resolve_mode
 from supervisor.config import Config
 from supervisor.lifecycle import CancelOutcome
 from tests.fake_provider import FakeProvider, StreamRecord
@@ -317,6 +318,8 @@ async def e2e_session(name: str, provider: FakeProvider, tmp: Path,
     alive (its group, or any process seen under it)."""
     data_dir = tmp / "data"
     cfg = write_profile(data_dir, name, provider, tmp, monkeypatch, thread_params)
+    # Real agents run in the default sandbox (bwrap: make test installs it).
+    assert resolve_mode(cfg.profiles[name].sandbox) == "bwrap"
     pgids: list[int] = []
     seen: set[int] = set()
     try:

@@ -47,6 +47,16 @@ shutdown_s = 8
 [agents.mock-tree]
 protocol = "acp"
 command = ["sh", "-c", "{sleep} & exec {python} -m protocols.mock_agent --protocol acp"]
+sandbox = "none"
+
+# Unsandboxed: these tests count the members of each agent's process group and
+# need orphans for the sweep to find (a sandbox's pid namespace leaves none:
+# tests/security/test_hostile_agent.py covers a sandboxed backend's SIGKILL).
+[agents.mock]
+sandbox = "none"
+
+[agents.mock-codex]
+sandbox = "none"
 """
 #: The agent's child: in its process group, deaf to the pipes' end.
 SLEEP = "sleep 600 </dev/null >/dev/null 2>&1"

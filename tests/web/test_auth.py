@@ -132,7 +132,10 @@ async def test_query_token_becomes_a_cookie(server: Server) -> None:
             # The cookie alone now works for REST and pages ...
             jar = {"turnvisor_token": server.token}
             async with httpx.AsyncClient(base_url=server.url, cookies=jar) as hc:
-                created = await hc.post("/api/v1/tasks", json={"title": "via cookie"})
+                # As our own page sends it (a cookie POST must show its origin:
+                # tests/security/test_cross_site.py).
+                created = await hc.post("/api/v1/tasks", json={"title": "via cookie"},
+                                        headers={"Origin": server.url})
                 assert created.status_code == 201, created.text
                 page = await hc.get("/")
                 assert page.status_code == 200

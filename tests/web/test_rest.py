@@ -13,7 +13,7 @@ from tests.helpers import Server, ws_client
 from .support import http, is_turn_completed, launch, new_task
 
 BOOT_KEYS = {"page", "task", "sessions", "selected_session_id", "messages", "agents",
-             "default_agent"}
+             "default_agent", "agent_sandbox", "sandbox_warning"}
 
 
 def embedded_boot(html: str) -> dict[str, Any]:
@@ -59,6 +59,9 @@ async def test_rest_boot_and_page_agree(server: Server) -> None:
             assert boot["selected_session_id"] == second
             assert boot["default_agent"] == "mock"
             assert {"mock", "mock-codex"} <= set(boot["agents"])
+            # The agent picker's sandbox information (bwrap runs here: no warning).
+            assert boot["agent_sandbox"] == {a: "bwrap" for a in boot["agents"]}
+            assert boot["sandbox_warning"] is None
             msgs = (await h.get(f"/api/v1/task-sessions/{second}/messages")).json()["messages"]
             assert boot["messages"] == msgs
             assert [m["role"] for m in msgs] == ["user", "agent"]
@@ -79,6 +82,8 @@ async def test_rest_boot_and_page_agree(server: Server) -> None:
             tasks_boot = embedded_boot(index.text)
             assert tasks_boot["page"] == "tasks"
             assert [t["title"] for t in tasks_boot["tasks"]] == [title]
+            assert tasks_boot["agent_sandbox"] == boot["agent_sandbox"]
+            assert tasks_boot["sandbox_warning"] is None
 
 
 async def test_message_paging(server: Server) -> None:

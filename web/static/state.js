@@ -32,6 +32,7 @@ export function emptyState() {
     task: null,
     agents: [],
     defaultAgent: null,
+    sandboxWarning: null, // set when agents run without a sandbox on this machine
     sessions: {}, // session id -> session row (DTO fields + cancellation_epoch)
     sessionOrder: [], // session ids, display order (oldest first)
     selectedSessionId: null,
@@ -54,6 +55,7 @@ export function hydrate(boot) {
     task: b.task ?? null,
     agents: Array.isArray(b.agents) ? b.agents : [],
     defaultAgent: b.default_agent ?? (Array.isArray(b.agents) ? b.agents[0] ?? null : null),
+    sandboxWarning: typeof b.sandbox_warning === "string" ? b.sandbox_warning : null,
   };
   for (const dto of Array.isArray(b.sessions) ? b.sessions : []) {
     state = upsertSession(state, dto, 0);

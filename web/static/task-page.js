@@ -66,6 +66,8 @@ export function mountTaskPage(root, boot, env = globalThis) {
     { class: "launch-form", "aria-label": "Start a session" },
     h("label", { for: "agent-select", class: "field-label" }, "Agent"),
     h("div", { class: "launch-row" }, agentSelect, launchButton),
+    h("p", { class: "sandbox-warning", role: "note", dataset: { testid: "sandbox-warning" },
+             hidden: !state.sandboxWarning }, state.sandboxWarning ?? ""),
   );
   launchForm.addEventListener("submit", (event) => {
     event.preventDefault();
