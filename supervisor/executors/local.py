@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,6 +26,9 @@ async def launch_local(config: Config, profile: AgentProfile,
     # session, re-parented after the agent exited): they are stopped with it.
     tag = uuid.uuid4().hex
     env = agent_environment(profile.env)
+    if shutil.which(profile.command[0], path=env.get("PATH")) is None:
+        # Said before the sandbox hides it behind its own "execvp" failure.
+        raise FileNotFoundError(f"{profile.command[0]}: command not found")
     # The sandbox hides the data dir (token, database, config) from the agent.
     command = wrap(profile.command, resolve_mode(profile.sandbox), cwd=cwd, env=env,
                    hide=[str(config.data_dir)], extra_writable=profile.sandbox_writable)
