@@ -21,9 +21,9 @@ import trio
 from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS
 from supervisor.profiles import BUILTIN_PROFILES, AgentProfile
-from tests.helpers import WsClient, ws_client
+from tests.support.leaks import group_members, rss_bytes
+from tests.support.ws import WsClient, ws_client
 
-from .leaks import group_members, rss_bytes
 from .support import AGENTS, Rig, fault_server, quiescent, session_dto, wait_frame, wait_turn_end
 
 pytestmark = pytest.mark.parametrize("agent", AGENTS)

@@ -17,7 +17,8 @@ import pytest
 import trio
 
 from supervisor.profiles import BUILTIN_PROFILES, AgentProfile
-from tests.helpers import OTHER_TOKEN, TOKEN, running_server, ws_client
+from tests.support.server import OTHER_TOKEN, TOKEN, running_server
+from tests.support.ws import ws_client
 
 WEIRD_AGENT = Path(__file__).resolve().parents[1] / "faults" / "weird_agent.py"
 CLIENT_LOGGERS = {"httpx", "httpcore", "trio-websocket", "trio_websocket"}

@@ -11,16 +11,10 @@ import pytest
 import trio
 from trio_websocket import open_websocket_url
 
-from tests.helpers import OTHER_TOKEN, Server, running_server, ws_client
+from tests.support.server import OTHER_TOKEN, Server, running_server
+from tests.support.ws import is_cancellation, is_state, ws_client
 
-from .support import (
-    assert_no_traceback,
-    http,
-    is_cancellation,
-    is_state,
-    new_task,
-    running_session,
-)
+from .support import assert_no_traceback, http, new_task, running_session
 
 BAD_TOKEN = "not-the-token-0123456789abcdef"
 

@@ -8,9 +8,10 @@ from typing import Any
 
 import trio
 
-from tests.helpers import Server, ws_client
+from tests.support.server import Server
+from tests.support.ws import is_turn_completed, ws_client
 
-from .support import http, is_turn_completed, launch, new_task
+from .support import http, launch, new_task
 
 BOOT_KEYS = {"page", "task", "sessions", "selected_session_id", "messages", "agents",
              "default_agent"}

@@ -16,16 +16,10 @@ from trio_websocket import ConnectionClosed, WebSocketConnection, wrap_client_st
 import web.server
 from supervisor.bus import EventBus
 from supervisor.config import Limits
-from tests.helpers import Server, WsClient, running_server, ws_client
+from tests.support.server import Server, running_server
+from tests.support.ws import WsClient, is_turn_completed, ws_client
 
-from .support import (
-    cancellation_changes,
-    is_turn_completed,
-    launch,
-    new_task,
-    raw_request,
-    start_turn,
-)
+from .support import cancellation_changes, launch, new_task, raw_request, start_turn
 
 QUEUE = 16
 STALL_S = 1.0

@@ -1,29 +1,33 @@
-"""Counting what a test could leak: file descriptors, child processes, agent
-process groups, Trio tasks.  Shared by tests/faults, tests/fuzz, tests/security
-and the soak (bench/soak.py imports nothing from tests, it has its own copy of
-the few lines it needs).
+"""The one leak counter: file descriptors, RSS, child processes, agent process
+groups, processes in a directory, Trio tasks; a ``Snapshot`` of them and the
+comparison of two.  Used by tests/faults (and tests/fuzz, tests/security
+through it) and by the soak (bench/soak.py).
 
 Everything reads /proc directly: the machine is shared with other test runs,
 so "an agent process" is always narrowed to ours, by its working directory
-(the agent's cwd is ``DATA_DIR/work``, a fresh temporary directory per test)
+(the agent's cwd is ``DATA_DIR/work``, a fresh temporary directory per run)
 or by a process group id we recorded.
 """
 
 from __future__ import annotations
 
 import os
+import signal
+from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import trio
 import trio.lowlevel
 
 __all__ = [
-    "Baseline",
+    "Snapshot",
     "child_pids",
     "fd_count",
     "group_members",
+    "kill_group",
+    "pgid_alive",
     "processes_in",
     "rss_bytes",
     "task_names",
@@ -96,52 +100,35 @@ def processes_in(directory: Path) -> list[int]:
     return out
 
 
-def task_names() -> list[str]:
-    """Every live Trio task of this run, by walking the nursery tree from the root."""
-    names: list[str] = []
+def pgid_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL a process group that may be gone already (the cleanup backstop)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def task_names() -> Counter[str]:
+    """Every live Trio task of this run, by name, walking the nursery tree from the root."""
+    names: Counter[str] = Counter()
     root = trio.lowlevel.current_root_task()
     stack = [root] if root is not None else []
     while stack:
         task = stack.pop()
-        names.append(task.name)
+        names[task.name] += 1
         for nursery in task.child_nurseries:
             stack.extend(nursery.child_tasks)
     return names
-
-
-@dataclass
-class Baseline:
-    """Counts taken before a server starts; ``settled`` waits until they are back."""
-
-    fds: int = field(default_factory=fd_count)
-    children: set[int] = field(default_factory=child_pids)
-    tasks: list[str] = field(default_factory=task_names)
-
-    def leaks(self) -> dict[str, object]:
-        now_tasks = task_names()
-        extra_tasks = list(now_tasks)
-        for name in self.tasks:
-            if name in extra_tasks:
-                extra_tasks.remove(name)
-        out: dict[str, object] = {}
-        fds = fd_count()
-        if fds > self.fds:
-            out["fds"] = (self.fds, fds, _fd_targets())
-        children = child_pids() - self.children
-        if children:
-            out["children"] = sorted(children)
-        if len(now_tasks) > len(self.tasks):
-            out["tasks"] = extra_tasks
-        return out
-
-    async def settled(self, *, timeout: float = 10.0) -> dict[str, object]:
-        """Poll until nothing is left over (returns {}), or return what is after ``timeout``."""
-        leaks = self.leaks()
-        with trio.move_on_after(timeout):
-            while leaks:
-                await trio.sleep(0.05)
-                leaks = self.leaks()
-        return leaks
 
 
 def _fd_targets() -> list[str]:
@@ -152,3 +139,47 @@ def _fd_targets() -> list[str]:
         except OSError:
             pass
     return out
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What this process holds at one moment (take it inside ``trio.run``)."""
+
+    fds: int
+    children: frozenset[int]
+    tasks: Counter[str]
+    rss: int
+
+    @classmethod
+    def take(cls) -> Snapshot:
+        return cls(fd_count(), frozenset(child_pids()), task_names(), rss_bytes())
+
+    def leaks(self, now: Snapshot | None = None, *,
+              respawned: bool = False) -> dict[str, object]:
+        """What ``now`` (a fresh snapshot by default) holds beyond this one.
+
+        ``respawned``: children may have been replaced meanwhile (agents restarted
+        while a server runs), so only their number counts; otherwise any child
+        that was not there before is a leak."""
+        now = Snapshot.take() if now is None else now
+        out: dict[str, object] = {}
+        if sum(now.tasks.values()) > sum(self.tasks.values()):
+            out["tasks"] = dict(now.tasks - self.tasks)
+        if now.fds > self.fds:
+            out["fds"] = (self.fds, now.fds, _fd_targets())
+        if respawned:
+            if len(now.children) > len(self.children):
+                out["children"] = (len(self.children), len(now.children))
+        elif now.children - self.children:
+            out["children"] = sorted(now.children - self.children)
+        return out
+
+    async def settled(self, *, timeout: float = 10.0) -> dict[str, object]:
+        """Polls until nothing is held beyond this snapshot (returns {}), or returns
+        what still is after ``timeout``."""
+        leaks = self.leaks()
+        with trio.move_on_after(timeout):
+            while leaks:
+                await trio.sleep(0.05)
+                leaks = self.leaks()
+        return leaks
