@@ -178,7 +178,7 @@ async def _problems(rig: Rig) -> list[str]:
 async def session_dto(rig: Rig, ws: WsClient, task_id: str, sid: str) -> dict[str, Any]:
     sessions = (await ws.call("session.list", {"task_id": task_id}))["sessions"]
     (dto,) = [s for s in sessions if s["id"] == sid]
-    return dto  # type: ignore[no-any-return]
+    return dto
 
 
 async def wait_turn_end(ws: WsClient, sid: str, *, after: int = 0,
@@ -192,7 +192,7 @@ async def wait_turn_end(ws: WsClient, sid: str, *, after: int = 0,
 async def wait_frame(ws: WsClient, pred: Any, *, after: int = 0,
                      timeout: float = 20) -> dict[str, Any]:
     """The payload of the first frame among notifications[after:] matching ``pred``."""
-    return (await ws.wait_for(pred, after=after, timeout=timeout))["payload"]  # type: ignore[no-any-return]
+    return (await ws.wait_for(pred, after=after, timeout=timeout))["payload"]
 
 
 class RawWs:

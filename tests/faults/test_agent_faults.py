@@ -54,7 +54,7 @@ async def streaming(ws: WsClient, sid: str, mark: int) -> None:
 
 
 async def messages(ws: WsClient, sid: str) -> list[dict[str, Any]]:
-    return (await ws.call("message.list", {"session_id": sid, "limit": 1000}))["messages"]  # type: ignore[no-any-return]
+    return (await ws.call("message.list", {"session_id": sid, "limit": 1000}))["messages"]
 
 
 async def settled(rig: Rig, ws: WsClient, task_id: str, sid: str) -> None:

@@ -120,7 +120,7 @@ async def test_slow_consumer_is_dropped_and_others_stay_prompt(tmp_path: Path) -
                 await slow.send("session.subscribe", {"session_id": sid})
                 await slow.read_some()  # the subscribe answer; never reads again
                 assert sup.bus.subscriber_count(sid) == 2
-                latencies = []
+                latencies: list[float] = []
                 while sup.bus.dropped_subscribers == 0 and len(latencies) < 40:
                     latencies.append(await turn())
                 # Dropped once (its queue overflowed): counted and logged once, and

@@ -259,8 +259,9 @@ async def _close_stream(conn: WebSocketConnection) -> None:
 
 
 def _headers(endpoint: Endpoint, token: str | None,
-             extra: list[tuple[str, str]] | None) -> list[tuple[str, str]]:
-    return [("Authorization", f"Bearer {token or endpoint.token}"), *(extra or [])]
+             extra: list[tuple[str, str]] | None) -> list[tuple[bytes, bytes]]:
+    return [(name.encode(), value.encode()) for name, value in
+            [("Authorization", f"Bearer {token or endpoint.token}"), *(extra or [])]]
 
 
 @asynccontextmanager

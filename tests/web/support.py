@@ -30,7 +30,7 @@ async def http(server: Server | ServerProcess, token: str | None = None,
 
 def frame_ok(frame: dict[str, Any]) -> dict[str, Any]:
     assert frame["type"] == "response", frame
-    return frame["payload"]  # type: ignore[no-any-return]
+    return frame["payload"]
 
 
 async def new_task(ws: WsClient, title: str = "web test") -> str:

@@ -133,7 +133,7 @@ async def test_query_token_becomes_a_cookie(server: Server) -> None:
                 assert "via cookie" in page.text
         # ... and for the WebSocket (no Authorization header).
         async with trio.open_nursery() as nursery, open_websocket_url(
-            server.ws_url, extra_headers=[("Cookie", f"turnvisor_token={server.token}")]
+            server.ws_url, extra_headers=[(b"Cookie", f"turnvisor_token={server.token}".encode())]
         ) as conn:
             await conn.send_message(json.dumps({"id": "1", "type": "request",
                                                 "action": "task.list", "payload": {}}))

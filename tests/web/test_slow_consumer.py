@@ -74,8 +74,8 @@ async def fill_until_dropped(fast: WsClient, bus: EventBus, sid: str) -> None:
         assert turns <= 20, "the stalled client was never dropped"
         started = trio.current_time()
         await fast.call("message.add", {"session_id": sid, "content": big_prompt(turns)})
-        await fast.wait_for(lambda f, n=turns: is_turn_completed(sid)(f)
-                            and len(fast.of("session.turn.completed", sid)) >= n)
+        await fast.wait_for(lambda f: is_turn_completed(sid)(f)
+                            and len(fast.of("session.turn.completed", sid)) >= turns)
         assert trio.current_time() - started < 5
 
 
