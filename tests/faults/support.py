@@ -78,7 +78,7 @@ async def _recorder(rig: Rig) -> None:
             groups = await rig.srv.sup.store.call(rig.srv.sup.store.db.agent_groups)
         except sqlite3.Error:
             groups = []  # a test holding the database locked
-        for pgid, _sid, _cmd in groups:
+        for pgid, *_ in groups:
             rig.pgids.add(pgid)
         await trio.sleep(0.05)
 

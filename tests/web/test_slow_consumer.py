@@ -7,6 +7,7 @@ import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -74,8 +75,11 @@ async def fill_until_dropped(fast: WsClient, bus: EventBus, sid: str) -> None:
         assert turns <= 20, "the stalled client was never dropped"
         started = trio.current_time()
         await fast.call("message.add", {"session_id": sid, "content": big_prompt(turns)})
-        await fast.wait_for(lambda f: is_turn_completed(sid)(f)
-                            and len(fast.of("session.turn.completed", sid)) >= turns)
+
+        def completed(f: dict[str, Any], n: int = turns) -> bool:
+            return is_turn_completed(sid)(f) and len(fast.of("session.turn.completed", sid)) >= n
+
+        await fast.wait_for(completed)
         assert trio.current_time() - started < 5
 
 
