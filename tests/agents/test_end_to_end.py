@@ -35,7 +35,9 @@ from protocols.sandbox import resolve_mode
 from supervisor.config import Config
 from supervisor.lifecycle import CancelOutcome
 from tests.fake_provider import FakeProvider, StreamRecord
-from tests.helpers import Server, WsClient, kill_quietly, running_server, ws_client
+from tests.support.leaks import kill_group
+from tests.support.server import Server, running_server
+from tests.support.ws import WsClient, ws_client
 
 from .cli import AGENTS_DIR, find_cli
 from .harness import START_S, assert_gone, descendants
@@ -154,7 +156,7 @@ class E2E:
                             return frame
                     seen = len(self.ws.notifications)
                     with trio.move_on_after(0.1):
-                        await self.ws._changed.wait()
+                        await self.ws.changed()
         except trio.TooSlowError:
             raise AssertionError(
                 f"{self.name}: no {what} within {timeout}s; last notifications "
@@ -300,7 +302,7 @@ async def _answer_permissions(e: E2E) -> None:
                 await answer(frame["payload"])
         seen = len(e.ws.notifications)
         with trio.move_on_after(0.2):
-            await e.ws._changed.wait()
+            await e.ws.changed()
 
 
 async def _scan_descendants(e: E2E) -> None:
@@ -352,7 +354,7 @@ async def e2e_session(name: str, provider: FakeProvider, tmp: Path,
             await assert_gone(pgid, seen | {pgid})
     finally:
         for pgid in pgids:
-            kill_quietly(pgid)
+            kill_group(pgid)
 
 
 # -- the tests ------------------------------------------------------------------------

@@ -22,9 +22,9 @@ import trio
 from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS
 from supervisor.profiles import BUILTIN_PROFILES, AgentProfile
-from tests.helpers import WsClient, ws_client
+from tests.support.leaks import group_members, rss_bytes
+from tests.support.ws import WsClient, ws_client
 
-from .leaks import group_members, rss_bytes
 from .support import AGENTS, Rig, fault_server, quiescent, session_dto, wait_frame, wait_turn_end
 
 pytestmark = pytest.mark.parametrize("agent", AGENTS)
@@ -55,7 +55,7 @@ async def streaming(ws: WsClient, sid: str, mark: int) -> None:
 
 
 async def messages(ws: WsClient, sid: str) -> list[dict[str, Any]]:
-    return (await ws.call("message.list", {"session_id": sid, "limit": 1000}))["messages"]  # type: ignore[no-any-return]
+    return (await ws.call("message.list", {"session_id": sid, "limit": 1000}))["messages"]
 
 
 async def settled(rig: Rig, ws: WsClient, task_id: str, sid: str) -> None:

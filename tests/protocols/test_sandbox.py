@@ -8,6 +8,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -87,8 +88,9 @@ def test_profiles_take_a_sandbox() -> None:
     assert profiles["a"].sandbox == "none"
     assert profiles["a"].sandbox_writable == ("/srv/cache",)
     assert profiles["b"].sandbox is None
-    for bad in [{"sandbox": "docker"}, {"sandbox": True}, {"sandbox_writable": "/x"},
-                {"sandbox_writable": ["relative"]}]:
+    bads: list[dict[str, Any]] = [{"sandbox": "docker"}, {"sandbox": True},
+                                  {"sandbox_writable": "/x"}, {"sandbox_writable": ["relative"]}]
+    for bad in bads:
         with pytest.raises(ProfileError):
             parse_profiles({"c": {"protocol": "acp", "command": ["x"], **bad}})
     assert resolve_mode("none") == "none" and resolve_mode("bwrap") == "bwrap"

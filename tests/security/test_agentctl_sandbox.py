@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import trio
-from supervisor.agentctl_client import launch_agentctl
 
 from protocols.sandbox import resolve_mode
 from supervisor.config import Config
+from supervisor.executors.agentctl import launch_agentctl
 from supervisor.profiles import AgentProfile
 
 HOSTILE = Path(__file__).with_name("hostile_agent.py")

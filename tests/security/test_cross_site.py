@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.helpers import TOKEN, running_server
+from tests.support.server import TOKEN, running_server
 from web.auth import cross_site_refusal
 
 HOST = "127.0.0.1:8080"

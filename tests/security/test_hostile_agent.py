@@ -25,9 +25,10 @@ import httpx
 import trio
 
 from protocols.sandbox import resolve_mode
-from tests.faults.leaks import processes_in
 from tests.faults.support import wait_turn_end
-from tests.helpers import Server, pgid_alive, ws_client
+from tests.support.leaks import pgid_alive, processes_in
+from tests.support.server import Server
+from tests.support.ws import ws_client
 
 REPO = Path(__file__).resolve().parents[2]
 HOSTILE = Path(__file__).with_name("hostile_agent.py")

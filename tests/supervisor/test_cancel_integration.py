@@ -10,7 +10,7 @@ import trio.lowlevel
 
 from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS, SessionState
-from tests.helpers import pgid_alive
+from tests.support.leaks import pgid_alive
 
 AGENTS = ["mock", "mock-codex"]
 

@@ -8,9 +8,10 @@ from typing import Any
 
 import trio
 
-from tests.helpers import Server, ws_client
+from tests.support.server import Server
+from tests.support.ws import is_turn_completed, ws_client
 
-from .support import http, is_turn_completed, launch, new_task
+from .support import http, launch, new_task
 
 BOOT_KEYS = {"page", "task", "sessions", "selected_session_id", "messages", "agents",
              "default_agent", "agent_sandbox", "sandbox_warning"}
@@ -20,7 +21,7 @@ def embedded_boot(html: str) -> dict[str, Any]:
     found = re.search(r'<script id="boot-state" type="application/json">(.*?)</script>',
                       html, re.S)
     assert found, html[:500]
-    return json.loads(found.group(1))  # type: ignore[no-any-return]
+    return json.loads(found.group(1))
 
 
 async def test_rest_boot_and_page_agree(server: Server) -> None:
@@ -94,8 +95,11 @@ async def test_message_paging(server: Server) -> None:
             await ws.call("session.subscribe", {"session_id": sid})
             for n in range(3):
                 await ws.call("message.add", {"session_id": sid, "content": f"m{n}"})
-                await ws.wait_for(lambda f, n=n: is_turn_completed(sid)(f) and len(
-                    ws.of("session.turn.completed", sid)) == n + 1)
+                def completed(f: dict[str, Any], n: int = n) -> bool:
+                    return is_turn_completed(sid)(f) and len(
+                        ws.of("session.turn.completed", sid)) == n + 1
+
+                await ws.wait_for(completed)
             url = f"/api/v1/task-sessions/{sid}/messages"
             everything = (await h.get(url)).json()["messages"]
             assert [m["content"] for m in everything if m["role"] == "user"] == ["m0", "m1", "m2"]
