@@ -55,6 +55,7 @@ from .models import CANCELLED_STATUS, Message, Session, SessionState
 from .notify import Notifier
 from .profiles import AgentProfile
 from .store import Store
+from .tool_details import finished_stamp, tool_details
 
 __all__ = ["CancelOutcome", "Execution", "ExecutionStatus", "LifecycleManager", "TurnHandle"]
 
@@ -337,7 +338,8 @@ class LifecycleManager:
                 msg = await self.store.call(
                     self.store.db.add_message, ex.session_id, turn.id, "agent", "tool_call",
                     ev.title, {"tool_call_id": ev.tool_call_id, "status": ev.status,
-                               "kind": ev.kind},
+                               "kind": ev.kind, **tool_details(ev.raw),
+                               **finished_stamp({}, ev.status)},
                 )
                 turn.tools[ev.tool_call_id] = msg
                 self.notify.message_added(msg)
@@ -345,6 +347,8 @@ class LifecycleManager:
                 tool = turn.tools.get(ev.tool_call_id)
                 if tool is not None:
                     meta = {**tool.metadata, "status": ev.status or tool.metadata.get("status")}
+                    meta.update(tool_details(ev.raw))  # the card's input, output, diff
+                    meta.update(finished_stamp(tool.metadata, meta["status"]))
                     await self._update(turn, tool, ev.title or tool.content, meta, tools=True)
             case PlanUpdated() if turn is not None:
                 content = "\n".join(str(e.get("content", "")) for e in ev.entries)
