@@ -382,7 +382,7 @@ def test_task_list_offline_disables_create_with_the_banner(
     srv = server_factory(data_dir=data_dir)
     person = open_person(srv, new_context, view, "/")
     create = person.page.get_by_test_id("create-task-button")
-    expect(create).to_be_enabled()
+    expect(create).to_be_enabled(timeout=15_000)
     srv.stop()
     banner = person.page.get_by_test_id("connection-banner")
     expect(banner).to_be_visible(timeout=10_000)

@@ -10,8 +10,20 @@
 // animation frame. The next chunk is lexed from the end of the completed prefix, not from the start.
 
 import DOMPurify from "./vendor/purify.es.js";
-import hljs from "./vendor/highlight.esm.js";
 import { Marked } from "./vendor/marked.esm.js";
+
+// highlight.js is the biggest file and colour is not needed for the first paint: it loads on
+// the side, and code drawn before it arrived is coloured when it does.
+let hljs = null;
+if (typeof document !== "undefined") {
+  import("./vendor/highlight.esm.js").then(
+    (module) => {
+      hljs = module.default;
+      highlightIn(document);
+    },
+    () => {}, // code stays plain
+  );
+}
 
 const marked = new Marked({ gfm: true, breaks: false, async: false });
 
@@ -37,7 +49,8 @@ export function markdownToSafeHtml(source) {
 }
 
 function highlightIn(root) {
-  for (const code of root.querySelectorAll("pre code")) {
+  if (!hljs) return;
+  for (const code of root.querySelectorAll(".markdown pre code:not(.hljs), .md-block pre code:not(.hljs)")) {
     const lang = /\blanguage-([\w#+-]+)/.exec(code.className)?.[1];
     // Only a named, known language: auto-detection tries every grammar and is slow on long code.
     if (lang && hljs.getLanguage(lang)) {

@@ -74,5 +74,24 @@ export function createSessionList({ taskId, onSelect }) {
     );
   }
 
-  return { el: list, update };
+  let shownSelected = null;
+  function revealSelected(selectedId) {
+    // On a phone the list is a sideways strip: bring a newly selected session into view there.
+    if (selectedId === shownSelected) return;
+    shownSelected = selectedId;
+    const item = selectedId ? list.querySelector(`[data-session-id="${CSS.escape(selectedId)}"]`) : null;
+    if (item && list.scrollWidth > list.clientWidth) {
+      const box = list.getBoundingClientRect();
+      const at = item.getBoundingClientRect();
+      if (at.left < box.left || at.right > box.right) list.scrollLeft += at.left - box.left - 12;
+    }
+  }
+
+  return {
+    el: list,
+    update(sessions, selectedId) {
+      update(sessions, selectedId);
+      revealSelected(selectedId);
+    },
+  };
 }
