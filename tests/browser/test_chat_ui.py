@@ -362,7 +362,8 @@ def test_server_stopped_and_restarted_under_the_page(
     expect(banner).to_be_hidden(timeout=20_000)
     expect(person.page.get_by_test_id("connection-status")).to_have_attribute("data-status", "open")
     # Re-hydrated from the new backend: the restart interrupted the turn, and the page says so.
-    expect(person.status_messages().filter(has_text="Turnvisor restarted")).to_have_count(
+    # (SIGTERM: "Turn interrupted: Turnvisor shut down"; a crash: "... restarted".)
+    expect(person.status_messages().filter(has_text="Turn interrupted")).to_have_count(
         1, timeout=10_000)
     expect(person.page.get_by_test_id("selected-session-state")).not_to_have_text("Running")
     expect(person.cancel_button).to_be_hidden()
@@ -458,9 +459,11 @@ def test_agent_picker_marks_missing_agents_and_remembers_the_choice(
     ghost = select.locator('option[value="ghost-agent-with-a-long-name"]')
     expect(ghost).to_be_disabled()
     expect(ghost).to_have_text("ghost-agent-with-a-long-name (not installed)")
-    note = person.page.get_by_test_id("agent-unavailable")
-    person.press(note.locator("summary"))
-    expect(note).to_contain_text("no-such-agent-cli-anywhere")
+    expect(ghost).to_have_attribute("title", re.compile("no-such-agent-cli-anywhere"))
+    if view == "desktop":  # a phone has no room for the note: the option label says it
+        note = person.page.get_by_test_id("agent-unavailable")
+        person.press(note.locator("summary"))
+        expect(note).to_contain_text("no-such-agent-cli-anywhere")
     # Any launchable agent's full name fits in the closed select (no "mock-c").
     fits = select.evaluate(
         """s => { const c = document.createElement('canvas').getContext('2d');
@@ -519,6 +522,7 @@ def test_jump_to_latest_focus_after_cancel_and_esc_anywhere(
     sid = person.launch_session()
     long_answer = "\n\n".join(f"Line {i}" for i in range(80))
     person.send(long_answer)
+    expect(agent_texts(person.page).last).to_contain_text("Line 79", timeout=20_000)
     person.expect_settled(timeout=20_000)
     messages = person.page.get_by_test_id("message-list")
     jump = person.page.get_by_test_id("jump-to-latest")

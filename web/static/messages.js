@@ -91,21 +91,27 @@ export function createMessageList({ onPermission }) {
   // mutates one, so the same object means nothing changed and no work is done).
   const rows = new Map();
 
+  // Whether the view follows new output. Only scrolling changes it (the reader's, or ours to the
+  // end): content growing under a pinned view, even between two updates, keeps it pinned.
+  let pinned = true;
   function nearBottom() {
     return list.scrollHeight - list.scrollTop - list.clientHeight < 48;
   }
   function scrollToEnd() {
+    pinned = true;
     list.scrollTop = list.scrollHeight;
     jump.hidden = true;
   }
   list.addEventListener("scroll", () => {
-    jump.hidden = nearBottom();
+    pinned = nearBottom();
+    jump.hidden = pinned;
   });
   jump.addEventListener("click", scrollToEnd);
 
   function update(messages, emptyText, { offline = false } = {}) {
-    const stick = nearBottom();
+    const stick = pinned;
     if (!Array.isArray(messages) || messages.length === 0) {
+      pinned = true;
       rows.clear();
       empty.textContent = Array.isArray(messages) ? emptyText : "Loading messages…";
       list.replaceChildren(empty);
@@ -161,11 +167,10 @@ export function createMessageList({ onPermission }) {
       scrollToEnd();
       // A Markdown view draws its open block on the next frame: follow it there too.
       requestAnimationFrame(() => {
-        if (!jump.hidden) return;
-        list.scrollTop = list.scrollHeight;
+        if (pinned) list.scrollTop = list.scrollHeight;
       });
     } else {
-      jump.hidden = false;
+      jump.hidden = nearBottom();
     }
   }
 

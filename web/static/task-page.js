@@ -237,6 +237,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
     if (!sid || sid === state.selectedSessionId) return;
     const previous = state.selectedSessionId;
     setState((s) => S.selectSession(s, sid));
+    messageList.scrollToEnd(); // another conversation: start at its latest message
     if (push) env.history.pushState({ session: sid }, "", sessionHref(taskId, sid));
     if (previous && ws.isOpen) ws.request("session.unsubscribe", { session_id: previous }).catch(() => {});
     follow(sid);
