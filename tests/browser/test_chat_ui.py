@@ -50,6 +50,10 @@ def view(request: pytest.FixtureRequest) -> str:
 
 def open_person(server: ServerProcess, new_context: Any, view: str, path: str) -> Person:
     page = new_context(**VIEWS[view]).new_page()
+    # Shown with a failure's captured output: what the page itself complained about.
+    page.on("pageerror", lambda e: print(f"[page error] {e}"))
+    page.on("console", lambda m: print(f"[console {m.type}] {m.text}") if m.type == "error" else None)
+    page.on("requestfailed", lambda r: print(f"[request failed] {r.url} {r.failure}"))
     person = Person(page, server, touch=view == "phone")
     person.login(path)
     return person
