@@ -357,6 +357,7 @@ def test_server_stopped_and_restarted_under_the_page(
     # Nothing that needs the server can be started, and no cancel spins offline.
     expect(person.cancel_button).to_be_disabled()
     expect(person.page.get_by_role("status")).to_have_count(0)
+    expect(person.page.get_by_test_id("selected-session-state")).to_have_text("Running (last known)")
     expect(person.page.get_by_test_id("new-session-button")).to_be_disabled()
     person.chat_input.fill("typed while offline")
     expect(person.page.get_by_test_id("send-button")).to_be_disabled()

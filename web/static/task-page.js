@@ -149,7 +149,8 @@ export function mountTaskPage(root, boot, env = globalThis) {
     const status = row ? sessionStatus(state, sid) : null;
     chatTitle.textContent = row ? `Session ${index + 1} · ${row.agent ?? ""}` : "No session selected";
     chatState.hidden = !row;
-    chatState.textContent = status?.label ?? "";
+    // Offline, the state shown is the last one heard: say so rather than claim it is current.
+    chatState.textContent = status ? (offline ? `${status.label} (last known)` : status.label) : "";
     chatState.className = `state-badge state-badge--${String(row?.state ?? "").toLowerCase()} tone--${status?.tone ?? "neutral"}`;
     chatState.dataset.status = status?.key ?? "";
     chatReason.hidden = !status?.reason;
