@@ -52,7 +52,7 @@ def open_person(server: ServerProcess, new_context: Any, view: str, path: str) -
     page = new_context(**VIEWS[view]).new_page()
     # Shown with a failure's captured output: what the page itself complained about.
     page.on("pageerror", lambda e: print(f"[page error] {e}"))
-    page.on("console", lambda m: print(f"[console {m.type}] {m.text}") if m.type == "error" else None)
+    page.on("console", lambda m: print(f"[console {m.type}] {m.text}"))
     page.on("requestfailed", lambda r: print(f"[request failed] {r.url} {r.failure}"))
     person = Person(page, server, touch=view == "phone")
     person.login(path)
@@ -113,7 +113,8 @@ def test_markdown_is_rendered_and_hostile_html_is_inert(
     expect(answer.locator("strong")).to_have_text("bold")
     expect(answer.locator("pre code")).to_contain_text("return 42")
     expect(answer.locator("pre code .hljs-keyword").first).to_have_text("def")
-    assert answer.locator("pre code").evaluate("e => getComputedStyle(e).fontFamily").find("mono") >= 0
+    font = answer.locator("pre code").evaluate("e => getComputedStyle(e).fontFamily")
+    assert "mono" in font, font
     expect(answer.locator("table td").first).to_have_text("a")
     expect(answer.locator("ul li")).to_have_count(2)
     # The hostile parts: no handler, no script element, no javascript: link, nothing ran.
@@ -357,7 +358,8 @@ def test_server_stopped_and_restarted_under_the_page(
     # Nothing that needs the server can be started, and no cancel spins offline.
     expect(person.cancel_button).to_be_disabled()
     expect(person.page.get_by_role("status")).to_have_count(0)
-    expect(person.page.get_by_test_id("selected-session-state")).to_have_text("Running (last known)")
+    header = person.page.get_by_test_id("selected-session-state")
+    expect(header).to_have_text("Running (last known)")
     expect(person.page.get_by_test_id("new-session-button")).to_be_disabled()
     person.chat_input.fill("typed while offline")
     expect(person.page.get_by_test_id("send-button")).to_be_disabled()
@@ -452,7 +454,8 @@ def test_agent_picker_marks_missing_agents_and_remembers_the_choice(
 ) -> None:
     srv = server_factory(toml=GHOST_TOML)
     person = open_person(srv, new_context, view, "/")
-    # Creating a task opens it, with the composer focused (desktop: a phone keeps its keyboard down).
+    # Creating a task opens it, with the composer focused (on a desktop: a phone keeps its
+    # keyboard down).
     person.page.get_by_test_id("new-task-title").fill("Picker task")
     person.press(person.page.get_by_test_id("create-task-button"))
     expect(person.page).to_have_url(re.compile(r"/tasks/[^/?]+"))
