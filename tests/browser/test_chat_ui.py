@@ -56,7 +56,23 @@ def open_person(server: ServerProcess, new_context: Any, view: str, path: str) -
     page.on("requestfailed", lambda r: print(f"[request failed] {r.url} {r.failure}"))
     person = Person(page, server, touch=view == "phone")
     person.login(path)
+    ensure_mounted(page)
     return person
+
+
+def ensure_mounted(page: Page) -> None:
+    """Waits for the app to draw its page; reloads once if it did not.
+
+    On this shared machine other jobs add and remove network interfaces (containers,
+    sandboxes); Chromium then aborts requests in flight with ERR_NETWORK_CHANGED, and a page
+    whose module graph lost a file stays blank. That is the machine, not the page: load again."""
+    mounted = page.locator("#app > .page, [data-testid='error-page']")
+    try:
+        mounted.first.wait_for(timeout=10_000)
+    except Exception:
+        print("[test] the page did not mount (see request failures above); reloading once")
+        page.reload()
+        mounted.first.wait_for(timeout=15_000)
 
 
 def shot(page: Page, name: str) -> None:
@@ -227,6 +243,7 @@ def test_tool_cards_show_input_output_diffs_and_plans(
 
     seed_messages(server, sid, seeded_cards(sid))
     person.page.reload()
+    ensure_mounted(person.page)
     cards = person.page.get_by_test_id("tool-call-card")
     expect(cards).to_have_count(5)  # the live one and four seeded
     edit = cards.filter(has_text="Edit src/app.py")
@@ -459,6 +476,7 @@ def test_agent_picker_marks_missing_agents_and_remembers_the_choice(
     person.page.get_by_test_id("new-task-title").fill("Picker task")
     person.press(person.page.get_by_test_id("create-task-button"))
     expect(person.page).to_have_url(re.compile(r"/tasks/[^/?]+"))
+    ensure_mounted(person.page)
     expect(person.page.get_by_role("heading", name="Picker task")).to_be_visible()
     if view == "desktop":
         expect(person.chat_input).to_be_focused()
@@ -484,9 +502,16 @@ def test_agent_picker_marks_missing_agents_and_remembers_the_choice(
 
     select.select_option("mock-codex")
     person.page.reload()
+    ensure_mounted(person.page)
     expect(person.page.get_by_test_id("agent-select")).to_have_value("mock-codex")
     person.launch_session("mock-codex")
     expect(person.page.get_by_test_id("selected-session-state")).to_be_visible()
+    # A Codex command item: the backend keeps its command and exit code for the card.
+    person.send("/tool 300")
+    card = person.page.get_by_test_id("tool-call-card").last
+    expect(card).to_have_attribute("data-status", "completed", timeout=15_000)
+    person.press(card.locator("summary"))
+    expect(card.get_by_test_id("tool-input")).to_contain_text("sleep 0.3")
     shot(person.page, f"agent-picker-{view}")
 
 

@@ -10,7 +10,9 @@ import { renderPermission, renderPlan, renderToolCard } from "./tool-card.js";
 
 function renderStatus(message) {
   const variant = message.metadata?.variant ?? "info";
-  const text = variant === "error" ? humanizeError(message.content) ?? message.content : message.content;
+  let text = variant === "error" ? humanizeError(message.content) ?? message.content : message.content;
+  // DESIGN.md §9: an escalated cancel keeps its text; say the agent had to be stopped.
+  if (message.metadata?.escalated) text = `${text} (the agent did not answer and was stopped)`;
   const node = h(
     "div",
     { class: `status-message badge badge--${variant}`, dataset: { testid: "status-message", variant } },
