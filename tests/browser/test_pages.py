@@ -23,18 +23,21 @@ def test_task_list_creates_a_task_and_opens_it(
     person = Person(new_context().new_page(), server)
     person.login("/")
     expect(person.page.get_by_test_id("task-list")).to_be_visible()
+    # The token left the address bar; the cookie carries auth from here on.
+    assert "token=" not in person.page.url
     person.page.get_by_test_id("new-task-title").fill("Write the release notes")
     person.press(person.page.get_by_test_id("create-task-button"))
+    # Creating a task opens it, ready to type in.
+    expect(person.page).to_have_url(__import__("re").compile(r"/tasks/[^/?]+$"))
+    expect(person.page.get_by_role("heading", name="Write the release notes")).to_be_visible()
+    expect(person.page.get_by_test_id("session-list")).to_be_visible()
+    expect(person.page.get_by_test_id("chat-input")).to_be_focused()
+    # And the list has it, a link to its page.
+    person.press(person.page.get_by_role("link", name="← Tasks"))
     item = person.page.get_by_test_id("task-list").get_by_role(
         "link", name="Write the release notes"
     )
     expect(item).to_be_visible()
-    # The token left the address bar; the cookie carries auth from here on.
-    assert "token=" not in person.page.url
-    person.press(item)
-    expect(person.page).to_have_url(__import__("re").compile(r"/tasks/[^/?]+$"))
-    expect(person.page.get_by_role("heading", name="Write the release notes")).to_be_visible()
-    expect(person.page.get_by_test_id("session-list")).to_be_visible()
 
 
 def test_chat_streams_tools_permissions_and_echo(

@@ -78,7 +78,11 @@ async def test_rest_boot_and_page_agree(server: Server) -> None:
             assert page.status_code == 200
             assert page.headers["content-type"].startswith("text/html")
             assert "<script>alert(1)" not in page.text
-            assert embedded_boot(page.text) == chosen
+            embedded = embedded_boot(page.text)
+            # The page adds which agent profiles can start here (the picker's; web/pages.py).
+            availability = embedded.pop("agent_availability")
+            assert availability["mock"] == {"available": True, "reason": None}
+            assert embedded == chosen
             index = await h.get("/")
             tasks_boot = embedded_boot(index.text)
             assert tasks_boot["page"] == "tasks"
