@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from .store import now
+from .db import now
 
 __all__ = ["FINISHED", "finished_stamp", "tool_details"]
 

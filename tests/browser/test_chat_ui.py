@@ -25,13 +25,15 @@ pytest.importorskip("playwright.sync_api")
 
 from playwright.sync_api import Page, expect
 
+from tests.support.serverproc import BlockingServerProcess as ServerProcess
+
+from .configs import LONG_PENDING_TOML
 from .conftest import ARTIFACTS
-from .server_process import LONG_PENDING_TOML, ServerProcess
 from .ui import Person, create_task
 
 pytestmark = pytest.mark.browser
 
-VIEWS = {
+VIEWS: dict[str, dict[str, Any]] = {
     "desktop": {"viewport": {"width": 1280, "height": 800}},
     "phone": {
         "viewport": {"width": 390, "height": 844},
@@ -523,17 +525,17 @@ def test_pages_for_people_404_401_favicon_and_times(
     person = open_person(server, new_context, view, "/")
     icon = person.page.locator('link[rel="icon"]')
     expect(icon).to_have_attribute("href", "/static/favicon.svg")
-    r = httpx.get(server.url("/static/favicon.svg"), timeout=10)
+    r = httpx.get(server.url_for("/static/favicon.svg"), timeout=10)
     assert r.status_code == 200 and "<svg" in r.text
 
-    response = person.page.goto(server.url("/tasks/unknown"))
+    response = person.page.goto(server.url_for("/tasks/unknown"))
     assert response is not None and response.status == 404
     expect(person.page.get_by_role("heading", name="Page not found")).to_be_visible()
     person.press(person.page.get_by_role("link", name="Go to the task list"))
     expect(person.page.get_by_test_id("task-list")).to_be_visible()
 
     stranger = new_context(**VIEWS[view]).new_page()
-    response = stranger.goto(server.url("/"))
+    response = stranger.goto(server.url_for("/"))
     assert response is not None and response.status == 401
     expect(stranger.get_by_role("heading")).to_have_text("Open Turnvisor with its link")
     expect(stranger.locator("body")).to_contain_text("?token=")

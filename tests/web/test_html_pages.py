@@ -11,7 +11,7 @@ import httpx
 
 from supervisor.profiles import AgentProfile
 from supervisor.tool_details import MAX_FIELD_CHARS, finished_stamp, tool_details
-from tests.helpers import running_server
+from tests.support.server import running_server
 from web.pages import agent_availability
 
 from .support import assert_no_traceback, http
