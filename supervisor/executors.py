@@ -73,8 +73,9 @@ async def launch_local(config: Config, profile: AgentProfile,
 
 
 def default_launcher(config: Config) -> Launcher:
-    """Each profile's own executor: ``local`` (a child process) or ``agentctl``
-    (an agentctl at ``agentctl_url``, or a local agentctl spawned for it)."""
+    """Each profile's own executor: ``local`` (a child process), ``agentctl``
+    (an agentctl at ``agentctl_url``, or a local agentctl spawned for it) or
+    ``container`` (an agentctl in a container of its own)."""
 
     def launch(profile: AgentProfile, cwd: str,
                session_id: str) -> AbstractAsyncContextManager[LaunchedAgent]:
@@ -84,6 +85,10 @@ def default_launcher(config: Config) -> Launcher:
 
             # The session id is the owner agentctl re-attaches after a backend restart.
             return launch_agentctl(config, profile, cwd, owner=session_id)
+        if profile.executor == "container":
+            from .container_executor import launch_container
+
+            return launch_container(config, profile, cwd, owner=session_id)
         return launch_local(config, profile, cwd)
 
     return launch

@@ -24,6 +24,7 @@ import trio
 
 from .bus import EventBus
 from .config import Config
+from .container_executor import sweep_containers
 from .executors import Launcher
 from .lifecycle import LifecycleManager
 from .notify import Notifier
@@ -70,6 +71,7 @@ async def open_supervisor(
         store = await trio.to_thread.run_sync(Store.open, config.db_path)
     try:
         recovered = await store.call(recover, store.db)
+        await sweep_containers(config)  # container profiles only: no engine contacted otherwise
         bus = EventBus(queue_size=config.limits.ws_send_queue)
         notify = Notifier(bus)
         lifecycle = LifecycleManager(config, store, notify, launcher)
