@@ -98,33 +98,60 @@ if ! "$PODMAN" image exists "$BASE"; then
     mv "$ROOTFS_TAR.part" "$ROOTFS_TAR"
     rm -rf "$tmp"
     trap - EXIT
+    say "debootstrap done ($((SECONDS - start)) s so far)"
   fi
   say "importing $ROOTFS_TAR as $BASE"
   "$PODMAN" import --quiet --change 'CMD ["/bin/bash"]' "$ROOTFS_TAR" "$BASE" >/dev/null
+  say "base image imported ($((SECONDS - start)) s so far)"
 fi
 
 # -- 2. turnvisor in a venv ----------------------------------------------------------
+# Two layers: the dependencies (cached by pyproject.toml's hash, so a change to the
+# product alone reinstalls only the turnvisor wheel), then the turnvisor wheel.
+pip_log="$CACHE/pip.log"
+deps_hash="$(sha256sum "$ROOT/pyproject.toml" | cut -c1-12)"
+DEPS="$CACHE/deps-$deps_hash"
+if [ ! -f "$DEPS/.complete" ]; then
+  say "fetching the dependencies' wheels"
+  rm -rf "$DEPS" && mkdir -p "$DEPS"
+  "$PYTHON" -c 'import sys, tomllib; print("\n".join(tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]))' \
+    "$ROOT/pyproject.toml" >"$DEPS/requirements.txt"
+  # The image's Python is bookworm's 3.11: ask for wheels for it, whatever runs pip here.
+  "$PYTHON" -m pip download --quiet --dest "$DEPS" --only-binary=:all: \
+    --python-version 3.11 --implementation cp --abi cp311 \
+    --platform "manylinux_2_36_$(uname -m)" --platform "manylinux_2_17_$(uname -m)" \
+    --platform "manylinux2014_$(uname -m)" -r "$DEPS/requirements.txt" >"$pip_log" 2>&1 \
+    || { say "pip download failed:"; tail -n 20 "$pip_log" >&2; exit 1; }
+  # The wheel's build backend, for the host's pip (not installed in the image).
+  "$PYTHON" -m pip download --quiet --dest "$DEPS/build" "setuptools>=68" wheel \
+    >"$pip_log" 2>&1 || { say "pip download failed:"; tail -n 20 "$pip_log" >&2; exit 1; }
+  touch "$DEPS/.complete"
+fi
 ctx="$(mktemp -d "$CACHE/context.XXXXXX")"
 trap 'rm -rf "$ctx"' EXIT
-mkdir -p "$ctx/wheels"
-say "building the turnvisor wheel and fetching its dependencies' wheels"
-pip_log="$CACHE/pip.log"
-"$PYTHON" -m pip wheel --quiet --no-deps --wheel-dir "$ctx/wheels" "$ROOT" >"$pip_log" 2>&1 \
-  || { say "pip wheel failed:"; tail -n 20 "$pip_log" >&2; exit 1; }
-wheel="$(ls "$ctx/wheels"/turnvisor-*.whl)"
-# The image's Python is bookworm's 3.11: ask for wheels for it, whatever runs pip here.
-"$PYTHON" -m pip download --quiet --dest "$ctx/wheels" --only-binary=:all: \
-  --python-version 3.11 --implementation cp --abi cp311 \
-  --platform "manylinux_2_36_$(uname -m)" --platform "manylinux_2_17_$(uname -m)" \
-  --platform "manylinux2014_$(uname -m)" "$wheel" >"$pip_log" 2>&1 \
-  || { say "pip download failed:"; tail -n 20 "$pip_log" >&2; exit 1; }
+mkdir -p "$ctx/wheel"
+cp -r "$DEPS" "$ctx/deps"
+say "building the turnvisor wheel"
+# From a copy of the product files (the build leaves build/ and *.egg-info behind),
+# with the build backend from the cache (no index is asked on a rebuild).
+mkdir -p "$ctx/src"
+tar -C "$ROOT" --exclude=__pycache__ --exclude='*.pyc' -cf - supervisor protocols web \
+  pyproject.toml README.md | tar -C "$ctx/src" -xf -
+PIP_NO_INDEX=1 PIP_FIND_LINKS="$DEPS/build" \
+  "$PYTHON" -m pip wheel --quiet --no-deps --wheel-dir "$ctx/wheel" "$ctx/src" \
+  >"$pip_log" 2>&1 || { say "pip wheel failed:"; tail -n 20 "$pip_log" >&2; exit 1; }
 
 cat >"$ctx/Containerfile" <<EOF
 FROM $BASE
-RUN --mount=type=bind,source=wheels,target=/tmp/wheels \\
-    python3 -m venv /opt/turnvisor \\
- && /opt/turnvisor/bin/pip install --quiet --no-index --no-cache-dir \\
-      --find-links /tmp/wheels turnvisor \\
+# The hashes in the commands: the layer cache must not serve older wheels.
+RUN --mount=type=bind,source=deps,target=/tmp/deps \\
+    : deps $deps_hash \\
+ && python3 -m venv /opt/turnvisor \\
+ && /opt/turnvisor/bin/pip install --quiet --no-index --no-cache-dir /tmp/deps/*.whl
+RUN --mount=type=bind,source=wheel,target=/tmp/wheel \\
+    : inputs $inputs_hash \\
+ && /opt/turnvisor/bin/pip install --quiet --no-index --no-cache-dir --no-deps \\
+      /tmp/wheel/turnvisor-*.whl \\
  && /opt/turnvisor/bin/turnvisor --help >/dev/null
 ENV PATH=/opt/turnvisor/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \\
     PYTHONUNBUFFERED=1 LANG=C.UTF-8
@@ -155,7 +182,7 @@ else
   network=(--network=none)
 fi
 
-say "building $TAG"
+say "wheels ready ($((SECONDS - start)) s so far); building $TAG"
 "$PODMAN" build --quiet "${network[@]}" --tag "$TAG" --tag "$NAME:$version" \
   --file "$ctx/Containerfile" "$ctx" >/dev/null
 say "built $TAG in $((SECONDS - start)) s"
