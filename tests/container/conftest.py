@@ -54,9 +54,10 @@ def engine() -> Iterator[Engine]:
               probe.stdout + probe.stderr)
     tmp = Path(tempfile.mkdtemp(prefix="tv-engine-"))
     sock = tmp / "engine.sock"
-    service = subprocess.Popen(
-        [podman, "system", "service", "--time=0", f"unix://{sock}"],
-        stdout=subprocess.DEVNULL, stderr=open(tmp / "service.log", "wb"))  # noqa: SIM115
+    with (tmp / "service.log").open("wb") as service_log:
+        service = subprocess.Popen(
+            [podman, "system", "service", "--time=0", f"unix://{sock}"],
+            stdout=subprocess.DEVNULL, stderr=service_log)
     deadline = time.monotonic() + 30
     while not sock.exists():
         if service.poll() is not None or time.monotonic() > deadline:

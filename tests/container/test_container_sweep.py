@@ -50,11 +50,15 @@ async def _serve(data: Path, log: Path) -> tuple[trio.Process, str]:
     with trio.fail_after(60):
         while b"\n" not in buf:
             chunk = await proc.stdout.receive_some(4096)
-            assert chunk, f"turnvisor serve exited: {log.read_text()[-3000:]}"
+            assert chunk, f"turnvisor serve exited: {_tail(log)}"
             buf += chunk
     line = buf.split(b"\n", 1)[0].decode()
     assert line.startswith("Turnvisor listening on http://"), line
     return proc, line.removeprefix("Turnvisor listening on ").removesuffix(f"/?token={TOKEN}")
+
+
+def _tail(log: Path) -> str:
+    return log.read_text(errors="replace")[-3000:]
 
 
 async def _kill(proc: trio.Process) -> None:
@@ -73,10 +77,10 @@ async def test_sigkilled_backend_restart_sweeps_its_containers(
     instance = backend_instance(Config.from_mapping(data, tomllib.loads(toml)))
     log = tmp_path / "serve.log"
     # Another backend's container on the same engine: the sweep must keep it.
-    other = subprocess.run(
+    other = (await trio.run_process(
         [engine.podman, "create", "--label", f"{LABEL_BACKEND}=someone-else",
          "--label", f"{LABEL_SESSION}=theirs", engine.image, "--help"],
-        capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+        capture_stdout=True)).stdout.decode().strip()
     try:
         with trio.fail_after(150):
             proc, url = await _serve(data, log)
@@ -102,12 +106,13 @@ async def test_sigkilled_backend_restart_sweeps_its_containers(
                 assert containers(engine.podman, **{LABEL_BACKEND: instance}) == []
                 assert [c["Id"] for c in containers(engine.podman,
                                                     **{LABEL_BACKEND: "someone-else"})] == [other]
-                assert "startup sweep: removed container" in log.read_text()
+                assert "startup sweep: removed container" in _tail(log)
             finally:
                 proc.send_signal(signal.SIGTERM)
                 with trio.move_on_after(10):
                     await proc.wait()
                 await _kill(proc)
     finally:
-        subprocess.run([engine.podman, "rm", "-f", other], capture_output=True, check=False,
-                       timeout=60)
+        with trio.CancelScope(shield=True), trio.move_on_after(60):
+            await trio.run_process([engine.podman, "rm", "-f", other], capture_stdout=True,
+                                   check=False)
