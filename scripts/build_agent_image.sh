@@ -186,4 +186,7 @@ say "wheels ready ($((SECONDS - start)) s so far); building $TAG"
 "$PODMAN" build --quiet "${network[@]}" --tag "$TAG" --tag "$NAME:$version" \
   --file "$ctx/Containerfile" "$ctx" >/dev/null
 say "built $TAG in $((SECONDS - start)) s"
+# Older builds of this name go (an image a container still uses stays, quietly).
+"$PODMAN" images --format '{{.Repository}}:{{.Tag}}' "$NAME" \
+  | grep -v -x -e "$TAG" -e "$NAME:$version" | xargs -r "$PODMAN" rmi >/dev/null 2>&1 || true
 echo "$TAG"
