@@ -147,7 +147,8 @@ async def test_ten_container_sessions_cancelled_at_once(tmp_path: Path, engine: 
 
             async def start(i: int) -> None:
                 caller, sid = await session(sup, "mock" if i % 2 else "mock-codex")
-                await sup.orchestrator.send_message(caller, sid, "/delay 60000")
+                # Long enough to outlast the other sessions' start on a loaded machine.
+                await sup.orchestrator.send_message(caller, sid, "/delay 600000")
                 await wait_chunks(sup, caller, sid, timeout=120)
                 sessions.append((caller, sid))
 
