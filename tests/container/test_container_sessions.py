@@ -171,7 +171,7 @@ async def test_ten_container_sessions_cancelled_at_once(tmp_path: Path, engine: 
                     nursery.start_soon(cancel)
             elapsed = trio.current_time() - begin
             assert results == [CancelOutcome.ACKNOWLEDGED] * n
-            assert elapsed < 5.0
+            assert elapsed < 10.0  # generous: two loaded cores, ten agentctls
             for caller, sid in sessions:
                 assert not sup.notify.projection.get(sid).pending
                 assert (await sup.orchestrator.session(caller, sid)).state is \
