@@ -3,6 +3,10 @@
     python -m bench.cancel_latency [--quick] [--json PATH] [--png PATH] [--agent NAME ...]
     python -m bench.cancel_latency --agent codex --agent gemini --samples 10 --json PATH
                                    [--phases latency,memory,...] [--samples N]
+    python -m bench.cancel_latency --executor agentctl|container --phases latency
+
+``--executor`` runs the mock profiles through agentctl or a container per
+session (bench/executors.py); only the latency phase runs then.
 
 Starts a real ``turnvisor serve`` as a subprocess on loopback and drives it
 from trio-websocket clients in this process.  Everything is measured in one
@@ -61,6 +65,7 @@ from tests.support.ws import (
     open_client,
 )
 
+from .executors import EXECUTORS, executor_toml
 from .floors import DELAY_PROMPT, REPO_ROOT, AdapterFloor, open_floor
 from .real_agents import (
     REAL_AGENTS,
@@ -743,14 +748,16 @@ def fmt(s: dict[str, Any]) -> str:
     return f"p50 {s['p50']:.3f} p90 {s['p90']:.3f} p99 {s['p99']:.3f} ms (n={s['n']})"
 
 
-async def bench_main(params: Params, agents: list[str], phases: set[str]) -> dict[str, Any]:
+async def bench_main(params: Params, agents: list[str], phases: set[str],
+                     executor_config: str | None = None) -> dict[str, Any]:
     results: dict[str, Any] = {}
     if phases - {"peer"}:
         with contextlib.ExitStack() as stack:
             real = (stack.enter_context(real_setup(agents))
                     if any(a in REAL_AGENTS for a in agents) else None)
             async with server_process(
-                agent=agents[0], toml=real.config_toml if real else None, log_level="WARNING",
+                agent=agents[0], toml=real.config_toml if real else executor_config,
+                log_level="WARNING",
                 base_env=real.server_env if real else None,
             ) as server, trio.open_nursery() as nursery:
                 log(f"server pid {server.pid} at {server.url}")
@@ -780,6 +787,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, help="latency samples per dialect (override)")
     parser.add_argument("--phases", default=",".join(PHASES),
                         help=f"comma-separated subset of {','.join(PHASES)} (default: all)")
+    parser.add_argument("--executor", choices=EXECUTORS, default="local",
+                        help="how the mock agents run: local (children of the server), "
+                             "agentctl (one spawned per session) or container (one container "
+                             "per session; DOCKER_HOST names the engine); latency phase only "
+                             "unless local")
+    parser.add_argument("--image", help="the container executor's image (default: the tag "
+                                        "scripts/build_agent_image.sh builds for this checkout)")
     args = parser.parse_args(argv)
     phases = set(args.phases.split(","))
     if not phases <= set(PHASES):
@@ -796,16 +810,25 @@ def main(argv: list[str] | None = None) -> int:
             log(f"real agents: only the latency phase runs (not {','.join(dropped)})")
         phases = {"latency"}
         params = dataclasses.replace(params, samples=args.samples or 10, warmup=1)
+    executor_config = executor_toml(args.executor, args.image)
+    if executor_config is not None:
+        if any(a in REAL_AGENTS for a in agents):
+            parser.error("--executor applies to the mock agents only")
+        # The scale phases would start hundreds of agentctls (or containers).
+        phases &= {"latency"}
+        if not phases:
+            parser.error("--executor measures the latency phase only")
     # The client's GC runs less often, so that it is not what the figures measure.
     gc.set_threshold(20_000, 50, 100)
     nofile = raise_nofile()
     started = time.time()
     load0 = os.getloadavg()
-    results = trio.run(bench_main, params, agents, phases)
+    results = trio.run(bench_main, params, agents, phases, executor_config)
     primary = results["latency"]["dialects"][agents[0]] if "latency" in results else None
     results = {
         "command": " ".join(["python -m bench.cancel_latency", *(argv or sys.argv[1:])]),
         "primary_agent": agents[0],
+        "executor": args.executor,
         "floor_ms": primary["floor_ms"] if primary else None,
         "e2e_p50_ms": primary["e2e_ms"]["response"]["p50"] if primary else None,
         "e2e_p99_ms": primary["e2e_ms"]["response"]["p99"] if primary else None,

@@ -53,6 +53,13 @@ class AgentProfile:
     sandbox: str | None = None
     #: Paths the sandboxed agent may write besides its cwd, /tmp and its homes.
     sandbox_writable: tuple[str, ...] = ()
+    #: ``container``: each execution's agentctl in its own container of ``image``
+    #: (default: the one scripts/build_agent_image.sh tags with Turnvisor's
+    #: version), limited to ``cpus`` CPUs, ``memory`` bytes and ``pids`` processes.
+    image: str | None = None
+    cpus: float | None = None
+    memory: int | None = None
+    pids: int | None = None
 
 
 def _mock(name: str, protocol: ProtocolName) -> AgentProfile:
@@ -99,7 +106,23 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
 }
 
 _KEYS = {"protocol", "command", "env", "cwd", "thread_params", "executor", "agentctl_url",
-         "agentctl_token", "sandbox", "sandbox_writable"}
+         "agentctl_token", "sandbox", "sandbox_writable", "image", "cpus", "memory", "pids"}
+_EXECUTORS = ("local", "agentctl", "container")
+_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def _memory(name: str, value: Any) -> int | None:
+    """Bytes, or a string like ``"512m"`` / ``"2g"``."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value.strip().lower()
+        unit = text[-1:] if text[-1:].isalpha() else ""
+        if unit in _UNITS and text[:len(text) - len(unit)].isdigit():
+            value = int(text[:len(text) - len(unit)]) * _UNITS[unit]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 4 * 1024**2:
+        raise ProfileError(f"[agents.{name}]: memory must be bytes or \"<n>k|m|g\", at least 4m")
+    return value
 
 
 def parse_profiles(
@@ -131,8 +154,21 @@ def parse_profiles(
         if cwd is not None and not isinstance(cwd, str):
             raise ProfileError(f"[agents.{name}]: cwd must be a string")
         executor = raw.get("executor", prev.executor if prev else "local")
-        if executor not in ("local", "agentctl"):
-            raise ProfileError(f"[agents.{name}]: executor must be \"local\" or \"agentctl\"")
+        if executor not in _EXECUTORS:
+            raise ProfileError(f"[agents.{name}]: executor must be one of "
+                               f"{', '.join(_EXECUTORS)}")
+        image = raw.get("image", prev.image if prev else None)
+        if image is not None and (not isinstance(image, str) or not image):
+            raise ProfileError(f"[agents.{name}]: image must be a non-empty string")
+        cpus = raw.get("cpus", prev.cpus if prev else None)
+        if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int | float)
+                                 or cpus <= 0):
+            raise ProfileError(f"[agents.{name}]: cpus must be a positive number")
+        memory = _memory(name, raw.get("memory", prev.memory if prev else None))
+        pids = raw.get("pids", prev.pids if prev else None)
+        if pids is not None and (isinstance(pids, bool) or not isinstance(pids, int)
+                                 or pids < 8):
+            raise ProfileError(f"[agents.{name}]: pids must be an integer >= 8")
         url = raw.get("agentctl_url", prev.agentctl_url if prev else None)
         if url is not None and (not isinstance(url, str) or not url.startswith(
                 ("http://", "https://"))):
@@ -156,5 +192,6 @@ def parse_profiles(
             name=name, protocol=protocol, command=tuple(command), env=dict(env), cwd=cwd,
             thread_params=dict(thread_params), executor=executor, agentctl_url=url,
             agentctl_token=token, sandbox=sandbox, sandbox_writable=tuple(writable),
+            image=image, cpus=None if cpus is None else float(cpus), memory=memory, pids=pids,
         )
     return out

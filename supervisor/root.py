@@ -26,6 +26,7 @@ import trio
 from .bus import EventBus
 from .config import Config
 from .executors import Launcher
+from .executors.container import sweep_containers
 from .lifecycle import LifecycleManager
 from .notify import Notifier
 from .orchestrator import Caller, Orchestrator
@@ -74,6 +75,7 @@ async def open_supervisor(
     try:
         recovered = await store.call(recover, store.db)
         await check_sandbox(config.profiles)
+        await sweep_containers(config)  # container profiles only: no engine contacted otherwise
         bus = EventBus(queue_size=config.limits.ws_send_queue)
         notify = Notifier(bus)
         store.bind(notify)

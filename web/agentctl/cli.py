@@ -54,6 +54,18 @@ def _loopback(host: str) -> bool:
         return False
 
 
+def _hide_environment() -> None:
+    """Make this process non-dumpable: its ``/proc/PID/environ`` (the token) is
+    then unreadable to the agent, even under the same uid (root in a container),
+    unless the agent has CAP_SYS_PTRACE.  The agent, exec'd, is dumpable again."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_dumpable = 4
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_dumpable, 0, 0, 0, 0)
+
+
 def run_agentctl(args: argparse.Namespace, default_data_dir: Path) -> int:
     import trio
 
@@ -125,6 +137,7 @@ def run_agentctl(args: argparse.Namespace, default_data_dir: Path) -> int:
                             timeouts=Timeouts(cancel_join_s=args.cancel_join),
                             sandbox=sandbox, hide=(str(data_dir), *args.hide),
                             sandbox_writable=tuple(writable))
+    _hide_environment()
     trio.run(lambda: serve_agentctl(config, host=host, port=port, token=token,
                                     ready_fd=args.ready_fd))
     return 0
