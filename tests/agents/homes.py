@@ -171,7 +171,11 @@ def launch(name: str, provider_url: str, tmp: Path) -> Launch | None:
         if name == "codex-acp":
             # codex-acp's default mode runs workspace commands without asking; like the
             # Codex tests' "untrusted", ask before any command not known to be safe.
-            config = 'approval_policy = "untrusted"\n' + config
+            # Its Linux sandbox runs a helper it links into CODEX_HOME, which it refuses
+            # to do under a temp dir (this home): without "danger-full-access" an
+            # approved command fails with "bwrap: execvp codex-linux-sandbox".
+            config = ('approval_policy = "untrusted"\nsandbox_mode = "danger-full-access"\n'
+                      + config)
         (codex_home / "config.toml").write_text(config)
         env.update(CODEX_HOME=str(codex_home), FAKE_PROVIDER_KEY="fake-key")
         if name == "codex":

@@ -312,17 +312,20 @@ async def _scan_descendants(e: E2E) -> None:
 async def e2e_session(name: str, provider: FakeProvider, tmp: Path,
                       monkeypatch: pytest.MonkeyPatch, *, policy: Policy | None = decline,
                       thread_params: dict[str, Any] | None = None,
-                      unchecked: set[int] | None = None) -> AsyncIterator[E2E]:
+                      unchecked: set[int] | None = None,
+                      timeouts: dict[str, float] | None = None) -> AsyncIterator[E2E]:
     """A server with ``name`` pointed at ``provider``, a WS client subscribed to one
     launched session.  On exit the server stops; then no process of the agent may be
     alive (its group, or any process seen under it, but for the pids the test puts in
-    ``unchecked`` to check them itself)."""
+    ``unchecked`` to check them itself).  ``timeouts`` are the server's, over the
+    agent start-up bound."""
     data_dir = tmp / "data"
     cfg = write_profile(data_dir, name, provider, tmp, monkeypatch, thread_params)
     pgids: list[int] = []
     seen: set[int] = set()
     try:
-        async with running_server(data_dir, timeouts={"agent_start_s": START_S},
+        async with running_server(data_dir,
+                                  timeouts={"agent_start_s": START_S, **(timeouts or {})},
                                   profiles=cfg.profiles) as srv, ws_client(srv) as ws:
             task = await ws.call("task.create", {"title": f"e2e {name}"})
             frame = await ws.request("session.launch", {"task_id": task["id"], "agent": name},

@@ -64,6 +64,12 @@ SLEEP_COMMAND = f"echo started; sleep {SLEEP_S}; touch {APPROVED_FILE}"
 TOOL_OUTLIVES_AGENT: dict[tuple[str, str], str] = {}
 
 
+#: opencode's cancel took from 0.25 s to 4.2 s here under load (the default join
+#: window is 3 s, after which the outcome is "late"): a window short of the 10 s
+#: escalation, so that these tests check the outcome, not the machine's load.
+TIMEOUTS = {"cancel_join_s": 9.0}
+
+
 @pytest.fixture
 def provider() -> Iterator[FakeProvider]:
     with FakeProvider(token_interval_s=INTERVAL_S, n_tokens=TOKENS, wait_s=30.0,
@@ -110,7 +116,7 @@ async def test_cancel_mid_stream(
     name: str, provider: FakeProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with trio.fail_after(TEST_S):
-        async with e2e_session(name, provider, tmp_path, monkeypatch) as e:
+        async with e2e_session(name, provider, tmp_path, monkeypatch, timeouts=TIMEOUTS) as e:
             mark, turn_id, rev = await _cancel_slow_turn(e, "SLOW: stream many tokens")
             slow = {r.id for r in e.provider.main_streams() if r.mode == "slow" and r.open}
             assert slow, f"no model stream open at the cancel: {e.provider.snapshot()}"
@@ -128,36 +134,27 @@ async def test_cancel_mid_stream(
             await e.quick_turn()
 
 
-#: Agents that answer a cancel arriving right after the prompt with ``end_turn``
-#: (opencode 1.18.33: the prompt's answer is the previous message's, no model
-#: request made).  Until Turnvisor keeps the user's cancel as the outcome then
-#: (issue 15 item 2), their early-cancel test fails, strictly.
-EARLY_CANCEL_ENDS_TURN = {"opencode"}
-
-early_agents = pytest.mark.parametrize("name", [
-    pytest.param(name, marks=[
-        pytest.mark.skipif(
-            find_cli(name) is None,
-            reason=f"{name} CLI is not installed in {AGENTS_DIR} "
-                   "(run scripts/install_agents.sh)"),
-        *([pytest.mark.xfail(strict=True, reason=(
-            "outcome: issue 15 item 2 keeps the user's cancel when the agent answers "
-            "end_turn"))] if name in EARLY_CANCEL_ENDS_TURN else []),
-    ])
-    for name in MORE_AGENT_NAMES
-])
+#: Agents that may answer a cancel arriving right after the prompt with ``end_turn``
+#: (opencode 1.18.33, in about half the tries here: its answer then carries the
+#: previous message's usage, and no model request was made).  What Turnvisor must
+#: show then, the user's cancel (issue 15 item 2), is checked; until that lands, a
+#: round where the agent did so makes the test xfail, and only then.
+EARLY_CANCEL_ENDS_TURN = {"opencode": "outcome: issue 15 item 2 keeps the user's cancel "
+                                      "when the agent answers end_turn"}
 
 
-@early_agents
+@per_agent
 async def test_early_cancel(
     name: str, provider: FakeProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``agent.cancel`` as soon as ``message.add`` answered (the agent has only just
     got ``session/prompt``): the turn ends cancelled, no model stream stays open.
-    An agent that answers the cancelled prompt ``end_turn`` anyway still leaves the
-    user's outcome: one "Turn cancelled by user", progress true then false."""
+    An agent that answers the cancelled prompt ``end_turn`` anyway must still leave
+    the user's outcome: one "Turn cancelled by user", progress true then false."""
+    missing: list[str] = []
     with trio.fail_after(TEST_S):
-        async with e2e_session(name, provider, tmp_path, monkeypatch) as e:
+        async with e2e_session(name, provider, tmp_path, monkeypatch,
+                               timeouts=TIMEOUTS) as e:
             await e.quick_turn()
             for round_ in range(2):
                 rev = e.revision()
@@ -168,12 +165,19 @@ async def test_early_cancel(
                       f"the agent ended the turn {stop!r}")
                 if stop == "cancelled":
                     await e.assert_cancelled(mark, turn_id, rev)
+                elif name in EARLY_CANCEL_ENDS_TURN:
+                    try:
+                        await _assert_user_cancel_kept(e, mark, turn_id, rev)
+                    except AssertionError as exc:
+                        missing.append(str(exc).splitlines()[0])
                 else:
-                    await _assert_user_cancel_kept(e, mark, turn_id, rev)
+                    raise AssertionError(f"{name} ended an early-cancelled turn {stop!r}")
                 assert "tok" not in await e.agent_text(turn_id)
                 await e.wait_streams(lambda s: not any(r.open for r in s),
                                      "no model stream open", timeout=5.0)
                 await e.quick_turn()
+    if missing:
+        pytest.xfail(f"{EARLY_CANCEL_ENDS_TURN[name]}: {missing}")
 
 
 async def _assert_user_cancel_kept(e: E2E, mark: int, turn_id: str, rev: int) -> None:
@@ -197,7 +201,7 @@ async def test_duplicate_cancels(
     """Ten ``agent.cancel`` at once: every one succeeds, one cancel operation (nine
     joined), one true/false pair, one status message."""
     with trio.fail_after(TEST_S):
-        async with e2e_session(name, provider, tmp_path, monkeypatch) as e:
+        async with e2e_session(name, provider, tmp_path, monkeypatch, timeouts=TIMEOUTS) as e:
             orch = e.srv.sup.orchestrator
             started = orch.operations_started
             mark, turn_id, rev = await _cancel_slow_turn(e, "SLOW: stream for the duplicates")
@@ -225,7 +229,8 @@ async def test_cancel_with_permission_pending(
     """The shell tool asks first (qwen: its default mode; opencode and codex-acp: the
     test home's config, see homes.launch); a cancel finds the card pending."""
     with trio.fail_after(TEST_S):
-        async with e2e_session(name, provider, tmp_path, monkeypatch, policy=allow) as e:
+        async with e2e_session(name, provider, tmp_path, monkeypatch, policy=allow,
+                               timeouts=TIMEOUTS) as e:
             mark, turn_id = await e.prompt("TOOL: create the file")
             assert await e.turn_end(mark, turn_id) == "end_turn"
             assert e.answered, f"{name} asked no permission"
@@ -264,7 +269,7 @@ async def test_tool_process_gone_after_stop(
         try:
             with trio.fail_after(TEST_S):
                 async with e2e_session(name, provider, tmp_path, monkeypatch, policy=allow,
-                                       unchecked=tool) as e:
+                                       unchecked=tool, timeouts=TIMEOUTS) as e:
                     rev = e.revision()
                     mark, turn_id = await e.prompt("TOOL: run the long command")
                     with trio.fail_after(STEP_S):
