@@ -313,12 +313,13 @@ async def e2e_session(name: str, provider: FakeProvider, tmp: Path,
                       monkeypatch: pytest.MonkeyPatch, *, policy: Policy | None = decline,
                       thread_params: dict[str, Any] | None = None,
                       unchecked: set[int] | None = None,
-                      timeouts: dict[str, float] | None = None) -> AsyncIterator[E2E]:
+                      timeouts: dict[str, float] | None = None,
+                      agent_may_exit: bool = False) -> AsyncIterator[E2E]:
     """A server with ``name`` pointed at ``provider``, a WS client subscribed to one
     launched session.  On exit the server stops; then no process of the agent may be
     alive (its group, or any process seen under it, but for the pids the test puts in
     ``unchecked`` to check them itself).  ``timeouts`` are the server's, over the
-    agent start-up bound."""
+    agent start-up bound; ``agent_may_exit`` for a test that ends the agent itself."""
     data_dir = tmp / "data"
     cfg = write_profile(data_dir, name, provider, tmp, monkeypatch, thread_params)
     pgids: list[int] = []
@@ -347,7 +348,8 @@ async def e2e_session(name: str, provider: FakeProvider, tmp: Path,
                 nursery.start_soon(_answer_permissions, e)
                 nursery.start_soon(_scan_descendants, e)
                 yield e
-                e.assert_same_agent()
+                if not agent_may_exit:
+                    e.assert_same_agent()
                 nursery.cancel_scope.cancel()
         # The server has stopped (SIGTERM to the group, grace, SIGKILL).
         for pgid in pgids:
