@@ -329,8 +329,9 @@ async def e2e_session(name: str, provider: FakeProvider, tmp: Path,
                                   timeouts={"agent_start_s": START_S, **(timeouts or {})},
                                   profiles=cfg.profiles) as srv, ws_client(srv) as ws:
             task = await ws.call("task.create", {"title": f"e2e {name}"})
+            start_s = (timeouts or {}).get("agent_start_s", START_S)
             frame = await ws.request("session.launch", {"task_id": task["id"], "agent": name},
-                                     timeout=START_S + 5)
+                                     timeout=start_s + 5)
             assert frame["type"] == "response", frame
             session = frame["payload"]
             assert (session["agent"], session["state"]) == (name, "WAITING_FOR_INPUT"), session
