@@ -146,7 +146,7 @@ async def test_cancel_mid_stream(
 
 
 #: Agents that may answer a cancel arriving right after the prompt with ``end_turn``
-#: (opencode 1.18.33, 7 tries in 10 here: its answer then carries the
+#: (opencode 1.18.33, 8 tries in 12 here: its answer then carries the
 #: previous message's usage, and no model request was made).  What Turnvisor must
 #: show then, the user's cancel (issue 15 item 2), is checked; until that lands, a
 #: round where the agent did so makes the test xfail, and only then.
