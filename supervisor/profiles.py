@@ -1,7 +1,8 @@
 """Agent profiles: how to start each agent and which protocol it speaks.
 
 Built in: ``mock`` and ``mock-codex`` (the mock agent in each dialect), and the
-real CLIs ``codex``, ``auggie``, ``claude`` and ``gemini``.  ``turnvisor.toml``
+real CLIs ``codex``, ``auggie``, ``claude``, ``gemini``, ``codex-acp``, ``qwen``
+and ``opencode``.  ``turnvisor.toml``
 in the data dir adds or overrides profiles (DESIGN.md §7)::
 
     [agents.my-codex]
@@ -102,6 +103,14 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
         command=("gemini", "--acp"),
         # Without it the CLI re-launches itself as a child with a larger heap.
         env={"GEMINI_CLI_NO_RELAUNCH": "true"},
+    ),
+    "codex-acp": AgentProfile(name="codex-acp", protocol="acp", command=("codex-acp",)),
+    "qwen": AgentProfile(name="qwen", protocol="acp", command=("qwen", "--acp")),
+    "opencode": AgentProfile(
+        name="opencode",
+        protocol="acp",
+        command=("opencode", "acp"),
+        env={"OPENCODE_DISABLE_AUTOUPDATE": "1"},
     ),
 }
 
