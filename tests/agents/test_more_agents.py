@@ -58,16 +58,12 @@ SLEEP_S = 30
 #: (qwen-code refuses a command that starts with a long ``sleep``.)
 SLEEP_COMMAND = f"echo started; sleep {SLEEP_S}; touch {APPROVED_FILE}"
 
-#: (agent, how) whose tool process is known to outlive the server (issue 15 item 1:
-#: Turnvisor signals only the agent's process group).  The test fails when one of
-#: these stops leaking, so that its entry goes.
-TOOL_OUTLIVES_AGENT: dict[tuple[str, str], str] = {
-    # codex-acp runs the command in a process group of its own; when the agent is
-    # killed it cannot end it, and the group Turnvisor signals does not hold it.
-    ("codex-acp", "crash"): "containment: lead wires process-tree teardown",
-    # So does opencode (its shell tool is spawned detached).
-    ("opencode", "crash"): "containment: lead wires process-tree teardown",
-}
+#: (agent, how) whose tool process is known to outlive the server, with why.  Empty:
+#: codex-acp and opencode run their tools in process groups of their own, which
+#: outlived a crashed agent until teardown followed the agent's tag (and the
+#: sandbox's pid namespace) instead of its group alone.  The test fails when an
+#: entry here stops leaking, so that the entry goes.
+TOOL_OUTLIVES_AGENT: dict[tuple[str, str], str] = {}
 
 
 #: opencode's cancel took from 0.25 s to 8.2 s here under load (the default join
@@ -145,13 +141,11 @@ async def test_cancel_mid_stream(
             await e.quick_turn()
 
 
-#: Agents that may answer a cancel arriving right after the prompt with ``end_turn``
-#: (opencode 1.18.33, 8 tries in 12 here: its answer then carries the
-#: previous message's usage, and no model request was made).  What Turnvisor must
-#: show then, the user's cancel (issue 15 item 2), is checked; until that lands, a
-#: round where the agent did so makes the test xfail, and only then.
-EARLY_CANCEL_ENDS_TURN = {"opencode": "outcome: issue 15 item 2 keeps the user's cancel "
-                                      "when the agent answers end_turn"}
+#: Agents whose early-cancelled turn did not end as the user's cancel, with why.
+#: Empty: opencode 1.18.33 answers a cancel arriving right after the prompt with
+#: ``end_turn`` (8 tries in 12), and Turnvisor now keeps the user's cancel as the
+#: outcome whatever the agent answered, so the turn reads "cancelled".
+EARLY_CANCEL_ENDS_TURN: dict[str, str] = {}
 
 
 @per_agent
