@@ -39,6 +39,7 @@ __all__ = [
     "EOF_GRACE_S",
     "REAP_S",
     "drain_stderr",
+    "group_alive",
     "kill_group",
     "kill_tree",
     "may_sweep",
@@ -172,8 +173,8 @@ async def terminate_group(
     leader exited within the grace period, so that children that ignored
     SIGTERM do not outlive it.  The agent's process tree is collected before
     anything is signalled (once the agent exits, its children are no longer
-    its children) and every process in it is SIGTERMed and SIGKILLed with the
-    group, whatever group or session it moved to.  With ``tag`` (the agent
+    its children) and every process in it is SIGKILLed with the group, whatever
+    group or session it moved to.  With ``tag`` (the agent
     was started with it), every process still carrying it is killed too: the
     tools of an agent that exited before its teardown, which no ppid link
     leads to any more.
@@ -189,8 +190,11 @@ async def terminate_group(
             with trio.move_on_after(eof_grace_s):
                 await proc.wait()
         if proc.returncode is None:
+            # The group only: processes that left it get the SIGKILL below.  A
+            # SIGTERM to them now would also reach a sandbox's namespace init (a
+            # session of its own), whose death takes the agent down before the
+            # agent could end on its own SIGTERM.
             signal_group(pgid, signal.SIGTERM)
-            _signal_snapshot(tree, signal.SIGTERM)
             with trio.move_on_after(grace_s):
                 await proc.wait()
         # Children started during the grace period, while the leader lived.
@@ -252,6 +256,16 @@ def _all_pids() -> list[int]:
         return [int(e) for e in os.listdir(_PROC) if e.isdigit()]
     except OSError:
         return []
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether process group ``pgid`` has a live member (zombies waiting for a
+    reaper are not alive: signalling them does nothing)."""
+    for pid in _all_pids():
+        st = _stat(pid)
+        if st is not None and st[2] == pgid and st[0] not in ("Z", "X"):
+            return True
+    return False
 
 
 def _parents() -> dict[int, int]:

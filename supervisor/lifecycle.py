@@ -413,7 +413,9 @@ class LifecycleManager:
                             await self._finish_turn(ex, turn, ev)
                         case PermissionResolved(interrupts_turn=True) if turn is not None:
                             # "Deny and stop": the agent was told; the turn ends as
-                            # the user's cancel, through the one cancel operation.
+                            # the user's cancel (whoever ends it first), through the
+                            # one cancel operation.
+                            turn.stop_request = StopRequest.USER
                             await ex.transcript.record(turn.text, ev)
                             if self.request_user_cancel is not None:
                                 await self.request_user_cancel(ex.session_id)

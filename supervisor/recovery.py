@@ -18,7 +18,14 @@ from __future__ import annotations
 
 import logging
 
-from protocols.process import kill_group, kill_tree, may_sweep, process_identity, tagged_processes
+from protocols.process import (
+    group_alive,
+    kill_group,
+    kill_tree,
+    may_sweep,
+    process_identity,
+    tagged_processes,
+)
 
 from .db import Db
 from .models import SessionState
@@ -39,7 +46,7 @@ def recover(db: Db) -> dict[str, int]:
         if not may_sweep(leaders.get(pgid), process_identity(pgid)):
             log.warning("agent group %d (%s) of session %s: the process with its leader's "
                         "id is not the one recorded; not killed", pgid, command, session_id)
-        elif kill_group(pgid):
+        elif group_alive(pgid) and kill_group(pgid):
             swept += 1
             log.warning("killed orphaned agent group %d (%s) of session %s",
                         pgid, command, session_id)

@@ -31,7 +31,10 @@ async def test_assert_gone_catches_an_escaped_child() -> None:
                 escaped = {p for p in descendants(proc.pid) if _pgid(p) not in (None, proc.pid)}
                 await trio.sleep(0.01)
         seen = descendants(proc.pid) | {proc.pid}
-        await terminate_group(proc, grace_s=0.5, eof_grace_s=0)
+        # A teardown that signals the agent's group alone (terminate_group also
+        # follows the tree, so it would not leave this child behind).
+        os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
         with pytest.raises(AssertionError, match="left behind"):
             await assert_gone(proc.pid, seen, within_s=0.3)
     finally:

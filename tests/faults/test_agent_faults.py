@@ -149,8 +149,9 @@ async def test_agent_hangs_and_ignores_cancel(tmp_path: Path, agent: str) -> Non
             assert 1.5 < took < 10, took
             end = await wait_turn_end(ws, sid, after=mark)
             assert end["stop_reason"] == "cancelled"
+            # The agent had to be stopped: the status says so (DESIGN §9).
             assert statuses(await messages(ws, sid)) == [
-                (CANCELLED_STATUS, {"cancelled": True, "variant": "warning"})]
+                (CANCELLED_STATUS, {"cancelled": True, "variant": "warning", "escalated": True})]
             hung = rig.pgid(sid)
             await quiescent(rig)
             # The agent still holds its hung turn: the next prompt replaces it.
