@@ -448,8 +448,9 @@ class MockAgent:
     # -- sessions -----------------------------------------------------------
 
     def open_session(self, session_id: str, cwd: object) -> None:
-        session: dict[str, Any] = {"id": session_id, "protocol": "acp" if self.dialect is Dialect.JSONRPC2
-                   else "codex", "cwd": cwd if isinstance(cwd, str) else None, "messages": []}
+        protocol = "acp" if self.dialect is Dialect.JSONRPC2 else "codex"
+        session: dict[str, Any] = {"id": session_id, "protocol": protocol,
+                                   "cwd": cwd if isinstance(cwd, str) else None, "messages": []}
         with self.session_lock:
             self.session = session
             self.store.save(session)

@@ -8,7 +8,6 @@ import pytest
 from protocols.codex import CodexClient
 from protocols.events import MessageChunk, TurnEnded
 from protocols.jsonrpc import (
-    Dialect,
     ErrorResponse,
     IncomingRequest,
     LocalProtocolError,
