@@ -474,6 +474,11 @@ class MockAgent:
             self.write(self.rpc.send_error(rid, -32601, f"method not found: {method}"))
             return None
         session = self.store.load(session_id) if isinstance(session_id, str) else None
+        if session is None and self.dialect is Dialect.CODEX:
+            # As codex 0.169 answers a thread it has no rollout of.
+            self.write(self.rpc.send_error(
+                rid, -32600, f"no rollout found for thread id {session_id}"))
+            return None
         if session is None:
             self.write(self.rpc.send_error(
                 rid, SESSION_NOT_FOUND, f"session not found: {session_id!r}"))
