@@ -1,6 +1,7 @@
 # Two commands do all set-up on a fresh machine:
 #   make run    create .venv, install Turnvisor, start `turnvisor serve` (SQLite, mock agent)
-#   make test   install what the tests need (venv extras, chromium, agent CLIs) and run everything
+#   make test   install what the tests need (venv extras, chromium, bubblewrap, podman, agent CLIs)
+#               and run everything
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -8,7 +9,8 @@ STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 ARGS ?=
 
-.PHONY: run test install install-test lint typecheck unit pytest agents browser-deps clean
+.PHONY: run test install install-test lint typecheck unit pytest agents browser-deps sandbox-deps \
+	container-deps agent-image clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +23,7 @@ $(TEST_STAMP): pyproject.toml $(STAMP)
 	touch $@
 
 install: $(STAMP)
-install-test: $(TEST_STAMP) browser-deps agents
+install-test: $(TEST_STAMP) browser-deps sandbox-deps container-deps agents
 
 run: install
 	$(VENV)/bin/turnvisor serve $(ARGS)
@@ -29,6 +31,18 @@ run: install
 # Debian's chromium for the browser tests (Playwright never downloads one here).
 browser-deps:
 	@command -v /usr/bin/chromium >/dev/null 2>&1 || bash scripts/install_chromium.sh
+
+# Debian's bubblewrap: the agent sandbox, on by default where it runs (its tests need it).
+sandbox-deps:
+	@command -v bwrap >/dev/null 2>&1 || bash scripts/install_bubblewrap.sh
+
+# Podman, runc and debootstrap for the container executor's tests (tests/container).
+container-deps:
+	bash scripts/install_container_deps.sh
+
+# The agentctl image for executor = "container" profiles (cached; tests/container builds it too).
+agent-image: $(STAMP)
+	PYTHON=$(PY) bash scripts/build_agent_image.sh
 
 # Pinned real agent CLIs, installed into a cache outside the repo.
 agents:

@@ -3,6 +3,10 @@
     python -m bench.cancel_latency [--quick] [--json PATH] [--png PATH] [--agent NAME ...]
     python -m bench.cancel_latency --agent codex --agent gemini --samples 10 --json PATH
                                    [--phases latency,memory,...] [--samples N]
+    python -m bench.cancel_latency --executor agentctl|container --phases latency
+
+``--executor`` runs the mock profiles through agentctl or a container per
+session (bench/executors.py); only the latency phase runs then.
 
 Starts a real ``turnvisor serve`` as a subprocess on loopback and drives it
 from trio-websocket clients in this process.  Everything is measured in one
@@ -50,16 +54,18 @@ import psutil
 import trio
 
 from supervisor.profiles import BUILTIN_PROFILES
-
-from .client import (
-    Conn,
+from tests.support.serverproc import ServerProcess, server_process
+from tests.support.ws import (
     Pending,
+    WsClient,
     is_agent_output,
     is_cancellation,
     is_state,
     now,
-    open_conn,
+    open_client,
 )
+
+from .executors import EXECUTORS, executor_toml
 from .floors import DELAY_PROMPT, REPO_ROOT, AdapterFloor, open_floor
 from .real_agents import (
     REAL_AGENTS,
@@ -72,7 +78,6 @@ from .real_agents import (
     open_real_floor,
     real_setup,
 )
-from .serverproc import ServerProcess, running_server
 from .stats import percentile, summary
 
 MOCK_PROFILES = sorted(n for n, p in BUILTIN_PROFILES.items()
@@ -151,15 +156,15 @@ class Bench:
         self.nursery = nursery
         self.p = params
         self.agents = agents
-        self.main: Conn
+        self.main: WsClient
         self.task_id = ""
         self.http = httpx.Client(base_url=server.url, timeout=30,
                                  headers={"Authorization": f"Bearer {server.token}"})
 
     # -- helpers --------------------------------------------------------------
 
-    async def conn(self, nursery: trio.Nursery | None = None) -> Conn:
-        return await open_conn(nursery or self.nursery, self.server.ws_url, self.server.token)
+    async def conn(self, nursery: trio.Nursery | None = None) -> WsClient:
+        return await open_client(nursery or self.nursery, self.server, keep=False)
 
     async def launch(self, agent: str) -> str:
         dto = await self.main.call("session.launch", {"task_id": self.task_id, "agent": agent})
@@ -193,7 +198,7 @@ class Bench:
         assert self.real is not None
         return RealTurn(self.real.provider)
 
-    async def start_turn(self, conn: Conn, session_id: str, prompt: str,
+    async def start_turn(self, conn: WsClient, session_id: str, prompt: str,
                          first_output: Callable[[str], Callable[[dict[str, Any]], bool]]
                          = is_agent_output) -> None:
         """Send the prompt and return once its first output reached ``conn``."""
@@ -201,7 +206,7 @@ class Bench:
         await conn.call("message.add", {"session_id": session_id, "content": prompt})
         await first.wait(30)
 
-    async def e2e_sample(self, conn: Conn, session_id: str,
+    async def e2e_sample(self, conn: WsClient, session_id: str,
                          real: RealTurn | None = None) -> dict[str, float]:
         """One cancel after the first chunk (real agents: the first model token);
         ms from the request to each stage."""
@@ -228,7 +233,7 @@ class Bench:
             out.update(await real.after_cancel())
         return out
 
-    async def ping_sample(self, conn: Conn) -> float:
+    async def ping_sample(self, conn: WsClient) -> float:
         pending = await conn.send("ping")
         await pending.wait()
         return pending.ms
@@ -356,10 +361,10 @@ class Bench:
                             for sid in running:
                                 nursery.start_soon(self.start_turn, load, sid, BUSY_PROMPT)
                         await trio.sleep(0.5)  # steady streaming
-                        frames0, t0 = sum(load.counts.values()), now()
+                        frames0, t0 = load.received, now()
                         busy_s += [(await self.e2e_sample(self.main, measured))["response"]
                                    for _ in range(per_block)]
-                        rates.append((sum(load.counts.values()) - frames0) / (now() - t0))
+                        rates.append((load.received - frames0) / (now() - t0))
                     finally:
                         await self.cancel_all(load, running)
                     await trio.sleep(0.3)
@@ -377,7 +382,7 @@ class Bench:
                 log(f"busy {level}: e2e p50 {b['p50']} ms p99 {b['p99']} ms; paired idle p50 "
                     f"{i['p50']} ms; {statistics.fmean(rates):.0f} frames/s streamed")
         finally:
-            await load.ws.aclose()
+            await load.aclose()
         out["levels"].insert(0, {"busy_sessions": 0, "e2e_response_ms": summary(idle_all),
                                  "samples_ms": idle_all})
         top = out["levels"][-1]
@@ -385,7 +390,7 @@ class Bench:
         out["ratio_p50_max_vs_0"] = top.get("ratio_p50_vs_paired_idle", 1.0)
         return out
 
-    async def cancel_all(self, conn: Conn, sessions: list[str]) -> list[Pending]:
+    async def cancel_all(self, conn: WsClient, sessions: list[str]) -> list[Pending]:
         pendings = [await conn.send("agent.cancel", {"session_id": sid}) for sid in sessions]
         for p in pendings:
             await p.wait(60)
@@ -410,7 +415,7 @@ class Bench:
                 settled = {sid: c.watch(is_cancellation(sid, False)) for sid, c in owner.items()}
                 pendings: list[Pending] = []
 
-                async def fire(c: Conn, sids: list[str], pendings: list[Pending] = pendings
+                async def fire(c: WsClient, sids: list[str], pendings: list[Pending] = pendings
                                ) -> None:
                     for sid in sids:
                         pendings.append(await c.send("agent.cancel", {"session_id": sid}))
@@ -437,13 +442,14 @@ class Bench:
                     await c.call("session.unsubscribe", {"session_id": sid})
         finally:
             for c in conns:
-                await c.ws.aclose()
+                await c.aclose()
         return results
 
     async def storm(self) -> dict[str, Any]:
         """Duplicate agent.cancel requests for one session from several connections."""
         sid = await self.launch(self.agents[0])
-        observer = await self.conn()
+        # The observer keeps its notifications: the storm counts its cancellation changes.
+        observer = await open_client(self.nursery, self.server)
         conns = [await self.conn() for _ in range(self.p.storm_conns)]
         try:
             await observer.call("session.subscribe", {"session_id": sid})
@@ -451,14 +457,14 @@ class Bench:
             completed = observer.watch(
                 lambda f: f.get("action") == "session.turn.completed"
                 and f["payload"].get("session_id") == sid)
-            log_start = len(observer.cancellation_log)
+            log_start = len(observer.notifications)
             gc.collect()
             gc.freeze()
             settled = observer.watch(is_cancellation(sid, False))
             per_conn = self.p.storm_requests // len(conns)
             pendings: list[Pending] = []
 
-            async def fire(c: Conn) -> None:
+            async def fire(c: WsClient) -> None:
                 for _ in range(per_conn):
                     pendings.append(await c.send("agent.cancel", {"session_id": sid}))
 
@@ -477,7 +483,9 @@ class Bench:
             answered = [p for p in pendings if p.done.is_set()]
             first_sent = min(p.sent_at for p in pendings)
             after_settle = [(p.answered_at - settle_at) * 1000 for p in answered]
-            changes = [c for c in observer.cancellation_log[log_start:] if c[1] == sid]
+            changes = [f for f in observer.notifications[log_start:]
+                       if f["action"] == "session.cancellation_changed"
+                       and f["payload"]["session_id"] == sid]
             ops = await self.stages(sid)
             out = {
                 "prompt": STORM_PROMPT,
@@ -504,13 +512,13 @@ class Bench:
             return out
         finally:
             for c in [observer, *conns]:
-                await c.ws.aclose()
+                await c.aclose()
 
     async def fanout(self) -> list[dict[str, Any]]:
         """One cancellation change (an idle cancel) delivered to N subscribers."""
         sid = await self.launch(self.agents[0])
         results: list[dict[str, Any]] = []
-        subs: list[Conn] = []
+        subs: list[WsClient] = []
         async with trio.open_nursery() as subs_nursery:
             for n in self.p.fanout_sizes:
                 sem = trio.Semaphore(50)
@@ -740,14 +748,16 @@ def fmt(s: dict[str, Any]) -> str:
     return f"p50 {s['p50']:.3f} p90 {s['p90']:.3f} p99 {s['p99']:.3f} ms (n={s['n']})"
 
 
-async def bench_main(params: Params, agents: list[str], phases: set[str]) -> dict[str, Any]:
+async def bench_main(params: Params, agents: list[str], phases: set[str],
+                     executor_config: str | None = None) -> dict[str, Any]:
     results: dict[str, Any] = {}
     if phases - {"peer"}:
         with contextlib.ExitStack() as stack:
             real = (stack.enter_context(real_setup(agents))
                     if any(a in REAL_AGENTS for a in agents) else None)
-            async with running_server(
-                agent=agents[0], config_toml=real.config_toml if real else None,
+            async with server_process(
+                agent=agents[0], toml=real.config_toml if real else executor_config,
+                log_level="WARNING",
                 base_env=real.server_env if real else None,
             ) as server, trio.open_nursery() as nursery:
                 log(f"server pid {server.pid} at {server.url}")
@@ -777,6 +787,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, help="latency samples per dialect (override)")
     parser.add_argument("--phases", default=",".join(PHASES),
                         help=f"comma-separated subset of {','.join(PHASES)} (default: all)")
+    parser.add_argument("--executor", choices=EXECUTORS, default="local",
+                        help="how the mock agents run: local (children of the server), "
+                             "agentctl (one spawned per session) or container (one container "
+                             "per session; DOCKER_HOST names the engine); latency phase only "
+                             "unless local")
+    parser.add_argument("--image", help="the container executor's image (default: the tag "
+                                        "scripts/build_agent_image.sh builds for this checkout)")
     args = parser.parse_args(argv)
     phases = set(args.phases.split(","))
     if not phases <= set(PHASES):
@@ -793,16 +810,25 @@ def main(argv: list[str] | None = None) -> int:
             log(f"real agents: only the latency phase runs (not {','.join(dropped)})")
         phases = {"latency"}
         params = dataclasses.replace(params, samples=args.samples or 10, warmup=1)
+    executor_config = executor_toml(args.executor, args.image)
+    if executor_config is not None:
+        if any(a in REAL_AGENTS for a in agents):
+            parser.error("--executor applies to the mock agents only")
+        # The scale phases would start hundreds of agentctls (or containers).
+        phases &= {"latency"}
+        if not phases:
+            parser.error("--executor measures the latency phase only")
     # The client's GC runs less often, so that it is not what the figures measure.
     gc.set_threshold(20_000, 50, 100)
     nofile = raise_nofile()
     started = time.time()
     load0 = os.getloadavg()
-    results = trio.run(bench_main, params, agents, phases)
+    results = trio.run(bench_main, params, agents, phases, executor_config)
     primary = results["latency"]["dialects"][agents[0]] if "latency" in results else None
     results = {
         "command": " ".join(["python -m bench.cancel_latency", *(argv or sys.argv[1:])]),
         "primary_agent": agents[0],
+        "executor": args.executor,
         "floor_ms": primary["floor_ms"] if primary else None,
         "e2e_p50_ms": primary["e2e_ms"]["response"]["p50"] if primary else None,
         "e2e_p99_ms": primary["e2e_ms"]["response"]["p99"] if primary else None,

@@ -45,8 +45,7 @@ from tests.agents.cli import AGENTS_DIR, find_cli
 from tests.agents.harness import assert_gone, descendants
 from tests.agents.homes import AGENT_NAMES, agents_toml, launch, profile_table, server_environ
 from tests.fake_provider import FakeProvider
-
-from .client import Conn
+from tests.support.ws import WsClient
 
 __all__ = ["REAL_AGENTS", "RealFloor", "RealSetup", "RealTurn", "decline_permissions",
            "missing", "not_installed_message", "open_real_floor", "real_setup"]
@@ -155,7 +154,7 @@ def _decline_option(options: Sequence[Any], kind_of: Callable[[Any], str],
     return None
 
 
-async def decline_permissions(conn: Conn, session_id: str) -> None:
+async def decline_permissions(conn: WsClient, session_id: str) -> None:
     """Run for the session's life: decline every permission request over the WS."""
     answered: set[str] = set()
 

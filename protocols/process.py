@@ -19,7 +19,8 @@ sweep after a backend crash (``tagged_processes``) find them by it.
 
 PR_SET_PDEATHSIG is not an option with trio (it forks on worker threads that
 retire), so a crashed backend leaves groups behind; the supervisor records each
-group id and sweeps it at startup.
+group id, with its leader's identity (``process_identity``), and sweeps it at
+startup only where ``may_sweep`` says the id is still ours.
 """
 
 from __future__ import annotations
@@ -40,9 +41,12 @@ __all__ = [
     "drain_stderr",
     "kill_group",
     "kill_tree",
+    "may_sweep",
+    "process_identity",
     "process_tree",
     "signal_group",
     "start_agent_process",
+    "start_ticks",
     "tagged_processes",
     "terminate_group",
 ]
@@ -61,8 +65,8 @@ async def start_agent_process(
     cwd: str | None = None,
     tag: str | None = None,
 ) -> trio.Process:
-    """Spawn ``command`` with piped stdio, as the leader of a new process group;
-    ``tag`` goes into its environment as ``AGENT_TAG_ENV``."""
+    """Spawn ``command`` with piped stdio, as the leader of a new process group
+    (and session); ``tag`` goes into its environment as ``AGENT_TAG_ENV``."""
     full_env = dict(env) if env is not None else None
     if tag is not None:
         full_env = {**(full_env if full_env is not None else os.environ), AGENT_TAG_ENV: tag}
@@ -73,7 +77,10 @@ async def start_agent_process(
         stderr=subprocess.PIPE,
         env=full_env,
         cwd=cwd,
-        process_group=0,
+        # A new session is a new process group led by the agent, and no
+        # controlling terminal: an agent cannot type into the backend's
+        # terminal (TIOCSTI) nor get its job-control signals.
+        start_new_session=True,
     )
 
 
@@ -91,6 +98,60 @@ def signal_group(pgid: int, sig: signal.Signals) -> bool:
 
 def kill_group(pgid: int) -> bool:
     return signal_group(pgid, signal.SIGKILL)
+
+
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
+
+
+def process_identity(pid: int) -> str | None:
+    """``BOOT_ID:START`` of a live process (START: field 22 of /proc/PID/stat,
+    its start time in clock ticks after boot), or None if there is none.
+
+    A pid number is reused once its process is gone; the same number with the
+    same start time in the same boot is the same process.  The fields are
+    counted after the last ``)``: the command name in between may hold spaces
+    and parentheses."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:  # gone (or never was)
+        return None
+    start = start_ticks(stat)
+    return None if start is None else f"{_boot_id()}:{start}"
+
+
+def start_ticks(stat: bytes) -> int | None:
+    """Field 22 (starttime) of a /proc/PID/stat line."""
+    fields = stat[stat.rfind(b")") + 1:].split()
+    # Fields 3.. follow the ")": starttime (22) is the 20th of them.
+    if len(fields) < 20 or not fields[19].isdigit():
+        return None
+    return int(fields[19])
+
+
+def may_sweep(recorded: str | None, current: str | None) -> bool:
+    """Whether a recorded agent group may be SIGKILLed at startup.
+
+    ``recorded``: its leader's identity when it was started; ``current``: the
+    identity of the process that has the leader's pid now (None: no process).
+
+    - The leader is alive with the recorded identity: it is our group.
+    - A process with the leader's pid but another identity: the id was reused
+      by an unrelated process (and its group, if it leads one): never killed.
+      Without a recorded identity (a row from before identities were kept)
+      there is no telling: not killed either.
+    - No process with that pid: the kernel does not hand out a pid number
+      while a process group still bears it, so a group with that id can only
+      be what is left of ours (members that outlived the leader): killed.
+    """
+    if current is None:
+        return True
+    return recorded is not None and recorded == current
 
 
 #: How long a well-behaved agent gets to exit on stdin EOF before SIGTERM.

@@ -17,6 +17,9 @@ PINS=(
   "auggie @augmentcode/auggie 0.36.0"
   "claude @agentclientprotocol/claude-agent-acp 0.101.0"
   "gemini @google/gemini-cli 0.61.0"
+  "codex-acp @zed-industries/codex-acp 0.16.0"
+  "qwen @qwen-code/qwen-code 0.24.4"
+  "opencode opencode-ai 1.18.33"
 )
 
 if ! command -v npm >/dev/null 2>&1; then

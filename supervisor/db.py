@@ -22,6 +22,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
+from protocols.process import process_identity
+
 from .models import (
     Message,
     MessageKind,
@@ -93,11 +95,12 @@ _MIGRATIONS: tuple[str, ...] = (
         pgid INTEGER PRIMARY KEY, session_id TEXT NOT NULL, command TEXT NOT NULL,
         started_at TEXT NOT NULL);
     """,
+    # The group leader's identity (protocols.process.process_identity): the
+    # startup sweep kills a recorded group only while the id is still ours.
+    "ALTER TABLE agent_groups ADD COLUMN leader TEXT;",
     # The agent's tag (protocols.process.AGENT_TAG_ENV): finds its tools after a
     # backend crash, whatever group or session they moved to.
-    """
-    ALTER TABLE agent_groups ADD COLUMN tag TEXT;
-    """,
+    "ALTER TABLE agent_groups ADD COLUMN tag TEXT;",
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -364,11 +367,15 @@ class Db:
     # -- agent process groups (swept at startup) ----------------------------
 
     def record_agent_group(self, pgid: int, session_id: str, command: str,
-                           tag: str | None = None) -> None:
+                           tag: str | None = None, *, leader: str | None = None) -> None:
+        """``leader``: the group leader's identity; by default read now (the
+        leader is our child, not yet reaped, so the pid is still its own)."""
+        leader = leader if leader is not None else process_identity(pgid)
         with self._tx():
             self.conn.execute(
-                "INSERT OR REPLACE INTO agent_groups (pgid, session_id, command, started_at, tag) "
-                "VALUES (?, ?, ?, ?, ?)", (pgid, session_id, command, now(), tag))
+                "INSERT OR REPLACE INTO agent_groups "
+                "(pgid, session_id, command, started_at, leader, tag) VALUES (?, ?, ?, ?, ?, ?)",
+                (pgid, session_id, command, now(), leader, tag))
 
     def forget_agent_group(self, pgid: int) -> None:
         with self._tx():
@@ -379,6 +386,11 @@ class Db:
         rows = self.conn.execute(
             "SELECT pgid, session_id, command, tag FROM agent_groups").fetchall()
         return [(int(r[0]), str(r[1]), str(r[2]), r[3]) for r in rows]
+
+    def agent_group_leaders(self) -> dict[int, str | None]:
+        """pgid → its leader's recorded identity (None: recorded without one)."""
+        rows = self.conn.execute("SELECT pgid, leader FROM agent_groups").fetchall()
+        return {int(r[0]): r[1] for r in rows}
 
 
 class _Tx:

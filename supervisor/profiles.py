@@ -1,7 +1,8 @@
 """Agent profiles: how to start each agent and which protocol it speaks.
 
 Built in: ``mock`` and ``mock-codex`` (the mock agent in each dialect), and the
-real CLIs ``codex``, ``auggie``, ``claude`` and ``gemini``.  ``turnvisor.toml``
+real CLIs ``codex``, ``auggie``, ``claude``, ``gemini``, ``codex-acp``, ``qwen``
+and ``opencode``.  ``turnvisor.toml``
 in the data dir adds or overrides profiles (DESIGN.md §7)::
 
     [agents.my-codex]
@@ -9,6 +10,8 @@ in the data dir adds or overrides profiles (DESIGN.md §7)::
     command = ["codex", "app-server"]
     env = { CODEX_HOME = "/srv/codex" }
     cwd = "/srv/work"
+    sandbox = "bwrap"                 # or "none"; unset: bwrap when it works here
+    sandbox_writable = ["/srv/cache"] # more writable paths inside the sandbox
 """
 
 from __future__ import annotations
@@ -46,6 +49,18 @@ class AgentProfile:
     #: The agentctl bearer token (else ``TURNVISOR_AGENTCTL_TOKEN`` in ``env`` or
     #: in the backend's environment).
     agentctl_token: str | None = None
+    #: ``bwrap`` (the agent in a bubblewrap sandbox that hides the data dir,
+    #: protocols/sandbox.py), ``none``, or None: bwrap when it works here.
+    sandbox: str | None = None
+    #: Paths the sandboxed agent may write besides its cwd, /tmp and its homes.
+    sandbox_writable: tuple[str, ...] = ()
+    #: ``container``: each execution's agentctl in its own container of ``image``
+    #: (default: the one scripts/build_agent_image.sh tags with Turnvisor's
+    #: version), limited to ``cpus`` CPUs, ``memory`` bytes and ``pids`` processes.
+    image: str | None = None
+    cpus: float | None = None
+    memory: int | None = None
+    pids: int | None = None
 
 
 def _mock(name: str, protocol: ProtocolName) -> AgentProfile:
@@ -89,10 +104,34 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
         # Without it the CLI re-launches itself as a child with a larger heap.
         env={"GEMINI_CLI_NO_RELAUNCH": "true"},
     ),
+    "codex-acp": AgentProfile(name="codex-acp", protocol="acp", command=("codex-acp",)),
+    "qwen": AgentProfile(name="qwen", protocol="acp", command=("qwen", "--acp")),
+    "opencode": AgentProfile(
+        name="opencode",
+        protocol="acp",
+        command=("opencode", "acp"),
+        env={"OPENCODE_DISABLE_AUTOUPDATE": "1"},
+    ),
 }
 
 _KEYS = {"protocol", "command", "env", "cwd", "thread_params", "executor", "agentctl_url",
-         "agentctl_token"}
+         "agentctl_token", "sandbox", "sandbox_writable", "image", "cpus", "memory", "pids"}
+_EXECUTORS = ("local", "agentctl", "container")
+_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def _memory(name: str, value: Any) -> int | None:
+    """Bytes, or a string like ``"512m"`` / ``"2g"``."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value.strip().lower()
+        unit = text[-1:] if text[-1:].isalpha() else ""
+        if unit in _UNITS and text[:len(text) - len(unit)].isdigit():
+            value = int(text[:len(text) - len(unit)]) * _UNITS[unit]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 4 * 1024**2:
+        raise ProfileError(f"[agents.{name}]: memory must be bytes or \"<n>k|m|g\", at least 4m")
+    return value
 
 
 def parse_profiles(
@@ -124,8 +163,21 @@ def parse_profiles(
         if cwd is not None and not isinstance(cwd, str):
             raise ProfileError(f"[agents.{name}]: cwd must be a string")
         executor = raw.get("executor", prev.executor if prev else "local")
-        if executor not in ("local", "agentctl"):
-            raise ProfileError(f"[agents.{name}]: executor must be \"local\" or \"agentctl\"")
+        if executor not in _EXECUTORS:
+            raise ProfileError(f"[agents.{name}]: executor must be one of "
+                               f"{', '.join(_EXECUTORS)}")
+        image = raw.get("image", prev.image if prev else None)
+        if image is not None and (not isinstance(image, str) or not image):
+            raise ProfileError(f"[agents.{name}]: image must be a non-empty string")
+        cpus = raw.get("cpus", prev.cpus if prev else None)
+        if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int | float)
+                                 or cpus <= 0):
+            raise ProfileError(f"[agents.{name}]: cpus must be a positive number")
+        memory = _memory(name, raw.get("memory", prev.memory if prev else None))
+        pids = raw.get("pids", prev.pids if prev else None)
+        if pids is not None and (isinstance(pids, bool) or not isinstance(pids, int)
+                                 or pids < 8):
+            raise ProfileError(f"[agents.{name}]: pids must be an integer >= 8")
         url = raw.get("agentctl_url", prev.agentctl_url if prev else None)
         if url is not None and (not isinstance(url, str) or not url.startswith(
                 ("http://", "https://"))):
@@ -136,9 +188,19 @@ def parse_profiles(
         thread_params = raw.get("thread_params", dict(prev.thread_params) if prev else {})
         if not isinstance(thread_params, Mapping):
             raise ProfileError(f"[agents.{name}]: thread_params must be a table")
+        sandbox = raw.get("sandbox", prev.sandbox if prev else None)
+        if sandbox not in (None, "bwrap", "none"):
+            raise ProfileError(f"[agents.{name}]: sandbox must be \"bwrap\" or \"none\"")
+        writable = raw.get("sandbox_writable", list(prev.sandbox_writable) if prev else [])
+        if not isinstance(writable, list | tuple) or not all(
+            isinstance(p, str) and p.startswith(("/", "~")) for p in writable
+        ):
+            raise ProfileError(f"[agents.{name}]: sandbox_writable must be a list of "
+                               "absolute paths")
         out[name] = AgentProfile(
             name=name, protocol=protocol, command=tuple(command), env=dict(env), cwd=cwd,
             thread_params=dict(thread_params), executor=executor, agentctl_url=url,
-            agentctl_token=token,
+            agentctl_token=token, sandbox=sandbox, sandbox_writable=tuple(writable),
+            image=image, cpus=None if cpus is None else float(cpus), memory=memory, pids=pids,
         )
     return out

@@ -1,9 +1,12 @@
 """Startup recovery: what a dead backend left behind.
 
 - Agent process groups recorded by a previous run are SIGKILLed (a SIGKILLed
-  backend cannot tear its agents down; PR_SET_PDEATHSIG is no option with trio),
-  and with them every process carrying a recorded agent tag: the tools an
-  agent started in a group or session of their own.
+  backend cannot tear its agents down; PR_SET_PDEATHSIG is no option with trio)
+  — only where the group id is still ours: the leader alive with the start
+  time recorded for it, or gone altogether (``protocols.process.may_sweep``).
+  A pid reused by an unrelated process is left alone.  With them goes every
+  process carrying a recorded agent tag: the tools an agent started in a
+  group or session of their own (a tag is unique: no other process has it).
 - Sessions left RUNNING or STARTING have no agent behind them any more: their
   open turn is closed (state ``interrupted``, one status message "Turn
   interrupted: Turnvisor restarted") and they become WAITING_FOR_INPUT, so the
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 import logging
 
-from protocols.process import kill_group, kill_tree, tagged_processes
+from protocols.process import kill_group, kill_tree, may_sweep, process_identity, tagged_processes
 
 from .db import Db
 from .models import SessionState
@@ -31,8 +34,12 @@ def recover(db: Db) -> dict[str, int]:
     """Runs before anything else starts (synchronously, on the store's connection)."""
     swept = 0
     tags: set[str] = set()
+    leaders = db.agent_group_leaders()
     for pgid, session_id, command, tag in db.agent_groups():
-        if kill_group(pgid):
+        if not may_sweep(leaders.get(pgid), process_identity(pgid)):
+            log.warning("agent group %d (%s) of session %s: the process with its leader's "
+                        "id is not the one recorded; not killed", pgid, command, session_id)
+        elif kill_group(pgid):
             swept += 1
             log.warning("killed orphaned agent group %d (%s) of session %s",
                         pgid, command, session_id)

@@ -26,10 +26,12 @@ import trio
 from .bus import EventBus
 from .config import Config
 from .executors import Launcher
+from .executors.container import sweep_containers
 from .lifecycle import LifecycleManager
 from .notify import Notifier
 from .orchestrator import Caller, Orchestrator
 from .recovery import recover
+from .sandboxing import check_sandbox
 from .store import Store
 
 __all__ = ["Supervisor", "open_supervisor"]
@@ -72,6 +74,8 @@ async def open_supervisor(
             functools.partial(Store.open, config.db_path, wait_s=config.timeouts.store_wait_s))
     try:
         recovered = await store.call(recover, store.db)
+        await check_sandbox(config.profiles)
+        await sweep_containers(config)  # container profiles only: no engine contacted otherwise
         bus = EventBus(queue_size=config.limits.ws_send_queue)
         notify = Notifier(bus)
         store.bind(notify)

@@ -33,6 +33,7 @@ from protocols.events import (
 from .models import Message
 from .notify import Notifier
 from .store import Store
+from .tool_details import finished_stamp, tool_details
 
 __all__ = ["Transcript", "TurnText"]
 
@@ -69,12 +70,16 @@ class Transcript:
                 await self.flush(turn, close=True)
                 turn.tools[ev.tool_call_id] = await self.store.add_message(
                     self.session_id, turn.turn_id, "agent", "tool_call", ev.title,
-                    {"tool_call_id": ev.tool_call_id, "status": ev.status, "kind": ev.kind},
+                    {"tool_call_id": ev.tool_call_id, "status": ev.status, "kind": ev.kind,
+                     # The card's input, output, diff; when it finished.
+                     **tool_details(ev.raw), **finished_stamp({}, ev.status)},
                 )
             case ToolCallUpdated() if turn is not None:
                 tool = turn.tools.get(ev.tool_call_id)
                 if tool is not None:
                     meta = {**tool.metadata, "status": ev.status or tool.metadata.get("status")}
+                    meta.update(tool_details(ev.raw))
+                    meta.update(finished_stamp(tool.metadata, meta["status"]))
                     turn.tools[ev.tool_call_id] = await self._update(
                         tool, ev.title or tool.content, meta)
             case PlanUpdated() if turn is not None:

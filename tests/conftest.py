@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import Server, running_server
+from tests.support.server import Server, running_server
 
 os.environ.setdefault("TURNVISOR_LOG", "WARNING")
 

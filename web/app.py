@@ -17,14 +17,22 @@ from quart import Response, redirect, request, send_from_directory, websocket
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException, NotFound
 
+from supervisor.errors import NotFound as SupervisorNotFound
 from supervisor.errors import SupervisorError
 from supervisor.orchestrator import Caller, CancelOperation
 from supervisor.root import Supervisor
 
 from .actions import agent_cancel, message_list
-from .auth import COOKIE, Tokens, origin_allowed
-from .boot import task_boot
+from .auth import COOKIE, Tokens, cross_site_refusal, origin_allowed
+from .boot import task_boot, tasks_boot
 from .gateway import Gateway
+from .pages import (
+    BAD_TOKEN_BODY,
+    NOT_FOUND_BODY,
+    UNAUTHORIZED_BODY,
+    agent_availability,
+    html_error_page,
+)
 from .validate import BadInput, req_str
 
 __all__ = ["create_app"]
@@ -109,6 +117,8 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
 
     @app.errorhandler(HTTPException)
     async def on_http(exc: HTTPException) -> Response:
+        if exc.code == 404 and is_page_path(request.path):
+            return not_found_page()
         code = {400: "BAD_REQUEST", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND",
                 413: "BAD_REQUEST"}.get(exc.code or 500, "BAD_REQUEST")
         resp = _error(code, exc.description or exc.name, exc.code)
@@ -123,6 +133,13 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
         log.exception("request failed")
         return _error("INTERNAL_ERROR", "internal error")
 
+    def is_page_path(path: str) -> bool:
+        """A path a person opens in the browser: errors there are HTML pages, not JSON."""
+        return not path.startswith(("/api/", "/static/", "/ws"))
+
+    def not_found_page() -> Response:
+        return html_error_page(404, "Page not found", NOT_FOUND_BODY)
+
     # -- REST -----------------------------------------------------------------
 
     @app.before_request
@@ -131,6 +148,16 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
         if (path.startswith("/api/") and path != "/api/v1/health"
                 and await current_caller() is None):
             return _error("UNAUTHORIZED", "a valid token is required (Authorization: Bearer)")
+        # A cross-site page holding the user's cookie gets nothing done, whichever
+        # endpoint it aims at (today's or one added later).
+        refusal = cross_site_refusal(
+            method=request.method, path=path,
+            authorization=request.headers.get("Authorization"),
+            origin=request.headers.get("Origin"),
+            sec_fetch_site=request.headers.get("Sec-Fetch-Site"),
+            content_type=request.headers.get("Content-Type"), host=request.headers.get("Host"))
+        if refusal is not None:
+            return _error("FORBIDDEN", refusal)
         return None
 
     async def me() -> Caller:
@@ -158,8 +185,7 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
 
     @app.get("/api/v1/tasks/<task_id>/boot")
     async def boot(task_id: str) -> Response:
-        return _json(await task_boot(sup, await me(), task_id,
-                                                 request.args.get("session")))
+        return _json(await task_boot(sup, await me(), task_id, request.args.get("session")))
 
     @app.get("/api/v1/task-sessions/<session_id>")
     async def session(session_id: str) -> Response:
@@ -218,8 +244,7 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
         token = request.args.get("token")
         if token is not None:
             if tokens.workspace(token) is None:
-                return Response("Unauthorized: that token is not valid.", 401,
-                                content_type="text/plain")
+                return html_error_page(401, "That token is not valid", BAD_TOKEN_BODY)
             # Trade the one-time ?token= for a cookie, and drop it from the URL.
             rest = urlencode([(k, v) for k, v in request.args.items(multi=True)
                               if k != "token"])
@@ -228,8 +253,7 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
             return resp  # type: ignore[return-value]
         caller = await current_caller()
         if caller is None:
-            return Response("Unauthorized: open the URL printed by `turnvisor serve` "
-                            "(it carries ?token=...).", 401, content_type="text/plain")
+            return html_error_page(401, "Open Turnvisor with its link", UNAUTHORIZED_BODY)
         return caller
 
     @app.get("/")
@@ -237,18 +261,21 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
         caller = await page_caller()
         if isinstance(caller, Response):
             return caller
-        tasks_ = await sup.orchestrator.list_tasks(caller)
-        return await page({"page": "tasks", "tasks": [t.to_dto() for t in tasks_],
-                           "agents": sorted(sup.config.profiles),
-                           "default_agent": sup.config.default_agent})
+        # Which profiles can start here, for the picker (a page concern: not in the REST boot).
+        return await page(await tasks_boot(sup, caller)
+                          | {"agent_availability": agent_availability(sup.config.profiles)})
 
     @app.get("/tasks/<task_id>")
     async def task_page(task_id: str) -> Response:
         caller = await page_caller()
         if isinstance(caller, Response):
             return caller
-        return await page(await task_boot(sup, caller, task_id,
-                                                      request.args.get("session")))
+        try:
+            boot_state = await task_boot(sup, caller, task_id, request.args.get("session"))
+        except SupervisorNotFound:
+            return not_found_page()
+        boot_state["agent_availability"] = agent_availability(sup.config.profiles)
+        return await page(boot_state)
 
     @app.get("/static/<path:filename>")
     async def static(filename: str) -> Response:

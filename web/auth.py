@@ -6,6 +6,13 @@ HttpOnly and SameSite=Strict, and redirects to the same URL without it so the
 token does not stay in the address bar or history).  Tokens are compared in
 constant time and never logged: the access log is off and no error message
 repeats a token.
+
+A cookie rides along with every request the browser makes to this host, from
+any page: ``SameSite=Strict`` does not stop a page on another port of the same
+host (a dev server an agent started), which is the same *site*.  So a request
+that changes state and is authenticated by the cookie must show that it comes
+from our own pages (``cross_site_refusal``); bearer-token clients send no
+cookie-borne credentials and are not concerned.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
-__all__ = ["COOKIE", "Tokens", "load_default_token", "origin_allowed"]
+__all__ = ["COOKIE", "Tokens", "cross_site_refusal", "load_default_token", "origin_allowed"]
 
 COOKIE = "turnvisor_token"
 
@@ -72,3 +79,40 @@ def origin_allowed(origin: str | None, host: str | None) -> bool:
     if origin == "null" or host is None:
         return False
     return urlsplit(origin).netloc.lower() == host.lower()
+
+
+#: Methods that change nothing (the REST API keeps to that).
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def cross_site_refusal(*, method: str, path: str, authorization: str | None,
+                       origin: str | None, sec_fetch_site: str | None,
+                       content_type: str | None, host: str | None) -> str | None:
+    """Why a state-changing request under /api/ is refused as possibly
+    cross-site, or None to let it through (authentication comes after).
+
+    Concerned: every method but GET/HEAD/OPTIONS, unless the request carries
+    ``Authorization: Bearer`` (then the cookie is not what authenticates it).
+    Such a request passes only if it comes from our own origin — ``Origin``
+    naming this Host (``null`` is refused), or, when a browser sent no Origin,
+    ``Sec-Fetch-Site: same-origin``; no evidence either way is refused too, and
+    so is any ``Sec-Fetch-Site`` but ``same-origin`` — and only with a JSON
+    body type: a cross-site page can send text/plain or a form without a CORS
+    preflight, never application/json.
+    """
+    if not path.startswith("/api/") or method.upper() in SAFE_METHODS:
+        return None
+    if (authorization or "")[:7].lower() == "bearer ":
+        return None
+    if origin is not None:
+        if origin == "null" or not origin_allowed(origin, host):
+            return "cross-origin request refused (Origin is not this server)"
+    elif sec_fetch_site is None:
+        return ("request refused: no Origin or Sec-Fetch-Site shows it comes from this "
+                "server's pages (API clients: use Authorization: Bearer)")
+    if sec_fetch_site is not None and sec_fetch_site.lower() != "same-origin":
+        return "cross-site request refused (Sec-Fetch-Site)"
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    if media != "application/json":
+        return "request refused: a state-changing request needs Content-Type: application/json"
+    return None

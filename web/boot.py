@@ -1,4 +1,4 @@
-"""The task-detail boot state a page hydrates from (DESIGN.md §5, §8).
+"""The boot state a page hydrates from (DESIGN.md §5, §8): the task list, a task.
 
 Embedded in the page (so the first paint already shows every session's state
 and cancellation progress) and served at ``GET /api/v1/tasks/{id}/boot``.
@@ -10,8 +10,25 @@ from typing import Any
 
 from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor
+from supervisor.sandboxing import sandbox_modes, sandbox_warning
 
-__all__ = ["task_boot"]
+__all__ = ["task_boot", "tasks_boot"]
+
+
+def agents_info(sup: Supervisor) -> dict[str, Any]:
+    """For the agent picker: the profiles, the default, each one's sandbox, and
+    the warning when the default sandbox cannot run here."""
+    return {
+        "agents": sorted(sup.config.profiles), "default_agent": sup.config.default_agent,
+        "agent_sandbox": sandbox_modes(sup.config.profiles),
+        "sandbox_warning": sandbox_warning(sup.config.profiles),
+    }
+
+
+async def tasks_boot(sup: Supervisor, caller: Caller) -> dict[str, Any]:
+    """The task list page."""
+    tasks = await sup.orchestrator.list_tasks(caller)
+    return {"page": "tasks", "tasks": [t.to_dto() for t in tasks]} | agents_info(sup)
 
 
 async def task_boot(sup: Supervisor, caller: Caller, task_id: str,
@@ -23,5 +40,4 @@ async def task_boot(sup: Supervisor, caller: Caller, task_id: str,
         "sessions": [sup.notify.session_dto(s) for s in sessions],
         "selected_session_id": selected,
         "messages": [m.to_dto() for m in messages],
-        "agents": sorted(sup.config.profiles), "default_agent": sup.config.default_agent,
-    }
+    } | agents_info(sup)

@@ -4,6 +4,8 @@
 - ``local``: the agent as a child process of the backend (its own group);
 - ``agentctl``: the agent behind a ``turnvisor agentctl`` (at a URL, or a
   local one spawned per execution), driven over HTTP and a WebSocket;
+- ``container``: an agentctl in a container of its own per execution, on
+  Podman or Docker (``engine_api``: the Docker Engine API over httpx);
 - ``environment``: the environment agents get (never Turnvisor's secrets).
 
 ``default_launcher`` picks each profile's executor.
@@ -17,9 +19,11 @@ from ..config import Config
 from ..profiles import AgentProfile
 from .agentctl import launch_agentctl
 from .base import LaunchedAgent, Launcher
+from .container import launch_container
 from .local import launch_local
 
-__all__ = ["LaunchedAgent", "Launcher", "default_launcher", "launch_agentctl", "launch_local"]
+__all__ = ["LaunchedAgent", "Launcher", "default_launcher", "launch_agentctl",
+           "launch_container", "launch_local"]
 
 
 def default_launcher(config: Config) -> Launcher:
@@ -31,6 +35,8 @@ def default_launcher(config: Config) -> Launcher:
         if profile.executor == "agentctl":
             # Our session id is the owner agentctl re-attaches after a backend restart.
             return launch_agentctl(config, profile, cwd, owner=session_id)
+        if profile.executor == "container":
+            return launch_container(config, profile, cwd, owner=session_id)
         return launch_local(config, profile, cwd)
 
     return launch

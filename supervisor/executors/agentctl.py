@@ -105,8 +105,13 @@ async def launch_agentctl(config: Config, profile: AgentProfile, cwd: str, *,
             await adapter.aclose()
         return
     token = secrets.token_urlsafe(32)
+    # The agentctl's agent gets the local agents' sandbox: this data dir hidden.
+    sandbox_args = ["--hide", str(config.data_dir),
+                    *(["--sandbox", profile.sandbox] if profile.sandbox else []),
+                    *(a for p in profile.sandbox_writable for a in ("--sandbox-writable", p))]
     async with spawn_agentctl(profile, cwd, token, start_s=config.timeouts.agent_start_s,
-                              term_grace_s=config.timeouts.term_grace_s) as (proc, url):
+                              term_grace_s=config.timeouts.term_grace_s,
+                              extra_args=sandbox_args) as (proc, url):
         adapter = AgentctlAdapter(url, token, owner=owner, session_cwd=cwd,
                                   protocol=profile.protocol, timeouts=timeouts)
         try:

@@ -240,7 +240,7 @@ class AgentctlAdapter:
         """Close the link and the HTTP client (bounded, shielded).  The agent
         keeps running in agentctl, ready to be re-attached."""
         self.connection.close("agentctl client closed", quiet=True)
-        with trio.CancelScope(shield=True), trio.move_on_after(2.0):
+        with trio.CancelScope(shield=True), trio.move_on_after(self.timeouts.cancel_cleanup_s):
             await self.connection.http.aclose()
 
     # -- HTTP ---------------------------------------------------------------------

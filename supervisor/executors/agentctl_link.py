@@ -155,7 +155,8 @@ class AgentctlLink:
                         return await self._read(ws)
                     finally:
                         # Say goodbye if the socket still takes it (briefly).
-                        with trio.CancelScope(shield=True), trio.move_on_after(1.0):
+                        with trio.CancelScope(shield=True), \
+                                trio.move_on_after(self.timeouts.cancel_cleanup_s):
                             await ws.aclose()
                 except trio.TooSlowError:
                     return (f"agentctl at {self.url} did not open its event stream within "

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from protocols.adapters import make_adapter
 from protocols.process import start_agent_process, terminate_group
+from protocols.sandbox import resolve_mode, wrap
 
 from ..config import Config
 from ..profiles import AgentProfile
@@ -23,8 +25,14 @@ async def launch_local(config: Config, profile: AgentProfile,
     # The tag finds the agent's tools wherever they went (their own group or
     # session, re-parented after the agent exited): they are stopped with it.
     tag = uuid.uuid4().hex
-    proc = await start_agent_process(profile.command, env=agent_environment(profile.env),
-                                     cwd=cwd, tag=tag)
+    env = agent_environment(profile.env)
+    if shutil.which(profile.command[0], path=env.get("PATH")) is None:
+        # Said before the sandbox hides it behind its own "execvp" failure.
+        raise FileNotFoundError(f"{profile.command[0]}: command not found")
+    # The sandbox hides the data dir (token, database, config) from the agent.
+    command = wrap(profile.command, resolve_mode(profile.sandbox), cwd=cwd, env=env,
+                   hide=[str(config.data_dir)], extra_writable=profile.sandbox_writable)
+    proc = await start_agent_process(command, env=env, cwd=cwd, tag=tag)
     try:
         assert proc.stdin is not None and proc.stdout is not None
         adapter = make_adapter(

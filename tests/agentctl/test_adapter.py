@@ -278,7 +278,9 @@ async def test_reattach_by_owner_and_refusals(agentctl: AgentctlFactory) -> None
 
 async def test_launch_agentctl_spawns_and_tears_down(tmp_path: Path) -> None:
     """The spawn-a-local-agentctl executor, driven as the lifecycle drives it."""
-    config = Config.from_mapping(tmp_path, {})
+    # The agent's cwd is not the data dir: the sandbox hides that one.
+    (tmp_path / "data").mkdir()
+    config = Config.from_mapping(tmp_path / "data", {})
     base = mock_profile("codex")
     profile = AgentProfile(name="remote-mock", protocol=base.protocol, command=base.command,
                            executor="agentctl")

@@ -36,7 +36,8 @@ from tests.fake_provider import FakeProvider, StreamRecord
 from .cli import AGENTS_DIR
 from .homes import launch
 
-__all__ = ["AgentUnderTest", "CancelResult", "agent_session", "assert_gone", "descendants"]
+__all__ = ["AgentUnderTest", "CancelResult", "agent_session", "assert_gone", "descendants",
+           "group_members"]
 
 #: Start-up (initialize + session/new) of the slowest CLI takes ~3 s here.
 START_S = 45.0
@@ -81,7 +82,7 @@ async def assert_gone(pgid: int, pids: set[int], *, within_s: float = 5.0) -> No
         alive = {p for p in pids if _state(p) is not None}
         try:
             os.killpg(pgid, 0)
-            group = set(_group_members(pgid))
+            group = set(group_members(pgid))
         except ProcessLookupError:
             group = set()
         if not alive and not group:
@@ -93,13 +94,14 @@ async def assert_gone(pgid: int, pids: set[int], *, within_s: float = 5.0) -> No
         await trio.sleep(0.05)
 
 
-def _group_members(pgid: int) -> list[int]:
+def group_members(pgid: int) -> list[int]:
     out = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/stat") as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[3]) == pgid:
+                    # Fields after the name: state, ppid, pgrp, session.
+                    if int(f.read().rsplit(")", 1)[1].split()[2]) == pgid:
                         out.append(int(entry))
             except (OSError, IndexError, ValueError):
                 continue

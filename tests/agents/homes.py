@@ -27,14 +27,16 @@ from supervisor.profiles import BUILTIN_PROFILES
 
 from .cli import find_cli
 
-__all__ = ["AGENT_NAMES", "Launch", "agents_toml", "launch", "profile_table",
+__all__ = ["AGENT_NAMES", "MORE_AGENT_NAMES", "Launch", "agents_toml", "launch", "profile_table",
            "server_environ"]
 
 AGENT_NAMES = ("codex", "auggie", "claude", "gemini")
+#: The ACP agents added by issue 15 (tested end to end only: tests/agents/test_more_agents.py).
+MORE_AGENT_NAMES = ("codex-acp", "qwen", "opencode")
 
 #: Variables of the surrounding environment that would send an agent elsewhere.
 _DROP_PREFIXES = ("ANTHROPIC_", "CLAUDE_", "OPENAI_", "CODEX_", "GEMINI_", "GOOGLE_",
-                  "AUGMENT_", "VERTEX")
+                  "AUGMENT_", "VERTEX", "QWEN_", "DASHSCOPE_", "OPENCODE_")
 _DROP = {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy",
          # claude-agent-acp offers its bypass mode to root when set, then the CLI refuses
          # to start as root unless it is exactly "1".
@@ -88,6 +90,38 @@ stream_max_retries = 0
 """
 
 
+def qwen_settings() -> dict[str, Any]:
+    return {
+        "security": {"auth": {"selectedType": "openai"}},
+        "model": {"name": "fake-model"},
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        # Else a memory-extraction model request follows every turn.
+        "memory": {"enableManagedAutoMemory": False},
+        # Else a "suggest the next prompt" model request does.
+        "ui": {"enableFollowupSuggestions": False},
+    }
+
+
+def opencode_config(provider_url: str) -> dict[str, Any]:
+    """A provider of the bundled OpenAI-compatible SDK at ``provider_url``; the shell
+    tool asks first (opencode's default is to allow it)."""
+    return {
+        "provider": {"fake": {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "fake",
+            "options": {"baseURL": f"{provider_url}/v1", "apiKey": "fake-key"},
+            "models": {"fake-model": {"name": "fake-model"}},
+        }},
+        "model": "fake/fake-model",
+        "small_model": "fake/fake-model",
+        "autoupdate": False,
+        "share": "disabled",
+        "permission": {"bash": "ask"},
+    }
+
+
 def claude_settings() -> dict[str, Any]:
     return {"permissions": {"defaultMode": "default"}}
 
@@ -130,12 +164,37 @@ def launch(name: str, provider_url: str, tmp: Path) -> Launch | None:
     command = [binary, *profile.command[1:]]
     thread_params: dict[str, Any] = dict(profile.thread_params)
 
-    if name == "codex":
+    if name in ("codex", "codex-acp"):
         codex_home = home / ".codex"
         codex_home.mkdir()
-        (codex_home / "config.toml").write_text(codex_config(provider_url))
+        config = codex_config(provider_url)
+        if name == "codex-acp":
+            # codex-acp's default mode runs workspace commands without asking; like the
+            # Codex tests' "untrusted", ask before any command not known to be safe.
+            # Its Linux sandbox runs a helper it links into CODEX_HOME, which it refuses
+            # to do under a temp dir (this home): without "danger-full-access" an
+            # approved command fails with "bwrap: execvp codex-linux-sandbox".
+            config = ('approval_policy = "untrusted"\nsandbox_mode = "danger-full-access"\n'
+                      + config)
+        (codex_home / "config.toml").write_text(config)
         env.update(CODEX_HOME=str(codex_home), FAKE_PROVIDER_KEY="fake-key")
-        thread_params["ephemeral"] = True
+        if name == "codex":
+            thread_params["ephemeral"] = True
+    elif name == "qwen":
+        qwen_dir = home / ".qwen"
+        qwen_dir.mkdir()
+        (qwen_dir / "settings.json").write_text(json.dumps(qwen_settings()))
+        env.update(OPENAI_API_KEY="fake-key", OPENAI_BASE_URL=f"{provider_url}/v1",
+                   OPENAI_MODEL="fake-model", QWEN_CODE_NO_RELAUNCH="true")
+    elif name == "opencode":
+        config_dir = home / ".config" / "opencode"
+        config_dir.mkdir(parents=True)
+        (config_dir / "opencode.json").write_text(json.dumps(opencode_config(provider_url)))
+        # Each of these would otherwise reach the network at start (model catalogue,
+        # updates, default plugins from npm, language servers, sharing).
+        env.update({f"OPENCODE_DISABLE_{what}": "1" for what in (
+            "MODELS_FETCH", "AUTOUPDATE", "DEFAULT_PLUGINS", "LSP_DOWNLOAD", "SHARE",
+            "CLAUDE_CODE", "EXTERNAL_SKILLS")})
     elif name == "claude":
         config_dir = home / ".claude"
         config_dir.mkdir()

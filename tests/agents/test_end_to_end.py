@@ -31,10 +31,13 @@ from typing import Any
 import pytest
 import trio
 
+from protocols.sandbox import resolve_mode
 from supervisor.config import Config
 from supervisor.lifecycle import CancelOutcome
 from tests.fake_provider import FakeProvider, StreamRecord
-from tests.helpers import Server, WsClient, kill_quietly, running_server, ws_client
+from tests.support.leaks import kill_group
+from tests.support.server import Server, running_server
+from tests.support.ws import WsClient, ws_client
 
 from .cli import AGENTS_DIR, find_cli
 from .harness import START_S, assert_gone, descendants
@@ -153,7 +156,7 @@ class E2E:
                             return frame
                     seen = len(self.ws.notifications)
                     with trio.move_on_after(0.1):
-                        await self.ws._changed.wait()
+                        await self.ws.changed()
         except trio.TooSlowError:
             raise AssertionError(
                 f"{self.name}: no {what} within {timeout}s; last notifications "
@@ -299,7 +302,7 @@ async def _answer_permissions(e: E2E) -> None:
                 await answer(frame["payload"])
         seen = len(e.ws.notifications)
         with trio.move_on_after(0.2):
-            await e.ws._changed.wait()
+            await e.ws.changed()
 
 
 async def _scan_descendants(e: E2E) -> None:
@@ -311,20 +314,29 @@ async def _scan_descendants(e: E2E) -> None:
 @asynccontextmanager
 async def e2e_session(name: str, provider: FakeProvider, tmp: Path,
                       monkeypatch: pytest.MonkeyPatch, *, policy: Policy | None = decline,
-                      thread_params: dict[str, Any] | None = None) -> AsyncIterator[E2E]:
+                      thread_params: dict[str, Any] | None = None,
+                      unchecked: set[int] | None = None,
+                      timeouts: dict[str, float] | None = None,
+                      agent_may_exit: bool = False) -> AsyncIterator[E2E]:
     """A server with ``name`` pointed at ``provider``, a WS client subscribed to one
     launched session.  On exit the server stops; then no process of the agent may be
-    alive (its group, or any process seen under it)."""
+    alive (its group, or any process seen under it, but for the pids the test puts in
+    ``unchecked`` to check them itself).  ``timeouts`` are the server's, over the
+    agent start-up bound; ``agent_may_exit`` for a test that ends the agent itself."""
     data_dir = tmp / "data"
     cfg = write_profile(data_dir, name, provider, tmp, monkeypatch, thread_params)
+    # Real agents run in the default sandbox (bwrap: make test installs it).
+    assert resolve_mode(cfg.profiles[name].sandbox) == "bwrap"
     pgids: list[int] = []
     seen: set[int] = set()
     try:
-        async with running_server(data_dir, timeouts={"agent_start_s": START_S},
+        async with running_server(data_dir,
+                                  timeouts={"agent_start_s": START_S, **(timeouts or {})},
                                   profiles=cfg.profiles) as srv, ws_client(srv) as ws:
             task = await ws.call("task.create", {"title": f"e2e {name}"})
+            start_s = (timeouts or {}).get("agent_start_s", START_S)
             frame = await ws.request("session.launch", {"task_id": task["id"], "agent": name},
-                                     timeout=START_S + 5)
+                                     timeout=start_s + 5)
             assert frame["type"] == "response", frame
             session = frame["payload"]
             assert (session["agent"], session["state"]) == (name, "WAITING_FOR_INPUT"), session
@@ -342,14 +354,15 @@ async def e2e_session(name: str, provider: FakeProvider, tmp: Path,
                 nursery.start_soon(_answer_permissions, e)
                 nursery.start_soon(_scan_descendants, e)
                 yield e
-                e.assert_same_agent()
+                if not agent_may_exit:
+                    e.assert_same_agent()
                 nursery.cancel_scope.cancel()
         # The server has stopped (SIGTERM to the group, grace, SIGKILL).
         for pgid in pgids:
-            await assert_gone(pgid, seen | {pgid})
+            await assert_gone(pgid, (seen | {pgid}) - (unchecked or set()))
     finally:
         for pgid in pgids:
-            kill_quietly(pgid)
+            kill_group(pgid)
 
 
 # -- the tests ------------------------------------------------------------------------

@@ -18,7 +18,9 @@ from typing import Any
 
 import pytest
 
-from .server_process import LONG_PENDING_TOML, ServerProcess, start_server
+from tests.support.serverproc import BlockingServerProcess, start_blocking_server
+
+from .configs import LONG_PENDING_TOML, TOKEN
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -68,12 +70,13 @@ def browser(playwright_instance: Any, chromium_path: Path) -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def server(
     tmp_path_factory: pytest.TempPathFactory, chromium_path: Path
-) -> Iterator[ServerProcess]:
+) -> Iterator[BlockingServerProcess]:
     """A ``turnvisor serve`` subprocess shared by one test module (each test makes its own task).
 
     Overrides tests/conftest.py's in-process ``server`` inside this directory: browser tests
     talk to the real command, the way a person runs it."""
-    srv = start_server(tmp_path_factory.mktemp("turnvisor-data"), toml=LONG_PENDING_TOML)
+    srv = start_blocking_server(tmp_path_factory.mktemp("turnvisor-data"), toml=LONG_PENDING_TOML,
+                                token=TOKEN)
     try:
         yield srv
     finally:
@@ -81,14 +84,17 @@ def server(
 
 
 @pytest.fixture
-def server_factory(tmp_path: Path, chromium_path: Path) -> Iterator[Callable[..., ServerProcess]]:
+def server_factory(
+    tmp_path: Path, chromium_path: Path
+) -> Iterator[Callable[..., BlockingServerProcess]]:
     """Starts extra servers for tests that need their own (timeouts, restarts); all are stopped."""
-    started: list[ServerProcess] = []
+    started: list[BlockingServerProcess] = []
 
     def factory(
         *, toml: str | None = None, data_dir: Path | None = None, port: int = 0
-    ) -> ServerProcess:
-        srv = start_server(data_dir or tmp_path / f"data-{len(started)}", toml=toml, port=port)
+    ) -> BlockingServerProcess:
+        srv = start_blocking_server(data_dir or tmp_path / f"data-{len(started)}", toml=toml,
+                                    port=port, token=TOKEN)
         started.append(srv)
         return srv
 

@@ -2,7 +2,7 @@
 spec/cancel-turn-progress-requirements.txt (issue 5), on desktop and on a phone.
 
 Long pending windows come from `/hang` (the mock agent ignores the cancel): the default test
-server escalates it after `cancel_escalate_s` (10 s, server_process.LONG_PENDING_TOML), so the
+server escalates it after `cancel_escalate_s` (10 s, configs.LONG_PENDING_TOML), so the
 backend operation lives long enough to navigate, reload and open tabs, then settles.
 """
 
@@ -18,15 +18,17 @@ pytest.importorskip("playwright.sync_api")
 
 from playwright.sync_api import expect
 
+from tests.support.serverproc import BlockingServerProcess
+
+from .configs import FAILING_CANCEL_TOML, LONG_PENDING_TOML
 from .conftest import ARTIFACTS
-from .server_process import FAILING_CANCEL_TOML, LONG_PENDING_TOML, ServerProcess
 from .ui import CANCELLED_STATUS, CancellationLog, Person, create_task, get_session, wait_until
 
 pytestmark = pytest.mark.browser
 
 
 def open_person(
-    server: ServerProcess,
+    server: BlockingServerProcess,
     new_context: Any,
     device: dict[str, Any],
     task_id: str,
@@ -43,7 +45,7 @@ def open_person(
 
 
 def test_activation_disables_at_once_and_backend_runs_one_cancellation(
-    server: ServerProcess, new_context: Any, device: dict[str, Any]
+    server: BlockingServerProcess, new_context: Any, device: dict[str, Any]
 ) -> None:
     """GIVEN a running turn, WHEN the user activates the cancel control, THEN it is disabled at
     once, shows progress, and the backend runs one guarded cancellation."""
@@ -75,7 +77,7 @@ def test_activation_disables_at_once_and_backend_runs_one_cancellation(
 
 
 def test_acknowledged_cancel_settles_within_two_seconds(
-    server: ServerProcess, new_context: Any, device: dict[str, Any]
+    server: BlockingServerProcess, new_context: Any, device: dict[str, Any]
 ) -> None:
     """An acknowledged cancel (`/delay`) settles the control: spinner gone, input ready, ≤ 2 s."""
     task_id = create_task(server, "Acknowledged cancel")
@@ -95,7 +97,7 @@ def test_acknowledged_cancel_settles_within_two_seconds(
 
 
 def test_esc_in_the_chat_input_cancels_the_running_turn(
-    server: ServerProcess, new_context: Any
+    server: BlockingServerProcess, new_context: Any
 ) -> None:
     task_id = create_task(server, "Esc cancels")
     person = Person(new_context().new_page(), server)
@@ -107,7 +109,7 @@ def test_esc_in_the_chat_input_cancels_the_running_turn(
 
 
 def test_pending_survives_switching_task_and_back(
-    server: ServerProcess, new_context: Any, device: dict[str, Any]
+    server: BlockingServerProcess, new_context: Any, device: dict[str, Any]
 ) -> None:
     """GIVEN cancellation pending for task A, WHEN the user opens task B and returns to A,
     THEN A's control still shows progress and stays disabled."""
@@ -131,7 +133,7 @@ def test_pending_survives_switching_task_and_back(
 
 
 def test_reload_and_tab_replacement_hydrate_pending_on_first_paint(
-    server: ServerProcess, new_context: Any, device: dict[str, Any]
+    server: BlockingServerProcess, new_context: Any, device: dict[str, Any]
 ) -> None:
     """GIVEN the backend reports cancellation pending, WHEN the user reloads or replaces the page,
     THEN the first hydrated state shows the disabled animated control, without waiting for a new
@@ -160,7 +162,7 @@ def test_reload_and_tab_replacement_hydrate_pending_on_first_paint(
 
 
 def test_second_tab_shows_the_same_pending_state(
-    server: ServerProcess, new_context: Any, device: dict[str, Any]
+    server: BlockingServerProcess, new_context: Any, device: dict[str, Any]
 ) -> None:
     """GIVEN one tab has an accepted cancellation pending, WHEN a second authorized tab opens the
     same session, THEN it shows the same pending state (also live, for a tab already open)."""
@@ -188,7 +190,7 @@ def test_second_tab_shows_the_same_pending_state(
 
 
 def test_another_running_session_stays_independent_and_enabled(
-    server: ServerProcess, new_context: Any, device: dict[str, Any]
+    server: BlockingServerProcess, new_context: Any, device: dict[str, Any]
 ) -> None:
     """GIVEN one session has a pending cancellation, WHEN the user views another running session,
     THEN that session's control stays independent and enabled."""
@@ -219,7 +221,7 @@ def test_another_running_session_stays_independent_and_enabled(
 
 
 def test_repeated_activation_runs_one_backend_operation(
-    server: ServerProcess, new_context: Any, device: dict[str, Any]
+    server: BlockingServerProcess, new_context: Any, device: dict[str, Any]
 ) -> None:
     """GIVEN a cancellation is pending, WHEN another cancel request arrives for that session,
     THEN the backend runs no second cancellation and keeps progress until the owner settles."""
@@ -279,7 +281,7 @@ def test_failed_cancel_clears_and_becomes_retryable(
 
 
 def test_compact_mobile_composer_hydrates_after_reload(
-    server: ServerProcess, new_context: Any, playwright_instance: Any
+    server: BlockingServerProcess, new_context: Any, playwright_instance: Any
 ) -> None:
     """GIVEN the compact mobile composer is active, WHEN cancellation is accepted and the page
     reloads, THEN its shared cancel control hydrates the same backend-owned progress state."""
@@ -334,7 +336,7 @@ def test_backend_restart_exposes_no_stale_pending(
 
 
 def test_screenshots_mid_cancel(
-    server: ServerProcess, new_context: Any, playwright_instance: Any
+    server: BlockingServerProcess, new_context: Any, playwright_instance: Any
 ) -> None:
     """Pictures of desktop and mobile, after an acknowledged cancel (the warning badge) and mid
     cancel (the spinner), under test-output/browser/, to be looked at."""

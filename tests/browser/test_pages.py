@@ -10,31 +10,39 @@ pytest.importorskip("playwright.sync_api")
 
 from playwright.sync_api import expect
 
-from .server_process import ServerProcess
+from tests.support.serverproc import BlockingServerProcess
+
 from .ui import Person, create_task
 
 pytestmark = pytest.mark.browser
 
 
-def test_task_list_creates_a_task_and_opens_it(server: ServerProcess, new_context: Any) -> None:
+def test_task_list_creates_a_task_and_opens_it(
+    server: BlockingServerProcess, new_context: Any
+) -> None:
     person = Person(new_context().new_page(), server)
     person.login("/")
     expect(person.page.get_by_test_id("task-list")).to_be_visible()
+    # The token left the address bar; the cookie carries auth from here on.
+    assert "token=" not in person.page.url
     person.page.get_by_test_id("new-task-title").fill("Write the release notes")
     person.press(person.page.get_by_test_id("create-task-button"))
+    # Creating a task opens it, ready to type in.
+    expect(person.page).to_have_url(__import__("re").compile(r"/tasks/[^/?]+$"))
+    expect(person.page.get_by_role("heading", name="Write the release notes")).to_be_visible()
+    expect(person.page.get_by_test_id("session-list")).to_be_visible()
+    expect(person.page.get_by_test_id("chat-input")).to_be_focused()
+    # And the list has it, a link to its page.
+    person.press(person.page.get_by_role("link", name="← Tasks"))
     item = person.page.get_by_test_id("task-list").get_by_role(
         "link", name="Write the release notes"
     )
     expect(item).to_be_visible()
-    # The token left the address bar; the cookie carries auth from here on.
-    assert "token=" not in person.page.url
-    person.press(item)
-    expect(person.page).to_have_url(__import__("re").compile(r"/tasks/[^/?]+$"))
-    expect(person.page.get_by_role("heading", name="Write the release notes")).to_be_visible()
-    expect(person.page.get_by_test_id("session-list")).to_be_visible()
 
 
-def test_chat_streams_tools_permissions_and_echo(server: ServerProcess, new_context: Any) -> None:
+def test_chat_streams_tools_permissions_and_echo(
+    server: BlockingServerProcess, new_context: Any
+) -> None:
     task_id = create_task(server, "Chat task")
     person = Person(new_context().new_page(), server)
     person.login(f"/tasks/{task_id}")
@@ -66,7 +74,7 @@ def test_chat_streams_tools_permissions_and_echo(server: ServerProcess, new_cont
 
 
 def test_streaming_output_arrives_while_the_turn_runs(
-    server: ServerProcess, new_context: Any
+    server: BlockingServerProcess, new_context: Any
 ) -> None:
     task_id = create_task(server, "Streaming task")
     person = Person(new_context().new_page(), server)

@@ -15,16 +15,16 @@ from typing import Any
 import httpx
 from playwright.sync_api import Locator, Page, WebSocket, expect
 
-from .server_process import ServerProcess
+from tests.support.serverproc import BlockingServerProcess
 
 CANCEL = "Cancel agent"
 CANCELLING = "Cancelling..."
 CANCELLED_STATUS = "Turn cancelled by user"
 
 
-def create_task(server: ServerProcess, title: str) -> str:
+def create_task(server: BlockingServerProcess, title: str) -> str:
     resp = httpx.post(
-        server.url("/api/v1/tasks"),
+        server.url_for("/api/v1/tasks"),
         json={"title": title},
         headers={"Authorization": f"Bearer {server.token}"},
         timeout=10,
@@ -34,9 +34,9 @@ def create_task(server: ServerProcess, title: str) -> str:
     return task_id
 
 
-def get_session(server: ServerProcess, session_id: str) -> dict[str, Any]:
+def get_session(server: BlockingServerProcess, session_id: str) -> dict[str, Any]:
     resp = httpx.get(
-        server.url(f"/api/v1/task-sessions/{session_id}"),
+        server.url_for(f"/api/v1/task-sessions/{session_id}"),
         headers={"Authorization": f"Bearer {server.token}"},
         timeout=10,
     )
@@ -76,7 +76,7 @@ class CancellationLog:
 class Person:
     """One person in one browser tab; `touch` taps instead of clicking (mobile emulation)."""
 
-    def __init__(self, page: Page, server: ServerProcess, *, touch: bool = False) -> None:
+    def __init__(self, page: Page, server: BlockingServerProcess, *, touch: bool = False) -> None:
         self.page = page
         self.server = server
         self.touch = touch
@@ -88,7 +88,7 @@ class Person:
 
     def open_task(self, task_id: str, session_id: str | None = None) -> None:
         query = f"?session={session_id}" if session_id else ""
-        self.page.goto(self.server.url(f"/tasks/{task_id}{query}"))
+        self.page.goto(self.server.url_for(f"/tasks/{task_id}{query}"))
 
     def task_link(self, task_id: str) -> Locator:
         """The link to a task in the task list (by id: titles need not be unique)."""

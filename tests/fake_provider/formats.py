@@ -1,4 +1,4 @@
-"""The four wire formats, as generators of what to write.
+"""The five wire formats, as generators of what to write.
 
 Each ``*_events`` generator yields ``bytes`` to write, ``Token`` (bytes that
 carry one streamed text token) or a ``float`` (pause that long, waking early
@@ -255,3 +255,93 @@ def auggie_events(mode: str, n: int, interval: float, *, wait_s: float) -> Itera
             yield interval
         yield Token(json.dumps({"text": t}).encode() + b"\n")
     yield json.dumps({"text": "", "stop_reason": 1}).encode() + b"\n"
+
+
+# -- OpenAI Chat Completions (qwen-code, opencode) -----------------------------
+
+def chat_last_user(body: dict[str, Any]) -> tuple[str, bool]:
+    """The latest user message's text and whether a ``tool`` message follows it."""
+    has_result = False
+    for msg in reversed(body.get("messages") or []):
+        if not isinstance(msg, dict):
+            continue
+        if msg.get("role") == "tool":
+            has_result = True
+        if msg.get("role") == "user":
+            return _body_text(msg.get("content")), has_result
+    return "", has_result
+
+
+def _chat_tools(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Tool name → its JSON-schema parameters."""
+    out: dict[str, dict[str, Any]] = {}
+    for tool in body.get("tools") or []:
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+            params = fn.get("parameters")
+            out[fn["name"]] = params if isinstance(params, dict) else {}
+    return out
+
+
+def chat_shell_call(body: dict[str, Any], command: str) -> tuple[str, str]:
+    """The agent's own shell tool (qwen-code ``run_shell_command``, opencode ``bash``)
+    and JSON arguments that fill its required fields."""
+    tools = _chat_tools(body)
+    name = next((n for n in ("run_shell_command", "bash", "shell") if n in tools),
+                next(iter(tools), "bash"))
+    props = tools.get(name, {}).get("properties") or {}
+    args: dict[str, Any] = {"command": command}
+    if "description" in props:
+        args["description"] = "Run a command"
+    if "is_background" in props:
+        args["is_background"] = False
+    return name, json.dumps(args)
+
+
+def chat_message(text: str, model: str) -> dict[str, Any]:
+    """A non-streamed ``chat.completion`` (side requests)."""
+    return {"id": f"chatcmpl-{next(_ids)}", "object": "chat.completion", "created": 0,
+            "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                         "finish_reason": "stop", "logprobs": None}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}}
+
+
+def chat_events(
+    mode: str, n: int, interval: float, *, wait_s: float, command: str, body: dict[str, Any],
+) -> Iterator[Item]:
+    """``chat.completion.chunk`` SSE events, ``data: [DONE]`` last; a usage chunk when
+    the request asks for one (``stream_options.include_usage``)."""
+    cid = f"chatcmpl-{next(_ids)}"
+    model = str(body.get("model", "fake"))
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        return _sse(None, {"id": cid, "object": "chat.completion.chunk", "created": 0,
+                           "model": model, "choices": [{"index": 0, "delta": delta,
+                                                        "finish_reason": finish}]})
+
+    yield chunk({"role": "assistant", "content": ""})
+    if mode == "wait":
+        yield wait_s
+    if mode == "tool":
+        name, args = chat_shell_call(body, command)
+        half = len(args) // 2
+        # Like the real API: the first delta names the call, the arguments follow in pieces.
+        yield chunk({"tool_calls": [{"index": 0, "id": f"call_{cid}", "type": "function",
+                                     "function": {"name": name, "arguments": ""}}]})
+        for piece in (args[:half], args[half:]):
+            yield chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
+        yield chunk({}, "tool_calls")
+    else:
+        for i, t in enumerate(_texts(n)):
+            if i and interval:
+                yield interval
+            yield Token(chunk({"content": t}))
+        yield chunk({}, "stop")
+    options = body.get("stream_options")
+    if isinstance(options, dict) and options.get("include_usage"):
+        yield _sse(None, {"id": cid, "object": "chat.completion.chunk", "created": 0,
+                          "model": model, "choices": [],
+                          "usage": {"prompt_tokens": 10, "completion_tokens": n,
+                                    "total_tokens": 10 + n}})
+    yield b"data: [DONE]\n\n"

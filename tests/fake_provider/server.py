@@ -1,6 +1,6 @@
 """A fake model provider on 127.0.0.1 for the real agent CLIs.
 
-One threaded stdlib HTTP server speaks the four streaming wire formats the
+One threaded stdlib HTTP server speaks the five streaming wire formats the
 agents use (see ``formats``).  What a streamed answer looks like is chosen by a
 marker in the latest user message of the request:
 
@@ -42,7 +42,7 @@ __all__ = ["FakeProvider", "StreamRecord"]
 @dataclass
 class StreamRecord:
     id: int
-    api: str  # responses | anthropic | gemini | auggie
+    api: str  # responses | anthropic | gemini | auggie | chat
     mode: str  # slow | wait | tool | quick | side
     path: str
     started: float = field(default_factory=time.monotonic)
@@ -275,7 +275,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.provider._log("POST", self.path, body)
         path = urlsplit(self.path).path
         try:
-            if path.endswith("/responses"):
+            if path.endswith("/chat/completions"):
+                self._chat(body)
+            elif path.endswith("/responses"):
                 self._responses(body)
             elif path.endswith("/messages/count_tokens"):
                 self._json({"input_tokens": 10})
@@ -300,7 +302,7 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass
 
-    # -- the four formats ---------------------------------------------------
+    # -- the five formats ---------------------------------------------------
 
     def _mode(self, text: str, has_tool_result: bool, main: bool) -> str:
         if not main:
@@ -329,6 +331,20 @@ class _Handler(BaseHTTPRequestHandler):
         self._stream(rec, formats.responses_events(
             mode, *self._tokens(mode), wait_s=self.provider.wait_s,
             command=self.provider.tool_command, tools=formats.tool_names(body),
+        ))
+
+    def _chat(self, body: Any) -> None:
+        body = body if isinstance(body, dict) else {}
+        text, has_result = formats.chat_last_user(body)
+        mode = self._mode(text, has_result, main=bool(body.get("tools")))
+        if not body.get("stream"):
+            self._json(formats.chat_message("ok", str(body.get("model", "fake"))))
+            return
+        rec = self.provider._new_record("chat", mode, self.path)
+        self._open_stream("text/event-stream")
+        self._stream(rec, formats.chat_events(
+            mode, *self._tokens(mode), wait_s=self.provider.wait_s,
+            command=self.provider.tool_command, body=body,
         ))
 
     def _anthropic(self, body: Any) -> None:

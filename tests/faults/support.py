@@ -2,7 +2,7 @@
 processes, and the bookkeeping every fault case ends with.
 
 ``fault_server`` takes a baseline (fds, child processes, Trio tasks), runs
-``helpers.running_server``, records every agent process group the server ever
+``tests.support.server.running_server``, records every agent process group the server ever
 starts, and on exit asserts:
 
 - no agent process is left: none of the recorded groups has a live member and
@@ -32,9 +32,9 @@ from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, CloseConnection, Request, TextMessage
 
 from supervisor.models import SessionState
-from tests.helpers import Server, WsClient, running_server
-
-from .leaks import Baseline, group_members, processes_in
+from tests.support.leaks import Snapshot, group_members, processes_in
+from tests.support.server import Server, running_server
+from tests.support.ws import WsClient
 
 #: Short bounds so the join window, escalation and teardown happen within a test.
 FAST = {
@@ -78,7 +78,7 @@ async def _recorder(rig: Rig) -> None:
             groups = await rig.srv.sup.store.call(rig.srv.sup.store.db.agent_groups)
         except sqlite3.Error:
             groups = []  # a test holding the database locked
-        for pgid, _sid, _cmd in groups:
+        for pgid, *_ in groups:
             rig.pgids.add(pgid)
         await trio.sleep(0.05)
 
@@ -87,7 +87,7 @@ async def _recorder(rig: Rig) -> None:
 async def fault_server(tmp_path: Path, *, timeouts: dict[str, float] | None = None,
                        **config: Any) -> AsyncIterator[Rig]:
     data_dir = tmp_path / "data"
-    baseline = Baseline()
+    baseline = Snapshot.take()
     async with running_server(data_dir, timeouts={**FAST, **(timeouts or {})},
                               **config) as srv:
         rig = Rig(srv, data_dir)
@@ -178,7 +178,7 @@ async def _problems(rig: Rig) -> list[str]:
 async def session_dto(rig: Rig, ws: WsClient, task_id: str, sid: str) -> dict[str, Any]:
     sessions = (await ws.call("session.list", {"task_id": task_id}))["sessions"]
     (dto,) = [s for s in sessions if s["id"] == sid]
-    return dto  # type: ignore[no-any-return]
+    return dto
 
 
 async def wait_turn_end(ws: WsClient, sid: str, *, after: int = 0,
@@ -192,13 +192,7 @@ async def wait_turn_end(ws: WsClient, sid: str, *, after: int = 0,
 async def wait_frame(ws: WsClient, pred: Any, *, after: int = 0,
                      timeout: float = 20) -> dict[str, Any]:
     """The payload of the first frame among notifications[after:] matching ``pred``."""
-    with trio.fail_after(timeout):
-        while True:
-            for frame in ws.notifications[after:]:
-                if pred(frame):
-                    return frame["payload"]  # type: ignore[no-any-return]
-            assert not ws.closed, "the server closed the connection"
-            await ws._changed.wait()
+    return (await ws.wait_for(pred, after=after, timeout=timeout))["payload"]
 
 
 class RawWs:

@@ -12,10 +12,8 @@ startup sweep (``agent_groups`` table) exists for.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
-import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator
@@ -29,12 +27,11 @@ import pytest
 import trio
 
 from supervisor.recovery import RESTART_STATUS
-from tests.helpers import TOKEN, Server, WsClient, kill_quietly, ws_client
+from tests.support.leaks import Snapshot, group_members, kill_group, processes_in
+from tests.support.serverproc import ServerProcess, server_process
+from tests.support.ws import WsClient, ws_client
 
-from .leaks import Baseline, group_members, processes_in
 from .support import assert_clean_frames, fault_server, quiescent, wait_frame, wait_turn_end
-
-REPO = Path(__file__).resolve().parents[2]
 
 TOML = """
 [timeouts]
@@ -47,65 +44,31 @@ shutdown_s = 8
 [agents.mock-tree]
 protocol = "acp"
 command = ["sh", "-c", "{sleep} & exec {python} -m protocols.mock_agent --protocol acp"]
+sandbox = "none"
+
+# Unsandboxed: these tests count the members of each agent's process group and
+# need orphans for the sweep to find (a sandbox's pid namespace leaves none:
+# tests/security/test_hostile_agent.py covers a sandboxed backend's SIGKILL).
+[agents.mock]
+sandbox = "none"
+
+[agents.mock-codex]
+sandbox = "none"
 """
 #: The agent's child: in its process group, deaf to the pipes' end.
 SLEEP = "sleep 600 </dev/null >/dev/null 2>&1"
 
 
-@dataclass
-class Backend:
-    proc: trio.Process
-    srv: Server
-    data_dir: Path
-    stderr_path: Path
-
-    @property
-    def db(self) -> Path:
-        return self.data_dir / "turnvisor.db"
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
-
-
 @asynccontextmanager
-async def backend(data_dir: Path, log_path: Path) -> AsyncIterator[Backend]:
-    """``python -m web serve --port 0 --data-dir D`` as a child process."""
-    _prepare(data_dir)
-    env = {**os.environ, "TURNVISOR_TOKEN": TOKEN, "TURNVISOR_LOG": "INFO"}
-    env.pop("TURNVISOR_DATA_DIR", None)
-    with log_path.open("ab") as stderr:
-        proc = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "web", "serve", "--port", "0", "--data-dir", str(data_dir)],
-            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=stderr)
-    try:
-        with trio.fail_after(30):
-            url = await _read_url(proc)
-        srv = Server(url, TOKEN, None, trio.Event(), data_dir)  # type: ignore[arg-type]
-        yield Backend(proc, srv, data_dir, log_path)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            with trio.move_on_after(5):
-                await proc.wait()
-        if proc.stdout is not None:
-            await proc.stdout.aclose()
+async def backend(data_dir: Path, log_path: Path) -> AsyncIterator[ServerProcess]:
+    """``turnvisor serve --port 0 --data-dir D`` as a child process, logging at INFO."""
+    async with server_process(data_dir, log_path=log_path, log_level="INFO",
+                              toml=TOML.format(python=sys.executable, sleep=SLEEP)) as be:
+        yield be
 
 
-def _prepare(data_dir: Path) -> None:
-    data_dir.mkdir(parents=True, exist_ok=True)
-    (data_dir / "turnvisor.toml").write_text(TOML.format(python=sys.executable, sleep=SLEEP))
-
-
-async def _read_url(proc: trio.Process) -> str:
-    assert proc.stdout is not None
-    buf = b""
-    while b"\n" not in buf:
-        data = await proc.stdout.receive_some(4096)
-        assert data, "turnvisor serve exited before listening"
-        buf += data
-    line = buf.split(b"\n", 1)[0].decode()
-    assert line.startswith("Turnvisor listening on http://"), line
-    return line.removeprefix("Turnvisor listening on ").removesuffix(f"/?token={TOKEN}")
+def db_path(be: ServerProcess) -> Path:
+    return be.data_dir / "turnvisor.db"
 
 
 def _query(db: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
@@ -131,7 +94,7 @@ class Scene:
     pgids: list[int]
 
 
-async def set_scene(ws: WsClient, be: Backend, nursery: trio.Nursery,
+async def set_scene(ws: WsClient, be: ServerProcess, nursery: trio.Nursery,
                     replies: list[dict[str, Any]]) -> Scene:
     """Five sessions: two streaming, two with a cancel pending (an agent that
     hangs, one that ignores cancel), one idle; three of them have a child in
@@ -167,7 +130,7 @@ async def set_scene(ws: WsClient, be: Backend, nursery: trio.Nursery,
                          and f["payload"]["session_id"] == s
                          and f["payload"]["cancellation_pending"] is True, after=mark)
     await trio.sleep(0.6)  # past the join window: both really are unresponsive
-    groups = await query(be.db, "SELECT pgid, session_id FROM agent_groups")
+    groups = await query(db_path(be), "SELECT pgid, session_id FROM agent_groups")
     assert sorted(s for _, s in groups) == sorted(running + pending + idle)
     pgids = [int(p) for p, _ in groups]
     members = group_members(pgids)
@@ -184,7 +147,7 @@ async def snapshot(h: httpx.AsyncClient, scene: Scene) -> dict[str, list[dict[st
     return out
 
 
-def http(srv: Server) -> httpx.AsyncClient:
+def http(srv: ServerProcess) -> httpx.AsyncClient:
     return httpx.AsyncClient(base_url=srv.url, headers=srv.auth, timeout=20)
 
 
@@ -194,11 +157,11 @@ async def test_sigterm_with_running_turns_and_pending_cancels(tmp_path: Path) ->
     its children) is gone, no session is left RUNNING, nothing is recorded as
     still running; a restart finds nothing to sweep and nothing pending."""
     data = tmp_path / "data"
-    baseline = Baseline()
+    baseline = Snapshot.take()
     with trio.fail_after(90):
         async with backend(data, tmp_path / "serve.log") as be:
             replies: list[dict[str, Any]] = []
-            async with trio.open_nursery() as nursery, ws_client(be.srv) as ws:
+            async with trio.open_nursery() as nursery, ws_client(be) as ws:
                 scene = await set_scene(ws, be, nursery, replies)
                 started = trio.current_time()
                 be.proc.send_signal(signal.SIGTERM)
@@ -210,21 +173,21 @@ async def test_sigterm_with_running_turns_and_pending_cancels(tmp_path: Path) ->
             for reply in replies:  # answered before the socket closed, if at all
                 assert reply["type"] in ("response", "error"), reply
                 assert "Traceback" not in json.dumps(reply)
-            assert code == 0, (code, be.stderr()[-3000:])
+            assert code == 0, (code, be.log()[-3000:])
             print("SIGTERM took", took)
             assert took < 12, took
             assert not group_members(scene.pgids), group_members(scene.pgids)
             assert not processes_in(data / "work")
-            assert await query(be.db, "SELECT * FROM agent_groups") == []
-            states = dict(await query(be.db, "SELECT id, state FROM task_sessions"))
+            assert await query(db_path(be), "SELECT * FROM agent_groups") == []
+            states = dict(await query(db_path(be), "SELECT id, state FROM task_sessions"))
             assert "RUNNING" not in states.values() and "STARTING" not in states.values(), states
-            open_turns = await query(be.db, "SELECT id FROM turns WHERE state = 'running'")
+            open_turns = await query(db_path(be), "SELECT id FROM turns WHERE state = 'running'")
             assert open_turns == []
-            log = be.stderr()
+            log = be.log()
             assert "Traceback" not in log, log[-3000:]
-            assert TOKEN not in log
+            assert be.token not in log
         async with backend(data, tmp_path / "serve2.log") as be2:
-            async with http(be2.srv) as h:
+            async with http(be2) as h:
                 for sid in scene.running + scene.pending + scene.idle:
                     dto = (await h.get(f"/api/v1/task-sessions/{sid}")).json()
                     assert dto["state"] == "WAITING_FOR_INPUT", dto
@@ -232,7 +195,7 @@ async def test_sigterm_with_running_turns_and_pending_cancels(tmp_path: Path) ->
             be2.proc.send_signal(signal.SIGTERM)
             with trio.fail_after(15):
                 assert await be2.proc.wait() == 0
-            assert "swept" not in be2.stderr()
+            assert "swept" not in be2.log()
     leaks = await baseline.settled()
     assert not leaks, leaks
 
@@ -243,16 +206,16 @@ async def test_sigkill_then_restart_on_the_same_data_dir(tmp_path: Path) -> None
     before the kill, closes each interrupted turn once, and every session
     answers, cancels and settles again."""
     data = tmp_path / "data"
-    baseline = Baseline()
+    baseline = Snapshot.take()
     pgids: list[int] = []
     try:
         with trio.fail_after(120):
             async with backend(data, tmp_path / "serve.log") as be:
                 replies: list[dict[str, Any]] = []
-                async with trio.open_nursery() as nursery, ws_client(be.srv) as ws:
+                async with trio.open_nursery() as nursery, ws_client(be) as ws:
                     scene = await set_scene(ws, be, nursery, replies)
                     pgids = scene.pgids
-                    async with http(be.srv) as h:
+                    async with http(be) as h:
                         before = await snapshot(h, scene)
                     be.proc.send_signal(signal.SIGKILL)
                     with trio.fail_after(10):
@@ -270,9 +233,9 @@ async def test_sigkill_then_restart_on_the_same_data_dir(tmp_path: Path) -> None
                 # Swept at startup, before the server listened.
                 assert not group_members(pgids), group_members(pgids)
                 assert not processes_in(data / "work")
-                assert "killed orphaned agent group" in be2.stderr()
-                assert await query(be2.db, "SELECT * FROM agent_groups") == []
-                async with http(be2.srv) as h, ws_client(be2.srv) as ws2:
+                assert "killed orphaned agent group" in be2.log()
+                assert await query(db_path(be2), "SELECT * FROM agent_groups") == []
+                async with http(be2) as h, ws_client(be2) as ws2:
                     after = await snapshot(h, scene)
                     for sid, old in before.items():
                         _same_messages(old, after[sid])
@@ -292,12 +255,12 @@ async def test_sigkill_then_restart_on_the_same_data_dir(tmp_path: Path) -> None
                 with trio.fail_after(15):
                     assert await be2.proc.wait() == 0
                 assert not processes_in(data / "work")
-                log = be2.stderr()
+                log = be2.log()
                 assert "Traceback" not in log, log[-3000:]
-                assert TOKEN not in log
+                assert be2.token not in log
     finally:
         for pgid in pgids:
-            kill_quietly(pgid)
+            kill_group(pgid)
     leaks = await baseline.settled()
     assert not leaks, leaks
 

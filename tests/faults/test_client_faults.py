@@ -14,10 +14,10 @@ import trio
 from supervisor.config import Limits
 from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS
-from tests.helpers import WsClient, ws_client
+from tests.support.leaks import Snapshot, task_names
+from tests.support.ws import WsClient, ws_client
 from web.server import STALLED_PEER_TIMEOUT_S
 
-from .leaks import Baseline, task_names
 from .support import Rig, fault_server, quiescent, raw_ws, wait_frame, wait_turn_end
 
 
@@ -120,7 +120,7 @@ async def test_slow_consumer_is_dropped_and_others_stay_prompt(tmp_path: Path) -
                 await slow.send("session.subscribe", {"session_id": sid})
                 await slow.read_some()  # the subscribe answer; never reads again
                 assert sup.bus.subscriber_count(sid) == 2
-                latencies = []
+                latencies: list[float] = []
                 while sup.bus.dropped_subscribers == 0 and len(latencies) < 40:
                     latencies.append(await turn())
                 # Dropped once (its queue overflowed): counted and logged once, and
@@ -155,7 +155,7 @@ async def test_slow_consumer_is_dropped_and_others_stay_prompt(tmp_path: Path) -
 
 def ws_connections() -> int:
     """Live WebSocket connections of the server: one writer task each."""
-    return sum(1 for name in task_names() if name.endswith("Gateway._writer"))
+    return sum(n for name, n in task_names().items() if name.endswith("Gateway._writer"))
 
 
 async def test_two_hundred_clients_come_and_go(tmp_path: Path) -> None:
@@ -168,7 +168,7 @@ async def test_two_hundred_clients_come_and_go(tmp_path: Path) -> None:
             sup = rig.srv.sup
             _, sid, mark = await running(rig, observer, "/delay 60000")
             await trio.sleep(0.2)
-            before = Baseline()
+            before = Snapshot.take()
             kinds: dict[str, int] = {}
 
             async def client(i: int) -> None:

@@ -36,7 +36,7 @@ import trio
 from supervisor.bus import EventBus
 from supervisor.db import Db
 from supervisor.models import Message
-from tests.helpers import ws_client
+from tests.support.ws import ws_client
 from web.gateway import Gateway
 
 from .support import AGENTS, fault_server, quiescent, wait_frame, wait_turn_end

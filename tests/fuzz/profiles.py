@@ -43,4 +43,6 @@ def register() -> None:
 
 def examples(share: float = 1.0) -> int:
     """This property's number of examples: ``share`` times the current profile's."""
-    return max(20, int(settings.default.max_examples * share))
+    current = settings.default
+    assert current is not None  # a profile is always loaded (above)
+    return max(20, int(current.max_examples * share))

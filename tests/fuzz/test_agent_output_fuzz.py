@@ -150,7 +150,7 @@ def _check_written(data: bytes) -> None:
 
 
 def _drain(core: AcpClient | CodexClient) -> list[object]:
-    events = []
+    events: list[object] = []
     while not isinstance(ev := core.next_event(), NeedData):
         assert isinstance(ev, EVENT_TYPES), ev
         events.append(ev)

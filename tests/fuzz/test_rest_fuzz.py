@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from supervisor.config import Limits
-from tests.helpers import running_server, ws_client
+from tests.support.server import running_server
+from tests.support.ws import ws_client
 
 from .profiles import PHASES, examples
 from .test_ws_fuzz import texts, values

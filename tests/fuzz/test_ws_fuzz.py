@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from supervisor.config import Limits
-from tests.helpers import WsClient, running_server, ws_client
+from tests.support.server import running_server
+from tests.support.ws import WsClient, ws_client
 from web.actions import ACTIONS
 
 from .profiles import PHASES, examples
@@ -161,7 +162,7 @@ class Checker:
                 if replies:
                     break
                 assert not ws.closed, ("connection closed", frame[:300])
-                await ws._changed.wait()
+                await ws.changed()
         check_reply(frame, replies[0])
         self.sent += 1
 

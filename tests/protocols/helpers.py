@@ -2,7 +2,7 @@
 
 ``ConnectionPair`` joins a sans-IO client core to an agent-side
 ``RpcConnection`` by a fake link, in the manner of h11's
-``tests/helpers.py::ConnectionPair``: what one side writes is fed to the other,
+h11's ``helpers.py::ConnectionPair``: what one side writes is fed to the other,
 and the test asserts both the exact bytes and what the peer parsed from them.
 """
 

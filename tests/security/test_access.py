@@ -17,7 +17,8 @@ from typing import Any
 import httpx
 import trio
 
-from tests.helpers import OTHER_TOKEN, TOKEN, Server, WsClient, running_server, ws_client
+from tests.support.server import OTHER_TOKEN, TOKEN, Server, running_server
+from tests.support.ws import WsClient, ws_client
 from web.actions import ACTIONS
 from web.app import create_app
 from web.auth import Tokens

@@ -17,7 +17,8 @@ import pytest
 import trio
 
 from supervisor.profiles import BUILTIN_PROFILES, AgentProfile
-from tests.helpers import OTHER_TOKEN, TOKEN, running_server, ws_client
+from tests.support.server import OTHER_TOKEN, TOKEN, running_server
+from tests.support.ws import ws_client
 
 WEIRD_AGENT = Path(__file__).resolve().parents[1] / "faults" / "weird_agent.py"
 CLIENT_LOGGERS = {"httpx", "httpcore", "trio-websocket", "trio_websocket"}
@@ -121,8 +122,8 @@ async def test_agents_do_not_inherit_the_token(tmp_path: Path,
                 for name in ("TURNVISOR_TOKEN", "PATH"):
                     mark = len(ws.notifications)
                     await ws.call("message.add", {"session_id": sid, "content": f"/env {name}"})
-                    await ws.wait_for(lambda f, m=mark: f in ws.notifications[m:]
-                                      and f["action"] == "session.turn.completed")
+                    await ws.wait_for(lambda f: f["action"] == "session.turn.completed",
+                                      after=mark)
                 msgs = (await ws.call("message.list", {"session_id": sid}))["messages"]
                 said = [m["content"] for m in msgs if m["role"] == "agent"]
                 assert "TURNVISOR_TOKEN=<unset>" in said, said

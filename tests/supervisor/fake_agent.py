@@ -80,7 +80,7 @@ class FakeAgent:
         async with trio.open_nursery() as nursery:
             while True:
                 data = await self.stream.receive_some(65536)
-                self.rpc.receive_data(data)
+                self.rpc.receive_data(bytes(data))
                 while not isinstance(ev := self.rpc.next_event(), NeedData):
                     match ev:
                         case PeerClosed():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
@@ -11,6 +10,7 @@ import trio.lowlevel
 
 from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS, SessionState
+from tests.support.leaks import pgid_alive
 
 AGENTS = ["mock", "mock-codex"]
 
@@ -260,5 +260,5 @@ async def test_shutdown_leaves_no_agent_process(make_supervisor: Any) -> None:
         pgids.append(sup.lifecycle.executions[sid].agent.pgid)
         await trio.sleep(0.3)
     for pgid in pgids:
-        with pytest.raises(ProcessLookupError):
-            os.killpg(pgid, 0)
+        # No live process (a sandbox's init may linger an instant as a zombie).
+        assert not pgid_alive(pgid), pgid

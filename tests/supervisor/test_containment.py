@@ -27,7 +27,10 @@ DIALECTS = ["acp", "codex"]
 
 
 def _agents(protocol: str) -> dict[str, Any]:
-    return {"weird": {"protocol": protocol,
+    # Unsandboxed: the containment tested here is the one that holds without a
+    # pid namespace (bwrap's namespace takes its processes with it), and the
+    # tool's pid the agent reports must be a pid of ours.
+    return {"weird": {"protocol": protocol, "sandbox": "none",
                       "command": [sys.executable, WEIRD, "--protocol", protocol]}}
 
 

@@ -74,6 +74,14 @@ describe("hydration from the boot state", () => {
     assert.deepEqual(S.cancelControlView(state, null), { visible: false, pending: false, disabled: true, label: "Cancel agent" });
   });
 
+  it("keeps the sandbox warning for the agent picker, and only a string", () => {
+    assert.equal(S.hydrate({ page: "task" }).sandboxWarning, null);
+    assert.equal(S.hydrate({ page: "task", sandbox_warning: null }).sandboxWarning, null);
+    assert.equal(S.hydrate({ page: "task", sandbox_warning: { x: 1 } }).sandboxWarning, null);
+    const warned = S.hydrate({ page: "task", sandbox_warning: "no sandbox here" });
+    assert.equal(warned.sandboxWarning, "no sandbox here");
+  });
+
   it("orders the task list by most recent update", () => {
     const state = S.hydrate({
       page: "tasks",

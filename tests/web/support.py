@@ -10,7 +10,9 @@ from typing import Any
 
 import httpx
 
-from tests.helpers import Server, WsClient
+from tests.support.server import Server
+from tests.support.serverproc import ServerProcess
+from tests.support.ws import WsClient, is_agent_output, is_state
 
 #: Short cancel bounds: a `/slow` turn keeps its cancel operation pending for
 #: about ``cancel_escalate_s`` (long enough to observe), then it is escalated.
@@ -18,7 +20,7 @@ SLOW_CANCEL = {"cancel_join_s": 0.3, "cancel_escalate_s": 1.5, "cancel_cleanup_s
 
 
 @asynccontextmanager
-async def http(server: Server, token: str | None = None,
+async def http(server: Server | ServerProcess, token: str | None = None,
                **kwargs: Any) -> AsyncIterator[httpx.AsyncClient]:
     headers = {"Authorization": f"Bearer {token or server.token}"}
     kwargs.setdefault("timeout", 15)
@@ -28,35 +30,12 @@ async def http(server: Server, token: str | None = None,
 
 def frame_ok(frame: dict[str, Any]) -> dict[str, Any]:
     assert frame["type"] == "response", frame
-    return frame["payload"]  # type: ignore[no-any-return]
+    return frame["payload"]
 
 
 async def new_task(ws: WsClient, title: str = "web test") -> str:
     task = await ws.call("task.create", {"title": title})
     return str(task["id"])
-
-
-def is_state(session_id: str, state: str) -> Any:
-    return lambda f: (f["action"] == "session.state_changed"
-                      and f["payload"]["session_id"] == session_id
-                      and f["payload"]["new_state"] == state)
-
-
-def is_cancellation(session_id: str, pending: bool) -> Any:
-    return lambda f: (f["action"] == "session.cancellation_changed"
-                      and f["payload"]["session_id"] == session_id
-                      and f["payload"]["cancellation_pending"] is pending)
-
-
-def is_agent_text(session_id: str) -> Any:
-    return lambda f: (f["action"] in ("session.message.added", "session.message.updated")
-                      and f["payload"]["session_id"] == session_id
-                      and f["payload"]["message"]["role"] == "agent")
-
-
-def is_turn_completed(session_id: str) -> Any:
-    return lambda f: (f["action"] == "session.turn.completed"
-                      and f["payload"]["session_id"] == session_id)
 
 
 async def launch(ws: WsClient, task_id: str, agent: str = "mock") -> str:
@@ -70,7 +49,7 @@ async def start_turn(ws: WsClient, session_id: str, prompt: str) -> None:
     agent is streaming its answer (so the turn is really running)."""
     await ws.call("message.add", {"session_id": session_id, "content": prompt})
     await ws.wait_for(is_state(session_id, "RUNNING"))
-    await ws.wait_for(is_agent_text(session_id))
+    await ws.wait_for(is_agent_output(session_id))
 
 
 async def running_session(ws: WsClient, task_id: str, prompt: str = "/delay 5000",

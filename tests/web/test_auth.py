@@ -11,16 +11,10 @@ import pytest
 import trio
 from trio_websocket import open_websocket_url
 
-from tests.helpers import OTHER_TOKEN, Server, running_server, ws_client
+from tests.support.server import OTHER_TOKEN, Server, running_server
+from tests.support.ws import is_cancellation, is_state, ws_client
 
-from .support import (
-    assert_no_traceback,
-    http,
-    is_cancellation,
-    is_state,
-    new_task,
-    running_session,
-)
+from .support import assert_no_traceback, http, new_task, running_session
 
 BAD_TOKEN = "not-the-token-0123456789abcdef"
 
@@ -132,14 +126,17 @@ async def test_query_token_becomes_a_cookie(server: Server) -> None:
             # The cookie alone now works for REST and pages ...
             jar = {"turnvisor_token": server.token}
             async with httpx.AsyncClient(base_url=server.url, cookies=jar) as hc:
-                created = await hc.post("/api/v1/tasks", json={"title": "via cookie"})
+                # As our own page sends it (a cookie POST must show its origin:
+                # tests/security/test_cross_site.py).
+                created = await hc.post("/api/v1/tasks", json={"title": "via cookie"},
+                                        headers={"Origin": server.url})
                 assert created.status_code == 201, created.text
                 page = await hc.get("/")
                 assert page.status_code == 200
                 assert "via cookie" in page.text
         # ... and for the WebSocket (no Authorization header).
         async with trio.open_nursery() as nursery, open_websocket_url(
-            server.ws_url, extra_headers=[("Cookie", f"turnvisor_token={server.token}")]
+            server.ws_url, extra_headers=[(b"Cookie", f"turnvisor_token={server.token}".encode())]
         ) as conn:
             await conn.send_message(json.dumps({"id": "1", "type": "request",
                                                 "action": "task.list", "payload": {}}))

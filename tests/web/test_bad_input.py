@@ -11,16 +11,10 @@ import pytest
 import trio
 
 from supervisor.config import Limits
-from tests.helpers import Server, WsClient, running_server, ws_client
+from tests.support.server import Server, running_server
+from tests.support.ws import WsClient, is_turn_completed, ws_client
 
-from .support import (
-    assert_no_traceback,
-    http,
-    is_turn_completed,
-    launch,
-    new_task,
-    raw_request,
-)
+from .support import assert_no_traceback, http, launch, new_task, raw_request
 
 FRAME_LIMIT = 16 * 1024
 UNKNOWN = "00000000-0000-0000-0000-000000000000"

@@ -14,16 +14,14 @@ import trio
 
 from supervisor.db import now
 from supervisor.lifecycle import CancelOutcome
-from tests.helpers import running_server, ws_client
+from tests.support.server import running_server
+from tests.support.ws import is_cancellation, is_state, is_turn_completed, ws_client
 
 from .support import (
     SLOW_CANCEL,
     cancellation_changes,
     http,
-    is_cancellation,
     is_revision,
-    is_state,
-    is_turn_completed,
     launch,
     new_task,
     raw_request,

@@ -9,9 +9,10 @@ from pathlib import Path
 import trio
 
 from supervisor.config import Limits
-from tests.helpers import Server, running_server, ws_client
+from tests.support.server import Server, running_server
+from tests.support.ws import is_turn_completed, ws_client
 
-from .support import is_turn_completed, launch, new_task, raw_request
+from .support import launch, new_task, raw_request
 
 
 async def test_envelope_of_responses_and_notifications(server: Server) -> None:
@@ -81,7 +82,7 @@ async def test_frame_above_the_hard_cap_closes_only_that_connection(tmp_path: Pa
                 await ws.send_raw(raw_request("task.create", {"title": "x" * (5 << 20)}))
                 with trio.fail_after(10):
                     while not ws.closed:
-                        await ws._changed.wait()
+                        await ws.changed()
                 assert ws.conn.closed is not None
                 assert ws.conn.closed.code == 1009
             tasks = (await bystander.call("task.list"))["tasks"]

@@ -8,19 +8,20 @@ from typing import Any
 
 import trio
 
-from tests.helpers import Server, ws_client
+from tests.support.server import Server
+from tests.support.ws import is_turn_completed, ws_client
 
-from .support import http, is_turn_completed, launch, new_task
+from .support import http, launch, new_task
 
 BOOT_KEYS = {"page", "task", "sessions", "selected_session_id", "messages", "agents",
-             "default_agent"}
+             "default_agent", "agent_sandbox", "sandbox_warning"}
 
 
 def embedded_boot(html: str) -> dict[str, Any]:
     found = re.search(r'<script id="boot-state" type="application/json">(.*?)</script>',
                       html, re.S)
     assert found, html[:500]
-    return json.loads(found.group(1))  # type: ignore[no-any-return]
+    return json.loads(found.group(1))
 
 
 async def test_rest_boot_and_page_agree(server: Server) -> None:
@@ -59,6 +60,9 @@ async def test_rest_boot_and_page_agree(server: Server) -> None:
             assert boot["selected_session_id"] == second
             assert boot["default_agent"] == "mock"
             assert {"mock", "mock-codex"} <= set(boot["agents"])
+            # The agent picker's sandbox information (bwrap runs here: no warning).
+            assert boot["agent_sandbox"] == {a: "bwrap" for a in boot["agents"]}
+            assert boot["sandbox_warning"] is None
             msgs = (await h.get(f"/api/v1/task-sessions/{second}/messages")).json()["messages"]
             assert boot["messages"] == msgs
             assert [m["role"] for m in msgs] == ["user", "agent"]
@@ -74,11 +78,17 @@ async def test_rest_boot_and_page_agree(server: Server) -> None:
             assert page.status_code == 200
             assert page.headers["content-type"].startswith("text/html")
             assert "<script>alert(1)" not in page.text
-            assert embedded_boot(page.text) == chosen
+            embedded = embedded_boot(page.text)
+            # The page adds which agent profiles can start here (the picker's; web/pages.py).
+            availability = embedded.pop("agent_availability")
+            assert availability["mock"] == {"available": True, "reason": None}
+            assert embedded == chosen
             index = await h.get("/")
             tasks_boot = embedded_boot(index.text)
             assert tasks_boot["page"] == "tasks"
             assert [t["title"] for t in tasks_boot["tasks"]] == [title]
+            assert tasks_boot["agent_sandbox"] == boot["agent_sandbox"]
+            assert tasks_boot["sandbox_warning"] is None
 
 
 async def test_message_paging(server: Server) -> None:
@@ -89,8 +99,11 @@ async def test_message_paging(server: Server) -> None:
             await ws.call("session.subscribe", {"session_id": sid})
             for n in range(3):
                 await ws.call("message.add", {"session_id": sid, "content": f"m{n}"})
-                await ws.wait_for(lambda f, n=n: is_turn_completed(sid)(f) and len(
-                    ws.of("session.turn.completed", sid)) == n + 1)
+                def completed(f: dict[str, Any], n: int = n) -> bool:
+                    return is_turn_completed(sid)(f) and len(
+                        ws.of("session.turn.completed", sid)) == n + 1
+
+                await ws.wait_for(completed)
             url = f"/api/v1/task-sessions/{sid}/messages"
             everything = (await h.get(url)).json()["messages"]
             assert [m["content"] for m in everything if m["role"] == "user"] == ["m0", "m1", "m2"]

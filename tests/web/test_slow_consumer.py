@@ -7,6 +7,7 @@ import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -16,16 +17,10 @@ from trio_websocket import ConnectionClosed, WebSocketConnection, wrap_client_st
 import web.server
 from supervisor.bus import EventBus
 from supervisor.config import Limits
-from tests.helpers import Server, WsClient, running_server, ws_client
+from tests.support.server import Server, running_server
+from tests.support.ws import WsClient, is_turn_completed, ws_client
 
-from .support import (
-    cancellation_changes,
-    is_turn_completed,
-    launch,
-    new_task,
-    raw_request,
-    start_turn,
-)
+from .support import cancellation_changes, launch, new_task, raw_request, start_turn
 
 QUEUE = 16
 STALL_S = 1.0
@@ -80,8 +75,11 @@ async def fill_until_dropped(fast: WsClient, bus: EventBus, sid: str) -> None:
         assert turns <= 20, "the stalled client was never dropped"
         started = trio.current_time()
         await fast.call("message.add", {"session_id": sid, "content": big_prompt(turns)})
-        await fast.wait_for(lambda f, n=turns: is_turn_completed(sid)(f)
-                            and len(fast.of("session.turn.completed", sid)) >= n)
+
+        def completed(f: dict[str, Any], n: int = turns) -> bool:
+            return is_turn_completed(sid)(f) and len(fast.of("session.turn.completed", sid)) >= n
+
+        await fast.wait_for(completed)
         assert trio.current_time() - started < 5
 
 

@@ -28,6 +28,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cwd", default=None,
                    help="the agent's working directory (default: the profile's, else the "
                         "current directory)")
+    p.add_argument("--sandbox", choices=("bwrap", "none"), default=None,
+                   help="run the agent in a bubblewrap sandbox that hides the data dir "
+                        "(default: the profile's, else bwrap when it works here)")
+    p.add_argument("--hide", action="append", default=[], metavar="DIR",
+                   help="another directory the sandbox hides from the agent (repeatable; "
+                        "the data dir always is)")
+    p.add_argument("--sandbox-writable", action="append", default=[], metavar="PATH",
+                   help="another path the sandboxed agent may write (repeatable)")
     p.add_argument("--cancel-join", type=float, default=3.0, metavar="SECONDS",
                    help="default join window of POST /api/v1/acp/cancel (default 3)")
     p.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
@@ -44,6 +52,18 @@ def _loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _hide_environment() -> None:
+    """Make this process non-dumpable: its ``/proc/PID/environ`` (the token) is
+    then unreadable to the agent, even under the same uid (root in a container),
+    unless the agent has CAP_SYS_PTRACE.  The agent, exec'd, is dumpable again."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_dumpable = 4
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_dumpable, 0, 0, 0, 0)
 
 
 def run_agentctl(args: argparse.Namespace, default_data_dir: Path) -> int:
@@ -73,8 +93,10 @@ def run_agentctl(args: argparse.Namespace, default_data_dir: Path) -> int:
     thread_params: dict[str, object] = {}
     cwd = args.cwd
     protocol: ProtocolName = args.protocol or "acp"
+    data_dir = Path(args.data_dir or default_data_dir).expanduser()
+    sandbox: str | None = args.sandbox
+    writable: list[str] = list(args.sandbox_writable)
     if args.profile:
-        data_dir = Path(args.data_dir or default_data_dir).expanduser()
         try:
             profiles = Config.load(data_dir).profiles
         except ConfigError as exc:
@@ -87,6 +109,8 @@ def run_agentctl(args: argparse.Namespace, default_data_dir: Path) -> int:
         thread_params = dict(profile.thread_params)
         cwd = cwd or profile.cwd
         protocol = args.protocol or profile.protocol
+        sandbox = sandbox or profile.sandbox
+        writable += profile.sandbox_writable
     cwd = str(Path(cwd or os.getcwd()).expanduser().resolve())
     if not os.path.isdir(cwd):
         return fail(f"--cwd {cwd} is not a directory")
@@ -102,9 +126,18 @@ def run_agentctl(args: argparse.Namespace, default_data_dir: Path) -> int:
         print(f"turnvisor agentctl: WARNING: listening on {host}: anyone who can reach this "
               "port and has the token controls the agent; the API is plain HTTP (put TLS or "
               "an SSH tunnel in front, see docs/deploy.md)", file=sys.stderr, flush=True)
+    from protocols.sandbox import resolve_mode
+
+    if resolve_mode(sandbox) == "none" and sandbox is None:
+        print("turnvisor agentctl: WARNING: bubblewrap (bwrap) cannot run here: the agent "
+              "runs WITHOUT a sandbox (apt-get install bubblewrap, or --sandbox none)",
+              file=sys.stderr, flush=True)
     config = AgentctlConfig(command=tuple(command), protocol=protocol, env=env, cwd=cwd,
                             thread_params=thread_params,
-                            timeouts=Timeouts(cancel_join_s=args.cancel_join))
+                            timeouts=Timeouts(cancel_join_s=args.cancel_join),
+                            sandbox=sandbox, hide=(str(data_dir), *args.hide),
+                            sandbox_writable=tuple(writable))
+    _hide_environment()
     trio.run(lambda: serve_agentctl(config, host=host, port=port, token=token,
                                     ready_fd=args.ready_fd))
     return 0

@@ -59,6 +59,7 @@ from protocols.events import AgentEvent, AgentNotice, TurnEnded
 from protocols.framing import DEFAULT_MAX_LINE_BYTES
 from protocols.jsonrpc import LocalProtocolError
 from protocols.process import drain_stderr, terminate_group
+from protocols.sandbox import resolve_mode, wrap
 from supervisor.config import Timeouts
 from supervisor.executors.environment import agent_environment
 
@@ -100,6 +101,12 @@ class AgentctlConfig:
     #: Log entries kept for reconnecting subscribers.
     replay_events: int = 4096
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    #: ``bwrap``, ``none``, or None: bwrap when it works here (protocols/sandbox.py).
+    sandbox: str | None = None
+    #: Directories the sandbox hides from the agent (a Turnvisor data dir).
+    hide: tuple[str, ...] = ()
+    #: Paths the sandboxed agent may write besides its cwd, /tmp and its homes.
+    sandbox_writable: tuple[str, ...] = ()
 
 
 class HostError(Exception):
@@ -283,14 +290,19 @@ class AgentHost:
     async def _run_agent(self, task_status: trio.TaskStatus[_Agent] = trio.TASK_STATUS_IGNORED,
                          ) -> None:
         cfg = self.config
+        env = agent_environment(cfg.env)
+        # The same sandbox as the backend's local agents (the launcher stays
+        # outside it, as the group leader that ties the agent to agentctl).
+        mode = await trio.to_thread.run_sync(resolve_mode, cfg.sandbox)
+        command = wrap(cfg.command, mode, cwd=cfg.cwd, env=env, hide=cfg.hide,
+                       extra_writable=cfg.sandbox_writable)
         lifeline_r, lifeline_w = os.pipe()
         try:
             proc = await trio.lowlevel.open_process(
                 [sys.executable, str(Path(launcher.__file__)), "--lifeline", str(lifeline_r),
-                 "--", *cfg.command],
+                 "--", *command],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env=agent_environment(cfg.env), cwd=cfg.cwd, process_group=0,
-                pass_fds=(lifeline_r,),
+                env=env, cwd=cfg.cwd, start_new_session=True, pass_fds=(lifeline_r,),
             )
         except BaseException:
             os.close(lifeline_w)

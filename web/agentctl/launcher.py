@@ -14,6 +14,10 @@ group, with the same stdin/stdout/stderr, and then only waits:
   whole group is SIGKILLed.  PR_SET_PDEATHSIG cannot do this for a Trio
   program (it forks on worker threads that retire), a pipe's EOF can.
 
+The launcher is its descendants' subreaper: an orphan (a daemonized tool the
+agent started) is re-parented to it, not to PID 1, and reaped here; in a
+container agentctl is PID 1 and reaps nobody.
+
 SIGTERM, SIGINT and SIGHUP do not stop the launcher: they reach the agent
 through the group (``terminate_group`` signals the group), and the launcher
 stays to report the agent's status.  Handlers, unlike ignored signals, are
@@ -50,6 +54,11 @@ def main(argv: list[str]) -> int:
     fd = int(argv[1])
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: None)
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_child_subreaper = 36
+        ctypes.CDLL(None).prctl(pr_set_child_subreaper, 1, 0, 0, 0)
     try:
         # close_fds (the default) keeps the lifeline out of the agent.
         child = subprocess.Popen(argv[3:])
@@ -61,7 +70,11 @@ def main(argv: list[str]) -> int:
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)
     threading.Thread(target=_watch, args=(fd,), daemon=True, name="lifeline").start()
-    status = child.wait()
+    while True:
+        pid, raw = os.waitpid(-1, 0)
+        if pid == child.pid:
+            break
+    status = child.returncode = os.waitstatus_to_exitcode(raw)
     return status if status >= 0 else 128 - status
 
 

@@ -14,17 +14,20 @@ export const COMPACT_QUERY = "(max-width: 640px)";
  */
 export function createComposer({ layout, onSend, onCancel }) {
   const compact = layout === "compact";
+  const placeholder = compact ? "Message the agent" : "Message the agent (Enter sends, Shift+Enter adds a line, Esc cancels)";
   const input = h("textarea", {
     class: "chat-input",
     dataset: { testid: "chat-input" },
     "aria-label": "Message to the agent",
     rows: compact ? 1 : 3,
-    placeholder: compact ? "Message the agent" : "Message the agent (Enter sends, Shift+Enter adds a line, Esc cancels)",
+    placeholder,
   });
   const send = h("button", { type: "submit", class: "btn btn-primary btn-send", dataset: { testid: "send-button" } }, "Send");
   const cancel = createCancelControl({ onActivate: () => onCancel() });
   const error = h("p", { class: "composer-error", role: "alert", dataset: { testid: "composer-error" }, hidden: true });
   const actions = h("div", { class: "composer-actions" }, cancel.el, send);
+  // The row wraps (actions under the input) before the input would get narrower than a usable
+  // width, so a phone with Cancel shown still has room to type.
   const form = compact
     ? h("form", { class: "composer composer--compact" }, error, h("div", { class: "composer-row" }, input, actions))
     : h(
@@ -79,6 +82,8 @@ export function createComposer({ layout, onSend, onCancel }) {
   function refresh() {
     if (!view) return;
     send.disabled = view.sendDisabled || sending || input.value.trim() === "";
+    send.title = view.offline ? "Offline: waiting for the server" : "";
+    input.placeholder = view.offline ? "Offline: waiting for the server…" : placeholder;
     send.textContent = view.sendLabel;
     setAttr(send, "aria-label", view.sendLabel);
     cancel.update(view.cancel, view.sessionId);

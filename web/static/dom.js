@@ -38,7 +38,7 @@ export function setAttr(el, name, value) {
   else el.setAttribute(name, value === true ? "" : String(value));
 }
 
-/** "12:04" for today, else a short date; the full RFC 3339 time goes in the title. */
+/** "12:04" for today, else a short date; the full date goes in the title (fullTime). */
 export function formatTime(iso) {
   const d = new Date(iso);
   if (Number.isNaN(d.getTime())) return "";
@@ -47,6 +47,24 @@ export function formatTime(iso) {
   return sameDay
     ? d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })
     : d.toLocaleDateString([], { month: "short", day: "numeric" });
+}
+
+/** The full date and time in the reader's locale and time zone (for hover titles). */
+export function fullTime(iso) {
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return "";
+  return d.toLocaleString([], { dateStyle: "full", timeStyle: "medium" });
+}
+
+/** A <time> element: short text, full local date and time on hover. */
+export function timeElement(iso, className) {
+  if (!iso) return null;
+  const el = document.createElement("time");
+  el.className = className;
+  el.dateTime = iso;
+  el.title = fullTime(iso);
+  el.textContent = formatTime(iso);
+  return el;
 }
 
 /** Reads the JSON the server put in <script id="boot-state">. */

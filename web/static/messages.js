@@ -1,140 +1,127 @@
 // The chat transcript of the selected session. Rendering is keyed by message id: a streamed
-// update rebuilds only its own row, so the rest of the list (and the reader's scroll position)
-// stays put while an agent writes.
+// update touches only its own row, so the rest of the list (and the reader's scroll position)
+// stays put while an agent writes. Agent text is a live Markdown view (markdown.js) that renders
+// only the still-open block per chunk.
 
-import { formatTime, h } from "./dom.js";
-
-const TOOL_STATUS_TEXT = {
-  pending: "Pending",
-  in_progress: "Running",
-  inProgress: "Running",
-  completed: "Done",
-  failed: "Failed",
-  cancelled: "Cancelled",
-};
-
-function timeEl(message) {
-  if (!message.created_at) return null;
-  return h("time", { class: "msg-time", datetime: message.created_at, title: message.created_at }, formatTime(message.created_at));
-}
-
-function textBlock(content) {
-  return h("div", { class: "msg-text" }, typeof content === "string" ? content : JSON.stringify(content, null, 2));
-}
-
-function renderToolCall(message) {
-  const status = String(message.metadata?.status ?? "pending");
-  return h(
-    "div",
-    { class: "tool-call", dataset: { testid: "tool-call", status } },
-    h("span", { class: "tool-icon", "aria-hidden": "true" }, "⚙"),
-    h("span", { class: "tool-title" }, message.content || "Tool call"),
-    h("span", { class: `chip chip--${status}` }, TOOL_STATUS_TEXT[status] ?? status),
-  );
-}
-
-function optionClass(kind) {
-  if (String(kind).startsWith("allow")) return "btn btn-allow";
-  if (String(kind).startsWith("reject")) return "btn btn-reject";
-  return "btn";
-}
-
-function renderPermission(message, onPermission) {
-  const meta = message.metadata ?? {};
-  const status = meta.status ?? "pending";
-  const options = Array.isArray(meta.options) ? meta.options : [];
-  const open = status === "pending";
-  const chosen = options.find((o) => o.option_id === meta.option_id);
-  const outcome =
-    status === "cancelled"
-      ? "Cancelled with the turn"
-      : status === "selected"
-        ? `Answered: ${chosen?.name ?? meta.option_id ?? "selected"}`
-        : null;
-  return h(
-    "div",
-    { class: `permission-card permission-card--${status}`, dataset: { testid: "permission-card", status, requestId: meta.request_id ?? "" } },
-    h("p", { class: "permission-kicker" }, "Permission requested"),
-    h("p", { class: "permission-title" }, message.content || "The agent asks for permission"),
-    open
-      ? h(
-          "div",
-          { class: "permission-actions" },
-          options.map((o) =>
-            h(
-              "button",
-              {
-                type: "button",
-                class: optionClass(o.kind),
-                dataset: { testid: "permission-option", optionId: o.option_id, optionKind: o.kind ?? "" },
-                onclick: (event) => {
-                  // One answer per card: disable the row at once, the update re-renders it.
-                  for (const b of event.currentTarget.parentElement.querySelectorAll("button")) b.disabled = true;
-                  onPermission(meta.request_id, o.option_id);
-                },
-              },
-              o.name ?? o.option_id,
-            ),
-          ),
-        )
-      : h("p", { class: "permission-outcome" }, outcome ?? status),
-  );
-}
+import { h, timeElement } from "./dom.js";
+import { createMarkdownView } from "./markdown.js";
+import { humanizeError } from "./status.js";
+import { renderPermission, renderPlan, renderToolCard } from "./tool-card.js";
 
 function renderStatus(message) {
   const variant = message.metadata?.variant ?? "info";
-  return h(
+  let text = variant === "error" ? humanizeError(message.content) ?? message.content : message.content;
+  // DESIGN.md §9: an escalated cancel keeps its text; say the agent had to be stopped.
+  if (message.metadata?.escalated) text = `${text} (the agent did not answer and was stopped)`;
+  const node = h(
     "div",
     { class: `status-message badge badge--${variant}`, dataset: { testid: "status-message", variant } },
-    variant === "warning" ? h("span", { class: "badge-icon", "aria-hidden": "true" }, "⚠") : null,
-    h("span", {}, message.content),
+    variant === "warning" || variant === "error" ? h("span", { class: "badge-icon", "aria-hidden": "true" }, variant === "error" ? "✕" : "⚠") : null,
+    h("span", {}, text),
   );
+  if (text !== message.content) node.title = message.content;
+  return node;
 }
 
-function renderBody(message, onPermission) {
+function isMarkdown(message) {
+  return message.role === "agent" && (message.kind ?? "text") === "text" && typeof message.content === "string";
+}
+
+/** A text bubble; agent text gets a Markdown view the row keeps for its streamed updates. */
+function renderText(message) {
+  const thought = message.metadata?.channel === "thought";
+  if (isMarkdown(message)) {
+    const view = createMarkdownView();
+    view.set(message.content);
+    const bubble = h(
+      "div",
+      { class: `bubble${thought ? " bubble--thought" : ""}` },
+      thought ? h("p", { class: "thought-kicker" }, "Thinking") : null,
+      view.el,
+      timeElement(message.created_at, "msg-time"),
+    );
+    return { node: bubble, view };
+  }
+  const content = typeof message.content === "string" ? message.content : JSON.stringify(message.content, null, 2);
+  return { node: h("div", { class: "bubble" }, h("div", { class: "msg-text" }, content), timeElement(message.created_at, "msg-time")), view: null };
+}
+
+function renderRow(message, ctx) {
+  let body;
+  let view = null;
   switch (message.kind) {
     case "tool_call":
-      return renderToolCall(message);
+      body = renderToolCard(message);
+      break;
     case "permission":
-      return renderPermission(message, onPermission);
+      body = renderPermission(message, ctx);
+      break;
     case "status":
-      return renderStatus(message);
+      body = renderStatus(message);
+      break;
     case "plan":
-      return h("div", { class: "plan" }, h("p", { class: "plan-kicker" }, "Plan"), textBlock(message.content));
+      body = renderPlan(message);
+      break;
     default:
-      return h("div", { class: "bubble" }, textBlock(message.content), timeEl(message));
+      ({ node: body, view } = renderText(message));
   }
-}
-
-function renderMessage(message, onPermission) {
-  return h(
+  const li = h(
     "li",
     {
       class: `msg msg--${message.role ?? "agent"} msg--kind-${message.kind ?? "text"}`,
       dataset: { messageId: String(message.id), role: message.role ?? "", kind: message.kind ?? "" },
     },
-    renderBody(message, onPermission),
+    body,
   );
+  return { node: li, view };
 }
 
-/** {el, update(messages | undefined)}: undefined means "still loading". */
+/**
+ * {el, update(messages | undefined, emptyText, {offline}), scrollToEnd}: undefined messages
+ * means "still loading". `el` wraps the list and its "jump to latest" button.
+ */
 export function createMessageList({ onPermission }) {
   const list = h("ol", { class: "message-list", dataset: { testid: "message-list" }, role: "log", "aria-label": "Conversation" });
   const empty = h("li", { class: "message-empty" });
-  const rows = new Map(); // id -> {signature, node}
+  const jump = h(
+    "button",
+    { type: "button", class: "btn jump-latest", dataset: { testid: "jump-to-latest" }, hidden: true, "aria-label": "Jump to the latest message" },
+    "↓ Latest",
+  );
+  const wrap = h("div", { class: "message-pane" }, list, jump);
+  // id -> {message, signature, node, view}; `message` is the object last drawn (the state never
+  // mutates one, so the same object means nothing changed and no work is done).
+  const rows = new Map();
 
+  // Whether the view follows new output. Only scrolling changes it (the reader's, or ours to the
+  // end): content growing under a pinned view, even between two updates, keeps it pinned.
+  let pinned = true;
   function nearBottom() {
     return list.scrollHeight - list.scrollTop - list.clientHeight < 48;
   }
+  function scrollToEnd() {
+    pinned = true;
+    list.scrollTop = list.scrollHeight;
+    jump.hidden = true;
+  }
+  list.addEventListener("scroll", () => {
+    pinned = nearBottom();
+    jump.hidden = pinned;
+  });
+  jump.addEventListener("click", scrollToEnd);
 
-  function update(messages, emptyText) {
-    const stick = nearBottom();
+  function update(messages, emptyText, { offline = false } = {}) {
+    const stick = pinned;
     if (!Array.isArray(messages) || messages.length === 0) {
+      pinned = true;
       rows.clear();
       empty.textContent = Array.isArray(messages) ? emptyText : "Loading messages…";
       list.replaceChildren(empty);
+      jump.hidden = true;
       return;
     }
+    const tools = new Map();
+    for (const m of messages) if (m.kind === "tool_call" && m.metadata?.tool_call_id) tools.set(m.metadata.tool_call_id, m);
     const seen = new Set();
     if (empty.parentNode) empty.remove();
     // Walk the wanted order with a cursor over the current children: a row already in place
@@ -143,16 +130,31 @@ export function createMessageList({ onPermission }) {
     for (const message of messages) {
       const id = String(message.id);
       seen.add(id);
-      const signature = JSON.stringify(message);
       let row = rows.get(id);
-      if (!row || row.signature !== signature) {
-        const node = renderMessage(message, onPermission);
-        if (row) {
-          if (cursor === row.node) cursor = node;
-          row.node.replaceWith(node);
+      const tool = message.kind === "permission" ? tools.get(message.metadata?.tool_call_id) : undefined;
+      if (!row || row.message !== message || row.tool !== tool || (message.kind === "permission" && row.offline !== offline)) {
+        const signature = JSON.stringify([message, tool ?? null, message.kind === "permission" ? offline : null]);
+        if (row && row.signature === signature) {
+          row.message = message;
+        } else if (row && row.view && isMarkdown(message) && row.kind === "text" && row.thought === (message.metadata?.channel === "thought")) {
+          // Streamed agent text: feed the live view, keep the row.
+          row.view.set(message.content);
+          row.message = message;
+          row.signature = signature;
+        } else {
+          const drawn = renderRow(message, { tool, onPermission, offline });
+          if (row) {
+            // A tool card the reader opened stays open through its status updates.
+            const wasOpen = row.node.querySelector("details.tool-card")?.open;
+            if (wasOpen) drawn.node.querySelector("details.tool-card")?.setAttribute("open", "");
+            if (cursor === row.node) cursor = drawn.node;
+            row.node.replaceWith(drawn.node);
+          }
+          row = { message, signature, node: drawn.node, view: drawn.view, kind: message.kind ?? "text", thought: message.metadata?.channel === "thought" };
+          rows.set(id, row);
         }
-        row = { signature, node };
-        rows.set(id, row);
+        row.tool = tool;
+        row.offline = offline;
       }
       if (row.node === cursor) cursor = cursor.nextSibling;
       else list.insertBefore(row.node, cursor);
@@ -163,8 +165,16 @@ export function createMessageList({ onPermission }) {
         rows.delete(id);
       }
     }
-    if (stick) list.scrollTop = list.scrollHeight;
+    if (stick) {
+      scrollToEnd();
+      // A Markdown view draws its open block on the next frame: follow it there too.
+      requestAnimationFrame(() => {
+        if (pinned) list.scrollTop = list.scrollHeight;
+      });
+    } else {
+      jump.hidden = nearBottom();
+    }
   }
 
-  return { el: list, update, scrollToEnd: () => (list.scrollTop = list.scrollHeight) };
+  return { el: wrap, list, update, scrollToEnd };
 }

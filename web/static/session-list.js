@@ -1,7 +1,7 @@
 // The task's sessions, each a link to `/tasks/{task}?session={id}` (so "open in new tab" works)
 // whose plain click selects in place via the page controller.
 
-import { formatTime, h } from "./dom.js";
+import { h, timeElement } from "./dom.js";
 
 const STATE_TEXT = {
   CREATED: "Created",
@@ -21,7 +21,10 @@ export function stateText(state) {
   return STATE_TEXT[state] ?? String(state ?? "Unknown");
 }
 
-/** {el, update(sessions, selectedId)}; onSelect(id) gets plain left clicks. */
+/**
+ * {el, update(sessions, selectedId)}; each session row may carry `status` (status.sessionStatus)
+ * for its badge. onSelect(id) gets plain left clicks.
+ */
 export function createSessionList({ taskId, onSelect }) {
   const list = h("ul", { class: "session-list", dataset: { testid: "session-list" }, "aria-label": "Sessions" });
   let drawn = null;
@@ -29,7 +32,7 @@ export function createSessionList({ taskId, onSelect }) {
   function update(sessions, selectedId) {
     // Redraw only when something shown changed: streaming re-renders the page every chunk, and
     // replacing a link between mousedown and mouseup would swallow the user's click.
-    const signature = JSON.stringify([selectedId, sessions.map((s) => [s.id, s.state, s.agent, s.created_at])]);
+    const signature = JSON.stringify([selectedId, sessions.map((s) => [s.id, s.state, s.agent, s.created_at, s.status?.key, s.status?.reason])]);
     if (signature === drawn) return;
     drawn = signature;
     if (sessions.length === 0) {
@@ -49,8 +52,16 @@ export function createSessionList({ taskId, onSelect }) {
           },
           h("span", { class: "session-name" }, `Session ${index + 1}`),
           h("span", { class: "session-agent" }, s.agent ?? ""),
-          h("span", { class: `state-badge state-badge--${String(s.state ?? "").toLowerCase()}`, dataset: { testid: "session-state" } }, stateText(s.state)),
-          s.created_at ? h("time", { class: "session-time", datetime: s.created_at }, formatTime(s.created_at)) : null,
+          h(
+            "span",
+            {
+              class: `state-badge state-badge--${String(s.state ?? "").toLowerCase()} tone--${s.status?.tone ?? "neutral"}`,
+              dataset: { testid: "session-state", status: s.status?.key ?? "" },
+              title: s.status?.reason ?? null,
+            },
+            s.status?.label ?? stateText(s.state),
+          ),
+          timeElement(s.created_at, "session-time"),
         );
         link.addEventListener("click", (event) => {
           // Let the browser handle new-tab / new-window clicks.
@@ -63,5 +74,24 @@ export function createSessionList({ taskId, onSelect }) {
     );
   }
 
-  return { el: list, update };
+  let shownSelected = null;
+  function revealSelected(selectedId) {
+    // On a phone the list is a sideways strip: bring a newly selected session into view there.
+    if (selectedId === shownSelected) return;
+    shownSelected = selectedId;
+    const item = selectedId ? list.querySelector(`[data-session-id="${CSS.escape(selectedId)}"]`) : null;
+    if (item && list.scrollWidth > list.clientWidth) {
+      const box = list.getBoundingClientRect();
+      const at = item.getBoundingClientRect();
+      if (at.left < box.left || at.right > box.right) list.scrollLeft += at.left - box.left - 12;
+    }
+  }
+
+  return {
+    el: list,
+    update(sessions, selectedId) {
+      update(sessions, selectedId);
+      revealSelected(selectedId);
+    },
+  };
 }

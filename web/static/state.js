@@ -32,6 +32,7 @@ export function emptyState() {
     task: null,
     agents: [],
     defaultAgent: null,
+    sandboxWarning: null, // set when agents run without a sandbox on this machine
     sessions: {}, // session id -> session row (DTO fields + cancellation_epoch)
     sessionOrder: [], // session ids, display order (oldest first)
     selectedSessionId: null,
@@ -41,6 +42,10 @@ export function emptyState() {
     // own error still reaches the composer after the backend has taken over.
     cancelRequests: {},
     composerErrors: {}, // session id -> text of the last failed cancel/send, shown in the composer
+    cancelPhases: {}, // session id -> last `session.cancel.progress` phase of a pending cancel
+    // "connecting" (first connect), "open", or "reconnecting" (the socket was lost, or never
+    // came up): the page is offline in the last case and disables what needs the server.
+    connection: "connecting",
   };
 }
 
@@ -54,6 +59,7 @@ export function hydrate(boot) {
     task: b.task ?? null,
     agents: Array.isArray(b.agents) ? b.agents : [],
     defaultAgent: b.default_agent ?? (Array.isArray(b.agents) ? b.agents[0] ?? null : null),
+    sandboxWarning: typeof b.sandbox_warning === "string" ? b.sandbox_warning : null,
   };
   for (const dto of Array.isArray(b.sessions) ? b.sessions : []) {
     state = upsertSession(state, dto, 0);
@@ -161,7 +167,12 @@ export function applyCancellation(state, sessionId, pending, revision, epoch) {
   const row = state.sessions[sessionId] ?? { id: sessionId };
   const merged = mergeCancellation(row, pending, revision, epoch);
   if (!merged.accepted) return state;
-  const next = putSession(state, merged.row);
+  let next = putSession(state, merged.row);
+  if (!pending && sessionId in next.cancelPhases) {
+    const cancelPhases = { ...next.cancelPhases };
+    delete cancelPhases[sessionId];
+    next = { ...next, cancelPhases };
+  }
   return settleOptimisticOnBackendValue(next, sessionId, pending, revision, epoch);
 }
 
@@ -290,11 +301,45 @@ export function applyNotification(state, action, payload, epoch) {
       return addMessage(state, sid, p.message);
     case "session.permission.cancelled":
       return markPermissionCancelled(state, sid, p.request_id);
+    case "session.cancel.progress":
+      // DESIGN.md §9: `late` / `escalated` mean the agent did not answer the cancel.
+      if (typeof p.phase !== "string" || !effectiveCancelPending(state, sid)) return state;
+      return { ...state, cancelPhases: { ...state.cancelPhases, [sid]: p.phase } };
     default:
       // session.turn.completed, session.agent.cancelled, session.permission.requested: the
       // state and message notifications that come with them carry everything the page shows.
       return state;
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The connection
+
+/** True while the page cannot reach the server (the socket was lost or never came up). */
+export function isOffline(state) {
+  return state.connection === "reconnecting";
+}
+
+/**
+ * The socket's status changed. Going offline drops every optimistic cancel flag: a cancel cannot
+ * be "in progress" with no server to carry it (the backend's own pending value, last known, stays
+ * until the reconnect's snapshot replaces it). Coming back clears errors that described the
+ * outage or requests lost in it: the snapshot and listings that follow are the truth again.
+ */
+export function setConnection(state, status) {
+  if (status === state.connection) return state;
+  let next = { ...state, connection: status };
+  if (status === "reconnecting") {
+    const cancelRequests = {};
+    for (const [sid, req] of Object.entries(next.cancelRequests)) {
+      // Keep the record (its own DISCONNECTED answer is then recognised and ignored), not the flag.
+      cancelRequests[sid] = { ...req, optimistic: false, abandoned: true };
+    }
+    next = { ...next, cancelRequests };
+  } else if (status === "open" && state.connection === "reconnecting") {
+    next = { ...next, composerErrors: {}, cancelRequests: {} };
+  }
+  return next;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -319,6 +364,7 @@ export function effectiveCancelPending(state, sessionId) {
 export function beginCancel(state, sessionId, requestId, epoch) {
   const row = sessionId ? state.sessions[sessionId] : undefined;
   if (!row || row.state !== RUNNING) return { state, send: false };
+  if (isOffline(state)) return { state, send: false }; // nothing could carry it
   if (effectiveCancelPending(state, sessionId)) return { state, send: false };
   const baseRevision = typeof row.cancellation_revision === "number" ? row.cancellation_revision : null;
   const baseEpoch = typeof row.cancellation_revision === "number" ? row.cancellation_epoch ?? 0 : epoch;
@@ -337,6 +383,9 @@ export function settleCancel(state, sessionId, requestId, outcome) {
   const req = state.cancelRequests[sessionId];
   if (!req || req.requestId !== requestId) return state;
   const next = dropCancelRequest(state, sessionId);
+  // Abandoned when the connection dropped: the offline banner already says why; the reconnect
+  // snapshot says what the backend did.
+  if (req.abandoned) return next;
   return outcome?.ok ? next : setComposerError(next, sessionId, outcome?.error || "Cancel failed");
 }
 
@@ -350,7 +399,7 @@ export function cancelControlView(state, sessionId) {
   return {
     visible: row.state === RUNNING || pending,
     pending,
-    disabled: pending,
+    disabled: pending || isOffline(state),
     label: pending ? CANCELLING_LABEL : CANCEL_LABEL,
   };
 }
@@ -379,11 +428,13 @@ export function composerView(state) {
   const sid = state.selectedSessionId;
   const row = sid ? state.sessions[sid] : undefined;
   const running = row?.state === RUNNING;
+  const offline = isOffline(state);
   return {
     sessionId: sid ?? null,
     hasSession: Boolean(row),
     running,
-    sendDisabled: running,
+    offline,
+    sendDisabled: running || offline,
     sendLabel: row ? "Send" : "Start session",
     cancel: cancelControlView(state, sid),
     error: (sid && state.composerErrors[sid]) || null,

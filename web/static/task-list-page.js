@@ -1,9 +1,14 @@
-// Controller of `/`: the task list and the form that creates a task. Creating keeps the person
-// on the list (the new task appears at the top, a link to its page).
+// Controller of `/`: the task list and the form that creates a task. Creating a task opens it
+// (its page focuses the composer). The list is re-read on every (re)connect and every few
+// seconds, so tasks made in other tabs show up.
 
-import { formatTime, h } from "./dom.js";
+import { createConnectionBanner } from "./connection-banner.js";
+import { h, timeElement } from "./dom.js";
 import * as S from "./state.js";
+import { humanizeError } from "./status.js";
 import { Connection, socketUrl } from "./ws.js";
+
+const TASK_REFRESH_MS = 10_000;
 
 export function taskHref(taskId) {
   return `/tasks/${encodeURIComponent(taskId)}`;
@@ -32,11 +37,15 @@ export function mountTaskListPage(root, boot, env = globalThis) {
     error,
   );
 
+  const banner = createConnectionBanner({ onRetry: () => ws.retryNow(), env });
+  let retryAt = null;
+
   root.replaceChildren(
     h(
       "div",
       { class: "page page--tasks" },
       h("header", { class: "topbar" }, h("h1", { class: "topbar-title" }, "Turnvisor")),
+      banner.el,
       h("main", { class: "tasks-main" }, form, h("h2", { class: "section-title" }, "Tasks"), list),
     ),
   );
@@ -55,13 +64,16 @@ export function mountTaskListPage(root, boot, env = globalThis) {
               "a",
               { class: "task-item", href: taskHref(t.id), dataset: { testid: "task-item", taskId: t.id } },
               h("span", { class: "task-title" }, t.title),
-              t.updated_at ? h("time", { class: "task-time", datetime: t.updated_at }, formatTime(t.updated_at)) : null,
+              timeElement(t.updated_at, "task-time"),
             ),
           ),
         ),
       );
     }
-    create.disabled = creating;
+    const offline = S.isOffline(state);
+    create.disabled = creating || offline;
+    create.title = offline ? "Offline: waiting for the server" : "";
+    banner.update(offline, retryAt);
   }
 
   function showError(text) {
@@ -72,16 +84,25 @@ export function mountTaskListPage(root, boot, env = globalThis) {
   const ws = new Connection({
     url: socketUrl(env.location),
     WebSocketImpl: env.WebSocket,
-    onOpen: async () => {
-      try {
-        const { tasks } = await ws.request("task.list", {});
-        state = S.replaceTasks(state, tasks);
-        render();
-      } catch {
-        // the boot state's list stays; the next connection tries again
-      }
+    onStatus: (status, info) => {
+      retryAt = info?.retryAt ?? null;
+      const wasOffline = S.isOffline(state);
+      state = S.setConnection(state, status);
+      if (wasOffline && status === "open") showError(null); // stale: it described the outage
+      render();
     },
+    onOpen: () => refreshTasks(),
   });
+
+  async function refreshTasks() {
+    try {
+      const { tasks } = await ws.request("task.list", {});
+      state = S.replaceTasks(state, tasks);
+      render();
+    } catch {
+      // the list shown stays; the next connection or tick tries again
+    }
+  }
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -94,16 +115,18 @@ export function mountTaskListPage(root, boot, env = globalThis) {
     creating = true;
     showError(null);
     render();
+    let task = null;
     try {
-      const task = await ws.request("task.create", { title: text });
+      task = await ws.request("task.create", { title: text });
       state = S.upsertTask(state, task);
       title.value = "";
     } catch (err) {
-      showError(`Could not create the task: ${err.message}`);
+      showError(`Could not create the task. ${humanizeError(err.message)}`);
     } finally {
       creating = false;
       render();
     }
+    if (task?.id) env.location.assign(taskHref(task.id)); // open it, composer focused there
   });
 
   // Drop a one-time `?token=` from the address bar; the cookie carries auth from here on.
@@ -114,7 +137,11 @@ export function mountTaskListPage(root, boot, env = globalThis) {
   }
 
   render();
+  if (!env.matchMedia?.("(pointer: coarse)").matches) title.focus();
   ws.start();
+  env.setInterval(() => {
+    if (ws.isOpen && env.document.visibilityState !== "hidden") refreshTasks();
+  }, TASK_REFRESH_MS);
   env.addEventListener("pagehide", () => ws.stop());
   env.addEventListener("pageshow", (event) => {
     if (event.persisted) ws.start();

@@ -3,13 +3,18 @@
 // cancel control must leave the button disabled before the request is even sent (AC .1).
 
 import { createComposer, COMPACT_QUERY } from "./composer.js";
+import { createConnectionBanner } from "./connection-banner.js";
 import { h } from "./dom.js";
 import { createMessageList } from "./messages.js";
-import { createSessionList, sessionHref, stateText } from "./session-list.js";
+import { createAgentPicker } from "./agent-picker.js";
+import { createSessionList, sessionHref } from "./session-list.js";
 import * as S from "./state.js";
+import { humanizeError, sessionStatus, titleMark } from "./status.js";
 import { Connection, newRequestId, socketUrl } from "./ws.js";
 
 const LAUNCH_TIMEOUT_MS = 60_000; // a real agent CLI may take a while to initialize
+/** Other tabs may start sessions: the list is re-read this often (no push for new sessions yet). */
+const SESSION_REFRESH_MS = 10_000;
 
 /** Text for a failed agent.cancel: the request's own error stays visible (spec, state machine). */
 function cancelErrorText(err) {
@@ -19,12 +24,17 @@ function cancelErrorText(err) {
     case "DISCONNECTED":
       return "The connection dropped before the cancel was confirmed. You can try again.";
     default:
-      return `Cancel failed: ${err?.message ?? "unknown error"}`;
+      return `The cancel failed: ${humanizeError(err?.message) ?? "unknown error"}`;
   }
 }
 
 function connectionText(status) {
-  return { open: "Live", connecting: "Connecting…", reconnecting: "Reconnecting…" }[status] ?? status;
+  return { open: "Live", connecting: "Connecting…", reconnecting: "Offline" }[status] ?? status;
+}
+
+/** A touch screen: focusing the input there pops a keyboard up, so the page does not do it. */
+function coarsePointer(env) {
+  return Boolean(env.matchMedia?.("(pointer: coarse)").matches);
 }
 
 function mostRecentlyUpdated(state) {
@@ -44,18 +54,20 @@ export function mountTaskPage(root, boot, env = globalThis) {
     state = S.selectSession(state, mostRecentlyUpdated(state));
   }
   let launching = false;
-  let connection = "connecting";
   let pageError = null;
 
   // --- DOM skeleton -------------------------------------------------------------------------
   const connectionBadge = h("span", { class: "connection", dataset: { testid: "connection-status" } });
   const errorBanner = h("div", { class: "page-error", role: "alert", dataset: { testid: "page-error" }, hidden: true });
+  const banner = createConnectionBanner({ onRetry: () => ws.retryNow(), env });
   const sessionList = createSessionList({ taskId, onSelect: (id) => select(id, { push: true }) });
-  const agentSelect = h(
-    "select",
-    { id: "agent-select", class: "agent-select", dataset: { testid: "agent-select" } },
-    state.agents.map((a) => h("option", { value: a, selected: a === state.defaultAgent }, a)),
-  );
+  const picker = createAgentPicker({
+    agents: boot.agents,
+    availability: boot.agent_availability,
+    defaultAgent: state.defaultAgent,
+    env,
+  });
+  const agentSelect = picker.select;
   const launchButton = h(
     "button",
     { type: "submit", class: "btn btn-secondary", dataset: { testid: "new-session-button" } },
@@ -66,15 +78,22 @@ export function mountTaskPage(root, boot, env = globalThis) {
     { class: "launch-form", "aria-label": "Start a session" },
     h("label", { for: "agent-select", class: "field-label" }, "Agent"),
     h("div", { class: "launch-row" }, agentSelect, launchButton),
+    h("p", { class: "sandbox-warning", role: "note", dataset: { testid: "sandbox-warning" },
+             hidden: !state.sandboxWarning }, state.sandboxWarning ?? ""),
+    picker.note,
   );
   launchForm.addEventListener("submit", (event) => {
     event.preventDefault();
-    launch(agentSelect.value, null);
+    launch(picker.value, null);
   });
 
   const chatTitle = h("h2", { class: "chat-title" });
   const chatState = h("span", { class: "state-badge", dataset: { testid: "selected-session-state" } });
+  const chatReason = h("p", { class: "chat-reason", dataset: { testid: "session-status-reason" }, hidden: true });
   const messageList = createMessageList({ onPermission: respondPermission });
+  // The queue of messages waiting for the turn (DESIGN.md §9, `queue-list`) goes in queueSlot,
+  // right above the composer.
+  const queueSlot = h("div", { class: "queue-slot" });
   const composerSlot = h("div", { class: "composer-slot" });
 
   root.replaceChildren(
@@ -88,16 +107,22 @@ export function mountTaskPage(root, boot, env = globalThis) {
         h("h1", { class: "topbar-title" }, task.title),
         connectionBadge,
       ),
+      banner.el,
       errorBanner,
       h(
         "div",
         { class: "task-layout" },
         h("aside", { class: "sidebar", "aria-label": "Sessions" }, h("h2", { class: "sidebar-title" }, "Sessions"), sessionList.el, launchForm),
-        h("main", { class: "chat" }, h("div", { class: "chat-header" }, chatTitle, chatState), messageList.el, composerSlot),
+        h(
+          "main",
+          { class: "chat" },
+          h("div", { class: "chat-header" }, h("div", { class: "chat-heading" }, chatTitle, chatState), chatReason),
+          messageList.el,
+          h("div", { class: "composer-stack" }, queueSlot, composerSlot),
+        ),
       ),
     ),
   );
-  env.document.title = `${task.title} · Turnvisor`;
 
   // --- Composer: one mounted at a time, chosen by viewport width -----------------------------
   const compactQuery = env.matchMedia(COMPACT_QUERY);
@@ -120,23 +145,33 @@ export function mountTaskPage(root, boot, env = globalThis) {
     const sid = state.selectedSessionId;
     const row = sid ? state.sessions[sid] : undefined;
     const ordered = S.orderedSessions(state);
-    sessionList.update(ordered, sid);
+    const offline = S.isOffline(state);
+    sessionList.update(ordered.map((r) => ({ ...r, status: sessionStatus(state, r.id) })), sid);
     const index = ordered.findIndex((r) => r.id === sid);
+    const status = row ? sessionStatus(state, sid) : null;
     chatTitle.textContent = row ? `Session ${index + 1} · ${row.agent ?? ""}` : "No session selected";
     chatState.hidden = !row;
-    chatState.textContent = row ? stateText(row.state) : "";
-    chatState.className = `state-badge state-badge--${String(row?.state ?? "").toLowerCase()}`;
+    // Offline, the state shown is the last one heard: say so rather than claim it is current.
+    chatState.textContent = status ? (offline ? `${status.label} (last known)` : status.label) : "";
+    chatState.className = `state-badge state-badge--${String(row?.state ?? "").toLowerCase()} tone--${status?.tone ?? "neutral"}`;
+    chatState.dataset.status = status?.key ?? "";
+    chatReason.hidden = !status?.reason;
+    chatReason.textContent = status?.reason ?? "";
     messageList.update(
       row ? state.messages[sid] : [],
       row ? "No messages yet. Send a prompt to start a turn." : "Start a session: pick an agent, or just type a prompt.",
+      { offline },
     );
     composer.update(S.composerView(state));
-    launchButton.disabled = launching;
+    launchButton.disabled = launching || offline || !picker.launchable;
     agentSelect.disabled = launching;
-    connectionBadge.textContent = connectionText(connection);
-    connectionBadge.dataset.status = connection;
+    connectionBadge.textContent = connectionText(state.connection);
+    connectionBadge.dataset.status = state.connection;
+    banner.update(offline, retryAt);
     errorBanner.hidden = !pageError;
     errorBanner.textContent = pageError ?? "";
+    const title = `${titleMark(state)}${task.title} · Turnvisor`;
+    if (env.document.title !== title) env.document.title = title;
   }
 
   function setState(next) {
@@ -150,11 +185,16 @@ export function mountTaskPage(root, boot, env = globalThis) {
   }
 
   // --- Socket --------------------------------------------------------------------------------
+  let retryAt = null;
   const ws = new Connection({
     url: socketUrl(env.location),
     WebSocketImpl: env.WebSocket,
-    onStatus: (status) => {
-      connection = status;
+    onStatus: (status, info) => {
+      retryAt = info?.retryAt ?? null;
+      const wasOffline = S.isOffline(state);
+      state = S.setConnection(state, status);
+      // Back online: what failed during the outage is stale; the snapshot tells the truth.
+      if (wasOffline && status === "open") pageError = null;
       render();
     },
     onOpen: () => {
@@ -173,7 +213,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
       const { messages } = await ws.request("message.list", { session_id: sid });
       setState((s) => S.replaceMessages(s, sid, messages));
     } catch (err) {
-      if (err?.code !== "DISCONNECTED") showError(`Could not follow the session: ${err.message}`);
+      if (err?.code !== "DISCONNECTED") showError(`Could not follow the session: ${humanizeError(err.message)}`);
     }
   }
 
@@ -200,6 +240,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
     if (!sid || sid === state.selectedSessionId) return;
     const previous = state.selectedSessionId;
     setState((s) => S.selectSession(s, sid));
+    messageList.scrollToEnd(); // another conversation: start at its latest message
     if (push) env.history.pushState({ session: sid }, "", sessionHref(taskId, sid));
     if (previous && ws.isOpen) ws.request("session.unsubscribe", { session_id: previous }).catch(() => {});
     follow(sid);
@@ -208,6 +249,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
 
   async function launch(agent, prompt) {
     if (launching) return false;
+    picker.remember(agent);
     launching = true;
     pageError = null;
     render();
@@ -218,9 +260,10 @@ export function mountTaskPage(root, boot, env = globalThis) {
       const epoch = ws.epoch;
       setState((s) => S.upsertSession(s, dto, epoch));
       select(dto.id, { push: true });
+      if (!coarsePointer(env)) composer.focus();
       return true;
     } catch (err) {
-      showError(`Could not start a session: ${err.message}`);
+      showError(`Could not start a session. ${humanizeError(err.message)}`);
       return false;
     } finally {
       launching = false;
@@ -230,13 +273,13 @@ export function mountTaskPage(root, boot, env = globalThis) {
 
   async function send(text) {
     const sid = state.selectedSessionId;
-    if (!sid || !state.sessions[sid]) return launch(agentSelect.value, text);
+    if (!sid || !state.sessions[sid]) return launch(picker.value, text);
     try {
       const message = await ws.request("message.add", { session_id: sid, content: text });
       setState((s) => S.addMessage(S.clearComposerError(s, sid), sid, message));
       return true;
     } catch (err) {
-      setState((s) => S.setComposerError(s, sid, `Could not send: ${err.message}`));
+      setState((s) => S.setComposerError(s, sid, `Could not send. ${humanizeError(err.message)}`));
       return false;
     }
   }
@@ -245,8 +288,11 @@ export function mountTaskPage(root, boot, env = globalThis) {
     const sid = state.selectedSessionId;
     const requestId = newRequestId();
     const begun = S.beginCancel(state, sid, requestId, ws.epoch);
-    if (!begun.send) return; // duplicate activation, or nothing running
+    if (!begun.send) return; // duplicate activation, nothing running, or offline
     setState(begun.state); // disabled + spinner now, before the request leaves
+    // The clicked button is now disabled and drops focus: hand it to the input, so typing (and
+    // the next Esc) go on from there. Not on touch screens, where it would pop the keyboard up.
+    if (!coarsePointer(env)) composer.focus();
     ws.request("agent.cancel", { session_id: sid, task_id: taskId }, { id: requestId, timeoutMs: S.CANCEL_REQUEST_TIMEOUT_MS }).then(
       () => setState((s) => S.settleCancel(s, sid, requestId, { ok: true })),
       (err) => setState((s) => S.settleCancel(s, sid, requestId, { ok: false, error: cancelErrorText(err) })),
@@ -256,7 +302,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
   function respondPermission(requestId, optionId) {
     const sid = state.selectedSessionId;
     ws.request("permission.respond", { session_id: sid, request_id: requestId, option_id: optionId }).catch((err) =>
-      showError(`Could not answer the permission request: ${err.message}`),
+      showError(`Could not answer the permission request. ${humanizeError(err.message)}`),
     );
   }
 
@@ -272,9 +318,25 @@ export function mountTaskPage(root, boot, env = globalThis) {
     if (sid && state.sessions[sid]) select(sid, { push: false });
   });
 
+  // Esc anywhere on the page cancels the running turn, as in the input, unless a dialog is open
+  // (the dialog's own Esc closes it).
+  env.document.addEventListener("keydown", (event) => {
+    if (event.key !== "Escape" || event.defaultPrevented || event.isComposing) return;
+    if (env.document.querySelector("dialog[open], [role='dialog']:not([hidden])")) return;
+    const view = S.cancelControlView(state, state.selectedSessionId);
+    if (view.visible && !view.disabled) {
+      event.preventDefault();
+      cancel();
+    }
+  });
+
   mountComposer();
   render(); // first paint: straight from the boot state, spinner included if pending
+  if (!coarsePointer(env)) composer.focus();
   ws.start();
+  env.setInterval(() => {
+    if (ws.isOpen && env.document.visibilityState !== "hidden") refreshSessions();
+  }, SESSION_REFRESH_MS);
   // Close cleanly on unload; a page restored from the back/forward cache reconnects and the
   // resubscribe snapshot repairs whatever happened meanwhile.
   env.addEventListener("pagehide", () => ws.stop());

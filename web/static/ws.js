@@ -52,7 +52,8 @@ const OPEN = 1;
 export class Connection {
   /**
    * onNotification(action, payload, epoch); onOpen(epoch) after every (re)connect, where the
-   * page resubscribes; onStatus("connecting" | "open" | "reconnecting").
+   * page resubscribes; onStatus("connecting" | "open" | "reconnecting", info) where info is
+   * {retryAt} (a Date.now() time) while a reconnect is scheduled, else {}.
    */
   constructor({
     url,
@@ -107,7 +108,9 @@ export class Connection {
   }
 
   connect() {
-    this.onStatus(this.epoch === 0 ? "connecting" : "reconnecting");
+    // "connecting" only for the very first try; once a try failed or a socket was lost the page
+    // is offline until a socket opens again.
+    this.onStatus(this.epoch === 0 && this.attempt === 0 ? "connecting" : "reconnecting", {});
     let socket;
     try {
       socket = new this.WebSocketImpl(this.url);
@@ -120,7 +123,7 @@ export class Connection {
       if (this.socket !== socket) return;
       this.attempt = 0;
       this.epoch += 1;
-      this.onStatus("open");
+      this.onStatus("open", {});
       this.onOpen(this.epoch);
       this.flushQueued();
     };
@@ -142,13 +145,21 @@ export class Connection {
 
   scheduleReconnect() {
     if (this.stopped || this.reconnectTimer !== null) return;
-    this.onStatus("reconnecting");
     const delay = backoffDelay(this.attempt, this.random);
+    this.onStatus("reconnecting", { retryAt: Date.now() + delay });
     this.attempt += 1;
     this.reconnectTimer = this.setTimer(() => {
       this.reconnectTimer = null;
       if (!this.stopped) this.connect();
     }, delay);
+  }
+
+  /** Skips the rest of the backoff wait (the offline banner's "Retry now"). */
+  retryNow() {
+    if (this.stopped || this.reconnectTimer === null) return;
+    this.clearTimer(this.reconnectTimer);
+    this.reconnectTimer = null;
+    this.connect();
   }
 
   /**

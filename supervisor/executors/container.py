@@ -1,0 +1,211 @@
+"""The container executor: each execution's agent behind its own agentctl, in
+its own container, on a Docker-API engine (Podman or Docker; ``engine_api``).
+
+Per execution (``launch_container``)::
+
+    create   image = the profile's (scripts/build_agent_image.sh), entrypoint
+             ``turnvisor agentctl``; labels: backend instance + session id;
+             CPU / memory / pids limits from the profile; a fresh agentctl token
+             in the environment (never in argv); the session's working
+             directory bind-mounted at the same path; agentctl's port
+             published on the engine host's loopback (a local engine)
+    start    then poll agentctl's /health on the published port (bounded by
+             Timeouts.agent_start_s; a container that exits first is reported
+             with the tail of its log)
+    connect  an AgentctlAdapter, exactly as the agentctl executor connects
+             (same cancel path, the lifecycle's join window and escalation)
+    teardown close the adapter; stop (SIGTERM to agentctl, which stops its
+             agent; SIGKILL after term_grace_s) and remove the container,
+             shielded, bounded
+
+agentctl is the container's PID 1, not an init: the engine passes the token in
+the environment of PID 1, and the agent (root in the same PID namespace) could
+read an init's ``/proc/1/environ``.  agentctl makes itself non-dumpable, which
+hides its environment from processes without CAP_SYS_PTRACE (which containers
+lack), strips the token from the agent's environment, handles SIGTERM itself
+(stop is prompt), and its launcher reaps orphaned descendants.
+
+``sweep_containers`` is the container version of the process-group sweep: at
+startup, containers labelled with this backend instance's id are removed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+import socket
+from collections.abc import AsyncIterator, Collection
+from contextlib import asynccontextmanager
+from importlib import metadata
+from typing import Final
+
+import httpx
+import trio
+
+from protocols.agentctl_wire import TOKEN_ENV
+
+from ..config import Config
+from ..profiles import AgentProfile
+from .agentctl_adapter import AgentctlAdapter
+from .base import LaunchedAgent
+from .engine_api import ContainerSpec, EngineClient, EngineError, engine_address
+
+__all__ = [
+    "AGENTCTL_PORT",
+    "LABEL_BACKEND",
+    "LABEL_SESSION",
+    "backend_instance",
+    "default_image",
+    "launch_container",
+    "sweep_containers",
+]
+
+log = logging.getLogger(__name__)
+
+LABEL_BACKEND: Final = "io.turnvisor.backend"
+LABEL_SESSION: Final = "io.turnvisor.session"
+#: agentctl's port inside the container.
+AGENTCTL_PORT: Final = 8765
+IMAGE_NAME: Final = "localhost/turnvisor-agent"
+#: The agent's open-file and process limits.  Set explicitly: engines default to
+#: values above what an unprivileged-capability host lets runc set (the
+#: container's pids limit is the profile's ``pids``).
+_ULIMITS: Final = {"nofile": (16384, 16384), "nproc": (32768, 32768)}
+_HEALTH_POLL_S: Final = 0.05
+
+
+def default_image() -> str:
+    """The image scripts/build_agent_image.sh tags with this Turnvisor's version."""
+    try:
+        version = metadata.version("turnvisor")
+    except metadata.PackageNotFoundError:
+        version = "latest"
+    return f"{IMAGE_NAME}:{version}"
+
+
+def backend_instance(config: Config) -> str:
+    """This backend's id on the engine: stable across restarts (host + data dir),
+    distinct for two backends sharing an engine."""
+    key = f"{socket.gethostname()}:{config.data_dir.resolve()}"
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def container_spec(config: Config, profile: AgentProfile, cwd: str, token: str, *,
+                   owner: str | None, publish_ip: str) -> ContainerSpec:
+    return ContainerSpec(
+        image=profile.image or default_image(),
+        cmd=["--listen", f"0.0.0.0:{AGENTCTL_PORT}", "--protocol", profile.protocol,
+             "--cwd", cwd, "--cancel-join", f"{config.timeouts.cancel_join_s:g}",
+             "--", *profile.command],
+        env={**profile.env, TOKEN_ENV: token},
+        labels={LABEL_BACKEND: backend_instance(config), LABEL_SESSION: owner or "",
+                "io.turnvisor.profile": profile.name},
+        binds={cwd: cwd}, working_dir=cwd, port=AGENTCTL_PORT, publish_ip=publish_ip,
+        cpus=profile.cpus, memory_bytes=profile.memory, pids=profile.pids,
+        ulimits=_ULIMITS)
+
+
+@asynccontextmanager
+async def launch_container(config: Config, profile: AgentProfile, cwd: str, *,
+                           owner: str | None) -> AsyncIterator[LaunchedAgent]:
+    """The executor for ``executor = "container"`` profiles (module doc)."""
+    t = config.timeouts
+    try:
+        address = engine_address()
+    except EngineError as exc:
+        raise OSError(f"profile {profile.name!r}: {exc}") from None
+    token = secrets.token_urlsafe(32)
+    # A remote engine publishes on all its interfaces (its loopback is not ours).
+    spec = container_spec(config, profile, cwd, token, owner=owner,
+                          publish_ip="127.0.0.1" if address.local else "0.0.0.0")
+    async with EngineClient(address, timeout_s=t.agent_start_s) as engine:
+        name = f"turnvisor-{(owner or 'x')[:12]}-{secrets.token_hex(3)}"
+        try:
+            cid = await engine.create(spec, name=name)
+        except EngineError as exc:
+            raise OSError(f"profile {profile.name!r}: cannot create a container of "
+                          f"{spec.image} on {address}: {exc}") from None
+        try:
+            url = await _start(engine, cid, address.host, t.agent_start_s)
+            adapter = AgentctlAdapter(url, token, owner=owner, session_cwd=cwd,
+                                      protocol=profile.protocol,
+                                      timeouts=t)
+            try:
+                yield LaunchedAgent(adapter=adapter)
+            finally:
+                await adapter.aclose()
+        finally:
+            with trio.CancelScope(shield=True), \
+                    trio.move_on_after(t.term_grace_s + t.agent_request_s) as scope:
+                await _discard(engine, cid, grace_s=t.term_grace_s)
+            if scope.cancelled_caught:
+                log.warning("container %s: not removed within %gs (the startup sweep will)",
+                            cid[:12], t.term_grace_s + t.agent_request_s)
+
+
+async def _start(engine: EngineClient, cid: str, host: str, start_s: float) -> str:
+    """Start the container; agentctl's URL once its /health answers."""
+    with trio.move_on_after(start_s):
+        try:
+            await engine.start(cid)
+        except EngineError as exc:
+            raise OSError(f"container {cid[:12]} did not start: {exc}") from None
+        info = await engine.inspect(cid)
+        port = info.ports.get(f"{AGENTCTL_PORT}/tcp")
+        if port is None:
+            raise OSError(f"container {cid[:12]}: the engine published no port for agentctl")
+        url = f"http://{host}:{port}"
+        async with httpx.AsyncClient(timeout=httpx.Timeout(2.0)) as http:
+            while True:
+                try:
+                    resp = await http.get(url + "/api/v1/health")
+                    if resp.status_code == 200:
+                        return url
+                except httpx.HTTPError:
+                    pass
+                info = await engine.inspect(cid)
+                if not info.running:
+                    tail = await engine.logs(cid)
+                    raise OSError(f"container {cid[:12]} exited (status {info.exit_code}) "
+                                  f"before agentctl answered:\n{tail.strip()}")
+                await trio.sleep(_HEALTH_POLL_S)
+    raise OSError(f"container {cid[:12]}: agentctl did not answer within {start_s:g}s")
+
+
+async def _discard(engine: EngineClient, cid: str, *, grace_s: float) -> None:
+    try:
+        await engine.stop(cid, grace_s=grace_s)
+    except EngineError as exc:
+        if exc.status not in (404, 304):
+            log.warning("container %s: stop failed: %s", cid[:12], exc)
+    try:
+        await engine.remove(cid, force=True)
+    except EngineError as exc:
+        log.warning("container %s: remove failed: %s", cid[:12], exc)
+
+
+async def sweep_containers(config: Config, *, live: Collection[str] = ()) -> int:
+    """Remove this backend's labelled containers whose session is not in ``live``
+    (at startup: all of them).  Without a container profile, nothing is done and
+    no engine is contacted; an unreachable engine is logged, not fatal.  Returns
+    how many were removed."""
+    if not any(p.executor == "container" for p in config.profiles.values()):
+        return 0
+    t = config.timeouts
+    removed = 0
+    with trio.move_on_after(t.agent_start_s) as scope:
+        try:
+            async with EngineClient(engine_address(), timeout_s=t.agent_request_s) as engine:
+                for c in await engine.list({LABEL_BACKEND: backend_instance(config)}):
+                    if c.labels.get(LABEL_SESSION) in live:
+                        continue
+                    await engine.remove(c.id, force=True)
+                    removed += 1
+                    log.info("startup sweep: removed container %s (session %s)", c.name,
+                             c.labels.get(LABEL_SESSION))
+        except EngineError as exc:
+            log.warning("startup sweep of containers skipped: %s", exc)
+    if scope.cancelled_caught:
+        log.warning("startup sweep of containers: not done within %gs", t.agent_start_s)
+    return removed

@@ -1,0 +1,101 @@
+"""Helpers for the container tests (a module of its own: conftest is not importable)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from supervisor.config import Config
+from supervisor.executors.agentctl_adapter import AgentctlAdapter
+from supervisor.executors.container import LABEL_BACKEND, LABEL_SESSION
+from supervisor.models import SessionState
+from supervisor.orchestrator import Caller
+from supervisor.root import Supervisor, open_supervisor
+
+REPO = Path(__file__).resolve().parents[2]
+PROFILES = {"mock": "acp", "mock-codex": "codex"}
+
+
+@dataclass(frozen=True)
+class Engine:
+    image: str
+    socket: Path
+    podman: str
+    build_s: float
+
+
+def container_profiles(image: str, **extra: Any) -> dict[str, dict[str, Any]]:
+    """The two mock profiles on ``executor = "container"``: the mock agent is the
+    image's own (``python`` is the image's venv)."""
+    return {name: {"protocol": proto, "executor": "container", "image": image,
+                   "command": ["python", "-m", "protocols.mock_agent", "--protocol", proto],
+                   "cpus": 1, "memory": "512m", "pids": 256, **extra}
+            for name, proto in PROFILES.items()}
+
+
+def config(tmp_path: Path, image: str, **timeouts: float) -> Config:
+    return Config.from_mapping(tmp_path / "data", {
+        "timeouts": timeouts, "agents": container_profiles(image)})
+
+
+@asynccontextmanager
+async def supervisor(tmp_path: Path, image: str, **timeouts: float,
+                     ) -> AsyncIterator[Supervisor]:
+    async with open_supervisor(config(tmp_path, image, **timeouts)) as sup:
+        yield sup
+
+
+async def session(sup: Supervisor, agent: str) -> tuple[Caller, str]:
+    caller = await sup.caller()
+    task = await sup.orchestrator.create_task(caller, "t")
+    dto = await sup.orchestrator.launch_session(caller, task.id, agent)
+    assert isinstance(sup.lifecycle.executions[dto["id"]].adapter, AgentctlAdapter)
+    return caller, str(dto["id"])
+
+
+async def wait_state(sup: Supervisor, caller: Caller, sid: str, state: SessionState,
+                     timeout: float = 20) -> None:
+    with trio.fail_after(timeout):
+        while (await sup.orchestrator.session(caller, sid)).state is not state:
+            await trio.sleep(0.02)
+
+
+async def wait_chunks(sup: Supervisor, caller: Caller, sid: str, timeout: float = 20) -> None:
+    with trio.fail_after(timeout):
+        while not any(m.role == "agent" for m in
+                      await sup.orchestrator.list_messages(caller, sid)):
+            await trio.sleep(0.02)
+
+
+async def agent_texts(sup: Supervisor, caller: Caller, sid: str) -> list[Any]:
+    return [m.content for m in await sup.orchestrator.list_messages(caller, sid)
+            if m.role == "agent"]
+
+
+def containers(podman: str, **labels: str) -> list[dict[str, Any]]:
+    """``podman ps -a`` of the containers with these labels (any backend's if none)."""
+    filters = [f"--filter=label={k}={v}" for k, v in labels.items()] or [
+        f"--filter=label={LABEL_BACKEND}"]
+    out = subprocess.run([podman, "ps", "-a", "--format", "json", *filters],
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    found: list[dict[str, Any]] = json.loads(out or "[]")
+    return found
+
+
+def session_containers(podman: str, session_id: str) -> list[dict[str, Any]]:
+    return containers(podman, **{LABEL_SESSION: session_id})
+
+
+def remove_labelled(podman: str) -> None:
+    """Remove every container the tests labelled (the fixture's teardown)."""
+    ids = [c["Id"] for c in containers(podman)]
+    if ids:
+        subprocess.run([podman, "rm", "-f", *ids], capture_output=True, check=False,
+                       timeout=120)

@@ -1,0 +1,63 @@
+"""An agentctl's agent gets the same sandbox (issue 17, item 2): a backend
+that spawns agentctl for a profile hides its data dir from that agent too."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import trio
+
+from protocols.sandbox import resolve_mode
+from supervisor.config import Config
+from supervisor.executors.agentctl import launch_agentctl
+from supervisor.profiles import AgentProfile
+
+HOSTILE = Path(__file__).with_name("hostile_agent.py")
+
+
+def _prepare(data: Path) -> None:
+    (data / "work").mkdir(parents=True)
+    (data / "token").write_text("secret-token-0123456789abcdef\n")
+    (data / "turnvisor.toml").write_text("# the config\n")
+
+
+def _exists(path: str | Path) -> bool:
+    return Path(path).exists()
+
+
+async def test_the_agent_of_a_spawned_agentctl_is_sandboxed(tmp_path: Path) -> None:
+    assert resolve_mode(None) == "bwrap", "bwrap must work here (make test installs it)"
+    data = tmp_path / "data"
+    _prepare(data)
+    config = Config.from_mapping(data, {})
+    profile = AgentProfile(name="hostile", protocol="acp",
+                           command=(sys.executable, str(HOSTILE)), executor="agentctl")
+    work = data / "work"
+    # What the agent is told is the backend: a stand-in it must not be able to signal.
+    victim = await trio.lowlevel.open_process(["sleep", "60"], process_group=0)
+    try:
+        with trio.fail_after(60):
+            async with launch_agentctl(config, profile, str(work), owner="s1") as agent:
+                adapter = agent.adapter
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(adapter.connection.run)
+                    await adapter.initialize()
+                    await adapter.new_session(str(work))
+                    ended = await adapter.prompt(
+                        f"/attack {data} http://127.0.0.1:9 {victim.pid} /etc/hostile-planted")
+                    assert ended.stop_reason == "end_turn"
+                    nursery.cancel_scope.cancel()
+        assert victim.poll() is None
+    finally:
+        victim.kill()
+        await victim.wait()
+    report = json.loads((work / "attack.json").read_text())
+    for name in ["env_token", "read_token", "read_db", "read_config", "backend_environ",
+                 "signal_backend", "signal_backend_group", "write_outside", "controlling_tty"]:
+        assert report[name].startswith("refused"), (name, report[name])
+    assert report["list_data_dir"] == "ok: ['work']", report["list_data_dir"]
+    assert report["backend_in_proc"] == "ok: []", report["backend_in_proc"]
+    assert not _exists("/etc/hostile-planted")
+    assert not _exists(data / "planted")
