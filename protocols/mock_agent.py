@@ -99,6 +99,11 @@ class SessionStore:
     one.  A directory we cannot write is reported on stderr and otherwise
     ignored: persistence must not break the agent."""
 
+    @classmethod
+    def from_environment(cls) -> SessionStore:
+        """``$MOCK_AGENT_STATE_DIR``, else ``.mock-agent/`` under the working directory."""
+        return cls(Path(os.environ.get(STATE_DIR_ENV) or os.path.join(os.getcwd(), ".mock-agent")))
+
     def __init__(self, directory: Path) -> None:
         self.directory = directory
 
@@ -174,10 +179,10 @@ class Turn:
 
 
 class MockAgent:
-    def __init__(self, dialect: Dialect, store: SessionStore,
+    def __init__(self, dialect: Dialect, store: SessionStore | None = None,
                  restore: frozenset[str] = frozenset({"load", "resume"})) -> None:
         self.dialect = dialect
-        self.store = store
+        self.store = store if store is not None else SessionStore.from_environment()
         #: Restore methods offered: ``load`` and/or ``resume`` (Codex: ``resume``
         #: is ``thread/resume``).
         self.restore = restore
@@ -649,8 +654,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     dialect = Dialect.JSONRPC2 if args.protocol == "acp" else Dialect.CODEX
     restore = {"both": {"load", "resume"}, "none": set()}.get(args.restore, {args.restore})
-    state_dir = os.environ.get(STATE_DIR_ENV) or os.path.join(os.getcwd(), ".mock-agent")
-    return MockAgent(dialect, SessionStore(Path(state_dir)), frozenset(restore)).serve()
+    return MockAgent(dialect, SessionStore.from_environment(), frozenset(restore)).serve()
 
 
 if __name__ == "__main__":
