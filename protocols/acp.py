@@ -22,9 +22,19 @@ timed out is withdrawn with ``cancel_request(rid)``, and whatever the agent
 still answers to it (-32800, a late result) is reported, never mistaken for a
 live answer.
 
-``user_message_chunk`` is the agent repeating the user's words: history while
-``replaying`` (set around ``session/load``), otherwise an echo of the prompt
+``user_message_chunk`` outside a replay is the agent repeating the prompt
 (``UserEcho``), which is not agent text.
+
+Restoring a conversation in a new agent process: ``initialize``'s answer says
+what the agent can do (``can_resume``: ``sessionCapabilities.resume``;
+``can_load``: ``loadSession``).  ``resume_session`` (``session/resume``) makes
+no replay; ``load_session`` (``session/load``) makes the agent replay the
+history as ``session/update`` notifications before it answers.  While that
+load is pending (``replaying``) the history updates (messages, thoughts, tool
+calls, plans) are consumed, not surfaced as live output: the supervisor has
+the conversation stored already.  They are counted, and the answer is
+preceded by one ``HistoryReplayed``.  Either way ``session_id`` names the
+restored session once the agent has answered.
 """
 
 from __future__ import annotations
@@ -40,6 +50,7 @@ from .events import (
     STOP_REASONS,
     AgentEvent,
     AgentNotice,
+    HistoryReplayed,
     MessageChunk,
     OtherUpdate,
     PermissionOption,
@@ -76,6 +87,11 @@ __all__ = ["CANCEL_REQUEST", "PROTOCOL_VERSION", "AcpClient", "ClientEvent"]
 PROTOCOL_VERSION: Final = 1
 CANCEL_REQUEST: Final = "$/cancel_request"
 _FINISHED_TOOL_STATES: Final = frozenset({"completed", "failed", "cancelled"})
+#: Update kinds that are conversation history: what a ``session/load`` replays.
+_HISTORY_KINDS: Final = frozenset({
+    "user_message_chunk", "agent_message_chunk", "agent_thought_chunk",
+    "tool_call", "tool_call_update", "plan",
+})
 
 
 
@@ -100,9 +116,20 @@ class AcpClient(CoreBase):
         self._open_tools: dict[str, str] = {}
         #: Our requests withdrawn with ``$/cancel_request``: rpc id → method.
         self._withdrawn: dict[RequestId, str] = {}
-        #: True while the agent replays a session's history (``session/load``):
-        #: its ``user_message_chunk`` are then the user's past messages, not echoes.
+        #: True while the agent replays a session's history (``session/load``
+        #: sent, not answered): its history updates are consumed and counted.
         self.replaying = False
+        #: What ``initialize``'s answer advertised (``agentCapabilities``).
+        self.agent_capabilities: dict[str, Any] = {}
+        #: Pending ``session/load`` / ``session/resume``: rpc id → (method, session id).
+        self._restores: dict[RequestId, tuple[str, str]] = {}
+        #: History updates consumed during the pending load, by update kind.
+        self._replayed: dict[str, int] = {}
+        #: How many the last successful load consumed.
+        self.last_replayed = 0
+        #: Sessions whose load we withdrew: a replay still in flight for them
+        #: is history too, never live output.
+        self._abandoned_loads: set[str] = set()
 
     # -- requests we make ---------------------------------------------------
 
@@ -123,6 +150,46 @@ class AcpClient(CoreBase):
     def new_session(self, cwd: str) -> tuple[int, bytes]:
         rid, data = self.rpc.send_request("session/new", {"cwd": cwd, "mcpServers": []})
         self._new_session_id = rid
+        return rid, data
+
+    @property
+    def can_load(self) -> bool:
+        """The agent advertised ``agentCapabilities.loadSession``."""
+        return self.agent_capabilities.get("loadSession") is True
+
+    @property
+    def can_resume(self) -> bool:
+        """The agent advertised ``agentCapabilities.sessionCapabilities.resume``
+        (an object; its presence is the capability)."""
+        session = self.agent_capabilities.get("sessionCapabilities")
+        return isinstance(session, dict) and isinstance(session.get("resume"), dict)
+
+    def load_session(self, session_id: str, cwd: str) -> tuple[int, bytes]:
+        """``session/load``: the agent replays the history (consumed) and answers."""
+        if not self.can_load:
+            raise LocalProtocolError("the agent did not advertise loadSession")
+        rid, data = self._restore("session/load", session_id, cwd)
+        self.replaying = True
+        self._replayed = {}
+        return rid, data
+
+    def resume_session(self, session_id: str, cwd: str) -> tuple[int, bytes]:
+        """``session/resume``: the agent reopens the session without a replay."""
+        if not self.can_resume:
+            raise LocalProtocolError("the agent did not advertise sessionCapabilities.resume")
+        return self._restore("session/resume", session_id, cwd)
+
+    def _restore(self, method: str, session_id: str, cwd: str) -> tuple[int, bytes]:
+        if self.turn.running:
+            raise LocalProtocolError(f"{method} while a turn is running")
+        if self._restores:
+            raise LocalProtocolError(f"{method} while another restore is pending")
+        if not session_id:
+            raise LocalProtocolError(f"{method} needs a session id")
+        rid, data = self.rpc.send_request(
+            method, {"sessionId": session_id, "cwd": cwd, "mcpServers": []}
+        )
+        self._restores[rid] = (method, session_id)
         return rid, data
 
     def prompt(self, text: str) -> tuple[int, bytes]:
@@ -168,6 +235,10 @@ class AcpClient(CoreBase):
         if method is None:
             return b""
         self.rpc.forget(rid)
+        restore = self._restores.pop(rid, None)
+        if restore is not None and restore[0] == "session/load":
+            self.replaying = False
+            self._abandoned_loads.add(restore[1])
         self._withdrawn[rid] = method
         return self.rpc.send_notification(CANCEL_REQUEST, {"requestId": rid})
 
@@ -242,7 +313,11 @@ class AcpClient(CoreBase):
                 if isinstance(ev.result, dict):
                     info = ev.result.get("agentInfo")
                     self.agent_info = info if isinstance(info, dict) else {}
+                    caps = ev.result.get("agentCapabilities")
+                    self.agent_capabilities = caps if isinstance(caps, dict) else {}
                 self._events.append(ev)
+            case Response(id=rid) | ErrorResponse(id=rid) if rid in self._restores:
+                self._on_restored(ev, *self._restores.pop(rid))
             case Response() | ErrorResponse():
                 self._events.append(ev)
             case UnmatchedResponse(id=rid) if _is_id(rid) and rid in self._withdrawn:
@@ -255,8 +330,24 @@ class AcpClient(CoreBase):
                 )
             case PeerClosed():
                 self._permissions.clear()
+                self._restores.clear()
+                self.replaying = False
                 self.turn.fire(Trigger.CLOSE)
                 self._events.append(ev)
+
+    def _on_restored(self, ev: Response | ErrorResponse, method: str, session_id: str) -> None:
+        if method == "session/load":
+            self.replaying = False
+            replayed, self._replayed = self._replayed, {}
+            if isinstance(ev, Response):
+                self.last_replayed = sum(replayed.values())
+                self._events.append(HistoryReplayed(
+                    session_id=session_id, updates=sum(replayed.values()), by_kind=replayed,
+                ))
+        if isinstance(ev, Response):
+            self.session_id = session_id
+            self._abandoned_loads.discard(session_id)
+        self._events.append(ev)
 
     def _on_cancel_request(self, params: Any) -> None:
         rid = params.get("requestId") if isinstance(params, dict) else None
@@ -333,6 +424,12 @@ class AcpClient(CoreBase):
         if not isinstance(kind, str) or not isinstance(update, dict):
             self._events.append(AgentNotice(message="session/update without an update kind"))
             return
+        if kind in _HISTORY_KINDS:
+            if self.replaying:
+                self._replayed[kind] = self._replayed.get(kind, 0) + 1
+                return
+            if params.get("sessionId") in self._abandoned_loads:
+                return  # the tail of a replay we gave up on
         model = _models().UPDATE_MODELS.get(kind)
         if model is None:
             self._events.append(OtherUpdate(kind=kind, payload=update))
@@ -351,13 +448,11 @@ class AcpClient(CoreBase):
             text = getattr(content, "text", None)
             if text is None:
                 return OtherUpdate(kind=kind, payload=raw)
-            if kind == "user_message_chunk" and not self.replaying:
+            if kind == "user_message_chunk":
+                # A replay never gets here (consumed above): this is an echo.
                 return UserEcho(text=text, message_id=parsed.message_id)
-            channel = {"agent_message_chunk": "agent", "agent_thought_chunk": "thought"}.get(
-                kind, "user"
-            )
             return MessageChunk(
-                text=text, channel=channel,  # type: ignore[arg-type]
+                text=text, channel="agent" if kind == "agent_message_chunk" else "thought",
                 message_id=parsed.message_id,
             )
         if kind == "tool_call":

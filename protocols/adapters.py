@@ -9,9 +9,17 @@ bounded by ``AdapterTimeouts``.
 requires to pending permission requests); the turn is over when the pending
 ``prompt()`` returns, normally with stop reason ``cancelled``.
 
-ACP requests that time out (``initialize``, ``session/new``; later
-``session/load``/``resume``: pass ``withdraw=self.core.cancel_request`` too)
-are withdrawn with ``$/cancel_request`` before the adapter gives up.
+ACP requests that time out (``initialize``, ``session/new``,
+``session/resume``, ``session/load``) are withdrawn with ``$/cancel_request``
+before the adapter gives up.
+
+``restore_session`` reopens a conversation in a fresh agent process (after a
+restart, a crash, an escalation, an idle stop) instead of ``new_session``:
+ACP ``session/resume`` when the agent advertises it, else ``session/load``
+(its replay is consumed: ``HistoryReplayed``), Codex ``thread/resume``; an
+agent that can do neither raises ``RestoreUnsupported``.  ``steer`` adds user
+input to the running turn (Codex ``turn/steer``); where the protocol cannot,
+``SteerUnsupported``.
 
 Ids: ``agent_session_id`` is the agent's own conversation id (ACP
 ``sessionId``, Codex ``threadId``); ``operation_id`` is what a cancel acts on
@@ -22,7 +30,7 @@ session id.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeAlias
 
 import trio
 
@@ -50,10 +58,37 @@ __all__ = [
     "AgentTimeout",
     "CodexAdapter",
     "ProtocolName",
+    "RestoreMethod",
+    "RestoreUnsupported",
+    "Restored",
+    "SteerUnsupported",
     "make_adapter",
 ]
 
 ProtocolName = Literal["acp", "codex"]
+#: How a conversation was restored: ACP ``session/resume`` / ``session/load``,
+#: Codex ``thread/resume``.
+RestoreMethod: TypeAlias = Literal["resume", "load", "thread/resume"]
+
+
+class RestoreUnsupported(Exception):
+    """The agent offers no way to reopen a conversation (no advertised
+    ``session/resume`` or ``loadSession``): start a fresh session instead."""
+
+
+class SteerUnsupported(Exception):
+    """The agent cannot take input into a running turn: queue it instead."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Restored:
+    """A conversation reopened by ``restore_session``."""
+
+    #: The agent's session / thread id (the one asked for).
+    agent_session_id: str
+    method: RestoreMethod
+    #: ``load``: history notifications the agent replayed (consumed, not surfaced).
+    replayed: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,7 +121,9 @@ class AgentAdapter(Protocol):
     def turn_running(self) -> bool: ...
     async def initialize(self) -> None: ...
     async def new_session(self, cwd: str) -> str: ...
+    async def restore_session(self, agent_session_id: str, cwd: str) -> Restored: ...
     async def prompt(self, text: str) -> TurnEnded: ...
+    async def steer(self, text: str) -> None: ...
     async def cancel(self) -> None: ...
     async def resend_cancel(self) -> None: ...
     async def respond_permission(self, request_id: str, option_id: str | None) -> None: ...
@@ -211,6 +248,33 @@ class AcpAdapter(_Base):
         assert self.core.session_id is not None
         return self.core.session_id
 
+    async def restore_session(self, agent_session_id: str, cwd: str) -> Restored:
+        """``session/resume`` if advertised, else ``session/load`` if
+        advertised (bounded by ``session_s``, withdrawn on timeout); raises
+        ``RestoreUnsupported`` when neither is, ``AgentRequestError`` when the
+        agent refuses (an unknown session), ``AgentTimeout``, ``AgentClosed``."""
+        self._check_open()
+        method: RestoreMethod
+        if self.core.can_resume:
+            method = "resume"
+            rid, data = self.core.resume_session(agent_session_id, cwd)
+        elif self.core.can_load:
+            method = "load"
+            rid, data = self.core.load_session(agent_session_id, cwd)
+        else:
+            raise RestoreUnsupported(
+                "the agent advertises neither session/resume nor session/load"
+            )
+        await self.connection.request(rid, data, timeout_s=self.timeouts.session_s,
+                                      withdraw=self.core.cancel_request)
+        assert self.core.session_id == agent_session_id
+        return Restored(agent_session_id=agent_session_id, method=method,
+                        replayed=self.core.last_replayed)
+
+    async def steer(self, text: str) -> None:
+        """ACP has no steering of a running turn (prompt queueing, which some
+        agents advertise in ``_meta``, is not used)."""
+        raise SteerUnsupported("ACP agents take no input into a running turn")
 
     async def cancel(self) -> None:
         await self._wait_prompt_written()
@@ -256,6 +320,24 @@ class CodexAdapter(_Base):
         assert self.core.thread_id is not None
         return self.core.thread_id
 
+    async def restore_session(self, agent_session_id: str, cwd: str) -> Restored:
+        """``thread/resume`` with the profile's thread overrides (bounded by
+        ``session_s``); ``AgentRequestError`` when the agent has no such
+        thread (no rollout), ``AgentTimeout``, ``AgentClosed``."""
+        self._check_open()
+        rid, data = self.core.thread_resume(agent_session_id, cwd, **self.thread_params)
+        await self.connection.request(rid, data, timeout_s=self.timeouts.session_s)
+        assert self.core.thread_id is not None
+        return Restored(agent_session_id=self.core.thread_id, method="thread/resume")
+
+    async def steer(self, text: str) -> None:
+        """``turn/steer`` into the running turn, waiting (``request_s``) for
+        the agent to take it.  ``LocalProtocolError`` when no turn is running
+        or its id is not known yet; ``AgentRequestError`` when the agent
+        refuses (the turn it names is over)."""
+        await self._wait_prompt_written()
+        rid, data = self.core.steer(text)
+        await self.connection.request(rid, data, timeout_s=self.timeouts.request_s)
 
     async def cancel(self) -> None:
         # turn/interrupt's answer ({}) is not waited for: the turn is over only

@@ -18,6 +18,13 @@ pending one.  ``serverRequest/resolved`` for an approval still pending (the
 server cleared it, e.g. at an interrupt) is a ``PermissionWithdrawn``.  Every
 notification carries extra members (``emittedAtMs`` and friends) that are
 ignored; unknown methods pass through as ``OtherUpdate``.
+
+A thread outlives the app-server process (its rollout is on disk):
+``thread_resume`` (``thread/resume {threadId, ...}``, with ``excludeTurns``:
+the client has the conversation already) reopens it in a new process, and
+``thread_id`` names it once answered.  ``steer`` adds user input to the
+running turn (``turn/steer {threadId, input, expectedTurnId}``); the agent
+refuses it if that turn is no longer the active one.
 """
 
 from __future__ import annotations
@@ -61,6 +68,7 @@ __all__ = [
     "APPROVAL_METHODS",
     "DECISIONS",
     "PERMISSIONS_METHOD",
+    "RESUME_PARAMS",
     "STATUS_TO_STOP",
     "CodexClient",
     "Decision",
@@ -120,6 +128,13 @@ _HUMAN_CHECKPOINT: Final = "humanCommand"
 #: v1's ``denied`` carries the reason the agent is given (codex 0.169 schema).
 _V1_REJECTION: Final = "The user denied this request."
 
+#: ``thread/start`` parameters that ``thread/resume`` takes too (codex 0.169
+#: schema): a profile's overrides apply to a resumed thread as to a new one.
+RESUME_PARAMS: Final = frozenset({
+    "approvalPolicy", "approvalsReviewer", "baseInstructions", "config", "developerInstructions",
+    "model", "modelProvider", "personality", "sandbox", "serviceTier",
+})
+
 #: Item types rendered as tool calls.
 _TOOL_ITEMS: Final = frozenset(
     {"commandExecution", "fileChange", "mcpToolCall", "webSearch", "dynamicToolCall"}
@@ -128,6 +143,11 @@ _TOOL_ITEMS: Final = frozenset(
 
 
 class CodexClient(CoreBase):
+    #: Every app-server can resume a thread (``thread/resume``); none replays
+    #: history as notifications, so there is no load.
+    can_resume = True
+    can_load = False
+
     def __init__(
         self,
         *,
@@ -142,6 +162,7 @@ class CodexClient(CoreBase):
         #: The running turn's id: the operation id ``turn/interrupt`` needs.
         self.turn_id: str | None = None
         self._thread_start_id: int | None = None
+        self._thread_resume_id: int | None = None
         self._turn_start_id: int | None = None
         self._interrupt_owed = False
         #: Pending approvals: our request id → what answering it needs.
@@ -166,6 +187,38 @@ class CodexClient(CoreBase):
         rid, data = self.rpc.send_request("thread/start", {"cwd": cwd, **extra})
         self._thread_start_id = rid
         return rid, data
+
+    def thread_resume(self, thread_id: str, cwd: str | None = None,
+                      **extra: Any) -> tuple[int, bytes]:
+        """``thread/resume``: reopen a thread from its rollout.  ``extra``
+        keys outside ``RESUME_PARAMS`` (``thread/start``-only ones) are left out."""
+        if self.turn.running:
+            raise LocalProtocolError("thread/resume while a turn is running")
+        if not thread_id:
+            raise LocalProtocolError("thread/resume needs a thread id")
+        params: dict[str, Any] = {"threadId": thread_id}
+        if cwd is not None:
+            params["cwd"] = cwd
+        params.update({k: v for k, v in extra.items() if k in RESUME_PARAMS})
+        params["excludeTurns"] = True
+        rid, data = self.rpc.send_request("thread/resume", params)
+        self._thread_resume_id = rid
+        return rid, data
+
+    def steer(self, text: str) -> tuple[int, bytes]:
+        """``turn/steer``: more user input for the running turn, which the
+        agent checks is still the active one (``expectedTurnId``)."""
+        if self.turn.state is not TurnState.PROMPTING:
+            raise LocalProtocolError(
+                f"no turn to steer (turn state {self.turn.state.name})"
+            )
+        if self.turn_id is None:
+            raise LocalProtocolError("the running turn's id is not known yet")
+        return self.rpc.send_request("turn/steer", {
+            "threadId": self.thread_id,
+            "input": [{"type": "text", "text": text}],
+            "expectedTurnId": self.turn_id,
+        })
 
     def turn_start(self, text: str) -> tuple[int, bytes]:
         if self.thread_id is None:
@@ -266,7 +319,7 @@ class CodexClient(CoreBase):
                     rid, METHOD_NOT_FOUND, f"client does not implement {method}"
                 )
                 self._events.append(AgentNotice(message=f"refused agent call {method}"))
-            case Response(id=rid) if rid == self._thread_start_id:
+            case Response(id=rid) if rid in (self._thread_start_id, self._thread_resume_id):
                 thread = ev.result.get("thread") if isinstance(ev.result, dict) else None
                 tid = thread.get("id") if isinstance(thread, dict) else None
                 if isinstance(tid, str):
@@ -275,7 +328,7 @@ class CodexClient(CoreBase):
                 else:
                     self._events.append(ErrorResponse(
                         id=rid, method=ev.method, code=-32603,
-                        message="thread/start result has no thread id",
+                        message=f"{ev.method} result has no thread id",
                     ))
             case Response(id=rid) if rid == self._turn_start_id:
                 turn = ev.result.get("turn") if isinstance(ev.result, dict) else None

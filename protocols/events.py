@@ -16,6 +16,7 @@ __all__ = [
     "STOP_REASONS",
     "AgentEvent",
     "AgentNotice",
+    "HistoryReplayed",
     "MessageChunk",
     "OtherUpdate",
     "PermissionOption",
@@ -135,6 +136,18 @@ class UserEcho:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryReplayed:
+    """An ACP ``session/load`` succeeded: the agent replayed ``updates``
+    history notifications (``by_kind``: how many of each update kind), which
+    the core consumed.  The conversation is already stored, so the supervisor
+    stores nothing of it; it comes just before the load's answer."""
+
+    session_id: str
+    updates: int
+    by_kind: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class OtherUpdate:
     """An update kind we do not render (usage, commands, modes, ...): passed through."""
 
@@ -162,6 +175,7 @@ AgentEvent: TypeAlias = (
     | PermissionWithdrawn
     | TurnEnded
     | UserEcho
+    | HistoryReplayed
     | OtherUpdate
     | AgentNotice
 )

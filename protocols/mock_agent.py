@@ -22,7 +22,27 @@ milliseconds.  The prompt text selects a behaviour (DESIGN.md §3):
     /tool <ms>       a tool call that runs <ms>, then finishes
     /crash           exits with status 1 mid-turn
     /garbage         writes a non-JSON line, then goes on normally
+    /recall          answers ``recall: <p1> | <p2> | ...``: the user prompts this
+                     agent session saw before this one, oldest first
+                     (``recall: (nothing)`` if none)
     anything else    echoes the text back in a few chunks
+
+Sessions survive the process: each agent session (ACP session, Codex thread)
+is one JSON file in the state directory (``$MOCK_AGENT_STATE_DIR``, default
+``.mock-agent/`` under the working directory), rewritten atomically at each
+prompt and turn end, so a new mock process can restore it.  ACP advertises
+``agentCapabilities.loadSession`` and ``sessionCapabilities.resume``:
+``session/load`` replays the history (``user_message_chunk`` /
+``agent_message_chunk``) before it answers, ``session/resume`` does not;
+Codex has ``thread/resume {threadId}``.  An unknown session is an error.
+``--restore both|load|resume|none`` (ACP: what is advertised and served; Codex:
+``none`` refuses ``thread/resume``) gives tests an agent that restores one
+way only, or not at all.
+
+Codex ``turn/steer {threadId, input, expectedTurnId}`` during a turn: a
+``/delay`` (``/slow``, ``/dropcancel``) turn then streams ``steered: <text>``
+as its next chunk; an ``expectedTurnId`` that is not the running turn is an
+error.  Steered input is a user message of the session (``/recall`` lists it).
 
 Faults for the reliability suite (not part of the DESIGN table):
 
@@ -37,11 +57,14 @@ Faults for the reliability suite (not part of the DESIGN table):
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from .jsonrpc import (
@@ -60,6 +83,57 @@ CHUNK_INTERVAL_S = 0.1
 #: and how long it then waits for the client's answer to the withdrawal.
 WITHDRAW_AFTER_S = 0.3
 WITHDRAW_ANSWER_S = 10.0
+STATE_DIR_ENV = "MOCK_AGENT_STATE_DIR"
+#: ACP "resource not found": the session asked for is not in the state directory.
+SESSION_NOT_FOUND = -32002
+#: What a session id must look like to name a file (ours are UUIDs).
+_SAFE_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+
+
+class SessionStore:
+    """The state directory: one JSON file per agent session,
+    ``{"id", "protocol", "cwd", "messages": [{"role": "user"|"agent", "text"}]}``.
+
+    Each write goes to a temporary file that replaces the old one, so a reader
+    (a new mock process) sees the previous or the next version, never half of
+    one.  A directory we cannot write is reported on stderr and otherwise
+    ignored: persistence must not break the agent."""
+
+    @classmethod
+    def from_environment(cls) -> SessionStore:
+        """``$MOCK_AGENT_STATE_DIR``, else ``.mock-agent/`` under the working directory."""
+        return cls(Path(os.environ.get(STATE_DIR_ENV) or os.path.join(os.getcwd(), ".mock-agent")))
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def path(self, session_id: str) -> Path | None:
+        if not _SAFE_ID.fullmatch(session_id):
+            return None
+        return self.directory / f"{session_id}.json"
+
+    def load(self, session_id: str) -> dict[str, Any] | None:
+        path = self.path(session_id)
+        if path is None:
+            return None
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) and isinstance(data.get("messages"), list) else None
+
+    def save(self, session: dict[str, Any]) -> None:
+        path = self.path(str(session["id"]))
+        if path is None:
+            return
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(session), encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError as exc:
+            sys.stderr.write(f"mock agent: cannot save session {session['id']}: {exc}\n")
+            sys.stderr.flush()
 
 
 class Turn:
@@ -74,6 +148,28 @@ class Turn:
         self.permission_rpc_id: int | None = None
         #: Cancels still to be ignored (``/dropcancel``).
         self.drop_cancels = 0
+        #: The session's user prompts before this turn's (``/recall``).
+        self.earlier: tuple[str, ...] = ()
+        #: The agent text this turn streamed, for the session's history.
+        self.reply: list[str] = []
+        #: ``turn/steer`` input not streamed yet; ``steer_closed``: the turn
+        #: streams no more, so it takes no more (under ``steer_lock``).
+        self.steers: list[str] = []
+        self.steer_closed = False
+        self.steer_lock = threading.Lock()
+
+    def add_steer(self, text: str) -> bool:
+        with self.steer_lock:
+            if self.steer_closed:
+                return False
+            self.steers.append(text)
+            return True
+
+    def take_steers(self, *, last: bool = False) -> list[str]:
+        with self.steer_lock:
+            taken, self.steers = self.steers, []
+            self.steer_closed = self.steer_closed or last
+        return taken
 
     def cancel(self) -> None:
         if self.drop_cancels > 0:
@@ -83,8 +179,16 @@ class Turn:
 
 
 class MockAgent:
-    def __init__(self, dialect: Dialect) -> None:
+    def __init__(self, dialect: Dialect, store: SessionStore | None = None,
+                 restore: frozenset[str] = frozenset({"load", "resume"})) -> None:
         self.dialect = dialect
+        self.store = store if store is not None else SessionStore.from_environment()
+        #: Restore methods offered: ``load`` and/or ``resume`` (Codex: ``resume``
+        #: is ``thread/resume``).
+        self.restore = restore
+        #: The current agent session as persisted (``SessionStore``).
+        self.session: dict[str, Any] | None = None
+        self.session_lock = threading.Lock()
         self.rpc = RpcConnection(dialect, first_id=0 if dialect is Dialect.JSONRPC2 else 100)
         self.out = sys.stdout.buffer
         self.lock = threading.Lock()
@@ -109,6 +213,7 @@ class MockAgent:
         self.write(self.rpc.send_notification(method, params))
 
     def chunk(self, turn: Turn, text: str) -> None:
+        turn.reply.append(text)
         if self.dialect is Dialect.JSONRPC2:
             self.notify("session/update", {
                 "sessionId": self.session_id,
@@ -122,9 +227,12 @@ class MockAgent:
             })
 
     def end_turn(self, turn: Turn, stop: str) -> None:
+        turn.take_steers(last=True)
         with self.lock:
             if self.turn is turn:
                 self.turn = None
+        if turn.reply:
+            self.remember("agent", "".join(turn.reply))
         if self.dialect is Dialect.JSONRPC2:
             assert turn.rpc_id is not None
             self.write(self.rpc.send_response(turn.rpc_id, {"stopReason": stop}))
@@ -166,6 +274,9 @@ class MockAgent:
             case "/garbage":
                 self.write(b"this is not JSON {\n")
                 self.echo(turn, text)
+            case "/recall":
+                self.chunk(turn, "recall: " + (" | ".join(turn.earlier) or "(nothing)"))
+                self.end_turn(turn, "end_turn")
             case "/stderr":
                 block = b"mock agent stderr noise " * 43 + b"\n"
                 for _ in range(arg or 1024):
@@ -221,7 +332,11 @@ class MockAgent:
             if honour_cancel and turn.cancelled.is_set():
                 self.end_turn(turn, "cancelled")
                 return
-            self.chunk(turn, f"chunk{n} ")
+            steers = turn.take_steers()
+            for steer in steers:
+                self.chunk(turn, f"steered: {steer}")
+            if not steers:
+                self.chunk(turn, f"chunk{n} ")
             n += 1
             left = deadline - time.monotonic()
             if left <= 0:
@@ -231,6 +346,8 @@ class MockAgent:
                 turn.cancelled.wait(step)
             else:
                 time.sleep(step)
+        for steer in turn.take_steers(last=True):
+            self.chunk(turn, f"steered: {steer}")
         self.end_turn(turn, "cancelled" if turn.cancelled.is_set() else "end_turn")
 
     def tool(self, turn: Turn, ms: int) -> None:
@@ -333,6 +450,74 @@ class MockAgent:
             self.chunk(turn, f"approval: {answer.get('decision')}")
         self.end_turn(turn, "end_turn")
 
+    # -- sessions -----------------------------------------------------------
+
+    def open_session(self, session_id: str, cwd: object) -> None:
+        protocol = "acp" if self.dialect is Dialect.JSONRPC2 else "codex"
+        session: dict[str, Any] = {"id": session_id, "protocol": protocol,
+                                   "cwd": cwd if isinstance(cwd, str) else None, "messages": []}
+        with self.session_lock:
+            self.session = session
+            self.store.save(session)
+
+    def remember(self, role: str, text: str) -> list[str]:
+        """Add a message to the session's history; the user prompts before it."""
+        with self.session_lock:
+            if self.session is None:
+                return []
+            messages: list[dict[str, str]] = self.session["messages"]
+            earlier = [m["text"] for m in messages if m.get("role") == "user"]
+            messages.append({"role": role, "text": text})
+            self.store.save(self.session)
+        return earlier
+
+    def reopen(self, rid: int | str, method: str, session_id: object) -> dict[str, Any] | None:
+        """The stored session ``session_id`` made current; None (and the
+        error answered) if this agent does not restore that way or has no such session."""
+        kind = "load" if method == "session/load" else "resume"
+        if kind not in self.restore:
+            self.write(self.rpc.send_error(rid, -32601, f"method not found: {method}"))
+            return None
+        session = self.store.load(session_id) if isinstance(session_id, str) else None
+        if session is None and self.dialect is Dialect.CODEX:
+            # As codex 0.169 answers a thread it has no rollout of.
+            self.write(self.rpc.send_error(
+                rid, -32600, f"no rollout found for thread id {session_id}"))
+            return None
+        if session is None:
+            self.write(self.rpc.send_error(
+                rid, SESSION_NOT_FOUND, f"session not found: {session_id!r}"))
+            return None
+        with self.session_lock:
+            self.session = session
+        return session
+
+    def replay(self, session: dict[str, Any]) -> None:
+        for message in session["messages"]:
+            kind = "user_message_chunk" if message.get("role") == "user" else (
+                "agent_message_chunk")
+            self.notify("session/update", {
+                "sessionId": session["id"],
+                "update": {"sessionUpdate": kind,
+                           "content": {"type": "text", "text": str(message.get("text", ""))}},
+            })
+
+    def steer(self, rid: int | str, params: dict[str, Any]) -> None:
+        turn = self.turn
+        blocks = params.get("input") or []
+        text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict))
+        if params.get("threadId") != self.thread_id:
+            self.write(self.rpc.send_error(rid, -32600, "no such thread"))
+        elif turn is None or params.get("expectedTurnId") != turn.turn_id:
+            self.write(self.rpc.send_error(
+                rid, -32600, f"expectedTurnId {params.get('expectedTurnId')!r} is not the "
+                "active turn"))
+        elif not turn.add_steer(text):
+            self.write(self.rpc.send_error(rid, -32600, "the turn is ending"))
+        else:
+            self.remember("user", text)
+            self.write(self.rpc.send_response(rid, {"turnId": turn.turn_id}))
+
     # -- input --------------------------------------------------------------
 
     def handle(self, ev: object) -> None:
@@ -361,8 +546,11 @@ class MockAgent:
         match method:
             case "initialize":
                 if acp:
+                    caps: dict[str, Any] = {"loadSession": "load" in self.restore}
+                    if "resume" in self.restore:
+                        caps["sessionCapabilities"] = {"resume": {}}
                     result: Any = {
-                        "protocolVersion": 1, "agentCapabilities": {"loadSession": False},
+                        "protocolVersion": 1, "agentCapabilities": caps,
                         "agentInfo": {"name": "turnvisor-mock", "version": "0.1.0"},
                         "authMethods": [],
                     }
@@ -371,12 +559,35 @@ class MockAgent:
                 self.write(self.rpc.send_response(rid, result))
             case "session/new" if acp:
                 self.session_id = str(uuid.uuid4())
+                self.open_session(self.session_id, params.get("cwd"))
                 self.write(self.rpc.send_response(rid, {"sessionId": self.session_id}))
+            case "session/load" | "session/resume" if acp:
+                session = self.reopen(rid, method, params.get("sessionId"))
+                if session is not None:
+                    if method == "session/load":
+                        # The history first: the answer says the replay is over.
+                        self.replay(session)
+                    self.session_id = str(session["id"])
+                    self.write(self.rpc.send_response(rid, {}))
             case "thread/start" if not acp:
                 self.thread_id = str(uuid.uuid4())
-                thread = {"id": self.thread_id, "cwd": params.get("cwd"), "ephemeral": True}
+                self.open_session(self.thread_id, params.get("cwd"))
+                thread = {"id": self.thread_id, "cwd": params.get("cwd"), "ephemeral": False}
                 self.write(self.rpc.send_response(rid, {"thread": thread}))
                 self.notify("thread/started", {"thread": thread})
+            case "thread/resume" if not acp:
+                session = self.reopen(rid, method, params.get("threadId"))
+                if session is not None:
+                    self.thread_id = str(session["id"])
+                    cwd = params.get("cwd") or session.get("cwd")
+                    thread = {"id": self.thread_id, "cwd": cwd, "ephemeral": False, "turns": []}
+                    self.write(self.rpc.send_response(rid, {
+                        "thread": thread, "cwd": cwd, "model": "mock", "modelProvider": "mock",
+                        "approvalPolicy": "never", "approvalsReviewer": "user",
+                        "sandbox": {"type": "dangerFullAccess"},
+                    }))
+            case "turn/steer" if not acp:
+                self.steer(rid, params)
             case "session/prompt" | "turn/start":
                 self.start_turn(rid, params)
             case "turn/interrupt" if not acp:
@@ -397,6 +608,7 @@ class MockAgent:
             self.write(self.rpc.send_error(rid, -32600, "a turn is already running"))
             return
         turn = Turn(rid if acp else None, str(uuid.uuid4()))
+        turn.earlier = tuple(self.remember("user", text))
         if text.split()[:1] == ["/dropcancel"]:
             # Set before the turn's thread starts: a cancel may follow the prompt at once.
             turn.drop_cancels = 1
@@ -434,9 +646,15 @@ def _int(value: str) -> int | None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m protocols.mock_agent")
     parser.add_argument("--protocol", choices=("acp", "codex"), default="acp")
+    parser.add_argument(
+        "--restore", choices=("both", "load", "resume", "none"), default="both",
+        help="how sessions can be restored (ACP: what initialize advertises; "
+             "Codex: none refuses thread/resume)",
+    )
     args = parser.parse_args(argv)
     dialect = Dialect.JSONRPC2 if args.protocol == "acp" else Dialect.CODEX
-    return MockAgent(dialect).serve()
+    restore = {"both": {"load", "resume"}, "none": set()}.get(args.restore, {args.restore})
+    return MockAgent(dialect, SessionStore.from_environment(), frozenset(restore)).serve()
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from typing import Any
 
 import trio
 
+from protocols.adapters import Restored, RestoreUnsupported, SteerUnsupported
 from protocols.events import AgentEvent, TurnEnded
 from protocols.transport import AgentClosed, AgentRefused, AgentTimeout
 
@@ -129,6 +130,14 @@ class AgentctlAdapter:
         self.connection.session_id = session_id
         self.attached = bool(data.get("attached"))
         return data
+
+    async def restore_session(self, agent_session_id: str, cwd: str) -> Restored:
+        """Not through agentctl yet: its API has no resume/load of an agent session."""
+        raise RestoreUnsupported("agentctl cannot restore an agent session yet")
+
+    async def steer(self, text: str) -> None:
+        """Not through agentctl yet: its API has no steer."""
+        raise SteerUnsupported("agentctl cannot steer a running turn yet")
 
     async def prompt(self, text: str) -> TurnEnded:
         if self.turn_running:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 import trio
 from hypothesis import HealthCheck, settings
 
 from protocols.adapters import AcpAdapter, AdapterTimeouts, CodexAdapter, ProtocolName
+from protocols.mock_agent import STATE_DIR_ENV
 from protocols.process import start_agent_process, terminate_group
 
 from .helpers import MOCK_AGENT, REPO_ROOT, RecordingSendStream, RunningAgent
@@ -58,13 +60,20 @@ def protocol(request: pytest.FixtureRequest) -> ProtocolName:
 
 
 @pytest.fixture
-async def agent(protocol: ProtocolName) -> AsyncIterator[RunningAgent]:
+def agent_env(tmp_path: Path) -> dict[str, str]:
+    """The mock agent's environment: its sessions in the test's own state directory."""
+    return {**os.environ, STATE_DIR_ENV: str(tmp_path / "mock-agent-state")}
+
+
+@pytest.fixture
+async def agent(protocol: ProtocolName, agent_env: dict[str, str]) -> AsyncIterator[RunningAgent]:
     """The mock agent as a real subprocess, initialized, with a session open.
 
     Teardown always goes through ``terminate_group`` and then checks that the
     whole process group is gone.
     """
-    proc = await start_agent_process([*MOCK_AGENT, "--protocol", protocol], cwd=str(REPO_ROOT))
+    proc = await start_agent_process([*MOCK_AGENT, "--protocol", protocol], cwd=str(REPO_ROOT),
+                                     env=agent_env)
     pgid = proc.pid
     try:
         assert proc.stdin is not None and proc.stdout is not None

@@ -13,6 +13,7 @@ import contextlib
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -155,6 +156,8 @@ def _check_bytes(data: bytes) -> None:
 def _acp_session() -> AcpClient:
     c = AcpClient()
     c.initialize()
+    c.receive_data(b'{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentCapabilities":'
+                   b'{"loadSession":true,"sessionCapabilities":{"resume":{}}}}}\n')
     c.new_session("/w")
     c.receive_data(b'{"jsonrpc":"2.0","id":2,"result":{"sessionId":"sess-1"}}\n')
     drain(c)
@@ -170,7 +173,9 @@ def _codex_thread() -> CodexClient:
     return c
 
 
-actions = st.sampled_from(["feed", "feed", "feed", "prompt", "cancel", "answer", "withdraw"])
+actions = st.sampled_from(
+    ["feed", "feed", "feed", "prompt", "cancel", "answer", "withdraw", "restore", "steer"]
+)
 
 
 def _run(core: AcpClient | CodexClient, dialect: Dialect, data: st.DataObject) -> None:
@@ -197,6 +202,27 @@ def _run(core: AcpClient | CodexClient, dialect: Dialect, data: st.DataObject) -
                 option = data.draw(st.sampled_from([None, "decline", "cancel"]), label="option")
             with contextlib.suppress(LocalProtocolError):  # not offered (v1 names)
                 _check_bytes(core.respond_permission(core.pending_permissions[0], option))
+        elif step == "restore" and not core.turn.running and core.turn.state is not (
+            TurnState.CLOSED
+        ):
+            if isinstance(core, CodexClient):
+                _check_bytes(core.thread_resume("thr-old", "/w")[1])
+            else:
+                load = data.draw(st.booleans(), label="load")
+                restore = core.load_session if load else core.resume_session
+                pending = core.rpc.pending.values()
+                if "session/load" in pending or "session/resume" in pending:
+                    with pytest.raises(LocalProtocolError, match="another restore"):
+                        restore("sess-old", "/w")
+                else:
+                    _check_bytes(restore("sess-old", "/w")[1])
+        elif step == "steer" and isinstance(core, CodexClient):
+            can = core.turn.state is TurnState.PROMPTING and core.turn_id is not None
+            if can:
+                _check_bytes(core.steer("more")[1])
+            else:
+                with pytest.raises(LocalProtocolError):
+                    core.steer("more")
         elif step == "withdraw" and isinstance(core, AcpClient) and core.rpc.pending:
             # One of our requests timed out: withdrawn with $/cancel_request.
             _check_bytes(core.cancel_request(next(iter(core.rpc.pending))))
@@ -205,6 +231,7 @@ def _run(core: AcpClient | CodexClient, dialect: Dialect, data: st.DataObject) -
     drain(core)
     assert core.turn.state is TurnState.CLOSED
     assert core.pending_permissions == ()
+    assert not (isinstance(core, AcpClient) and core.replaying)
     assert core.cancel() == b""
 
 
