@@ -135,7 +135,8 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
 
     def is_page_path(path: str) -> bool:
         """A path a person opens in the browser: errors there are HTML pages, not JSON."""
-        return not path.startswith(("/api/", "/static/", "/ws"))
+        # "/api" itself counts: a client resolving "/api/v1/.." asks for it.
+        return not (path.startswith(("/api/", "/static/", "/ws")) or path in ("/api", "/static"))
 
     def not_found_page() -> Response:
         return html_error_page(404, "Page not found", NOT_FOUND_BODY)

@@ -24,8 +24,9 @@ from .profiles import PHASES, examples
 from .test_ws_fuzz import texts, values
 
 BODY_LIMIT = 16 * 1024
-STATUS_CODE = {400: {"BAD_REQUEST"}, 401: {"UNAUTHORIZED"}, 404: {"NOT_FOUND", "UNKNOWN_ACTION"},
-               405: {"BAD_REQUEST"}, 409: {"CONFLICT"}, 413: {"BAD_REQUEST"},
+STATUS_CODE = {400: {"BAD_REQUEST"}, 401: {"UNAUTHORIZED"}, 403: {"FORBIDDEN"},
+               404: {"NOT_FOUND", "UNKNOWN_ACTION"}, 405: {"BAD_REQUEST"},
+               409: {"CONFLICT"}, 413: {"BAD_REQUEST"},
                422: {"VALIDATION_ERROR"}}
 ROUTES = [
     ("GET", "/api/v1/health"), ("GET", "/api/v1/tasks"), ("POST", "/api/v1/tasks"),
