@@ -96,16 +96,23 @@ export function createMessageList({ onPermission }) {
   // Whether the view follows new output. Only scrolling changes it (the reader's, or ours to the
   // end): content growing under a pinned view, even between two updates, keeps it pinned.
   let pinned = true;
+  // Where the last scroll left the view. A scroll event arrives after the fact: when it is our own
+  // scroll to the end and the content grew in between, the view is no longer near the bottom, yet
+  // the reader did not move. Only a move up (or any move while unpinned) decides again.
+  let lastTop = 0;
   function nearBottom() {
     return list.scrollHeight - list.scrollTop - list.clientHeight < 48;
   }
   function scrollToEnd() {
     pinned = true;
     list.scrollTop = list.scrollHeight;
+    lastTop = list.scrollTop;
     jump.hidden = true;
   }
   list.addEventListener("scroll", () => {
-    pinned = nearBottom();
+    const top = list.scrollTop;
+    if (!pinned || top < lastTop - 1) pinned = nearBottom();
+    lastTop = top;
     jump.hidden = pinned;
   });
   jump.addEventListener("click", scrollToEnd);
@@ -169,7 +176,10 @@ export function createMessageList({ onPermission }) {
       scrollToEnd();
       // A Markdown view draws its open block on the next frame: follow it there too.
       requestAnimationFrame(() => {
-        if (pinned) list.scrollTop = list.scrollHeight;
+        if (pinned) {
+          list.scrollTop = list.scrollHeight;
+          lastTop = list.scrollTop;
+        }
       });
     } else {
       jump.hidden = nearBottom();
