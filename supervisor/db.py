@@ -101,12 +101,25 @@ _MIGRATIONS: tuple[str, ...] = (
     # The agent's tag (protocols.process.AGENT_TAG_ENV): finds its tools after a
     # backend crash, whatever group or session they moved to.
     "ALTER TABLE agent_groups ADD COLUMN tag TEXT;",
+    # Tasks and sessions a person renamed or put away (archived ones stay listed, marked).
+    """
+    ALTER TABLE tasks ADD COLUMN archived INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE task_sessions ADD COLUMN title TEXT;
+    ALTER TABLE task_sessions ADD COLUMN archived INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 _SESSION_COLS = (
     "s.id, s.task_id, t.workspace_id, s.agent, s.state, s.current_turn_id, "
-    "s.created_at, s.updated_at"
+    "s.created_at, s.updated_at, s.title, s.archived"
+)
+# A task with its live status: how many sessions, how many running a turn.
+_TASK_SELECT = (
+    "SELECT t.*, "
+    "(SELECT COUNT(*) FROM task_sessions s WHERE s.task_id = t.id) AS session_count, "
+    "(SELECT COUNT(*) FROM task_sessions s WHERE s.task_id = t.id AND s.state = 'RUNNING') "
+    "AS running_count FROM tasks t"
 )
 
 
@@ -115,13 +128,15 @@ def _session(row: sqlite3.Row) -> Session:
         id=row["id"], task_id=row["task_id"], workspace_id=row["workspace_id"],
         agent=row["agent"], state=SessionState(row["state"]),
         current_turn_id=row["current_turn_id"], created_at=row["created_at"],
-        updated_at=row["updated_at"],
+        updated_at=row["updated_at"], title=row["title"], archived=bool(row["archived"]),
     )
 
 
 def _task(row: sqlite3.Row) -> Task:
     return Task(id=row["id"], workspace_id=row["workspace_id"], title=row["title"],
-                created_at=row["created_at"], updated_at=row["updated_at"])
+                created_at=row["created_at"], updated_at=row["updated_at"],
+                archived=bool(row["archived"]), session_count=row["session_count"],
+                running_count=row["running_count"])
 
 
 class Db:
@@ -171,21 +186,42 @@ class Db:
         task = Task(id=new_id(), workspace_id=workspace_id, title=title,
                     created_at=ts, updated_at=ts)
         with self._tx():
-            self.conn.execute("INSERT INTO tasks VALUES (?, ?, ?, ?, ?)",
-                              (task.id, workspace_id, title, ts, ts))
+            self.conn.execute(
+                "INSERT INTO tasks (id, workspace_id, title, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?)", (task.id, workspace_id, title, ts, ts))
         return task
 
     def get_task(self, task_id: str) -> Task | None:
-        row = self.conn.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
+        row = self.conn.execute(f"{_TASK_SELECT} WHERE t.id = ?", (task_id,)).fetchone()
         return _task(row) if row else None
 
     def list_tasks(self, workspace_ids: Iterable[str]) -> list[Task]:
         ids = list(workspace_ids)
         marks = ",".join("?" * len(ids))
         rows = self.conn.execute(
-            f"SELECT * FROM tasks WHERE workspace_id IN ({marks}) ORDER BY updated_at DESC", ids
+            f"{_TASK_SELECT} WHERE t.workspace_id IN ({marks}) ORDER BY t.updated_at DESC", ids
         ).fetchall()
         return [_task(r) for r in rows]
+
+    def update_task(self, task_id: str, *, title: str | None = None,
+                    archived: bool | None = None) -> Task | None:
+        """Rename and/or (un)archive; None if there is no such task."""
+        with self._tx():
+            changed = self.conn.execute(
+                "UPDATE tasks SET title = COALESCE(?, title), "
+                "archived = COALESCE(?, archived), updated_at = ? WHERE id = ?",
+                (title, None if archived is None else int(archived), now(), task_id),
+            ).rowcount
+        return self.get_task(task_id) if changed else None
+
+    def delete_task(self, task_id: str) -> bool:
+        """The task, its sessions and everything they hold (False: no such task)."""
+        with self._tx():
+            for (session_id,) in self.conn.execute(
+                    "SELECT id FROM task_sessions WHERE task_id = ?", (task_id,)).fetchall():
+                self._delete_session_rows(session_id)
+            return self.conn.execute("DELETE FROM tasks WHERE id = ?",
+                                     (task_id,)).rowcount > 0
 
     # -- sessions -----------------------------------------------------------
 
@@ -194,7 +230,8 @@ class Db:
         sid = new_id()
         with self._tx():
             self.conn.execute(
-                "INSERT INTO task_sessions VALUES (?, ?, ?, ?, NULL, ?, ?)",
+                "INSERT INTO task_sessions (id, task_id, agent, state, current_turn_id, "
+                "created_at, updated_at) VALUES (?, ?, ?, ?, NULL, ?, ?)",
                 (sid, task_id, agent, SessionState.CREATED.value, ts, ts),
             )
             self.conn.execute("UPDATE tasks SET updated_at = ? WHERE id = ?", (ts, task_id))
@@ -215,6 +252,29 @@ class Db:
             "WHERE s.task_id = ? ORDER BY s.created_at", (task_id,),
         ).fetchall()
         return [_session(r) for r in rows]
+
+    def update_session(self, session_id: str, *, title: str | None = None,
+                       archived: bool | None = None) -> Session | None:
+        """Rename (an empty title clears it) and/or (un)archive; None if not found."""
+        with self._tx():
+            changed = self.conn.execute(
+                "UPDATE task_sessions SET title = CASE WHEN ? THEN NULLIF(?, '') ELSE title END, "
+                "archived = COALESCE(?, archived), updated_at = ? WHERE id = ?",
+                (title is not None, title or "", None if archived is None else int(archived),
+                 now(), session_id),
+            ).rowcount
+        return self.get_session(session_id) if changed else None
+
+    def delete_session(self, session_id: str) -> bool:
+        with self._tx():
+            return self._delete_session_rows(session_id)
+
+    def _delete_session_rows(self, session_id: str) -> bool:
+        # Children first (foreign keys are on); agent groups are the lifecycle's to forget.
+        self.conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
+        self.conn.execute("DELETE FROM turns WHERE session_id = ?", (session_id,))
+        return self.conn.execute("DELETE FROM task_sessions WHERE id = ?",
+                                 (session_id,)).rowcount > 0
 
     def sessions_in_states(self, states: Iterable[SessionState]) -> list[Session]:
         values = [s.value for s in states]

@@ -52,11 +52,17 @@ class Task:
     title: str
     created_at: str
     updated_at: str
+    archived: bool = False
+    #: Its sessions, and how many of them run a turn now (the task list's live status).
+    session_count: int = 0
+    running_count: int = 0
 
     def to_dto(self) -> dict[str, Any]:
         return {
             "id": self.id, "workspace_id": self.workspace_id, "title": self.title,
             "created_at": self.created_at, "updated_at": self.updated_at,
+            "archived": self.archived, "session_count": self.session_count,
+            "running_count": self.running_count,
         }
 
 
@@ -70,6 +76,9 @@ class Session:
     current_turn_id: str | None
     created_at: str
     updated_at: str
+    #: The person's name for it (None: the UI names it after its agent).
+    title: str | None = None
+    archived: bool = False
 
     def to_dto(self, pending: bool, revision: int) -> dict[str, Any]:
         """Full and summary DTOs alike carry explicit cancellation values."""
@@ -77,6 +86,7 @@ class Session:
             "id": self.id, "task_id": self.task_id, "state": self.state.value,
             "agent": self.agent, "created_at": self.created_at, "updated_at": self.updated_at,
             "cancellation_pending": pending, "cancellation_revision": revision,
+            "title": self.title, "archived": self.archived,
         }
 
 

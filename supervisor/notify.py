@@ -5,10 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from .bus import EventBus
-from .models import Message, Session
+from .models import Message, Session, Task
 from .projection import CancellationProjection, Progress
 
-__all__ = ["Notifier"]
+__all__ = ["Notifier", "workspace_channel"]
+
+
+def workspace_channel(workspace_id: str) -> str:
+    """The bus key every connection of a workspace listens on (its task and
+    session lists), beside the per-session keys (session ids are UUIDs)."""
+    return f"workspace:{workspace_id}"
 
 
 class Notifier:
@@ -31,6 +37,25 @@ class Notifier:
 
     def state_changed(self, session: Session) -> None:
         self.bus.publish(session.id, "session.state_changed", self.state_payload(session))
+        self.session_changed(session)
+
+    # -- the workspace's lists (every connection of the workspace, subscribed or not) --
+
+    def task_changed(self, task: Task) -> None:
+        self.bus.publish(workspace_channel(task.workspace_id), "task.changed",
+                         {"task": task.to_dto()})
+
+    def task_removed(self, task: Task) -> None:
+        self.bus.publish(workspace_channel(task.workspace_id), "task.removed",
+                         {"task_id": task.id})
+
+    def session_changed(self, session: Session) -> None:
+        self.bus.publish(workspace_channel(session.workspace_id), "session.changed",
+                         {"session": self.session_dto(session)})
+
+    def session_removed(self, session: Session) -> None:
+        self.bus.publish(workspace_channel(session.workspace_id), "session.removed",
+                         {"session_id": session.id, "task_id": session.task_id})
 
     def cancellation_changed(self, session_id: str, progress: Progress) -> None:
         self.bus.publish(session_id, "session.cancellation_changed", {

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import trio
 
 from .bus import EventBus
+from .catalog import Catalog
 from .config import Config
 from .executors import Launcher
 from .executors.container import sweep_containers
@@ -50,6 +51,7 @@ class Supervisor:
     lifecycle: LifecycleManager
     orchestrator: Orchestrator
     recovered: dict[str, int]
+    catalog: Catalog
 
     async def caller(self, workspace: str = DEFAULT_WORKSPACE) -> Caller:
         return Caller(await self.store.ensure_workspace(workspace))
@@ -86,7 +88,8 @@ async def open_supervisor(
             await root.start(orchestrator.run)
             root.start_soon(_warm_up_schema)
             try:
-                yield Supervisor(config, store, bus, notify, lifecycle, orchestrator, recovered)
+                yield Supervisor(config, store, bus, notify, lifecycle, orchestrator, recovered,
+                                 Catalog(store, orchestrator, lifecycle))
             finally:
                 with trio.CancelScope(
                     shield=True, deadline=trio.current_time() + config.timeouts.shutdown_s

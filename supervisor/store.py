@@ -117,13 +117,46 @@ class Store:
                             before: str | None = None) -> list[Message]:
         return await self.call(self.db.list_messages, session_id, limit=limit, before=before)
 
-    # -- writes clients do not see until they list ----------------------------
+    # -- the workspace's lists (each write announced to the whole workspace) ----
 
     async def create_task(self, workspace_id: str, title: str) -> Task:
-        return await self.call(self.db.create_task, workspace_id, title)
+        task = await self.call(self.db.create_task, workspace_id, title)
+        self.notify.task_changed(task)
+        return task
+
+    async def update_task(self, task_id: str, *, title: str | None = None,
+                          archived: bool | None = None) -> Task | None:
+        task = await self.call(self.db.update_task, task_id, title=title, archived=archived)
+        if task is not None:
+            self.notify.task_changed(task)
+        return task
+
+    async def delete_task(self, task: Task) -> bool:
+        deleted = await self.call(self.db.delete_task, task.id)
+        if deleted:
+            self.notify.task_removed(task)
+        return deleted
 
     async def create_session(self, task_id: str, agent: str) -> Session:
-        return await self.call(self.db.create_session, task_id, agent)
+        session = await self.call(self.db.create_session, task_id, agent)
+        self.notify.session_changed(session)
+        return session
+
+    async def update_session(self, session_id: str, *, title: str | None = None,
+                             archived: bool | None = None) -> Session | None:
+        session = await self.call(self.db.update_session, session_id, title=title,
+                                  archived=archived)
+        if session is not None:
+            self.notify.session_changed(session)
+        return session
+
+    async def delete_session(self, session: Session) -> bool:
+        deleted = await self.call(self.db.delete_session, session.id)
+        if deleted:
+            self.notify.session_removed(session)
+        return deleted
+
+    # -- writes clients do not see until they list ----------------------------
 
     async def record_agent_group(self, pgid: int, session_id: str, command: str,
                                  tag: str | None = None) -> None:

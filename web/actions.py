@@ -13,9 +13,10 @@ from typing import Any
 from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor
 
-from .validate import opt_bool, opt_int, opt_str, req_str
+from .validate import opt_bool, opt_flag, opt_int, opt_str, opt_text, req_str
 
-__all__ = ["ACTIONS", "Handler", "cancel_result"]
+__all__ = ["ACTIONS", "Handler", "cancel_result", "session_delete", "session_update",
+           "task_delete", "task_update"]
 
 Handler = Callable[[Supervisor, Caller, dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -29,6 +30,36 @@ async def task_create(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dic
 
 async def task_list(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
     return {"tasks": [t.to_dto() for t in await sup.orchestrator.list_tasks(caller)]}
+
+
+def _changes(p: dict[str, Any], max_title: int) -> tuple[str | None, bool | None]:
+    return opt_text(p, "title", max_len=max_title), opt_flag(p, "archived")
+
+
+async def task_update(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
+    title, archived = _changes(p, 500)
+    task = await sup.catalog.update_task(caller, req_str(p, "task_id", max_len=_ID),
+                                         title=title, archived=archived)
+    return task.to_dto()
+
+
+async def task_delete(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
+    task_id = req_str(p, "task_id", max_len=_ID)
+    await sup.catalog.delete_task(caller, task_id)
+    return {"success": True, "task_id": task_id}
+
+
+async def session_update(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
+    title, archived = _changes(p, 200)
+    session = await sup.catalog.update_session(caller, req_str(p, "session_id", max_len=_ID),
+                                               title=title, archived=archived)
+    return sup.notify.session_dto(session)
+
+
+async def session_delete(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
+    session_id = req_str(p, "session_id", max_len=_ID)
+    await sup.catalog.delete_session(caller, session_id)
+    return {"success": True, "session_id": session_id}
 
 
 async def session_launch(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
@@ -88,6 +119,10 @@ async def ping(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, 
 ACTIONS: dict[str, Handler] = {
     "task.create": task_create,
     "task.list": task_list,
+    "task.update": task_update,
+    "task.delete": task_delete,
+    "session.update": session_update,
+    "session.delete": session_delete,
     "session.launch": session_launch,
     "session.list": session_list,
     "message.add": message_add,

@@ -22,7 +22,14 @@ from supervisor.errors import SupervisorError
 from supervisor.orchestrator import Caller, CancelOperation
 from supervisor.root import Supervisor
 
-from .actions import agent_cancel, message_list
+from .actions import (
+    agent_cancel,
+    message_list,
+    session_delete,
+    session_update,
+    task_delete,
+    task_update,
+)
 from .auth import COOKIE, Tokens, cross_site_refusal, origin_allowed
 from .boot import task_boot, tasks_boot
 from .gateway import Gateway
@@ -180,6 +187,14 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
         task = await sup.orchestrator.create_task(await me(), req_str(data, "title", max_len=500))
         return _json(task.to_dto(), 201)
 
+    @app.patch("/api/v1/tasks/<task_id>")
+    async def update_task(task_id: str) -> Response:
+        return _json(await task_update(sup, await me(), await body() | {"task_id": task_id}))
+
+    @app.delete("/api/v1/tasks/<task_id>")
+    async def delete_task(task_id: str) -> Response:
+        return _json(await task_delete(sup, await me(), {"task_id": task_id}))
+
     @app.get("/api/v1/tasks/<task_id>/sessions")
     async def sessions(task_id: str) -> Response:
         return _json({"sessions": await sup.orchestrator.list_sessions(await me(), task_id)})
@@ -192,6 +207,15 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
     async def session(session_id: str) -> Response:
         s = await sup.orchestrator.session(await me(), session_id)
         return _json(sup.notify.session_dto(s))
+
+    @app.patch("/api/v1/task-sessions/<session_id>")
+    async def update_session(session_id: str) -> Response:
+        payload = await body() | {"session_id": session_id}
+        return _json(await session_update(sup, await me(), payload))
+
+    @app.delete("/api/v1/task-sessions/<session_id>")
+    async def delete_session(session_id: str) -> Response:
+        return _json(await session_delete(sup, await me(), {"session_id": session_id}))
 
     @app.get("/api/v1/task-sessions/<session_id>/messages")
     async def messages(session_id: str) -> Response:

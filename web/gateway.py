@@ -34,6 +34,7 @@ import trio
 
 from supervisor.bus import Subscriber, envelope
 from supervisor.errors import SupervisorError
+from supervisor.notify import workspace_channel
 from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor
 
@@ -67,6 +68,8 @@ class Gateway:
 
     async def serve(self, ws: Socket, caller: Caller) -> None:
         sub = self.sup.bus.subscriber()
+        # Every connection follows its workspace's task and session lists.
+        sub.subscribe(workspace_channel(caller.workspace_id))
         self.connections += 1
         in_flight = _InFlight()
         try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["BadInput", "opt_bool", "opt_int", "opt_str", "req_str"]
+__all__ = ["BadInput", "opt_bool", "opt_flag", "opt_int", "opt_str", "opt_text", "req_str"]
 
 
 class BadInput(Exception):
@@ -51,3 +51,17 @@ def opt_bool(payload: dict[str, Any], name: str) -> bool:
     if not isinstance(value, bool):
         raise BadInput("VALIDATION_ERROR", f"{name} must be true or false")
     return value
+
+
+def opt_flag(payload: dict[str, Any], name: str) -> bool | None:
+    """A boolean that may be left out (None: leave the value as it is)."""
+    if payload.get(name) is None:
+        return None
+    return opt_bool(payload, name)
+
+
+def opt_text(payload: dict[str, Any], name: str, *, max_len: int) -> str | None:
+    """A string that may be left out, or empty (clearing what it names)."""
+    if payload.get(name) == "":
+        return ""
+    return opt_str(payload, name, max_len=max_len)

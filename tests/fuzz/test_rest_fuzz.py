@@ -34,6 +34,8 @@ ROUTES = [
     ("GET", "/api/v1/task-sessions/{s}"), ("GET", "/api/v1/task-sessions/{s}/messages"),
     ("POST", "/api/v1/task-sessions/{s}/cancel"), ("GET", "/api/v1/debug/cancel-stages"),
     ("GET", "/"), ("GET", "/tasks/{t}"), ("GET", "/static/{f}"), ("GET", "/api/v1/{f}"),
+    # Renames only: a fuzzed DELETE would take the session the final check reads.
+    ("PATCH", "/api/v1/tasks/{t}"), ("PATCH", "/api/v1/task-sessions/{s}"),
 ]
 CONTENT_TYPES = ["application/json", "text/plain", "application/x-www-form-urlencoded",
                  "multipart/form-data; boundary=zz", "application/json; charset=latin-1", ""]

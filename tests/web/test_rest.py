@@ -31,7 +31,8 @@ async def test_rest_boot_and_page_agree(server: Server) -> None:
             r = await h.post("/api/v1/tasks", json={"title": title})
             assert r.status_code == 201
             task = r.json()
-            assert set(task) == {"id", "workspace_id", "title", "created_at", "updated_at"}
+            assert set(task) == {"id", "workspace_id", "title", "created_at", "updated_at",
+                                 "archived", "session_count", "running_count"}
             task_id = task["id"]
             first = await launch(ws, task_id)
             second = await launch(ws, task_id, "mock-codex")
