@@ -27,8 +27,11 @@ def _children(pid: int) -> list[tuple[int, str, str]]:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and (info := _ppid_and_state(int(entry.name))) is not None \
                 and info[0] == pid:
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
-            out.append((int(entry.name), info[1], cmd))
+            try:
+                raw = (entry / "cmdline").read_bytes()
+            except FileNotFoundError:
+                continue  # it was reaped between the two reads: no longer a child
+            out.append((int(entry.name), info[1], raw.replace(b"\0", b" ").decode().strip()))
     return out
 
 
