@@ -620,9 +620,9 @@ class LifecycleManager:
                      ex.session_id, reopened.restored.method, reopened.restored.replayed,
                      reopened.took_s)
         else:
+            # Why is in the log (supervisor.restore); the metadata is DESIGN.md §10's.
             await self.store.add_message(ex.session_id, None, "system", "status",
-                                         RESTORE_FAILED_STATUS,
-                                         {**RESTORE_FAILED_META, "reason": reopened.reason})
+                                         RESTORE_FAILED_STATUS, dict(RESTORE_FAILED_META))
         return True
 
     async def _finish_turn(self, ex: Execution, turn: TurnHandle,

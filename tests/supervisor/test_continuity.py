@@ -146,8 +146,7 @@ async def test_an_agent_that_cannot_restore_starts_fresh_with_the_warning(
         assert await _turn(sup, caller, sid, "/recall") == "recall: (nothing)"
         [warning] = await _warnings(sup, caller, sid)
         assert warning.role == "system" and warning.kind == "status"
-        assert warning.metadata["resumed"] is False
-        assert warning.metadata["variant"] == "warning"
+        assert warning.metadata == {"resumed": False, "variant": "warning"}
         # The fresh conversation is the one stored now: the next restart restores it.
         assert await _turn(sup, caller, sid, "/recall") == "recall: /recall"
         assert len(await _warnings(sup, caller, sid)) == 1

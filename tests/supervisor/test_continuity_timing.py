@@ -9,7 +9,7 @@ from typing import Any
 import trio
 
 from supervisor.lifecycle import CancelOutcome
-from supervisor.models import CANCELLED_STATUS, SessionState
+from supervisor.models import CANCELLED_STATUS, AgentSessionRef, SessionState
 from supervisor.restore import RESTORE_FAILED_STATUS
 
 from .fake_agent import FakeLauncher
@@ -98,9 +98,8 @@ async def test_a_restore_without_an_answer_falls_back_visibly_after_restore_s(
         assert (await _answers(sup, caller, sid))[-1] == "after the stop"
         [warning] = [m for m in await sup.orchestrator.list_messages(caller, sid)
                      if m.content == RESTORE_FAILED_STATUS]
-        assert warning.metadata["resumed"] is False
-        assert warning.metadata["variant"] == "warning"
-        assert "20" in warning.metadata["reason"]
+        assert warning.metadata == {"resumed": False, "variant": "warning"}
+        assert warning.turn_id is None  # a cancelled turn keeps its one status message
 
 
 async def test_the_idle_timer_stops_the_agent_and_the_next_prompt_restores(
@@ -141,3 +140,22 @@ async def test_a_long_turn_is_never_stopped_as_idle(
         await trio.sleep(2)
         assert not sup.lifecycle.agent_live(sid)
         assert len(launcher.agents) == 1
+
+
+async def test_a_conversation_of_another_directory_is_not_restored(
+    make_supervisor: Any, autojump_clock: Any
+) -> None:
+    launcher = FakeLauncher(resumable=True)
+    async with make_supervisor(launcher=launcher, inline=True) as sup:
+        caller, sid = await _session(sup)
+        ref = await sup.store.get_agent_session(sid)
+        assert ref is not None and ref.agent_session_id == "fake" and ref.profile == "mock"
+        await sup.lifecycle.stop_execution(sid)
+        await sup.store.set_agent_session(sid, AgentSessionRef(
+            agent_session_id="fake", profile="mock", cwd="/somewhere/else"))
+        await sup.orchestrator.send_message(caller, sid, "hi")
+        await _settled(sup, caller, sid)
+        assert launcher.agents[1].resumed == []  # not asked: it would open the wrong tree
+        assert RESTORE_FAILED_STATUS in await _statuses(sup, caller, sid)
+        assert (await _answers(sup, caller, sid))[-1] == "hi"
+        assert await sup.store.get_agent_session(sid) == ref  # the fresh one, here
