@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import trio
 
-from supervisor.lifecycle import CancelOutcome
+from supervisor.db import Db
+from supervisor.errors import Conflict
+from supervisor.lifecycle import SHUTDOWN_STATUS, CancelOutcome
 from supervisor.models import CANCELLED_STATUS, AgentSessionRef, SessionState
 from supervisor.restore import RESTORE_FAILED_STATUS
 
@@ -55,6 +58,9 @@ async def test_a_cancel_during_the_restore_abandons_it_within_the_join_window(
         turn = sup.lifecycle.executions[sid].turn
         assert turn is not None and turn.restoring is not None  # stuck in the restore
         assert launcher.agents[1].resumed == ["fake"]
+        # The restore holds the turn, not the gate: a second prompt is refused at once.
+        with trio.fail_after(0.5), pytest.raises(Conflict):
+            await sup.orchestrator.send_message(caller, sid, "meanwhile")
         start = trio.current_time()
         outcomes: list[CancelOutcome] = []
         async with trio.open_nursery() as nursery:
@@ -159,3 +165,27 @@ async def test_a_conversation_of_another_directory_is_not_restored(
         assert RESTORE_FAILED_STATUS in await _statuses(sup, caller, sid)
         assert (await _answers(sup, caller, sid))[-1] == "hi"
         assert await sup.store.get_agent_session(sid) == ref  # the fresh one, here
+
+
+async def test_a_shutdown_during_the_restore_closes_the_turn(
+    make_supervisor: Any, autojump_clock: Any
+) -> None:
+    launcher = FakeLauncher(resumable=True, hang_restores=1)
+    async with make_supervisor(launcher=launcher, inline=True, restore_s=30) as sup:
+        caller, sid = await _session(sup)
+        await sup.lifecycle.stop_execution(sid)
+        await sup.orchestrator.send_message(caller, sid, "interrupted by the stop")
+        await trio.sleep(1)
+        turn = sup.lifecycle.executions[sid].turn
+        assert turn is not None and turn.restoring is not None
+        start = trio.current_time()
+    assert trio.current_time() - start < sup.config.timeouts.cancel_cleanup_s
+    db = Db(sup.config.db_path)
+    try:
+        session = db.get_session(sid)
+        assert session is not None and session.state is SessionState.WAITING_FOR_INPUT
+        assert [m.content for m in db.list_messages(sid) if m.kind == "status"] == [
+            SHUTDOWN_STATUS]
+    finally:
+        db.close()
+    assert launcher.agents[1].prompts == []
