@@ -37,6 +37,9 @@ class FakeAgent:
     def __init__(self, stream: trio.abc.Stream, launcher: FakeLauncher | None = None) -> None:
         self.stream = stream
         self.launcher = launcher
+        #: Its session id: unique per launched agent (``fake-N``), else ``fake``;
+        #: a resumed session keeps the id asked for.
+        self.session_id = "fake" if launcher is None else f"fake-{len(launcher.agents)}"
         #: Session ids this agent was asked to resume.
         self.resumed: list[str] = []
         self.rpc = RpcConnection(Dialect.JSONRPC2, first_id=0)
@@ -52,7 +55,7 @@ class FakeAgent:
 
     async def chunk(self, text: str) -> None:
         await self.send(self.rpc.send_notification("session/update", {
-            "sessionId": "fake", "update": {"sessionUpdate": "agent_message_chunk",
+            "sessionId": self.session_id, "update": {"sessionUpdate": "agent_message_chunk",
                                              "content": {"type": "text", "text": text}}}))
 
     async def turn(self, rid: Any, text: str) -> None:
@@ -103,9 +106,11 @@ class FakeAgent:
                             if launcher is not None and launcher.hang_restores > 0:
                                 launcher.hang_restores -= 1
                             else:
+                                self.session_id = params["sessionId"]
                                 await self.send(self.rpc.send_response(rid, {}))
                         case IncomingRequest(id=rid, method="session/new"):
-                            await self.send(self.rpc.send_response(rid, {"sessionId": "fake"}))
+                            await self.send(self.rpc.send_response(
+                                rid, {"sessionId": self.session_id}))
                         case IncomingRequest(id=rid, method="session/prompt", params=params):
                             text = params["prompt"][0]["text"]
                             self.prompts.append(text)

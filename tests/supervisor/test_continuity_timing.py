@@ -57,7 +57,7 @@ async def test_a_cancel_during_the_restore_abandons_it_within_the_join_window(
         await trio.sleep(1)
         turn = sup.lifecycle.executions[sid].turn
         assert turn is not None and turn.restoring is not None  # stuck in the restore
-        assert launcher.agents[1].resumed == ["fake"]
+        assert launcher.agents[1].resumed == ["fake-0"]
         # The restore holds the turn, not the gate: a second prompt is refused at once.
         with trio.fail_after(0.5), pytest.raises(Conflict):
             await sup.orchestrator.send_message(caller, sid, "meanwhile")
@@ -81,7 +81,7 @@ async def test_a_cancel_during_the_restore_abandons_it_within_the_join_window(
         # Usable: the next prompt replaces the agent, whose restore now works.
         await sup.orchestrator.send_message(caller, sid, "once more")
         await _settled(sup, caller, sid)
-        assert len(launcher.agents) == 3 and launcher.agents[2].resumed == ["fake"]
+        assert len(launcher.agents) == 3 and launcher.agents[2].resumed == ["fake-0"]
         assert launcher.agents[2].prompts == ["once more"]
         assert (await _answers(sup, caller, sid))[-1] == "once more"
         assert RESTORE_FAILED_STATUS not in await _statuses(sup, caller, sid)
@@ -126,7 +126,7 @@ async def test_the_idle_timer_stops_the_agent_and_the_next_prompt_restores(
         assert trio.current_time() - ended >= 900
         await sup.orchestrator.send_message(caller, sid, "wake up")
         await _settled(sup, caller, sid)
-        assert launcher.agents[1].resumed == ["fake"]
+        assert launcher.agents[1].resumed == ["fake-0"]
         assert (await _answers(sup, caller, sid))[-1] == "wake up"
         assert sup.lifecycle.agent_live(sid)
 
@@ -155,16 +155,18 @@ async def test_a_conversation_of_another_directory_is_not_restored(
     async with make_supervisor(launcher=launcher, inline=True) as sup:
         caller, sid = await _session(sup)
         ref = await sup.store.get_agent_session(sid)
-        assert ref is not None and ref.agent_session_id == "fake" and ref.profile == "mock"
+        assert ref is not None and ref.agent_session_id == "fake-0" and ref.profile == "mock"
         await sup.lifecycle.stop_execution(sid)
         await sup.store.set_agent_session(sid, AgentSessionRef(
-            agent_session_id="fake", profile="mock", cwd="/somewhere/else"))
+            agent_session_id="fake-0", profile="mock", cwd="/somewhere/else"))
         await sup.orchestrator.send_message(caller, sid, "hi")
         await _settled(sup, caller, sid)
         assert launcher.agents[1].resumed == []  # not asked: it would open the wrong tree
         assert RESTORE_FAILED_STATUS in await _statuses(sup, caller, sid)
         assert (await _answers(sup, caller, sid))[-1] == "hi"
-        assert await sup.store.get_agent_session(sid) == ref  # the fresh one, here
+        # The fresh conversation, here, is the one stored now.
+        assert await sup.store.get_agent_session(sid) == AgentSessionRef(
+            agent_session_id="fake-1", profile="mock", cwd=ref.cwd)
 
 
 async def test_a_shutdown_during_the_restore_closes_the_turn(
