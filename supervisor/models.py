@@ -11,8 +11,11 @@ from protocols.events import StopReason
 
 __all__ = [
     "CANCELLED_STATUS",
+    "INTERRUPTED_STATUS",
     "Message",
     "MessageKind",
+    "QueueEntry",
+    "QueueState",
     "Role",
     "Session",
     "SessionState",
@@ -43,6 +46,8 @@ class SessionState(StrEnum):
 
 #: The status message of a turn the user cancelled (exactly one per turn).
 CANCELLED_STATUS = "Turn cancelled by user"
+#: The status message of a turn a "send now" replaced (DESIGN.md §9).
+INTERRUPTED_STATUS = "Turn interrupted by a new message"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,13 +75,18 @@ class Session:
     current_turn_id: str | None
     created_at: str
     updated_at: str
+    #: Entries in the session's queue, and whether its head runs when a turn
+    #: ends (DESIGN.md §9).
+    queued_count: int = 0
+    auto_run: bool = True
 
     def to_dto(self, pending: bool, revision: int) -> dict[str, Any]:
-        """Full and summary DTOs alike carry explicit cancellation values."""
+        """Full and summary DTOs alike carry explicit cancellation and queue values."""
         return {
             "id": self.id, "task_id": self.task_id, "state": self.state.value,
             "agent": self.agent, "created_at": self.created_at, "updated_at": self.updated_at,
             "cancellation_pending": pending, "cancellation_revision": revision,
+            "queued_count": self.queued_count, "auto_run": self.auto_run,
         }
 
 
@@ -116,3 +126,35 @@ class Message:
             content=row["content"],
             metadata=json.loads(row["metadata"]), created_at=row["created_at"],
         )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueEntry:
+    """A message waiting for its turn; ``position`` is its 0-based place."""
+
+    id: str
+    session_id: str
+    content: str
+    created_at: str
+    position: int
+
+    def to_dto(self) -> dict[str, Any]:
+        return {"id": self.id, "session_id": self.session_id, "content": self.content,
+                "created_at": self.created_at, "position": self.position}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueState:
+    """A session's queue as one committed snapshot; ``revision`` grows with
+    every change (persisted, so it never goes back across a restart)."""
+
+    session_id: str
+    entries: tuple[QueueEntry, ...]
+    auto_run: bool
+    revision: int
+
+    def payload(self) -> dict[str, Any]:
+        """``session.queue.changed`` (and ``queue.list``, which adds nothing more)."""
+        return {"session_id": self.session_id,
+                "entries": [e.to_dto() for e in self.entries],
+                "auto_run": self.auto_run, "queue_revision": self.revision}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["BadInput", "opt_bool", "opt_int", "opt_str", "req_str"]
+__all__ = ["BadInput", "opt_bool", "opt_int", "opt_str", "req_bool", "req_int", "req_str"]
 
 
 class BadInput(Exception):
@@ -51,3 +51,16 @@ def opt_bool(payload: dict[str, Any], name: str) -> bool:
     if not isinstance(value, bool):
         raise BadInput("VALIDATION_ERROR", f"{name} must be true or false")
     return value
+
+
+def req_int(payload: dict[str, Any], name: str, *, lo: int, hi: int) -> int:
+    value = opt_int(payload, name, lo=lo, hi=hi)
+    if value is None:
+        raise BadInput("VALIDATION_ERROR", f"{name} is required")
+    return value
+
+
+def req_bool(payload: dict[str, Any], name: str) -> bool:
+    if name not in payload or payload[name] is None:
+        raise BadInput("VALIDATION_ERROR", f"{name} is required")
+    return opt_bool(payload, name)
