@@ -40,7 +40,11 @@ _BASE = "/api/v1/task-sessions/<session_id>/queue"
 def add_queue_routes(app: QuartTrio, sup: Supervisor, me: Callable[[], Awaitable[Caller]],
                      body: Callable[[], Awaitable[dict[str, Any]]]) -> None:
     async def run(action: str, payload: dict[str, Any], status: int = 200) -> Response:
-        result = await ACTIONS[action](sup, await me(), payload)
+        caller = await me()
+        # The session first: another workspace's (or no) session is not found
+        # whatever the body says, so the answer tells nothing about its ids.
+        await sup.orchestrator.session(caller, str(payload["session_id"]))
+        result = await ACTIONS[action](sup, caller, payload)
         return Response(json.dumps(result), status=status, content_type="application/json")
 
     @app.get(_BASE)
