@@ -232,8 +232,11 @@ class TurnQueue:
                            request: StopRequest | None) -> None:
         if request is StopRequest.INTERRUPT and stop_reason == "cancelled":
             return  # the send now starts its own entry
-        if request in (StopRequest.USER, StopRequest.SHUTDOWN) \
-                or stop_reason not in _NORMAL_ENDS:
+        if request is StopRequest.USER:
+            # Parked at the cancel's admission (``user_cancelled``); not again
+            # here, where it would delay the cancel's acknowledgement.
+            return
+        if request is StopRequest.SHUTDOWN or stop_reason not in _NORMAL_ENDS:
             await self.park(sid)
             return
         self._spawn(self._kick, sid)

@@ -277,3 +277,32 @@ def test_recovery_after_a_crash_parks_the_queue(tmp_path: Path) -> None:
     assert [m.content for m in db.list_messages(session.id) if m.kind == "status"] == [
         RESTART_STATUS]
     db.close()
+
+
+async def test_steer_into_a_running_codex_turn(make_supervisor: Any) -> None:
+    async with make_supervisor() as sup:
+        caller, sid = await _session(sup, "mock-codex")
+        idle = await sup.orchestrator.add_message(caller, sid, "/delay 1500", "steer")
+        assert idle["delivery"] == "started"  # no turn running: a steer starts one
+        await _running(sup, caller, sid)
+        steered = await sup.orchestrator.add_message(caller, sid, "look left", "steer")
+        assert steered["delivery"] == "steered" and steered["role"] == "user"
+        assert steered["metadata"] == {"delivery": "steer"}
+        assert steered["turn_id"] == idle["turn_id"]
+        await _idle_with(sup, caller, sid, ["/delay 1500", "look left"])
+        answer = [m.content for m in await sup.orchestrator.list_messages(caller, sid)
+                  if m.role == "agent"]
+        assert any("steered: look left" in text for text in answer), answer
+        assert (await sup.orchestrator.queue_list(caller, sid)).entries == ()
+
+
+async def test_steer_where_the_agent_cannot_is_queued(make_supervisor: Any) -> None:
+    async with make_supervisor() as sup:
+        caller, sid = await _session(sup, "mock")
+        await sup.orchestrator.add_message(caller, sid, "/delay 800")
+        await _running(sup, caller, sid)
+        queued = await sup.orchestrator.add_message(caller, sid, "look right", "steer")
+        assert queued["delivery"] == "queued" and queued["steer_unsupported"] is True
+        assert queued["entry"]["content"] == "look right"
+        # It runs as the next turn (auto-run), never twice.
+        await _idle_with(sup, caller, sid, ["/delay 800", "look right"])
