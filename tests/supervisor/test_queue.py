@@ -29,7 +29,7 @@ async def _session(sup: Any, agent: str = "mock") -> tuple[Any, str]:
 
 
 async def _user_texts(sup: Any, caller: Any, sid: str) -> list[str]:
-    return [m.content for m in await sup.orchestrator.list_messages(caller, sid)
+    return [m.content for m in await sup.orchestrator.list_messages(caller, sid, limit=1000)
             if m.role == "user"]
 
 
@@ -306,3 +306,31 @@ async def test_steer_where_the_agent_cannot_is_queued(make_supervisor: Any) -> N
         assert queued["entry"]["content"] == "look right"
         # It runs as the next turn (auto-run), never twice.
         await _idle_with(sup, caller, sid, ["/delay 800", "look right"])
+
+
+async def test_a_hundred_concurrent_adds_to_a_busy_session(make_supervisor: Any) -> None:
+    """None lost, none twice; each answer's position is the entry's place in
+    the final order (the order they were admitted), and that order runs."""
+    async with make_supervisor() as sup:
+        caller, sid = await _session(sup)
+        await sup.orchestrator.add_message(caller, sid, "/delay 30000")
+        await _running(sup, caller, sid)
+        replies: list[dict[str, Any]] = []
+
+        async def add(i: int) -> None:
+            replies.append(await sup.orchestrator.add_message(caller, sid, f"c{i}"))
+
+        async with trio.open_nursery() as nursery:
+            for i in range(100):
+                nursery.start_soon(add, i)
+        assert all(r["delivery"] == "queued" for r in replies)
+        state = await sup.orchestrator.queue_list(caller, sid)
+        assert sorted(e.content for e in state.entries) == sorted(f"c{i}" for i in range(100))
+        by_position = sorted(replies, key=lambda r: r["entry"]["position"])
+        assert [r["entry"]["position"] for r in by_position] == list(range(100))
+        assert [r["entry"]["id"] for r in by_position] == [e.id for e in state.entries]
+        # Let them run: the head replaces the long turn, all follow in order.
+        order = [e.content for e in state.entries]
+        now = await sup.orchestrator.queue_send_now(caller, sid, state.entries[0].id)
+        assert now["delivery"] == "interrupting"
+        await _idle_with(sup, caller, sid, ["/delay 30000", *order], timeout=40)
