@@ -334,3 +334,28 @@ async def test_a_hundred_concurrent_adds_to_a_busy_session(make_supervisor: Any)
         now = await sup.orchestrator.queue_send_now(caller, sid, state.entries[0].id)
         assert now["delivery"] == "interrupting"
         await _idle_with(sup, caller, sid, ["/delay 30000", *order], timeout=40)
+
+
+async def test_a_steer_of_uncertain_delivery_is_never_sent_again(make_supervisor: Any) -> None:
+    """The agent did not answer the steer in time: it may have taken it, so it
+    is stored as steered (marked uncertain), neither queued nor re-sent."""
+    from protocols.adapters import AgentTimeout
+
+    async with make_supervisor() as sup:
+        caller, sid = await _session(sup, "mock-codex")
+        await sup.orchestrator.add_message(caller, sid, "/delay 1500")
+        await _running(sup, caller, sid)
+        adapter = sup.lifecycle.executions[sid].adapter
+        sent: list[str] = []
+
+        async def steer_without_answer(text: str) -> None:
+            sent.append(text)
+            raise AgentTimeout("no answer to turn/steer")
+
+        adapter.steer = steer_without_answer
+        reply = await sup.orchestrator.add_message(caller, sid, "maybe taken", "steer")
+        assert reply["delivery"] == "steered"
+        assert reply["metadata"] == {"delivery": "steer", "delivery_uncertain": True}
+        await _idle_with(sup, caller, sid, ["/delay 1500", "maybe taken"])
+        assert sent == ["maybe taken"]
+        assert (await sup.orchestrator.queue_list(caller, sid)).entries == ()
