@@ -38,7 +38,7 @@ from protocols.adapters import SteerUnsupported
 
 from .config import Config
 from .db import QueueFull, StoreError
-from .errors import Conflict, InvalidRequest, NotFound, SupervisorError
+from .errors import AgentStartError, Conflict, InvalidRequest, NotFound, SupervisorError
 from .lifecycle import LifecycleManager, StopRequest
 from .models import QueueState, Session, StopReason
 from .store import Store
@@ -110,7 +110,15 @@ class TurnQueue:
             else:
                 return {**msg.to_dto(), "delivery": "steered"}
         if not self.busy(sid):
-            started = await self._start_direct(session, content)
+            try:
+                started = await self._start_direct(session, content)
+            except AgentStartError:
+                raise
+            except Conflict as exc:
+                # Not startable right now (a user cancel came in between, the
+                # agent still finishing a turn): kept in the queue, not lost.
+                log.info("session %s: message queued instead of started (%s)", sid, exc)
+                started = None
             if started is not None:
                 return started
         entry = await self._enqueue(sid, content, head=delivery == "interrupt")
