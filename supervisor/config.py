@@ -71,6 +71,12 @@ class Timeouts:
     #: After an agent's stdout ends, how long to wait for its exit status (so a
     #: crash is reported with its status, not as "closed its output").
     exit_status_s: float = 0.2
+    #: A running turn silent this long (no text, tool call, plan or permission
+    #: from the agent) gets a "No output from the agent" notice (DESIGN.md §9).
+    stall_notice_s: float = 120.0
+    #: A turn with no agent event at all after this long ends as an error, its
+    #: agent is replaced and the session's queue parked.
+    never_started_s: float = 300.0
     #: agentctl: TCP + WebSocket handshake of the event stream, and its status call.
     agentctl_connect_s: float = 10.0
     #: agentctl: silence on the event stream (it sends a heartbeat every 5 s)
@@ -104,6 +110,8 @@ class Limits:
     max_body_bytes: int = 256 * 1024
     #: Longest prompt.
     max_prompt_chars: int = 100_000
+    #: Messages waiting in one session's queue (DESIGN.md §9).
+    max_queue: int = 100
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

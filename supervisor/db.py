@@ -28,6 +28,8 @@ from .models import (
     AgentSessionRef,
     Message,
     MessageKind,
+    QueueEntry,
+    QueueState,
     Role,
     Session,
     SessionState,
@@ -37,8 +39,8 @@ from .models import (
     TurnState,
 )
 
-__all__ = ["SCHEMA_VERSION", "Db", "StoreError", "StoreUnavailable", "new_id", "now",
-           "storable"]
+__all__ = ["SCHEMA_VERSION", "Db", "QueueFull", "StoreError", "StoreUnavailable", "new_id",
+           "now", "storable"]
 
 
 class StoreError(Exception):
@@ -47,6 +49,10 @@ class StoreError(Exception):
 
 class StoreUnavailable(StoreError):
     """The database did not take a write in time (locked elsewhere, disk trouble)."""
+
+
+class QueueFull(StoreError):
+    """The session's queue already holds its maximum of entries."""
 
 
 def now() -> str:
@@ -116,12 +122,26 @@ _MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE task_sessions ADD COLUMN agent_profile TEXT;
     ALTER TABLE task_sessions ADD COLUMN agent_cwd TEXT;
     """,
+    # DESIGN.md §9: each session's queue (ordered by position) and its auto-run
+    # flag and revision (a session without a row: auto-run on, revision 0).
+    """
+    CREATE TABLE queue_entries (
+        id TEXT PRIMARY KEY, session_id TEXT NOT NULL REFERENCES task_sessions(id),
+        content TEXT NOT NULL, position INTEGER NOT NULL, created_at TEXT NOT NULL);
+    CREATE INDEX queue_by_session ON queue_entries(session_id, position);
+    CREATE TABLE session_queues (
+        session_id TEXT PRIMARY KEY REFERENCES task_sessions(id),
+        auto_run INTEGER NOT NULL, revision INTEGER NOT NULL);
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 _SESSION_COLS = (
     "s.id, s.task_id, t.workspace_id, s.agent, s.state, s.current_turn_id, "
-    "s.created_at, s.updated_at, s.title, s.archived"
+    "s.created_at, s.updated_at, s.title, s.archived, "
+    "(SELECT COUNT(*) FROM queue_entries q WHERE q.session_id = s.id) AS queued_count, "
+    "COALESCE((SELECT auto_run FROM session_queues sq WHERE sq.session_id = s.id), 1) "
+    "AS auto_run"
 )
 # A task with its live status: how many sessions, how many running a turn.
 _TASK_SELECT = (
@@ -138,6 +158,7 @@ def _session(row: sqlite3.Row) -> Session:
         agent=row["agent"], state=SessionState(row["state"]),
         current_turn_id=row["current_turn_id"], created_at=row["created_at"],
         updated_at=row["updated_at"], title=row["title"], archived=bool(row["archived"]),
+        queued_count=int(row["queued_count"]), auto_run=bool(row["auto_run"]),
     )
 
 
@@ -281,6 +302,8 @@ class Db:
     def _delete_session_rows(self, session_id: str) -> bool:
         # Children first (foreign keys are on); agent groups are the lifecycle's to forget.
         self.conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
+        self.conn.execute("DELETE FROM queue_entries WHERE session_id = ?", (session_id,))
+        self.conn.execute("DELETE FROM session_queues WHERE session_id = ?", (session_id,))
         self.conn.execute("DELETE FROM turns WHERE session_id = ?", (session_id,))
         return self.conn.execute("DELETE FROM task_sessions WHERE id = ?",
                                  (session_id,)).rowcount > 0
@@ -448,6 +471,112 @@ class Db:
             "SELECT COUNT(*) FROM messages WHERE turn_id = ? AND kind = 'status'", (turn_id,)
         ).fetchone()
         return int(row[0])
+
+    # -- queues (DESIGN.md §9) ------------------------------------------------
+    #
+    # Every change renumbers the session's positions 0..n-1 and bumps its
+    # revision in the same transaction, and returns the committed snapshot.
+
+    def queue_state(self, session_id: str) -> QueueState:
+        row = self.conn.execute(
+            "SELECT auto_run, revision FROM session_queues WHERE session_id = ?",
+            (session_id,)).fetchone()
+        rows = self.conn.execute(
+            "SELECT * FROM queue_entries WHERE session_id = ? ORDER BY position",
+            (session_id,)).fetchall()
+        entries = tuple(QueueEntry(id=r["id"], session_id=session_id, content=r["content"],
+                                   created_at=r["created_at"], position=i)
+                        for i, r in enumerate(rows))
+        return QueueState(session_id=session_id, entries=entries,
+                          auto_run=bool(row["auto_run"]) if row else True,
+                          revision=int(row["revision"]) if row else 0)
+
+    def _queue_commit(self, session_id: str, order: list[str] | None,
+                      auto_run: bool | None = None) -> None:
+        """Inside a transaction: write the new order (entry ids) and/or flag, bump the revision."""
+        if order is not None:
+            for i, entry_id in enumerate(order):
+                self.conn.execute("UPDATE queue_entries SET position = ? WHERE id = ?",
+                                  (i, entry_id))
+        self.conn.execute(
+            "INSERT INTO session_queues (session_id, auto_run, revision) VALUES (?, ?, 1) "
+            "ON CONFLICT(session_id) DO UPDATE SET revision = revision + 1, "
+            "auto_run = COALESCE(?, auto_run)",
+            (session_id, 1 if auto_run is None else int(auto_run),
+             None if auto_run is None else int(auto_run)))
+
+    def _queue_ids(self, session_id: str) -> list[str]:
+        return [r[0] for r in self.conn.execute(
+            "SELECT id FROM queue_entries WHERE session_id = ? ORDER BY position",
+            (session_id,))]
+
+    def queue_add(self, session_id: str, content: str, *, max_entries: int,
+                  head: bool = False, entry_id: str | None = None,
+                  created_at: str | None = None) -> tuple[QueueEntry, QueueState]:
+        """Append (or, with ``head``, put first) an entry; ``QueueFull`` beyond ``max_entries``."""
+        eid = entry_id or new_id()
+        with self._tx():
+            ids = self._queue_ids(session_id)
+            if len(ids) >= max_entries:
+                raise QueueFull(f"the queue already holds {max_entries} messages")
+            self.conn.execute(
+                "INSERT INTO queue_entries (id, session_id, content, position, created_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (eid, session_id, storable(content), len(ids), created_at or now()))
+            self._queue_commit(session_id, [eid, *ids] if head else None)
+        state = self.queue_state(session_id)
+        entry = next(e for e in state.entries if e.id == eid)
+        return entry, state
+
+    def queue_update(self, session_id: str, entry_id: str, content: str) -> QueueState | None:
+        with self._tx():
+            changed = self.conn.execute(
+                "UPDATE queue_entries SET content = ? WHERE id = ? AND session_id = ?",
+                (storable(content), entry_id, session_id)).rowcount
+            if not changed:
+                return None
+            self._queue_commit(session_id, None)
+        return self.queue_state(session_id)
+
+    def queue_move(self, session_id: str, entry_id: str, position: int) -> QueueState | None:
+        """Move an entry to ``position`` (clamped to the end)."""
+        with self._tx():
+            ids = self._queue_ids(session_id)
+            if entry_id not in ids:
+                return None
+            ids.remove(entry_id)
+            ids.insert(min(position, len(ids)), entry_id)
+            self._queue_commit(session_id, ids)
+        return self.queue_state(session_id)
+
+    def queue_take(self, session_id: str, entry_id: str | None = None, *,
+                   only_if_auto_run: bool = False) -> tuple[QueueEntry | None, QueueState]:
+        """Remove and return an entry (by default the head); None if there is
+        none (or, with ``only_if_auto_run``, if the queue is parked)."""
+        with self._tx():
+            ids = self._queue_ids(session_id)
+            target = entry_id if entry_id is not None else (ids[0] if ids else None)
+            taken: QueueEntry | None = None
+            if target is not None and target in ids:
+                if only_if_auto_run and not self.queue_state(session_id).auto_run:
+                    return None, self.queue_state(session_id)
+                row = self.conn.execute("SELECT * FROM queue_entries WHERE id = ?",
+                                        (target,)).fetchone()
+                taken = QueueEntry(id=row["id"], session_id=session_id,
+                                   content=row["content"], created_at=row["created_at"],
+                                   position=ids.index(target))
+                self.conn.execute("DELETE FROM queue_entries WHERE id = ?", (target,))
+                ids.remove(target)
+                self._queue_commit(session_id, ids)
+        return taken, self.queue_state(session_id)
+
+    def queue_set_auto_run(self, session_id: str, auto_run: bool) -> QueueState | None:
+        """Set the flag; the new state if it changed, else None."""
+        with self._tx():
+            if self.queue_state(session_id).auto_run == auto_run:
+                return None
+            self._queue_commit(session_id, None, auto_run)
+        return self.queue_state(session_id)
 
     # -- agent process groups (swept at startup) ----------------------------
 

@@ -45,7 +45,16 @@ from typing import Any, Literal
 import trio
 
 from protocols.adapters import AgentAdapter, AgentClosed, AgentRefused, AgentTimeout
-from protocols.events import AgentNotice, PermissionResolved, TurnEnded
+from protocols.events import (
+    AgentNotice,
+    MessageChunk,
+    PermissionRequested,
+    PermissionResolved,
+    PlanUpdated,
+    ToolCallStarted,
+    ToolCallUpdated,
+    TurnEnded,
+)
 from protocols.jsonrpc import LocalProtocolError
 from protocols.process import drain_stderr
 
@@ -55,6 +64,7 @@ from .errors import AgentStartError, CancelFailed, Conflict, NotFound
 from .executors import LaunchedAgent, Launcher, default_launcher
 from .models import (
     CANCELLED_STATUS,
+    INTERRUPTED_STATUS,
     AgentSessionRef,
     Message,
     Session,
@@ -69,6 +79,7 @@ from .store import Store
 from .transcript import Transcript, TurnText
 
 __all__ = [
+    "NEVER_STARTED_STATUS",
     "SHUTDOWN_STATUS",
     "CancelOutcome",
     "CancelPhase",
@@ -77,6 +88,7 @@ __all__ = [
     "ExecutionStatus",
     "LifecycleManager",
     "StopRequest",
+    "TurnClosed",
     "TurnHandle",
 ]
 
@@ -88,6 +100,14 @@ _TURN_STATE: dict[str, TurnState] = {
 
 #: The status message of a turn stopped because Turnvisor shut down.
 SHUTDOWN_STATUS = "Turn interrupted: Turnvisor shut down"
+
+#: The status message of a turn the agent never started (DESIGN.md §9).
+NEVER_STARTED_STATUS = "The agent never started the turn"
+
+#: Agent events that show a turn is alive (the stall watchdog's progress);
+#: metadata (usage, modes, notices, echoes) is not progress.
+PROGRESS_EVENTS = (MessageChunk, ToolCallStarted, ToolCallUpdated, PlanUpdated,
+                   PermissionRequested)
 
 #: Lines of an agent's stderr kept for its start failure's message.
 STDERR_TAIL = 8
@@ -111,6 +131,13 @@ class StopRequest(StrEnum):
     USER = "user"
     #: Turnvisor is shutting down.
     SHUTDOWN = "shutdown"
+    #: A "send now" replaces the turn (DESIGN.md §9): not the user's cancel.
+    INTERRUPT = "interrupt"
+
+
+#: Told of every turn close (session id, turn id, stop reason, who asked for
+#: the stop): the queue decides from it whether its head runs or it parks.
+TurnClosed = Callable[[str, str, StopReason, "StopRequest | None"], Awaitable[None]]
 
 
 class CancelOutcome(StrEnum):
@@ -157,6 +184,12 @@ class TurnHandle:
     #: Set while the turn restores its agent's conversation (before the prompt
     #: is written): a cancel or shutdown cancels it, abandoning the restore.
     restoring: trio.CancelScope | None = None
+    #: The stall watchdog: when the last progress event came, how many came,
+    #: the open "no output" notice, and whether the turn never started.
+    last_event_at: float = field(default_factory=trio.current_time)
+    events: int = 0
+    stall_notice: Message | None = None
+    never_started: bool = False
 
 
 @dataclass(eq=False)
@@ -204,6 +237,8 @@ class LifecycleManager:
         #: How the lifecycle asks for a user cancel it cannot run itself (a
         #: "Deny and stop" answer): the orchestrator's single-flight operation.
         self.request_user_cancel: Callable[[str], Awaitable[None]] | None = None
+        #: Told of every turn close (the queue, DESIGN.md §9).
+        self.on_turn_closed: TurnClosed | None = None
         self._starting: dict[str, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
         notifier.agent_live = self.agent_live
@@ -505,6 +540,8 @@ class LifecycleManager:
                         case _:
                             if turn is not None and turn.cancel_phase is not None:
                                 turn.events_after_cancel += 1
+                            if turn is not None and isinstance(ev, PROGRESS_EVENTS):
+                                await self._progress(turn)
                             await ex.transcript.record(turn.text if turn else None, ev)
                 if ex.turn is not None and ex.turn.text is not None:
                     await ex.transcript.flush(ex.turn.text)
@@ -528,9 +565,28 @@ class LifecycleManager:
 
     # -- turns ------------------------------------------------------------------
 
-    async def send_prompt(self, session: Session, text: str) -> Message:
+    def turn_running(self, session_id: str) -> bool:
+        """Whether a turn is running (or being opened) in the session's agent."""
+        ex = self.executions.get(session_id)
+        return ex is not None and ex.turn is not None
+
+    def running_turn_id(self, session_id: str) -> str | None:
+        ex = self.executions.get(session_id)
+        return ex.turn.id or None if ex is not None and ex.turn is not None else None
+
+    def mark_user_stop(self, session_id: str) -> None:
+        """A user cancel joined a cancel in flight (a send now's): the turn
+        ends as the user's cancel."""
+        ex = self.executions.get(session_id)
+        if ex is not None and ex.turn is not None:
+            ex.turn.stop_request = StopRequest.USER
+
+    async def send_prompt(self, session: Session, text: str, *,
+                          guard: Callable[[], bool] | None = None) -> Message:
         """Open a turn (one at a time per session) and send the prompt.
-        Returns the stored user message; the turn runs in the execution nursery."""
+        Returns the stored user message; the turn runs in the execution nursery.
+        ``guard`` is asked at the moment the turn is claimed (no checkpoint
+        after it): False refuses the start with ``Conflict``."""
         ex = await self.ensure_execution(session)
         if ex.abandoned and ex.turn is None:
             log.warning("session %s: replacing an agent that never ended its escalated turn",
@@ -541,6 +597,8 @@ class LifecycleManager:
             raise Conflict("a turn is already running in this session")
         if ex.adapter.turn_running:
             raise Conflict("the agent is still finishing its previous turn")
+        if guard is not None and not guard():
+            raise Conflict("the turn may no longer start")
         # Claimed before the first checkpoint: a concurrent prompt sees it at once.
         handle = ex.turn = TurnHandle(id="", session_id=session.id)
         if ex.restore_from is not None:
@@ -554,8 +612,89 @@ class LifecycleManager:
         handle.id = turn.id
         handle.text = TurnText(session_id=session.id, turn_id=turn.id)
         ex.status = ExecutionStatus.RUNNING
+        handle.last_event_at = trio.current_time()
         await ex.nursery.start(self._run_turn, ex, handle, text)
+        ex.nursery.start_soon(self._watch, ex, handle)
         return msg
+
+    async def steer(self, session_id: str, text: str) -> Message:
+        """Deliver ``text`` into the running turn (Codex ``turn/steer``) and
+        store it as a user message with ``metadata.delivery: "steer"``.
+
+        Raises ``SteerUnsupported`` (the agent cannot), ``Conflict`` (no turn
+        to steer, or the agent refused it: certainly not delivered).  A steer
+        whose delivery is uncertain (no answer in time, the agent went away)
+        is never sent again: it is stored with ``delivery_uncertain``."""
+        ex = self.executions.get(session_id)
+        turn = ex.turn if ex is not None else None
+        if ex is None or turn is None or not turn.id or turn.cancel_phase is not None:
+            raise Conflict("no running turn to steer")
+        meta: dict[str, Any] = {"delivery": "steer"}
+        try:
+            await ex.adapter.steer(text)
+        except (LocalProtocolError, AgentRefused) as exc:
+            raise Conflict(f"the agent did not take the steer: {exc}") from None
+        except (AgentTimeout, AgentClosed) as exc:
+            log.warning("session %s: steer delivery uncertain (%s); not sent again",
+                        session_id, exc)
+            meta["delivery_uncertain"] = True
+        return await self.store.add_message(session_id, turn.id, "user", "text", text, meta)
+
+    # -- the stall watchdog (DESIGN.md §9) --------------------------------------
+
+    async def _progress(self, turn: TurnHandle) -> None:
+        """A real agent event: the turn is alive; an open stall notice is resolved."""
+        turn.last_event_at = trio.current_time()
+        turn.events += 1
+        notice, turn.stall_notice = turn.stall_notice, None
+        if notice is not None:
+            await self.store.update_message(Message(
+                id=notice.id, session_id=notice.session_id, turn_id=notice.turn_id,
+                role=notice.role, kind=notice.kind, content=notice.content,
+                metadata={**notice.metadata, "resolved": True}, created_at=notice.created_at))
+
+    async def _watch(self, ex: Execution, turn: TurnHandle) -> None:
+        """One per turn, in the execution's nursery: a silent turn gets a
+        notice; a turn without any agent event after ``never_started_s`` ends
+        as an error and its agent is replaced.  Quiet during a cancel (it has
+        its own bounds) and while a permission waits for the user."""
+        t = self.timeouts
+        started = trio.current_time()
+        while not turn.done.is_set():
+            now = trio.current_time()
+            waiting_for_user = bool(ex.permissions)
+            if (turn.events == 0 and now >= started + t.never_started_s
+                    and turn.cancel_phase is None):
+                await self._never_started(ex, turn)
+                return
+            silent = now - turn.last_event_at
+            if (turn.stall_notice is None and silent >= t.stall_notice_s
+                    and turn.cancel_phase is None and not waiting_for_user):
+                minutes = max(1, int(silent // 60))
+                turn.stall_notice = await self.store.add_message(
+                    turn.session_id, turn.id, "system", "status",
+                    f"No output from the agent for {minutes} min",
+                    {"stalled": True, "variant": "warning"})
+                self.notify.turn_stalled(turn.session_id, turn.id, silent)
+            wake = [now + min(t.stall_notice_s, 5.0)]
+            if turn.stall_notice is None:
+                wake.append(turn.last_event_at + t.stall_notice_s)
+            if turn.events == 0:
+                wake.append(started + t.never_started_s)
+            with trio.move_on_at(max(min(wake), now + 0.001)):
+                await turn.done.wait()
+
+    async def _never_started(self, ex: Execution, turn: TurnHandle) -> None:
+        log.warning("session %s: the agent never started turn %s within %gs; replacing it",
+                    ex.session_id, turn.id, self.timeouts.never_started_s)
+        turn.never_started = True
+        turn.scope.cancel()
+        ex.adapter.abandon_turn()
+        ex.abandoned = True
+        await self._finish_turn(ex, turn, TurnEnded(stop_reason="error", turn_id=turn.id,
+                                                    error=NEVER_STARTED_STATUS))
+        # Replaced: this agent is stopped; the next prompt starts a fresh one.
+        ex.nursery.cancel_scope.cancel()
 
     async def _run_turn(self, ex: Execution, turn: TurnHandle, text: str,
                         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -637,7 +776,7 @@ class LifecycleManager:
                     await ex.transcript.flush(turn.text)
                 turn.settled_session = await self.close_turn(
                     turn.session_id, turn.id, ended.stop_reason, request=turn.stop_request,
-                    error=ended.error, escalated=escalated)
+                    error=ended.error, escalated=escalated, never_started=turn.never_started)
         except StoreUnavailable as exc:
             # Not left RUNNING until someone cancels: closed as soon as the store answers.
             log.warning("session %s: the store refused to close turn %s (%s); retrying in "
@@ -675,13 +814,22 @@ class LifecycleManager:
 
     async def close_turn(self, session_id: str, turn_id: str, stop_reason: StopReason, *,
                          request: StopRequest | None, error: str | None = None,
-                         escalated: bool = False) -> bool:
+                         escalated: bool = False, never_started: bool = False) -> bool:
         """Close the turn in the store, with its status message, and announce its
         end; idempotent (only the first close of a running turn does anything).
         Returns whether this close moved the session out of RUNNING."""
         status: tuple[str, dict[str, Any]] | None = None
         acknowledged = stop_reason == "cancelled" and not escalated
-        if request is StopRequest.USER and stop_reason != "cancelled":
+        if request is StopRequest.INTERRUPT and stop_reason == "error":
+            # The agent answered the send now's cancel with an error: still the
+            # interruption the user asked for (its answer kept in the metadata).
+            status = (INTERRUPTED_STATUS, {"interrupted": True, "variant": "info",
+                                           "agent_stop_reason": stop_reason,
+                                           **({"agent_error": error} if error else {})})
+            stop_reason = "cancelled"
+        elif never_started:
+            status = (NEVER_STARTED_STATUS, {"variant": "error", "never_started": True})
+        elif request is StopRequest.USER and stop_reason != "cancelled":
             # The user asked for the stop: whatever the agent answered (an error
             # to a cancel, the end it was about to reach), the turn ends as the
             # user's cancel; the agent's own answer is kept in the metadata.
@@ -692,6 +840,11 @@ class LifecycleManager:
         elif stop_reason == "cancelled":
             if request is StopRequest.SHUTDOWN:
                 status = (SHUTDOWN_STATUS, {"interrupted": True, "variant": "warning"})
+            elif request is StopRequest.INTERRUPT:
+                meta_i: dict[str, Any] = {"interrupted": True, "variant": "info"}
+                if escalated:
+                    meta_i["escalated"] = True
+                status = (INTERRUPTED_STATUS, meta_i)
             elif request is StopRequest.USER:
                 meta: dict[str, Any] = {"cancelled": True, "variant": "warning"}
                 if escalated:
@@ -707,6 +860,8 @@ class LifecycleManager:
         if closed is None:
             return False
         self.notify.turn_completed(session_id, turn_id, stop_reason)
+        if self.on_turn_closed is not None:
+            await self.on_turn_closed(session_id, turn_id, stop_reason, request)
         if acknowledged:
             # Only when the agent itself said so (not an escalation, not an override).
             self.notify.agent_cancelled(session_id, turn_id)
@@ -726,7 +881,9 @@ class LifecycleManager:
 
     # -- cancel -----------------------------------------------------------------
 
-    async def cancel_turn(self, session_id: str) -> CancelResult:
+    async def cancel_turn(self, session_id: str, *,
+                          request: StopRequest = StopRequest.USER,
+                          turn_id: str | None = None) -> CancelResult:
         """Stop the session's running turn and settle the session (DESIGN.md §2).
 
         With an agent running a turn: the protocol cancel, a wait of
@@ -740,18 +897,23 @@ class LifecycleManager:
         """
         ex = self.executions.get(session_id)
         if ex is None or ex.status is ExecutionStatus.STOPPED:
-            return await self._reconcile(session_id, CancelResult(CancelOutcome.NO_EXECUTION))
+            return await self._reconcile(session_id, CancelResult(CancelOutcome.NO_EXECUTION),
+                                         request)
         turn = ex.turn
-        if turn is None:
-            return await self._reconcile(session_id, CancelResult(CancelOutcome.IDLE))
-        result = await self._cancel_running(ex, turn)
+        if turn is None or (turn_id is not None and turn.id != turn_id):
+            # (A send now aims at one turn: a successor is not its to stop.)
+            return await self._reconcile(session_id, CancelResult(CancelOutcome.IDLE, turn_id),
+                                         request)
+        result = await self._cancel_running(ex, turn, request)
         if turn.settled_session:
             # This very turn's close moved the session out of RUNNING: nothing to reconcile.
             return result
-        return await self._reconcile(session_id, result)
+        return await self._reconcile(session_id, result, request)
 
-    async def _cancel_running(self, ex: Execution, turn: TurnHandle) -> CancelResult:
-        turn.stop_request = StopRequest.USER
+    async def _cancel_running(self, ex: Execution, turn: TurnHandle,
+                              request: StopRequest = StopRequest.USER) -> CancelResult:
+        if turn.stop_request is not StopRequest.USER:
+            turn.stop_request = request
         started = trio.current_time()
         if turn.restoring is not None:
             return await self._abandon_restore(ex, turn)
@@ -824,14 +986,15 @@ class LifecycleManager:
         """Synthetic completion of a turn the agent will not end; the execution
         is marked ready.  Bounded by ``cancel_cleanup_s``."""
         log.warning("session %s: escalating cancel of turn %s", ex.session_id, turn.id)
-        if turn.stop_request is StopRequest.USER:
+        if turn.stop_request in (StopRequest.USER, StopRequest.INTERRUPT):
             self._set_phase(turn, "escalated")
         turn.scope.cancel()
         ex.adapter.abandon_turn()
         ex.abandoned = True
         await self._finish_turn(ex, turn, TurnEnded(stop_reason="cancelled", turn_id=turn.id))
 
-    async def _reconcile(self, session_id: str, result: CancelResult) -> CancelResult:
+    async def _reconcile(self, session_id: str, result: CancelResult,
+                         request: StopRequest = StopRequest.USER) -> CancelResult:
         """After a cancel: the store agrees that no turn of this cancel runs."""
         turn_id = result.turn_id
         if turn_id is None:
@@ -843,7 +1006,7 @@ class LifecycleManager:
             elif result.outcome is CancelOutcome.IDLE:
                 return result  # idle in memory and in the store: a harmless success
         if turn_id is not None:
-            await self.close_turn(session_id, turn_id, "cancelled", request=StopRequest.USER)
+            await self.close_turn(session_id, turn_id, "cancelled", request=request)
         after = await self.store.get_session(session_id)
         if after is not None and after.state is SessionState.RUNNING and (
             after.current_turn_id is None or after.current_turn_id == turn_id

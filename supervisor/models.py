@@ -11,9 +11,12 @@ from protocols.events import StopReason
 
 __all__ = [
     "CANCELLED_STATUS",
+    "INTERRUPTED_STATUS",
     "AgentSessionRef",
     "Message",
     "MessageKind",
+    "QueueEntry",
+    "QueueState",
     "Role",
     "Session",
     "SessionState",
@@ -44,6 +47,8 @@ class SessionState(StrEnum):
 
 #: The status message of a turn the user cancelled (exactly one per turn).
 CANCELLED_STATUS = "Turn cancelled by user"
+#: The status message of a turn a "send now" replaced (DESIGN.md §9).
+INTERRUPTED_STATUS = "Turn interrupted by a new message"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,9 +85,13 @@ class Session:
     #: The person's name for it (None: the UI names it after its agent).
     title: str | None = None
     archived: bool = False
+    #: Entries in the session's queue, and whether its head runs when a turn
+    #: ends (DESIGN.md §9).
+    queued_count: int = 0
+    auto_run: bool = True
 
     def to_dto(self, pending: bool, revision: int, agent_live: bool = False) -> dict[str, Any]:
-        """Full and summary DTOs alike carry explicit cancellation values, and
+        """Full and summary DTOs alike carry explicit cancellation and queue values, and
         whether the session's agent process is running (``agent_live``: false
         before its first start and once stopped idle, crashed or restarted;
         the next prompt starts one and restores the conversation)."""
@@ -92,6 +101,7 @@ class Session:
             "cancellation_pending": pending, "cancellation_revision": revision,
             "title": self.title, "archived": self.archived,
             "agent_live": agent_live,
+            "queued_count": self.queued_count, "auto_run": self.auto_run,
         }
 
 
@@ -143,3 +153,35 @@ class Message:
             content=row["content"],
             metadata=json.loads(row["metadata"]), created_at=row["created_at"],
         )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueEntry:
+    """A message waiting for its turn; ``position`` is its 0-based place."""
+
+    id: str
+    session_id: str
+    content: str
+    created_at: str
+    position: int
+
+    def to_dto(self) -> dict[str, Any]:
+        return {"id": self.id, "session_id": self.session_id, "content": self.content,
+                "created_at": self.created_at, "position": self.position}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueState:
+    """A session's queue as one committed snapshot; ``revision`` grows with
+    every change (persisted, so it never goes back across a restart)."""
+
+    session_id: str
+    entries: tuple[QueueEntry, ...]
+    auto_run: bool
+    revision: int
+
+    def payload(self) -> dict[str, Any]:
+        """``session.queue.changed`` (and ``queue.list``, which adds nothing more)."""
+        return {"session_id": self.session_id,
+                "entries": [e.to_dto() for e in self.entries],
+                "auto_run": self.auto_run, "queue_revision": self.revision}

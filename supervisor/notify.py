@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .bus import EventBus
-from .models import Message, Session, Task
+from .models import Message, QueueState, Session, Task
 from .projection import CancellationProjection, Progress
 
 __all__ = ["Notifier", "workspace_channel"]
@@ -97,6 +97,16 @@ class Notifier:
         """DESIGN.md §9: a cancel's phase on a running turn (sent, late, escalated)."""
         self.bus.publish(session_id, "session.cancel.progress",
                          {"session_id": session_id, "turn_id": turn_id, "phase": phase})
+
+    def queue_changed(self, state: QueueState) -> None:
+        """DESIGN.md §9: the session's queue as committed, with its revision."""
+        self.bus.publish(state.session_id, "session.queue.changed", state.payload())
+
+    def turn_stalled(self, session_id: str, turn_id: str, silent_s: float) -> None:
+        """DESIGN.md §9: the running turn has been silent for ``silent_s``."""
+        self.bus.publish(session_id, "session.turn.stalled",
+                         {"session_id": session_id, "turn_id": turn_id,
+                          "silent_s": round(silent_s)})
 
     def agent_cancelled(self, session_id: str, turn_id: str) -> None:
         self.bus.publish(session_id, "session.agent.cancelled",

@@ -32,9 +32,10 @@ from protocols.transport import AgentTimeout
 
 from .config import Config
 from .errors import CancelFailed, InvalidRequest, NotFound, SupervisorError
-from .lifecycle import CancelOutcome, LifecycleManager
-from .models import Message, Session, Task
+from .lifecycle import CancelOutcome, LifecycleManager, StopRequest
+from .models import Message, QueueState, Session, Task
 from .notify import Notifier
+from .queue import Delivery, TurnQueue
 from .store import Store
 
 __all__ = ["Caller", "CancelOperation", "Orchestrator"]
@@ -55,6 +56,9 @@ class CancelOperation:
     #: Who may join it without a store read (the session's owner, captured at admission).
     workspace_id: str = ""
     task_id: str = ""
+    #: Why: the user's cancel, or a send now's interruption of ``turn_id``.
+    request: StopRequest = StopRequest.USER
+    turn_id: str | None = None
     done: trio.Event = field(default_factory=trio.Event)
     outcome: CancelOutcome | None = None
     error: SupervisorError | None = None
@@ -88,10 +92,14 @@ class Orchestrator:
         self.operations_started = 0
         self._nursery: trio.Nursery | None = None
         lifecycle.request_user_cancel = self.stop_turn_for_user
+        self.queue = TurnQueue(config, store, lifecycle, lambda sid: sid in self.operations)
+        self.queue.interrupter = self._interrupt
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """The operations nursery: accepted cancels live here, not in requests."""
+        """The operations nursery: accepted cancels live here, not in requests;
+        the queue's starts in the queue's own nursery beside it."""
         async with trio.open_nursery() as nursery:
+            await nursery.start(self.queue.run)
             self._nursery = nursery
             task_status.started()
             await trio.sleep_forever()
@@ -146,12 +154,54 @@ class Orchestrator:
         return fresh
 
     async def send_message(self, caller: Caller, session_id: str, content: str) -> Message:
+        """Start a turn with ``content`` (``Conflict`` while one runs)."""
+        self._check_content(content)
+        session = await self.session(caller, session_id)
+        return await self.lifecycle.send_prompt(session, content)
+
+    def _check_content(self, content: str) -> None:
         if not content.strip():
             raise InvalidRequest("content must not be empty")
         if len(content) > self.config.limits.max_prompt_chars:
             raise InvalidRequest(f"content longer than {self.config.limits.max_prompt_chars}")
+
+    async def add_message(self, caller: Caller, session_id: str, content: str,
+                          delivery: Delivery = "auto") -> dict[str, Any]:
+        """``message.add`` (DESIGN.md §9): start, queue, send now or steer."""
+        self._check_content(content)
         session = await self.session(caller, session_id)
-        return await self.lifecycle.send_prompt(session, content)
+        return await self.queue.add(session, content, delivery)
+
+    # -- the queue (DESIGN.md §9) ---------------------------------------------------
+
+    async def queue_list(self, caller: Caller, session_id: str) -> QueueState:
+        await self.session(caller, session_id)
+        return await self.queue.state(session_id)
+
+    async def queue_update(self, caller: Caller, session_id: str, entry_id: str,
+                           content: str) -> QueueState:
+        self._check_content(content)
+        await self.session(caller, session_id)
+        return await self.queue.update(session_id, entry_id, content)
+
+    async def queue_remove(self, caller: Caller, session_id: str, entry_id: str) -> QueueState:
+        await self.session(caller, session_id)
+        return await self.queue.remove(session_id, entry_id)
+
+    async def queue_move(self, caller: Caller, session_id: str, entry_id: str,
+                         position: int) -> QueueState:
+        await self.session(caller, session_id)
+        return await self.queue.move(session_id, entry_id, position)
+
+    async def queue_send_now(self, caller: Caller, session_id: str,
+                             entry_id: str) -> dict[str, Any]:
+        await self.session(caller, session_id)
+        return await self.queue.send_now(session_id, entry_id)
+
+    async def queue_set_auto_run(self, caller: Caller, session_id: str,
+                                 auto_run: bool) -> QueueState:
+        await self.session(caller, session_id)
+        return await self.queue.set_auto_run(session_id, auto_run)
 
     async def list_messages(self, caller: Caller, session_id: str, *, limit: int = 200,
                             before: str | None = None) -> list[Message]:
@@ -174,6 +224,10 @@ class Orchestrator:
         messages = await self.store.list_messages(selected) if selected else []
         return task, sessions, selected, messages
 
+    async def selected_queue(self, selected: str | None) -> QueueState | None:
+        """The boot state's queue (``selected`` is already authorized by ``task_view``)."""
+        return await self.queue.state(selected) if selected else None
+
     # -- cancel -----------------------------------------------------------------
 
     async def cancel(self, caller: Caller, session_id: str,
@@ -188,6 +242,7 @@ class Orchestrator:
             # A duplicate of an operation in flight: authorized by it, no store read
             # (a storm of duplicates must not queue the operation's own store calls).
             op.joined += 1
+            self._user_joins(op)
             return await op.wait()
         owner = self._owners.get(session_id)
         if owner is None:
@@ -197,7 +252,25 @@ class Orchestrator:
             raise NotFound(f"session {session_id} not found")
         if task_id is not None and owner[1] != task_id:
             raise NotFound(f"session {session_id} not found in task {task_id}")
-        return await self._admit(session_id, owner, received).wait()
+        op = self._admit(session_id, owner, received)
+        self._user_joins(op)
+        return await op.wait()
+
+    def _user_joins(self, op: CancelOperation) -> None:
+        """A user cancel joined the operation: whatever it was (a send now's),
+        it now ends the turn as the user's cancel, and the queue parks."""
+        self.queue.user_cancelled(op.session_id)
+        if op.request is not StopRequest.USER:
+            op.request = StopRequest.USER
+            self.lifecycle.mark_user_stop(op.session_id)
+
+    def _interrupt(self, session_id: str, turn_id: str | None) -> CancelOperation:
+        """A send now: the session's cancel operation, started as an
+        interruption of ``turn_id`` or joined if one is in flight (the queue
+        has authorized the session)."""
+        owner = self._owners[session_id]
+        return self._admit(session_id, owner, trio.current_time(),
+                           request=StopRequest.INTERRUPT, turn_id=turn_id)
 
     async def stop_turn_for_user(self, session_id: str) -> None:
         """A user cancel asked for from inside (the user answered "Deny and stop"):
@@ -209,17 +282,19 @@ class Orchestrator:
             if session is None:
                 return
             owner = self._owners[session_id] = (session.workspace_id, session.task_id)
-        self._admit(session_id, owner, trio.current_time())
+        self._user_joins(self._admit(session_id, owner, trio.current_time()))
 
-    def _admit(self, session_id: str, owner: tuple[str, str],
-               received: float) -> CancelOperation:
+    def _admit(self, session_id: str, owner: tuple[str, str], received: float, *,
+               request: StopRequest = StopRequest.USER,
+               turn_id: str | None = None) -> CancelOperation:
         """The session's operation in flight (joined), or a new one started."""
         op = self.operations.get(session_id)
         if op is not None:
             op.joined += 1
             return op
         # No await between the lookup and the registration: atomic in Trio.
-        op = CancelOperation(session_id=session_id, workspace_id=owner[0], task_id=owner[1])
+        op = CancelOperation(session_id=session_id, workspace_id=owner[0], task_id=owner[1],
+                             request=request, turn_id=turn_id)
         op.marks["received"] = received
         self.operations[session_id] = op
         self.operations_started += 1
@@ -232,7 +307,8 @@ class Orchestrator:
     async def _run_operation(self, op: CancelOperation) -> None:
         try:
             with trio.move_on_after(self.config.timeouts.cancel_operation_s) as scope:
-                result = await self.lifecycle.cancel_turn(op.session_id)
+                result = await self.lifecycle.cancel_turn(op.session_id, request=op.request,
+                                                          turn_id=op.turn_id)
                 op.outcome = result.outcome
                 if result.sent_at is not None:
                     op.marks["adapter_sent"] = result.sent_at

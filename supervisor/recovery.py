@@ -10,7 +10,8 @@
 - Sessions left RUNNING or STARTING have no agent behind them any more: their
   open turn is closed (state ``interrupted``, one status message "Turn
   interrupted: Turnvisor restarted") and they become WAITING_FOR_INPUT, so the
-  next prompt starts a fresh agent.  Nothing is pending: the cancellation
+  next prompt starts a fresh agent; the queue of a session whose turn was
+  interrupted is parked (auto-run off), its entries kept.  Nothing is pending: the cancellation
   projection lives only in memory.
 """
 
@@ -62,6 +63,9 @@ def recover(db: Db) -> dict[str, int]:
         if session.current_turn_id is not None:
             db.close_turn(session.current_turn_id, state="interrupted", stop_reason="cancelled",
                           status=(RESTART_STATUS, {"variant": "warning", "interrupted": True}))
+            # A restart that interrupted a turn parks the queue (DESIGN.md §9):
+            # nothing queued runs until the user resumes it.
+            db.queue_set_auto_run(session.id, False)
         db.set_session_state(session.id, SessionState.WAITING_FOR_INPUT,
                              only_from=(SessionState.RUNNING, SessionState.STARTING))
         reconciled += 1

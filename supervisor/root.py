@@ -3,6 +3,7 @@
     open_supervisor                 root nursery
     ├── LifecycleManager.run        executions nursery → one nursery per agent
     ├── Orchestrator.run            operations nursery → accepted cancels
+    │   └── TurnQueue.run           queue nursery → auto-run and send-now starts
     └── _warm_up_schema             builds ACP's schema models on a worker thread
     (+ whatever the caller runs inside, e.g. the web server)
 

@@ -29,6 +29,8 @@ from .models import (
     AgentSessionRef,
     Message,
     MessageKind,
+    QueueEntry,
+    QueueState,
     Role,
     Session,
     SessionState,
@@ -215,3 +217,53 @@ class Store:
     async def update_message(self, msg: Message) -> None:
         await self.call(self.db.update_message, msg)
         self.notify.message_updated(msg)
+
+    # -- the queue (DESIGN.md §9): every change announces the committed snapshot
+
+    async def queue_state(self, session_id: str) -> QueueState:
+        return await self.call(self.db.queue_state, session_id)
+
+    async def queue_add(self, session_id: str, content: str, *, max_entries: int,
+                        head: bool = False) -> QueueEntry:
+        """``db.QueueFull`` beyond ``max_entries``."""
+        entry, state = await self.call(self.db.queue_add, session_id, content,
+                                       max_entries=max_entries, head=head)
+        self.notify.queue_changed(state)
+        return entry
+
+    async def queue_restore(self, entry: QueueEntry) -> None:
+        """Put back first an entry taken to start a turn that did not start
+        (same id and time; admitted even over the limit: it was there)."""
+        _, state = await self.call(self.db.queue_add, entry.session_id, entry.content,
+                                   max_entries=10**9, head=True, entry_id=entry.id,
+                                   created_at=entry.created_at)
+        self.notify.queue_changed(state)
+
+    async def queue_update(self, session_id: str, entry_id: str,
+                           content: str) -> QueueState | None:
+        state = await self.call(self.db.queue_update, session_id, entry_id, content)
+        if state is not None:
+            self.notify.queue_changed(state)
+        return state
+
+    async def queue_move(self, session_id: str, entry_id: str,
+                         position: int) -> QueueState | None:
+        state = await self.call(self.db.queue_move, session_id, entry_id, position)
+        if state is not None:
+            self.notify.queue_changed(state)
+        return state
+
+    async def queue_take(self, session_id: str, entry_id: str | None = None, *,
+                         only_if_auto_run: bool = False) -> QueueEntry | None:
+        entry, state = await self.call(self.db.queue_take, session_id, entry_id,
+                                       only_if_auto_run=only_if_auto_run)
+        if entry is not None:
+            self.notify.queue_changed(state)
+        return entry
+
+    async def queue_set_auto_run(self, session_id: str, auto_run: bool) -> QueueState:
+        state = await self.call(self.db.queue_set_auto_run, session_id, auto_run)
+        if state is None:
+            return await self.queue_state(session_id)
+        self.notify.queue_changed(state)
+        return state

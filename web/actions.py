@@ -11,12 +11,23 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from supervisor.orchestrator import Caller
+from supervisor.queue import DELIVERIES, Delivery
 from supervisor.root import Supervisor
 
-from .validate import opt_bool, opt_flag, opt_int, opt_str, opt_text, req_str
+from .validate import (
+    BadInput,
+    opt_bool,
+    opt_flag,
+    opt_int,
+    opt_str,
+    opt_text,
+    req_bool,
+    req_int,
+    req_str,
+)
 
-__all__ = ["ACTIONS", "Handler", "cancel_result", "session_delete", "session_update",
-           "task_delete", "task_update"]
+__all__ = ["ACTIONS", "ORDERED_ACTIONS", "Handler", "cancel_result", "session_delete",
+           "session_update", "task_delete", "task_update"]
 
 Handler = Callable[[Supervisor, Caller, dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -75,12 +86,65 @@ async def session_list(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> di
     return {"sessions": sessions}
 
 
+def _delivery(p: dict[str, Any]) -> Delivery:
+    value = p.get("delivery")
+    if value is None:
+        return "auto"
+    for delivery in DELIVERIES:
+        if value == delivery:
+            return delivery
+    raise BadInput("VALIDATION_ERROR", f"delivery must be one of {', '.join(DELIVERIES)}")
+
+
 async def message_add(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
-    msg = await sup.orchestrator.send_message(
+    """DESIGN.md §9: ``{delivery:"started", ...message}``, ``{delivery:"queued",
+    entry}``, ``{delivery:"interrupting", entry}`` or ``{delivery:"steered", ...message}``."""
+    return await sup.orchestrator.add_message(
         caller, req_str(p, "session_id", max_len=_ID),
-        req_str(p, "content", max_len=sup.config.limits.max_prompt_chars),
+        req_str(p, "content", max_len=sup.config.limits.max_prompt_chars), _delivery(p),
     )
-    return msg.to_dto()
+
+
+# -- the queue (DESIGN.md §9): each answers with the queue as it now is ----------
+
+
+async def queue_list(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
+    state = await sup.orchestrator.queue_list(caller, req_str(p, "session_id", max_len=_ID))
+    return state.payload()
+
+
+async def queue_update(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
+    state = await sup.orchestrator.queue_update(
+        caller, req_str(p, "session_id", max_len=_ID), req_str(p, "entry_id", max_len=_ID),
+        req_str(p, "content", max_len=sup.config.limits.max_prompt_chars))
+    return state.payload()
+
+
+async def queue_remove(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
+    state = await sup.orchestrator.queue_remove(
+        caller, req_str(p, "session_id", max_len=_ID), req_str(p, "entry_id", max_len=_ID))
+    return state.payload()
+
+
+async def queue_move(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
+    state = await sup.orchestrator.queue_move(
+        caller, req_str(p, "session_id", max_len=_ID), req_str(p, "entry_id", max_len=_ID),
+        req_int(p, "position", lo=0, hi=sup.config.limits.max_queue))
+    return state.payload()
+
+
+async def queue_send_now(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
+    """Idle: ``{delivery:"started", ...message}``; a turn running:
+    ``{delivery:"interrupting", entry}``."""
+    return await sup.orchestrator.queue_send_now(
+        caller, req_str(p, "session_id", max_len=_ID), req_str(p, "entry_id", max_len=_ID))
+
+
+async def queue_set_auto_run(sup: Supervisor, caller: Caller,
+                             p: dict[str, Any]) -> dict[str, Any]:
+    state = await sup.orchestrator.queue_set_auto_run(
+        caller, req_str(p, "session_id", max_len=_ID), req_bool(p, "auto_run"))
+    return state.payload()
 
 
 async def message_list(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
@@ -127,7 +191,17 @@ ACTIONS: dict[str, Handler] = {
     "session.list": session_list,
     "message.add": message_add,
     "message.list": message_list,
+    "queue.list": queue_list,
+    "queue.update": queue_update,
+    "queue.remove": queue_remove,
+    "queue.move": queue_move,
+    "queue.send_now": queue_send_now,
+    "queue.set_auto_run": queue_set_auto_run,
     "agent.cancel": agent_cancel,
     "permission.respond": permission_respond,
     "ping": ping,
 }
+
+#: Actions one connection's requests apply in the order it sent them (a burst
+#: of messages is queued in the order typed).
+ORDERED_ACTIONS = frozenset({"message.add"})

@@ -40,6 +40,7 @@ from .pages import (
     agent_availability,
     html_error_page,
 )
+from .queue_routes import add_queue_routes
 from .validate import BadInput, req_str
 
 __all__ = ["create_app"]
@@ -234,6 +235,8 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
         data = await body()
         payload = {"session_id": session_id, "task_id": data.get("task_id")}
         return _json(await agent_cancel(sup, await me(), payload))
+
+    add_queue_routes(app, sup, me, body)
 
     # -- diagnostics (not in DESIGN §5; read by bench/cancel_latency.py) -------
 

@@ -35,9 +35,14 @@ async def task_boot(sup: Supervisor, caller: Caller, task_id: str,
                     selected: str | None = None) -> dict[str, Any]:
     task, sessions, selected, messages = await sup.orchestrator.task_view(caller, task_id,
                                                                           selected)
+    queue = await sup.orchestrator.selected_queue(selected)
     return {
         "page": "task", "task": task.to_dto(),
         "sessions": [sup.notify.session_dto(s) for s in sessions],
         "selected_session_id": selected,
         "messages": [m.to_dto() for m in messages],
+        # DESIGN.md §9: the selected session's queued entries (its auto_run is
+        # on its session DTO), and the revision they are at.
+        "queue": queue.payload()["entries"] if queue is not None else [],
+        "queue_revision": queue.revision if queue is not None else 0,
     } | agents_info(sup)

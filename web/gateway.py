@@ -38,7 +38,7 @@ from supervisor.notify import workspace_channel
 from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor
 
-from .actions import ACTIONS
+from .actions import ACTIONS, ORDERED_ACTIONS
 from .validate import BadInput, req_str
 
 __all__ = ["Gateway"]
@@ -72,13 +72,14 @@ class Gateway:
         sub.subscribe(workspace_channel(caller.workspace_id))
         self.connections += 1
         in_flight = _InFlight()
+        ordered = _Sequencer()
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._writer, ws, sub, nursery.cancel_scope)
                 nursery.start_soon(self._close_on_shutdown, ws, nursery.cancel_scope)
                 while not sub.overflowed:
                     data = await ws.receive()
-                    self._dispatch(data, sub, caller, nursery, in_flight)
+                    self._dispatch(data, sub, caller, nursery, in_flight, ordered)
                 nursery.cancel_scope.cancel()
         finally:
             self.connections -= 1
@@ -113,7 +114,7 @@ class Gateway:
     # -- requests -------------------------------------------------------------
 
     def _dispatch(self, data: str | bytes | None, sub: Subscriber, caller: Caller,
-                  nursery: trio.Nursery, in_flight: _InFlight) -> None:
+                  nursery: trio.Nursery, in_flight: _InFlight, ordered: _Sequencer) -> None:
         req_id: str = ""
         action = ""
         try:
@@ -155,11 +156,17 @@ class Gateway:
                                req_id or None))
             return
         in_flight.count += 1
-        nursery.start_soon(self._request, sub, caller, req_id, action, payload, in_flight)
+        # Taken here, in frame order (tasks start in no particular order).
+        ticket = ordered.take() if action in ORDERED_ACTIONS else None
+        nursery.start_soon(self._request, sub, caller, req_id, action, payload, in_flight,
+                           ordered, ticket)
 
     async def _request(self, sub: Subscriber, caller: Caller, req_id: str, action: str,
-                       payload: dict[str, Any], in_flight: _InFlight) -> None:
+                       payload: dict[str, Any], in_flight: _InFlight,
+                       ordered: _Sequencer, ticket: int | None) -> None:
         try:
+            if ticket is not None:
+                await ordered.wait_for(ticket)
             if action == "session.subscribe":
                 await self._subscribe(sub, caller, req_id, payload)
                 return
@@ -181,6 +188,8 @@ class Gateway:
                                req_id or None))
         finally:
             in_flight.count -= 1
+            if ticket is not None:
+                ordered.done(ticket)
 
     async def _subscribe(self, sub: Subscriber, caller: Caller, req_id: str,
                          payload: dict[str, Any]) -> None:
@@ -192,6 +201,9 @@ class Gateway:
         sub.offer(envelope("response", "session.subscribe", {"success": True}, req_id or None))
         sub.offer(envelope("notification", "session.state_changed",
                            self.sup.notify.state_payload(session)))
+        # DESIGN.md §9: the queue as it is, once right after the snapshot.
+        queue = await self.sup.orchestrator.queue.state(session_id)
+        sub.offer(envelope("notification", "session.queue.changed", queue.payload()))
 
 
 _HEAD_ID: Final = re.compile(r'"id"\s*:\s*"([^"\\]{1,128})"')
@@ -214,3 +226,32 @@ class _InFlight:
 
     def __init__(self) -> None:
         self.count = 0
+
+
+class _Sequencer:
+    """One connection's ordered requests run one at a time, in frame order:
+    tickets are taken when frames are read, served in ticket order."""
+
+    __slots__ = ("_next", "_serving", "_waiting")
+
+    def __init__(self) -> None:
+        self._next = 0
+        self._serving = 0
+        self._waiting: dict[int, trio.Event] = {}
+
+    def take(self) -> int:
+        ticket = self._next
+        self._next += 1
+        return ticket
+
+    async def wait_for(self, ticket: int) -> None:
+        if ticket != self._serving:
+            event = self._waiting.setdefault(ticket, trio.Event())
+            await event.wait()
+
+    def done(self, ticket: int) -> None:
+        # Only the ticket being served finishes (one at a time), even on errors.
+        self._serving = ticket + 1
+        event = self._waiting.pop(self._serving, None)
+        if event is not None:
+            event.set()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["BadInput", "opt_bool", "opt_flag", "opt_int", "opt_str", "opt_text", "req_str"]
+__all__ = ["BadInput", "opt_bool", "opt_flag", "opt_int", "opt_str", "opt_text", "req_bool",
+           "req_int", "req_str"]
 
 
 class BadInput(Exception):
@@ -65,3 +66,16 @@ def opt_text(payload: dict[str, Any], name: str, *, max_len: int) -> str | None:
     if payload.get(name) == "":
         return ""
     return opt_str(payload, name, max_len=max_len)
+
+
+def req_int(payload: dict[str, Any], name: str, *, lo: int, hi: int) -> int:
+    value = opt_int(payload, name, lo=lo, hi=hi)
+    if value is None:
+        raise BadInput("VALIDATION_ERROR", f"{name} is required")
+    return value
+
+
+def req_bool(payload: dict[str, Any], name: str) -> bool:
+    if name not in payload or payload[name] is None:
+        raise BadInput("VALIDATION_ERROR", f"{name} is required")
+    return opt_bool(payload, name)

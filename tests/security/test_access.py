@@ -43,6 +43,13 @@ ROUTES: dict[tuple[str, str], str] = {
     ("DELETE", "/api/v1/task-sessions/<session_id>"): "api-session",
     ("GET", "/api/v1/task-sessions/<session_id>/messages"): "api-session",
     ("POST", "/api/v1/task-sessions/<session_id>/cancel"): "api-session",
+    ("GET", "/api/v1/task-sessions/<session_id>/queue"): "api-session",
+    ("POST", "/api/v1/task-sessions/<session_id>/queue"): "api-session",
+    ("POST", "/api/v1/task-sessions/<session_id>/queue/auto_run"): "api-session",
+    ("PATCH", "/api/v1/task-sessions/<session_id>/queue/<entry_id>"): "api-session",
+    ("DELETE", "/api/v1/task-sessions/<session_id>/queue/<entry_id>"): "api-session",
+    ("POST", "/api/v1/task-sessions/<session_id>/queue/<entry_id>/move"): "api-session",
+    ("POST", "/api/v1/task-sessions/<session_id>/queue/<entry_id>/send_now"): "api-session",
     ("GET", "/api/v1/debug/cancel-stages"): "api-session-query",
     ("GET", "/"): "page-list",
     ("GET", "/tasks/<task_id>"): "page-task",
@@ -63,6 +70,7 @@ def app_routes(srv: Server) -> set[tuple[str, str]]:
 
 def url(rule: str, task_id: str, sid: str) -> str:
     path = rule.replace("<task_id>", task_id).replace("<session_id>", sid)
+    path = path.replace("<entry_id>", sid)  # an id that is no entry of anyone's
     path = path.replace("<path:filename>", "app.js")
     if rule == "/api/v1/debug/cancel-stages":
         path += f"?session_id={sid}"

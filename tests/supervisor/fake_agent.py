@@ -5,10 +5,11 @@ time, which a real subprocess cannot follow, so these tests put this Trio
 twin of the mock agent at the process boundary.  It speaks the same wire
 format (through protocols.jsonrpc) and follows the same prompt table
 subset: ``/delay``, ``/slow``, ``/hang``, ``/dropcancel`` (ignores the first
-cancel), echo.  With ``FakeLauncher(resumable=True)`` it advertises ACP
-``session/resume`` and answers it (``hang_restores``: how many of those it
-never answers, for a restore's timeout and cancel).  The integration tests
-run the real mock agent as a subprocess.
+cancel), echo; and ``/pause <ms>``: silent for <ms>, then one chunk and the
+end of the turn (a stall that resolves).  With ``FakeLauncher(resumable=True)``
+it advertises ACP ``session/resume`` and answers it (``hang_restores``: how
+many of those it never answers, for a restore's timeout and cancel).  The
+integration tests run the real mock agent as a subprocess.
 """
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ class FakeAgent:
         stop = "end_turn"
         if words and words[0] == "/hang":
             await trio.sleep_forever()
+        elif words and words[0] == "/pause":
+            await trio.sleep(ms / 1000)
+            await self.chunk("back again")
         elif words and words[0] in ("/delay", "/slow", "/dropcancel"):
             honour = words[0] != "/slow"
             deadline = trio.current_time() + ms / 1000

@@ -14,7 +14,7 @@ from tests.support.ws import is_turn_completed, ws_client
 from .support import http, launch, new_task
 
 BOOT_KEYS = {"page", "task", "sessions", "selected_session_id", "messages", "agents",
-             "default_agent", "agent_sandbox", "sandbox_warning"}
+             "default_agent", "agent_sandbox", "sandbox_warning", "queue", "queue_revision"}
 
 
 def embedded_boot(html: str) -> dict[str, Any]:

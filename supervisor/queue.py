@@ -1,0 +1,294 @@
+"""The per-session message queue and its rules (DESIGN.md §9).
+
+The queue itself lives in SQLite (``Db.queue_*``; every change announces
+``session.queue.changed`` with a revision).  This module decides what a
+message does and when the head runs:
+
+- ``add``: with no turn running the message starts one; while a turn runs
+  (or is being started, or a cancel is in flight) it is queued — ``interrupt``
+  puts it first and replaces the running turn through the orchestrator's
+  single-flight cancel; ``steer`` goes into the running turn where the agent
+  can take it, else it is queued with ``steer_unsupported``.
+- Auto-run: when a turn ends normally and ``auto_run`` is on, the head starts
+  at once, here, with no client involved.
+- Parking (``auto_run`` false): a user cancel (at its admission, before any
+  turn could start), a turn ended by an error, a crash, the agent's own
+  cancel, a shutdown, or a restart (``supervisor.recovery``).  A user cancel
+  also bumps the session's cancel epoch, synchronously: a start already on
+  its way checks the epoch at the moment it claims the turn and gives its
+  entry back, so nothing queued ever runs after the user said stop.
+- A message that starts a turn directly while the queue is empty resumes an
+  auto-run left off by an earlier park (the park was about what was queued).
+
+Starts from the queue run in this module's nursery (``run``), never in a
+request's, so they survive the client that caused them.  No lock is held
+across agent I/O: "busy" is decided synchronously (a set of sessions whose
+start is in progress, the lifecycle's running turn, the cancel in flight).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, Literal, Protocol
+
+import trio
+
+from protocols.adapters import SteerUnsupported
+
+from .config import Config
+from .db import QueueFull, StoreError
+from .errors import AgentStartError, Conflict, InvalidRequest, NotFound, SupervisorError
+from .lifecycle import LifecycleManager, StopRequest
+from .models import QueueState, Session, StopReason
+from .store import Store
+
+__all__ = ["DELIVERIES", "Delivery", "TurnQueue"]
+
+log = logging.getLogger(__name__)
+
+Delivery = Literal["auto", "queue", "interrupt", "steer"]
+DELIVERIES: tuple[Delivery, ...] = ("auto", "queue", "interrupt", "steer")
+
+#: Stop reasons of a turn that ended normally (its queue's head runs next).
+_NORMAL_ENDS = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal"})
+
+
+class _Settles(Protocol):
+    async def wait(self) -> object: ...
+
+
+#: Starts (or joins) the session's cancel operation as a send now's
+#: interruption of ``turn_id`` (None: whatever runs), synchronously.
+Interrupter = Callable[[str, str | None], _Settles]
+
+
+class TurnQueue:
+    def __init__(self, config: Config, store: Store, lifecycle: LifecycleManager,
+                 cancelling: Callable[[str], bool]) -> None:
+        self.max_queue = config.limits.max_queue
+        self.store = store
+        self.lifecycle = lifecycle
+        self._cancelling = cancelling
+        #: Set by the orchestrator (it owns the cancel operations).
+        self.interrupter: Interrupter | None = None
+        #: Sessions whose turn start is in progress (claimed synchronously).
+        self._starting: set[str] = set()
+        #: Per session, the number of user cancels seen (bumped at admission).
+        self._epoch: dict[str, int] = {}
+        self._parking: set[str] = set()
+        self._nursery: trio.Nursery | None = None
+        lifecycle.on_turn_closed = self._turn_closed
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The queue's nursery: auto-run starts and send-now starts live here."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            await trio.sleep_forever()
+
+    def busy(self, session_id: str) -> bool:
+        """A turn runs, is being started, or is being cancelled."""
+        return (session_id in self._starting or self.lifecycle.turn_running(session_id)
+                or self._cancelling(session_id))
+
+    def _spawn(self, fn: Callable[..., Any], *args: Any) -> None:
+        assert self._nursery is not None, "TurnQueue.run is not running"
+        self._nursery.start_soon(fn, *args)
+
+    # -- message.add -------------------------------------------------------------
+
+    async def add(self, session: Session, content: str, delivery: Delivery) -> dict[str, Any]:
+        sid = session.id
+        steer_unsupported = False
+        if delivery == "steer" and self.busy(sid):
+            try:
+                msg = await self.lifecycle.steer(sid, content)
+            except (SteerUnsupported, Conflict) as exc:
+                log.info("session %s: steer queued instead (%s)", sid, exc)
+                steer_unsupported = True
+            else:
+                return {**msg.to_dto(), "delivery": "steered"}
+        if not self.busy(sid):
+            try:
+                started = await self._start_direct(session, content)
+            except AgentStartError:
+                raise
+            except Conflict as exc:
+                # Not startable right now (a user cancel came in between, the
+                # agent still finishing a turn): kept in the queue, not lost.
+                log.info("session %s: message queued instead of started (%s)", sid, exc)
+                started = None
+            if started is not None:
+                return started
+        entry = await self._enqueue(sid, content, head=delivery == "interrupt")
+        if delivery == "interrupt":
+            self._interrupt(sid, entry.id)
+            return {"delivery": "interrupting", "entry": entry.to_dto()}
+        # The turn may have ended while the entry was written: the head runs now.
+        self._spawn(self._kick, sid)
+        result: dict[str, Any] = {"delivery": "queued", "entry": entry.to_dto()}
+        if steer_unsupported:
+            result["steer_unsupported"] = True
+        return result
+
+    async def _enqueue(self, sid: str, content: str, *, head: bool = False) -> Any:
+        try:
+            return await self.store.queue_add(sid, content, max_entries=self.max_queue,
+                                              head=head)
+        except QueueFull as exc:
+            raise InvalidRequest(str(exc)) from None
+
+    async def _start_direct(self, session: Session, content: str) -> dict[str, Any] | None:
+        """Start a turn with ``content`` now; None when queued entries that
+        auto-run must go first (then the caller queues it behind them)."""
+        sid = session.id
+        self._starting.add(sid)  # no checkpoint since busy() said no
+        try:
+            state = await self.store.queue_state(sid)
+            if state.entries and state.auto_run:
+                return None
+            epoch = self._epoch.get(sid, 0)
+            msg = await self.lifecycle.send_prompt(
+                session, content, guard=lambda: self._epoch.get(sid, 0) == epoch)
+            if not state.entries and not state.auto_run:
+                await self.store.queue_set_auto_run(sid, True)
+            return {**msg.to_dto(), "delivery": "started"}
+        finally:
+            self._starting.discard(sid)
+            self._spawn(self._kick, sid)
+
+    # -- starting entries ----------------------------------------------------------
+
+    async def _kick(self, sid: str) -> None:
+        """The head runs if the session is idle and its queue not parked."""
+        await self._start_entry(sid, None, only_if_auto_run=True)
+
+    async def _start_entry(self, sid: str, entry_id: str | None, *,
+                           only_if_auto_run: bool) -> dict[str, Any] | None:
+        """Take an entry and start its turn; given back (first) if it cannot start."""
+        if self.busy(sid) or sid in self._parking:
+            return None  # (a user cancel's park not yet written still counts)
+        self._starting.add(sid)
+        epoch = self._epoch.get(sid, 0)
+        entry = None
+        try:
+            entry = await self.store.queue_take(sid, entry_id, only_if_auto_run=only_if_auto_run)
+            if entry is None:
+                return None
+            try:
+                session = await self.store.get_session(sid)
+                if session is None:
+                    return None
+                msg = await self.lifecycle.send_prompt(
+                    session, entry.content, guard=lambda: self._epoch.get(sid, 0) == epoch)
+            except (SupervisorError, StoreError) as exc:
+                cancelled = self._epoch.get(sid, 0) != epoch
+                log.warning("session %s: queued message not started (%s)", sid,
+                            "a user cancel came first" if cancelled else exc)
+                await self.store.queue_restore(entry)
+                if not cancelled:
+                    await self.park(sid)  # it failed: the user decides what runs next
+                return None
+            return {**msg.to_dto(), "delivery": "started"}
+        finally:
+            self._starting.discard(sid)
+            if entry is not None:
+                # Its turn may already have ended while it was being started
+                # (the close found the session busy): the next head runs now.
+                self._spawn(self._kick, sid)
+
+    def _interrupt(self, sid: str, entry_id: str) -> None:
+        """Send now: the running turn is cancelled through the single-flight
+        operation, then the entry starts (ahead of the queue, not parking it)."""
+        assert self.interrupter is not None
+        epoch = self._epoch.get(sid, 0)
+        op = self.interrupter(sid, self.lifecycle.running_turn_id(sid))
+        self._spawn(self._start_after, sid, entry_id, op, epoch)
+
+    async def _start_after(self, sid: str, entry_id: str, op: _Settles, epoch: int) -> None:
+        try:
+            await op.wait()
+        except SupervisorError as exc:
+            # The turn may still run: the entry stays first and runs after it.
+            log.warning("session %s: send now's cancel failed (%s)", sid, exc)
+            return
+        if self._epoch.get(sid, 0) != epoch:
+            return  # the user cancelled meanwhile: the entry stays queued (parked)
+        await self._start_entry(sid, entry_id, only_if_auto_run=False)
+
+    # -- parking ---------------------------------------------------------------------
+
+    def user_cancelled(self, session_id: str) -> None:
+        """At a user cancel's admission (or join), before any await: no start
+        already on its way may claim a turn now, and the queue parks."""
+        self._epoch[session_id] = self._epoch.get(session_id, 0) + 1
+        if session_id not in self._parking:  # a storm of duplicates parks once
+            self._parking.add(session_id)
+            self._spawn(self._park_for_cancel, session_id)
+
+    async def _park_for_cancel(self, session_id: str) -> None:
+        try:
+            await self.park(session_id)
+        finally:
+            self._parking.discard(session_id)
+
+    async def park(self, session_id: str) -> None:
+        await self.store.queue_set_auto_run(session_id, False)
+
+    async def _turn_closed(self, sid: str, turn_id: str, stop_reason: StopReason,
+                           request: StopRequest | None) -> None:
+        if request is StopRequest.INTERRUPT and stop_reason == "cancelled":
+            return  # the send now starts its own entry
+        if request is StopRequest.USER:
+            # Parked at the cancel's admission (``user_cancelled``); not again
+            # here, where it would delay the cancel's acknowledgement.
+            return
+        if request is StopRequest.SHUTDOWN or stop_reason not in _NORMAL_ENDS:
+            await self.park(sid)
+            return
+        self._spawn(self._kick, sid)
+
+    # -- the queue actions -------------------------------------------------------------
+
+    async def state(self, sid: str) -> QueueState:
+        return await self.store.queue_state(sid)
+
+    async def update(self, sid: str, entry_id: str, content: str) -> QueueState:
+        return _found(await self.store.queue_update(sid, entry_id, content), entry_id)
+
+    async def remove(self, sid: str, entry_id: str) -> QueueState:
+        if await self.store.queue_take(sid, entry_id) is None:
+            raise NotFound(f"queue entry {entry_id} not found")
+        return await self.store.queue_state(sid)
+
+    async def move(self, sid: str, entry_id: str, position: int) -> QueueState:
+        return _found(await self.store.queue_move(sid, entry_id, position), entry_id)
+
+    async def send_now(self, sid: str, entry_id: str) -> dict[str, Any]:
+        """Idle: start the entry; a turn running: interrupt it with the entry."""
+        state = await self.store.queue_state(sid)
+        entry = next((e for e in state.entries if e.id == entry_id), None)
+        if entry is None:
+            raise NotFound(f"queue entry {entry_id} not found")
+        if not self.busy(sid):
+            started = await self._start_entry(sid, entry_id, only_if_auto_run=False)
+            if started is not None:
+                return started
+        if not self.busy(sid):
+            raise Conflict("the message could not be started; it stays queued")
+        moved = _found(await self.store.queue_move(sid, entry_id, 0), entry_id)
+        self._interrupt(sid, entry_id)
+        return {"delivery": "interrupting", "entry": moved.entries[0].to_dto()}
+
+    async def set_auto_run(self, sid: str, auto_run: bool) -> QueueState:
+        state = await self.store.queue_set_auto_run(sid, auto_run)
+        if auto_run:
+            self._spawn(self._kick, sid)  # resumed while idle: the head starts
+        return state
+
+
+def _found(state: QueueState | None, entry_id: str) -> QueueState:
+    if state is None:
+        raise NotFound(f"queue entry {entry_id} not found")
+    return state
