@@ -9,10 +9,14 @@ import { humanizeError } from "./status.js";
 import { renderPermission, renderPlan, renderToolCard } from "./tool-card.js";
 
 function renderStatus(message) {
-  const variant = message.metadata?.variant ?? "info";
+  const meta = message.metadata ?? {};
+  // A stall notice whose turn went on producing output is history, no longer a warning.
+  const resolvedStall = Boolean(meta.stalled && meta.resolved);
+  const variant = resolvedStall ? "info" : meta.variant ?? "info";
   let text = variant === "error" ? humanizeError(message.content) ?? message.content : message.content;
   // DESIGN.md §9: an escalated cancel keeps its text; say the agent had to be stopped.
-  if (message.metadata?.escalated) text = `${text} (the agent did not answer and was stopped)`;
+  if (meta.escalated) text = `${text} (the agent did not answer and had to be stopped)`;
+  if (resolvedStall) text = `${text} (then it went on)`;
   const node = h(
     "div",
     { class: `status-message badge badge--${variant}`, dataset: { testid: "status-message", variant } },
