@@ -47,6 +47,13 @@ class Timeouts:
     cancel_operation_s: float = 30.0
     #: Agent start-up: spawn + initialize + session/new.
     agent_start_s: float = 30.0
+    #: Reopening a session's conversation in a fresh agent process (ACP
+    #: session/resume or session/load, Codex thread/resume), and the fresh
+    #: session it falls back to when that fails (DESIGN.md §10).
+    restore_s: float = 30.0
+    #: An agent with no running turn for this long is stopped (its whole process
+    #: group); the session's next prompt starts and restores a new one.
+    idle_agent_s: float = 900.0
     #: A request to the agent (permission answers, writes).
     agent_request_s: float = 10.0
     #: One turn at most (a cancel has its own, shorter bounds).

@@ -25,6 +25,7 @@ from typing import Any, cast
 from protocols.process import process_identity
 
 from .models import (
+    AgentSessionRef,
     Message,
     MessageKind,
     Role,
@@ -101,6 +102,14 @@ _MIGRATIONS: tuple[str, ...] = (
     # The agent's tag (protocols.process.AGENT_TAG_ENV): finds its tools after a
     # backend crash, whatever group or session they moved to.
     "ALTER TABLE agent_groups ADD COLUMN tag TEXT;",
+    # Session continuity (DESIGN.md §10): the agent's own conversation id (ACP
+    # sessionId, Codex threadId; never our session id), with the profile and cwd
+    # it lives under, so a fresh agent process can restore it.
+    """
+    ALTER TABLE task_sessions ADD COLUMN agent_session_id TEXT;
+    ALTER TABLE task_sessions ADD COLUMN agent_profile TEXT;
+    ALTER TABLE task_sessions ADD COLUMN agent_cwd TEXT;
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -194,7 +203,8 @@ class Db:
         sid = new_id()
         with self._tx():
             self.conn.execute(
-                "INSERT INTO task_sessions VALUES (?, ?, ?, ?, NULL, ?, ?)",
+                "INSERT INTO task_sessions (id, task_id, agent, state, current_turn_id, "
+                "created_at, updated_at) VALUES (?, ?, ?, ?, NULL, ?, ?)",
                 (sid, task_id, agent, SessionState.CREATED.value, ts, ts),
             )
             self.conn.execute("UPDATE tasks SET updated_at = ? WHERE id = ?", (ts, task_id))
@@ -245,6 +255,22 @@ class Db:
                     (state.value, now(), session_id),
                 ).rowcount
         return self.get_session(session_id) if changed else None
+
+    def set_agent_session(self, session_id: str, ref: AgentSessionRef) -> None:
+        with self._tx():
+            self.conn.execute(
+                "UPDATE task_sessions SET agent_session_id = ?, agent_profile = ?, "
+                "agent_cwd = ? WHERE id = ?",
+                (ref.agent_session_id, ref.profile, ref.cwd, session_id))
+
+    def get_agent_session(self, session_id: str) -> AgentSessionRef | None:
+        row = self.conn.execute(
+            "SELECT agent_session_id, agent_profile, agent_cwd FROM task_sessions "
+            "WHERE id = ?", (session_id,)).fetchone()
+        if row is None or row[0] is None:
+            return None
+        return AgentSessionRef(agent_session_id=str(row[0]), profile=str(row[1] or ""),
+                               cwd=str(row[2] or ""))
 
     # -- turns --------------------------------------------------------------
 

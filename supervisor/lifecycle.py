@@ -7,8 +7,12 @@ Nursery tree (one function each, so the shape reads at a glance)::
         ├── connection.run          the agent link's reader → protocol core → events
         ├── _drain_stderr           stderr → log (bounded lines)
         ├── _pump                   events → transcript (store → bus), in order; ends turns
+        ├── _stop_when_idle         stops the agent after ``idle_agent_s`` without a turn
         └── _run_turn               the pending prompt (its CancelScope is the
-                                    turn's handle: escalation cancels it alone)
+                                    turn's handle: escalation cancels it alone),
+                                    after restoring the conversation in a fresh
+                                    agent (supervisor.restore; its own scope, which
+                                    a cancel or shutdown cancels)
 
 Who cancels what: the executions nursery is cancelled only at supervisor
 shutdown (after ``shutdown`` has stopped turns); an execution's nursery is
@@ -49,9 +53,18 @@ from .config import Config
 from .db import StoreUnavailable
 from .errors import AgentStartError, CancelFailed, Conflict, NotFound
 from .executors import LaunchedAgent, Launcher, default_launcher
-from .models import CANCELLED_STATUS, Message, Session, SessionState, StopReason, TurnState
+from .models import (
+    CANCELLED_STATUS,
+    AgentSessionRef,
+    Message,
+    Session,
+    SessionState,
+    StopReason,
+    TurnState,
+)
 from .notify import Notifier
 from .profiles import AgentProfile
+from .restore import RESTORE_FAILED_META, RESTORE_FAILED_STATUS, reopen
 from .store import Store
 from .transcript import Transcript, TurnText
 
@@ -141,6 +154,9 @@ class TurnHandle:
     #: for a cancel to reconcile).
     settled_session: bool = False
     text: TurnText | None = None
+    #: Set while the turn restores its agent's conversation (before the prompt
+    #: is written): a cancel or shutdown cancels it, abandoning the restore.
+    restoring: trio.CancelScope | None = None
 
 
 @dataclass(eq=False)
@@ -159,6 +175,13 @@ class Execution:
     #: An escalation abandoned a turn this agent never ended: it is replaced
     #: before the next prompt (it would refuse it, or answer it with the old turn).
     abandoned: bool = False
+    #: The working directory the agent runs in.
+    cwd: str = ""
+    #: A conversation the next turn restores before its prompt (DESIGN.md §10):
+    #: this agent was started for a session that already had one.
+    restore_from: AgentSessionRef | None = None
+    #: ``trio.current_time()`` when the agent last became idle (no turn).
+    idle_since: float = 0.0
 
     @property
     def adapter(self) -> AgentAdapter:
@@ -183,6 +206,14 @@ class LifecycleManager:
         self.request_user_cancel: Callable[[str], Awaitable[None]] | None = None
         self._starting: dict[str, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
+        notifier.agent_live = self.agent_live
+
+    def agent_live(self, session_id: str) -> bool:
+        """Whether the session's agent process is running (the session DTO's
+        ``agent_live``): false before its first start and once it stopped."""
+        ex = self.executions.get(session_id)
+        return (ex is not None and ex.status is not ExecutionStatus.STOPPED
+                and not ex.adapter.connection.closed.is_set())
 
     # -- the executions nursery -----------------------------------------------
 
@@ -271,6 +302,17 @@ class LifecycleManager:
                  agent.returncode)
         if ex is not None:
             ex.stopped.set()
+            await self._announce_liveness(session_id)
+
+    async def _announce_liveness(self, session_id: str) -> None:
+        """Subscribers learn that the agent stopped (``agent_live`` false) even
+        when the session's state did not change (an idle stop)."""
+        if session_id in self.executions:
+            return  # a successor already runs (and its start was announced)
+        with contextlib.suppress(StoreUnavailable):
+            session = await self.store.get_session(session_id)
+            if session is not None:
+                self.notify.state_changed(session)
 
     async def _drive(self, session_id: str, profile: AgentProfile, cwd: str,
                      agent: LaunchedAgent, task_status: trio.TaskStatus[Execution],
@@ -285,7 +327,7 @@ class LifecycleManager:
                                                     " ".join(profile.command), agent.tag)
             async with trio.open_nursery() as nursery:
                 ex = Execution(session_id=session_id, profile=profile, agent=agent,
-                               nursery=nursery,
+                               nursery=nursery, cwd=cwd,
                                transcript=Transcript(self.store, self.notify, session_id))
                 nursery.start_soon(adapter.connection.run)
                 if agent.stderr is not None:
@@ -293,13 +335,18 @@ class LifecycleManager:
                 nursery.start_soon(self._pump, ex)
                 with trio.move_on_after(self.timeouts.agent_start_s) as slow:
                     await adapter.initialize()
-                    await adapter.new_session(cwd)
+                    ex.restore_from = await self._conversation(session_id, profile)
+                    if ex.restore_from is None:
+                        await adapter.new_session(cwd)
+                        await self._remember(ex)
                 if slow.cancelled_caught:
                     raise AgentStartError(
                         f"agent {profile.name!r} did not start within "
                         f"{self.timeouts.agent_start_s:g}s" + _tail(ex))
                 ex.status = ExecutionStatus.READY
+                ex.idle_since = trio.current_time()
                 self.executions[session_id] = ex
+                nursery.start_soon(self._stop_when_idle, ex)
                 task_status.started(ex)
                 running = True
                 # The pump ends when the agent's output does; then nothing is left to run.
@@ -322,6 +369,38 @@ class LifecycleManager:
                 if self.executions.get(session_id) is ex:
                     del self.executions[session_id]
         return ex
+
+    async def _conversation(self, session_id: str,
+                            profile: AgentProfile) -> AgentSessionRef | None:
+        """The conversation a new agent of this session restores, if any.  An
+        agent behind agentctl is not restored: agentctl re-attaches its own
+        session to the backend that owns it (``new_session``)."""
+        if profile.executor != "local":
+            return None
+        return await self.store.get_agent_session(session_id)
+
+    async def _remember(self, ex: Execution) -> None:
+        """Store the agent's own conversation id, so a later agent can restore it."""
+        agent_session_id = ex.adapter.agent_session_id
+        if agent_session_id is None:
+            return
+        await self.store.set_agent_session(ex.session_id, AgentSessionRef(
+            agent_session_id=agent_session_id, profile=ex.profile.name, cwd=ex.cwd))
+
+    async def _stop_when_idle(self, ex: Execution) -> None:
+        """Stop the agent once it ran no turn for ``idle_agent_s``, so idle
+        sessions hold no processes; the next prompt starts and restores one."""
+        idle_s = self.timeouts.idle_agent_s
+        while True:
+            await trio.sleep_until(ex.idle_since + idle_s)
+            turn = ex.turn
+            if turn is not None:
+                await turn.done.wait()  # its end moves idle_since on
+            elif trio.current_time() >= ex.idle_since + idle_s:
+                log.info("session %s: agent %s idle for %gs; stopping it", ex.session_id,
+                         ex.profile.name, idle_s)
+                ex.nursery.cancel_scope.cancel()
+                return
 
     async def stop_execution(self, session_id: str) -> None:
         ex = self.executions.get(session_id)
@@ -348,8 +427,11 @@ class LifecycleManager:
             return
         turn.stop_request = StopRequest.SHUTDOWN
         with trio.move_on_after(self.timeouts.cancel_cleanup_s):
-            with contextlib.suppress(AgentClosed, AgentTimeout):
-                await ex.adapter.cancel()
+            if turn.restoring is not None:
+                turn.restoring.cancel()
+            else:
+                with contextlib.suppress(AgentClosed, AgentTimeout):
+                    await ex.adapter.cancel()
             await turn.done.wait()
         if not turn.done.is_set():
             await self._escalate(ex, turn)
@@ -464,6 +546,9 @@ class LifecycleManager:
             raise Conflict("the agent is still finishing its previous turn")
         # Claimed before the first checkpoint: a concurrent prompt sees it at once.
         handle = ex.turn = TurnHandle(id="", session_id=session.id)
+        if ex.restore_from is not None:
+            # Armed now: a cancel that comes before the restore begins abandons it too.
+            handle.restoring = trio.CancelScope()
         try:
             turn, msg = await self.store.open_turn(session.id, text)
         except BaseException:
@@ -483,6 +568,8 @@ class LifecycleManager:
         with turn.scope:
             task_status.started()
             try:
+                if turn.restoring is not None and not await self._restore(ex, turn):
+                    return  # abandoned by a cancel or shutdown: the turn is closed
                 ended = await ex.adapter.prompt(text)
             except (AgentTimeout, AgentRefused, LocalProtocolError, RuntimeError) as exc:
                 ended = TurnEnded(stop_reason="error", error=str(exc))
@@ -497,6 +584,46 @@ class LifecycleManager:
                 await turn.done.wait()
             if not turn.done.is_set():
                 await self._finish_turn(ex, turn, ended)
+
+    async def _restore(self, ex: Execution, turn: TurnHandle) -> bool:
+        """Reopen the session's conversation in this fresh agent before the
+        turn's prompt (supervisor.restore), or say in the transcript that it
+        starts fresh.  False when a cancel or shutdown abandoned it: the turn
+        is then closed, and this agent (in an unknown state) is replaced
+        before the next prompt."""
+        ref, scope = ex.restore_from, turn.restoring
+        assert ref is not None and scope is not None
+        try:
+            with scope:
+                reopened = await reopen(ex.adapter, ref, profile=ex.profile.name, cwd=ex.cwd,
+                                        restore_s=self.timeouts.restore_s)
+        except BaseException:
+            ex.abandoned = True  # the agent died, or gave no fresh session either
+            raise
+        finally:
+            turn.restoring = None
+        if scope.cancel_called:
+            # Cancelled before the prompt was written (even if the restore had
+            # just finished): the turn ends here, as the user's cancel.
+            if scope.cancelled_caught:
+                ex.abandoned = True
+            else:
+                ex.restore_from = None
+                await self._remember(ex)
+            await self._finish_turn(ex, turn, TurnEnded(stop_reason="cancelled",
+                                                        turn_id=turn.id))
+            return False
+        ex.restore_from = None
+        await self._remember(ex)
+        if reopened.restored is not None:
+            log.info("session %s: conversation restored (%s, %d replayed) in %.2fs",
+                     ex.session_id, reopened.restored.method, reopened.restored.replayed,
+                     reopened.took_s)
+        else:
+            await self.store.add_message(ex.session_id, None, "system", "status",
+                                         RESTORE_FAILED_STATUS,
+                                         {**RESTORE_FAILED_META, "reason": reopened.reason})
+        return True
 
     async def _finish_turn(self, ex: Execution, turn: TurnHandle,
                            ended: TurnEnded) -> None:
@@ -523,6 +650,7 @@ class LifecycleManager:
                 ex.turn = None
             if ex.status is ExecutionStatus.RUNNING:
                 ex.status = ExecutionStatus.READY
+            ex.idle_since = trio.current_time()
             turn.done.set()
 
     async def _close_when_store_answers(self, session_id: str, turn_id: str, ended: TurnEnded,
@@ -624,6 +752,8 @@ class LifecycleManager:
     async def _cancel_running(self, ex: Execution, turn: TurnHandle) -> CancelResult:
         turn.stop_request = StopRequest.USER
         started = trio.current_time()
+        if turn.restoring is not None:
+            return await self._abandon_restore(ex, turn)
         try:
             await ex.adapter.cancel()
         except AgentClosed:
@@ -647,6 +777,23 @@ class LifecycleManager:
             await turn.done.wait()
         if turn.done.is_set():
             return CancelResult(CancelOutcome.LATE, turn.id, sent_at, turn.answered_at)
+        await self._escalate(ex, turn)
+        return CancelResult(CancelOutcome.ESCALATED, turn.id, sent_at)
+
+    async def _abandon_restore(self, ex: Execution, turn: TurnHandle) -> CancelResult:
+        """A cancel while the turn restores its conversation: nothing was
+        prompted yet, so the restore is abandoned (its scope cancelled; an ACP
+        request is withdrawn within ``withdraw_s``) and the turn ends as the
+        user's cancel within the join window."""
+        assert turn.restoring is not None
+        log.info("session %s: cancel during the restore; abandoning it", ex.session_id)
+        sent_at = trio.current_time()
+        turn.restoring.cancel()
+        with trio.move_on_after(self.timeouts.cancel_join_s):
+            await turn.done.wait()
+        if turn.done.is_set():
+            return CancelResult(CancelOutcome.ACKNOWLEDGED, turn.id, sent_at,
+                                trio.current_time())
         await self._escalate(ex, turn)
         return CancelResult(CancelOutcome.ESCALATED, turn.id, sent_at)
 

@@ -11,6 +11,7 @@ from protocols.events import StopReason
 
 __all__ = [
     "CANCELLED_STATUS",
+    "AgentSessionRef",
     "Message",
     "MessageKind",
     "Role",
@@ -71,13 +72,29 @@ class Session:
     created_at: str
     updated_at: str
 
-    def to_dto(self, pending: bool, revision: int) -> dict[str, Any]:
-        """Full and summary DTOs alike carry explicit cancellation values."""
+    def to_dto(self, pending: bool, revision: int, agent_live: bool = False) -> dict[str, Any]:
+        """Full and summary DTOs alike carry explicit cancellation values, and
+        whether the session's agent process is running (``agent_live``: false
+        before its first start and once stopped idle, crashed or restarted;
+        the next prompt starts one and restores the conversation)."""
         return {
             "id": self.id, "task_id": self.task_id, "state": self.state.value,
             "agent": self.agent, "created_at": self.created_at, "updated_at": self.updated_at,
             "cancellation_pending": pending, "cancellation_revision": revision,
+            "agent_live": agent_live,
         }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentSessionRef:
+    """What a fresh agent process needs to reopen a session's conversation
+    (DESIGN.md §10)."""
+
+    #: The agent's own conversation id (ACP ``sessionId``, Codex ``threadId``).
+    agent_session_id: str
+    #: The agent profile and the working directory it ran under.
+    profile: str
+    cwd: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

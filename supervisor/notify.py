@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .bus import EventBus
@@ -15,10 +16,14 @@ class Notifier:
     def __init__(self, bus: EventBus) -> None:
         self.bus = bus
         self.projection = CancellationProjection(self.cancellation_changed)
+        #: Whether a session's agent process is running: the lifecycle's answer
+        #: (it sets this when it is created).
+        self.agent_live: Callable[[str], bool] = lambda _session_id: False
 
     def session_dto(self, session: Session) -> dict[str, Any]:
         progress = self.projection.get(session.id)
-        return session.to_dto(progress.pending, progress.revision)
+        return session.to_dto(progress.pending, progress.revision,
+                              self.agent_live(session.id))
 
     def state_payload(self, session: Session) -> dict[str, Any]:
         progress = self.projection.get(session.id)
@@ -27,6 +32,7 @@ class Notifier:
             "new_state": session.state.value, "updated_at": session.updated_at,
             "cancellation_pending": progress.pending,
             "cancellation_revision": progress.revision,
+            "agent_live": self.agent_live(session.id),
         }
 
     def state_changed(self, session: Session) -> None:

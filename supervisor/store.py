@@ -26,6 +26,7 @@ import trio
 
 from .db import Db, StoreUnavailable
 from .models import (
+    AgentSessionRef,
     Message,
     MessageKind,
     Role,
@@ -124,6 +125,13 @@ class Store:
 
     async def create_session(self, task_id: str, agent: str) -> Session:
         return await self.call(self.db.create_session, task_id, agent)
+
+    async def get_agent_session(self, session_id: str) -> AgentSessionRef | None:
+        """The agent conversation the session last had (None: never started)."""
+        return await self.call(self.db.get_agent_session, session_id)
+
+    async def set_agent_session(self, session_id: str, ref: AgentSessionRef) -> None:
+        await self.call(self.db.set_agent_session, session_id, ref)
 
     async def record_agent_group(self, pgid: int, session_id: str, command: str,
                                  tag: str | None = None) -> None:
