@@ -230,3 +230,21 @@ def test_late_cancel_note_without_a_stall(
     status = person.status_messages().last
     expect(status).to_contain_text("Turn cancelled by user")
     expect(status).to_contain_text("had to be stopped")
+
+
+def test_agent_asleep_after_the_idle_stop_and_the_next_message_wakes_it(
+    server_factory: Any, new_context: Any, view: str
+) -> None:
+    server = server_factory(toml="[timeouts]\nidle_agent_s = 1.0\n")
+    person = open_person(server, new_context, view, create_task(server, "Asleep"))
+    page = person.page
+    sid = person.launch_session()
+    header = page.get_by_test_id("selected-session-state")
+    person.send("hello there")
+    expect(header).to_have_text("Agent asleep", timeout=15_000)
+    expect(header).to_have_attribute("data-status", "asleep")
+    expect(person.session_item(sid).get_by_test_id("session-state")).to_have_text("Agent asleep")
+    shot(page, f"asleep-{view}")
+    person.send("/recall")
+    expect(page.get_by_test_id("message-list").locator('[data-role="agent"]').filter(
+        has_text="recall")).to_have_count(1, timeout=20_000)

@@ -200,3 +200,13 @@ describe("agent asleep", () => {
     assert.equal(sessionStatus(failed, "a").key, "turn-failed");
   });
 });
+
+describe("agent_live from state changes", () => {
+  it("an idle stop's state change puts the agent to sleep, a new turn wakes it", () => {
+    let state = S.hydrate(boot([session("a", { state: "WAITING_FOR_INPUT", agent_live: true })]));
+    state = S.applyNotification(state, "session.state_changed", { session_id: "a", new_state: "WAITING_FOR_INPUT", agent_live: false }, 1);
+    assert.equal(sessionStatus(state, "a").label, "Agent asleep");
+    state = S.applyNotification(state, "session.state_changed", { session_id: "a", new_state: "RUNNING", agent_live: false }, 1);
+    assert.equal(sessionStatus(state, "a").label, "Running");
+  });
+});

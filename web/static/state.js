@@ -301,6 +301,10 @@ export function applyNotification(state, action, payload, epoch) {
       if (typeof p.new_state === "string") fields.state = p.new_state;
       if (typeof p.updated_at === "string") fields.updated_at = p.updated_at;
       if (typeof p.task_id === "string") fields.task_id = p.task_id;
+      // DESIGN.md §10: whether the agent process is up ("Agent asleep" when it is not).
+      if (typeof p.agent_live === "boolean") fields.agent_live = p.agent_live;
+      if (typeof p.queued_count === "number") fields.queued_count = p.queued_count;
+      if (typeof p.auto_run === "boolean") fields.auto_run = p.auto_run;
       const next = putSession(state, fields);
       return applyCancellation(next, sid, p.cancellation_pending, p.cancellation_revision, epoch);
     }
