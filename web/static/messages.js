@@ -47,7 +47,18 @@ function renderText(message) {
     return { node: bubble, view };
   }
   const content = typeof message.content === "string" ? message.content : JSON.stringify(message.content, null, 2);
-  return { node: h("div", { class: "bubble" }, h("div", { class: "msg-text" }, content), timeElement(message.created_at, "msg-time")), view: null };
+  // DESIGN.md §9: a message steered into the running turn, not one that started a turn.
+  const steered = message.role === "user" && message.metadata?.delivery === "steer";
+  return {
+    node: h(
+      "div",
+      { class: "bubble" },
+      steered ? h("p", { class: "steer-kicker", dataset: { testid: "steered-mark" } }, "Sent into the running turn") : null,
+      h("div", { class: "msg-text" }, content),
+      timeElement(message.created_at, "msg-time"),
+    ),
+    view: null,
+  };
 }
 
 function renderRow(message, ctx) {

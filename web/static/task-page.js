@@ -168,6 +168,8 @@ export function mountTaskPage(root, boot, env = globalThis) {
     chatState.dataset.status = status?.key ?? "";
     chatReason.hidden = !status?.reason;
     chatReason.textContent = status?.reason ?? "";
+    chatReason.dataset.tone = status?.tone ?? "neutral"; // an asleep agent is no error
+
     messageList.update(
       row ? state.messages[sid] : [],
       row ? "No messages yet. Send a prompt to start a turn." : "Start a session: pick an agent, or just type a prompt.",
