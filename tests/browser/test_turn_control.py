@@ -23,7 +23,7 @@ from playwright.sync_api import Locator, Page, expect
 from tests.support.serverproc import BlockingServerProcess as ServerProcess
 
 from .conftest import ARTIFACTS
-from .ui import CANCELLING, Person, create_task
+from .ui import CANCELLING, Person, create_task, ensure_mounted
 
 pytestmark = pytest.mark.browser
 
@@ -64,7 +64,7 @@ def open_person(server: ServerProcess, new_context: Any, view: str, task_id: str
     page.on("pageerror", lambda e: print(f"[page error] {e}"))
     person = Person(page, server, touch=view == "phone")
     person.login(f"/tasks/{task_id}")
-    page.locator("#app > .page").first.wait_for(timeout=15_000)
+    ensure_mounted(page)
     return person
 
 
@@ -174,8 +174,8 @@ def test_queued_head_runs_when_the_turn_ends_and_send_now_interrupts(
     enter(person, "urgent")
     expect_queue(page, ["urgent"])
     person.press(queue_entries(page).first.get_by_test_id("send-now-button"))
-    expect(person.status_messages().filter(has_text="Turn interrupted by a new message")).to_have_count(
-        1, timeout=15_000)
+    interrupted = person.status_messages().filter(has_text="Turn interrupted by a new message")
+    expect(interrupted).to_have_count(1, timeout=15_000)
     expect(user_texts(page).filter(has_text="urgent")).to_have_count(1, timeout=15_000)
     expect(page.get_by_test_id("queue-list")).to_be_hidden()
     person.expect_settled(timeout=15_000)
