@@ -97,6 +97,11 @@ describe("queue state", () => {
     const message = { id: "m1", role: "user", content: "hi" };
     assert.deepEqual(Q.messageAddOutcome(message), { delivery: "started", message, entry: null, steerUnsupported: false });
     assert.equal(Q.messageAddOutcome({ delivery: "started", message }).message, message);
+    assert.deepEqual(Q.messageAddOutcome({ delivery: "started", ...message }).message, message);
+    assert.deepEqual(Q.messageAddOutcome({ delivery: "steered", ...message }).message, message);
+    const interrupting = Q.messageAddOutcome({ delivery: "interrupting", entry: entry("e", 0) });
+    assert.equal(interrupting.message, null);
+    assert.equal(interrupting.entry.id, "e");
     assert.equal(Q.messageAddOutcome({ delivery: "queued", entry: entry("e", 0), steer_unsupported: true }).steerUnsupported, true);
     assert.equal(Q.messageAddOutcome(null).message, null);
   });

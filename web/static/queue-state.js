@@ -57,21 +57,22 @@ export function addQueuedEntry(state, sessionId, entry) {
 }
 
 /**
- * What a `message.add` answer means for the page: the message started a turn (`message`), was
- * queued (`entry`), steered into the running turn, or is interrupting it. Older backends answer
- * with the message DTO itself.
+ * What a `message.add` (or `queue.send_now`) answer means for the page: the message started a
+ * turn or was steered into one (`message`: the message DTO, its fields beside `delivery`, or
+ * nested as `message`), was queued (`entry`), or is interrupting the running turn (`entry`).
+ * Older backends answer with the bare message DTO.
  */
 export function messageAddOutcome(response) {
   const r = response && typeof response === "object" ? response : {};
-  if (typeof r.delivery !== "string") {
-    return { delivery: "started", message: r.id !== undefined ? r : null, entry: null, steerUnsupported: false };
-  }
-  const message = r.message && typeof r.message === "object" ? r.message : null;
+  const { delivery, entry, message: nested, steer_unsupported: steerUnsupported, ...rest } = r;
+  let message = null;
+  if (nested && typeof nested === "object") message = nested;
+  else if (rest.id !== undefined && rest.id !== null) message = rest;
   return {
-    delivery: r.delivery,
+    delivery: typeof delivery === "string" ? delivery : "started",
     message,
-    entry: r.entry && typeof r.entry === "object" ? r.entry : null,
-    steerUnsupported: r.steer_unsupported === true,
+    entry: entry && typeof entry === "object" ? entry : null,
+    steerUnsupported: steerUnsupported === true,
   };
 }
 

@@ -76,7 +76,7 @@ export function hydrate(boot) {
   }
   if (selected && b.queue) {
     // The selected session's queue: its entries, or {entries, auto_run, queue_revision}.
-    const value = Array.isArray(b.queue) ? { entries: b.queue } : b.queue;
+    const value = Array.isArray(b.queue) ? { entries: b.queue, queue_revision: b.queue_revision } : b.queue;
     state = applyQueue(state, selected, value, 0);
   }
   return state;

@@ -296,7 +296,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
       setState((s) => {
         let next = S.clearComposerError(s, sid);
         if (outcome.message) next = S.addMessage(next, sid, outcome.message);
-        if (outcome.entry) next = addQueuedEntry(next, sid, outcome.entry);
+        if (outcome.delivery === "queued" && outcome.entry) next = addQueuedEntry(next, sid, outcome.entry);
         return next;
       });
       return true;
@@ -329,8 +329,14 @@ export function mountTaskPage(root, boot, env = globalThis) {
       const result = await ws.request(action, { session_id: sid, ...payload });
       const epoch = ws.epoch;
       // An answer that carries the queue is applied at once (the notification may lag it).
-      if (result && Array.isArray(result.entries)) setState((s) => applyQueue(S.clearComposerError(s, sid), sid, result, epoch));
-      else setState((s) => S.clearComposerError(s, sid));
+      setState((s) => {
+        let next = S.clearComposerError(s, sid);
+        if (result && Array.isArray(result.entries)) next = applyQueue(next, sid, result, epoch);
+        // queue.send_now on an idle session answers like message.add: the started message.
+        const started = result && typeof result.delivery === "string" ? messageAddOutcome(result).message : null;
+        if (started) next = S.addMessage(next, sid, started);
+        return next;
+      });
     } catch (err) {
       if (err?.code !== "DISCONNECTED") setState((s) => S.setComposerError(s, sid, `${failure} ${humanizeError(err?.message) ?? ""}`.trim()));
     }
