@@ -335,7 +335,7 @@ class LifecycleManager:
                 nursery.start_soon(self._pump, ex)
                 with trio.move_on_after(self.timeouts.agent_start_s) as slow:
                     await adapter.initialize()
-                    ex.restore_from = await self._conversation(session_id, profile)
+                    ex.restore_from = await self._conversation(session_id)
                     if ex.restore_from is None:
                         await adapter.new_session(cwd)
                         await self._remember(ex)
@@ -370,13 +370,10 @@ class LifecycleManager:
                     del self.executions[session_id]
         return ex
 
-    async def _conversation(self, session_id: str,
-                            profile: AgentProfile) -> AgentSessionRef | None:
-        """The conversation a new agent of this session restores, if any.  An
-        agent behind agentctl is not restored: agentctl re-attaches its own
-        session to the backend that owns it (``new_session``)."""
-        if profile.executor != "local":
-            return None
+    async def _conversation(self, session_id: str) -> AgentSessionRef | None:
+        """The conversation a new agent of this session restores, if any.  (An
+        agent behind agentctl cannot restore, but agentctl re-attaches the
+        session its owner started: ``new_session`` hands back the same id.)"""
         return await self.store.get_agent_session(session_id)
 
     async def _remember(self, ex: Execution) -> None:
@@ -619,10 +616,14 @@ class LifecycleManager:
             log.info("session %s: conversation restored (%s, %d replayed) in %.2fs",
                      ex.session_id, reopened.restored.method, reopened.restored.replayed,
                      reopened.took_s)
+        elif reopened.reattached:
+            log.info("session %s: the agent re-attached its conversation", ex.session_id)
         else:
+            log.warning("session %s: the agent could not restore its conversation (%s); it "
+                        "starts fresh", ex.session_id, reopened.reason)
+            # Why is in the log (supervisor.restore); the metadata is DESIGN.md §10's.
             await self.store.add_message(ex.session_id, None, "system", "status",
-                                         RESTORE_FAILED_STATUS,
-                                         {**RESTORE_FAILED_META, "reason": reopened.reason})
+                                         RESTORE_FAILED_STATUS, dict(RESTORE_FAILED_META))
         return True
 
     async def _finish_turn(self, ex: Execution, turn: TurnHandle,

@@ -48,9 +48,12 @@ class Reopened:
     """The agent session a turn runs in after ``reopen``."""
 
     ref: AgentSessionRef
-    #: How it was restored; None: a fresh session (``reason`` says why).
+    #: How it was restored; None: a fresh session (``reason`` says why) ...
     restored: Restored | None
     reason: str | None = None
+    #: ... unless the agent handed back the very conversation asked for (an
+    #: agent behind agentctl: its session is re-attached by its owner).
+    reattached: bool = False
     #: Seconds the restore (and its fallback) took.
     took_s: float = 0.0
 
@@ -80,12 +83,13 @@ async def reopen(adapter: AgentAdapter, ref: AgentSessionRef, *, profile: str, c
                                 restored=restored, took_s=trio.current_time() - started)
         if timer.cancelled_caught:
             reason = f"no answer within {restore_s:g}s"
-    log.warning("agent conversation %s not restored (%s); starting a fresh one",
-                ref.agent_session_id, reason)
+    log.info("agent conversation %s not restored (%s); opening a session",
+             ref.agent_session_id, reason)
     with trio.move_on_after(restore_s) as fresh_timer:
         agent_session_id = await adapter.new_session(cwd)
     if fresh_timer.cancelled_caught:
         raise AgentTimeout(f"the agent opened no fresh session within {restore_s:g}s")
     return Reopened(ref=AgentSessionRef(agent_session_id=agent_session_id, profile=profile,
                                         cwd=cwd),
-                    restored=None, reason=reason, took_s=trio.current_time() - started)
+                    restored=None, reason=reason, took_s=trio.current_time() - started,
+                    reattached=agent_session_id == ref.agent_session_id)

@@ -21,7 +21,13 @@ from typing import Any
 import pytest
 import trio
 
-from protocols.adapters import AgentAdapter, make_adapter
+from protocols.adapters import (
+    AgentAdapter,
+    AgentRequestError,
+    Restored,
+    RestoreUnsupported,
+    make_adapter,
+)
 from protocols.events import (
     AgentEvent,
     AgentNotice,
@@ -133,6 +139,11 @@ class AgentUnderTest:
     stderr: bytearray = field(default_factory=bytearray)
     #: Raw stdio traffic: (time.monotonic(), "->" | "<-", bytes).
     wire: list[tuple[float, str, bytes]] = field(default_factory=list)
+    #: ``agent_session(restore=...)``: how the conversation was reopened, or why
+    #: not (then no session is open), and how long it took.
+    restored: Restored | None = None
+    restore_error: Exception | None = None
+    restore_s: float = 0.0
     _changed: trio.Event = field(default_factory=trio.Event)
 
     def _notify(self) -> None:
@@ -288,8 +299,13 @@ async def agent_session(
     *,
     thread_params: dict[str, Any] | None = None,
     on_permission: Callable[[PermissionRequested], Any] | None = None,
+    restore: str | None = None,
+    persist: bool = False,
 ) -> AsyncIterator[AgentUnderTest]:
-    spec = launch(name, provider.url, tmp)
+    """``restore``: an agent session id to reopen (``restore_session``) instead
+    of opening a new one; the agent's home and cwd under ``tmp`` are the same
+    as the earlier session's (started with ``persist``, as this one)."""
+    spec = launch(name, provider.url, tmp, persist=persist)
     if spec is None:
         pytest.skip(f"{name} CLI is not installed in {AGENTS_DIR} "
                     "(run scripts/install_agents.sh)")
@@ -311,7 +327,15 @@ async def agent_session(
             nursery.start_soon(_drain_stderr, proc, agent.stderr)
             with trio.fail_after(START_S):
                 await agent.adapter.initialize()
-                await agent.adapter.new_session(spec.cwd)
+                if restore is None:
+                    await agent.adapter.new_session(spec.cwd)
+                else:
+                    started = time.monotonic()
+                    try:
+                        agent.restored = await agent.adapter.restore_session(restore, spec.cwd)
+                    except (RestoreUnsupported, AgentRequestError) as exc:
+                        agent.restore_error = exc
+                    agent.restore_s = time.monotonic() - started
             agent.seen_pids |= descendants(proc.pid)
             yield agent
             # Everything the real agent sent was understood: no line we could not parse,

@@ -144,13 +144,15 @@ def _auggie_ripgrep_stub(home: Path) -> None:
     if target is None:
         return
     rg = home / ".augment" / "binaries" / "ripgrep" / f"v14.1.1-{target}" / "rg"
-    rg.parent.mkdir(parents=True)
+    rg.parent.mkdir(parents=True, exist_ok=True)
     rg.write_text('#!/bin/sh\nexec rg "$@"\n')
     rg.chmod(0o755)
 
 
-def launch(name: str, provider_url: str, tmp: Path) -> Launch | None:
-    """None when the agent's CLI is not installed."""
+def launch(name: str, provider_url: str, tmp: Path, *, persist: bool = False) -> Launch | None:
+    """None when the agent's CLI is not installed.  ``persist``: the agent keeps
+    its sessions (Codex rollouts, Auggie's saved sessions) so a later process
+    can restore them; by default they are throw-away."""
     binary = find_cli(name)
     if binary is None:
         return None
@@ -166,7 +168,7 @@ def launch(name: str, provider_url: str, tmp: Path) -> Launch | None:
 
     if name in ("codex", "codex-acp"):
         codex_home = home / ".codex"
-        codex_home.mkdir()
+        codex_home.mkdir(exist_ok=True)
         config = codex_config(provider_url)
         if name == "codex-acp":
             # codex-acp's default mode runs workspace commands without asking; like the
@@ -178,17 +180,17 @@ def launch(name: str, provider_url: str, tmp: Path) -> Launch | None:
                       + config)
         (codex_home / "config.toml").write_text(config)
         env.update(CODEX_HOME=str(codex_home), FAKE_PROVIDER_KEY="fake-key")
-        if name == "codex":
+        if name == "codex" and not persist:
             thread_params["ephemeral"] = True
     elif name == "qwen":
         qwen_dir = home / ".qwen"
-        qwen_dir.mkdir()
+        qwen_dir.mkdir(exist_ok=True)
         (qwen_dir / "settings.json").write_text(json.dumps(qwen_settings()))
         env.update(OPENAI_API_KEY="fake-key", OPENAI_BASE_URL=f"{provider_url}/v1",
                    OPENAI_MODEL="fake-model", QWEN_CODE_NO_RELAUNCH="true")
     elif name == "opencode":
         config_dir = home / ".config" / "opencode"
-        config_dir.mkdir(parents=True)
+        config_dir.mkdir(parents=True, exist_ok=True)
         (config_dir / "opencode.json").write_text(json.dumps(opencode_config(provider_url)))
         # Each of these would otherwise reach the network at start (model catalogue,
         # updates, default plugins from npm, language servers, sharing).
@@ -197,7 +199,7 @@ def launch(name: str, provider_url: str, tmp: Path) -> Launch | None:
             "CLAUDE_CODE", "EXTERNAL_SKILLS")})
     elif name == "claude":
         config_dir = home / ".claude"
-        config_dir.mkdir()
+        config_dir.mkdir(exist_ok=True)
         # The built-in default mode is "auto" (a model classifier approves tools);
         # "default" asks the client, which is what a supervisor with a person wants.
         (config_dir / "settings.json").write_text(json.dumps(claude_settings()))
@@ -212,7 +214,7 @@ def launch(name: str, provider_url: str, tmp: Path) -> Launch | None:
         )
     elif name == "gemini":
         gemini_dir = home / ".gemini"
-        gemini_dir.mkdir()
+        gemini_dir.mkdir(exist_ok=True)
         (gemini_dir / "settings.json").write_text(json.dumps(gemini_settings()))
         env.update(
             GEMINI_API_KEY="fake-key",
@@ -222,7 +224,9 @@ def launch(name: str, provider_url: str, tmp: Path) -> Launch | None:
     elif name == "auggie":
         session = {"accessToken": "fake-token", "tenantURL": f"{provider_url}/",
                    "scopes": ["read", "write"]}
-        command += ["--augment-session-json", json.dumps(session), "--dont-save-session"]
+        command += ["--augment-session-json", json.dumps(session)]
+        if not persist:
+            command.append("--dont-save-session")
         env.update(AUGMENT_DISABLE_AUTO_UPDATE="1")
         _auggie_ripgrep_stub(home)
     return Launch(name=name, command=command, env=env, cwd=str(work),

@@ -5,8 +5,10 @@ time, which a real subprocess cannot follow, so these tests put this Trio
 twin of the mock agent at the process boundary.  It speaks the same wire
 format (through protocols.jsonrpc) and follows the same prompt table
 subset: ``/delay``, ``/slow``, ``/hang``, ``/dropcancel`` (ignores the first
-cancel), echo.  The integration tests run the
-real mock agent as a subprocess.
+cancel), echo.  With ``FakeLauncher(resumable=True)`` it advertises ACP
+``session/resume`` and answers it (``hang_restores``: how many of those it
+never answers, for a restore's timeout and cancel).  The integration tests
+run the real mock agent as a subprocess.
 """
 
 from __future__ import annotations
@@ -32,8 +34,14 @@ from supervisor.profiles import AgentProfile
 
 
 class FakeAgent:
-    def __init__(self, stream: trio.abc.Stream) -> None:
+    def __init__(self, stream: trio.abc.Stream, launcher: FakeLauncher | None = None) -> None:
         self.stream = stream
+        self.launcher = launcher
+        #: Its session id: unique per launched agent (``fake-N``), else ``fake``;
+        #: a resumed session keeps the id asked for.
+        self.session_id = "fake" if launcher is None else f"fake-{len(launcher.agents)}"
+        #: Session ids this agent was asked to resume.
+        self.resumed: list[str] = []
         self.rpc = RpcConnection(Dialect.JSONRPC2, first_id=0)
         self.cancelled = trio.Event()
         self.turn_id: Any = None
@@ -47,7 +55,7 @@ class FakeAgent:
 
     async def chunk(self, text: str) -> None:
         await self.send(self.rpc.send_notification("session/update", {
-            "sessionId": "fake", "update": {"sessionUpdate": "agent_message_chunk",
+            "sessionId": self.session_id, "update": {"sessionUpdate": "agent_message_chunk",
                                              "content": {"type": "text", "text": text}}}))
 
     async def turn(self, rid: Any, text: str) -> None:
@@ -87,9 +95,22 @@ class FakeAgent:
                             nursery.cancel_scope.cancel()
                             return
                         case IncomingRequest(id=rid, method="initialize"):
-                            await self.send(self.rpc.send_response(rid, {"protocolVersion": 1}))
+                            result: dict[str, Any] = {"protocolVersion": 1}
+                            if self.launcher is not None and self.launcher.resumable:
+                                result["agentCapabilities"] = {
+                                    "sessionCapabilities": {"resume": {}}}
+                            await self.send(self.rpc.send_response(rid, result))
+                        case IncomingRequest(id=rid, method="session/resume", params=params):
+                            self.resumed.append(params["sessionId"])
+                            launcher = self.launcher
+                            if launcher is not None and launcher.hang_restores > 0:
+                                launcher.hang_restores -= 1
+                            else:
+                                self.session_id = params["sessionId"]
+                                await self.send(self.rpc.send_response(rid, {}))
                         case IncomingRequest(id=rid, method="session/new"):
-                            await self.send(self.rpc.send_response(rid, {"sessionId": "fake"}))
+                            await self.send(self.rpc.send_response(
+                                rid, {"sessionId": self.session_id}))
                         case IncomingRequest(id=rid, method="session/prompt", params=params):
                             text = params["prompt"][0]["text"]
                             self.prompts.append(text)
@@ -109,14 +130,16 @@ class FakeAgent:
 class FakeLauncher:
     """Launches FakeAgents; keeps them so tests can look at what they received."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, resumable: bool = False, hang_restores: int = 0) -> None:
         self.agents: list[FakeAgent] = []
+        self.resumable = resumable
+        self.hang_restores = hang_restores
 
     @asynccontextmanager
     async def __call__(self, profile: AgentProfile, cwd: str,
                        session_id: str) -> AsyncIterator[LaunchedAgent]:
         client, agent_side = trio.testing.memory_stream_pair()
-        agent = FakeAgent(agent_side)
+        agent = FakeAgent(agent_side, self)
         self.agents.append(agent)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(agent.serve)

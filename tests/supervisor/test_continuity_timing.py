@@ -1,0 +1,193 @@
+"""Session continuity's timeouts on virtual time (MockClock, autojump) with
+the in-process fake agent: a cancel during a restore, a restore that gets no
+answer within ``restore_s``, the idle stop after ``idle_agent_s``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from supervisor.db import Db
+from supervisor.errors import Conflict
+from supervisor.lifecycle import SHUTDOWN_STATUS, CancelOutcome
+from supervisor.models import CANCELLED_STATUS, AgentSessionRef, SessionState
+from supervisor.restore import RESTORE_FAILED_STATUS
+
+from .fake_agent import FakeLauncher
+
+
+async def _session(sup: Any) -> tuple[Any, str]:
+    caller = await sup.caller()
+    task = await sup.orchestrator.create_task(caller, "t")
+    dto = await sup.orchestrator.launch_session(caller, task.id, "mock")
+    return caller, dto["id"]
+
+
+async def _settled(sup: Any, caller: Any, sid: str) -> None:
+    with trio.fail_after(60):
+        while (await sup.orchestrator.session(caller, sid)).state is not \
+                SessionState.WAITING_FOR_INPUT:
+            await trio.sleep(0.05)
+
+
+async def _statuses(sup: Any, caller: Any, sid: str) -> list[str]:
+    return [m.content for m in await sup.orchestrator.list_messages(caller, sid)
+            if m.kind == "status"]
+
+
+async def _answers(sup: Any, caller: Any, sid: str) -> list[str]:
+    return [m.content for m in await sup.orchestrator.list_messages(caller, sid)
+            if m.role == "agent"]
+
+
+async def test_a_cancel_during_the_restore_abandons_it_within_the_join_window(
+    make_supervisor: Any, autojump_clock: Any
+) -> None:
+    launcher = FakeLauncher(resumable=True, hang_restores=1)
+    async with make_supervisor(launcher=launcher, inline=True, cancel_join_s=3,
+                               restore_s=30) as sup:
+        caller, sid = await _session(sup)
+        await sup.orchestrator.send_message(caller, sid, "hello")
+        await _settled(sup, caller, sid)
+        await sup.lifecycle.stop_execution(sid)  # the agent is gone (crash, idle, ...)
+        assert not sup.lifecycle.agent_live(sid)
+        await sup.orchestrator.send_message(caller, sid, "after the stop")
+        await trio.sleep(1)
+        turn = sup.lifecycle.executions[sid].turn
+        assert turn is not None and turn.restoring is not None  # stuck in the restore
+        assert launcher.agents[1].resumed == ["fake-0"]
+        # The restore holds the turn, not the gate: a second prompt is refused at once.
+        with trio.fail_after(0.5), pytest.raises(Conflict):
+            await sup.orchestrator.send_message(caller, sid, "meanwhile")
+        start = trio.current_time()
+        outcomes: list[CancelOutcome] = []
+        async with trio.open_nursery() as nursery:
+            async def cancel() -> None:
+                outcomes.append(await sup.orchestrator.cancel(caller, sid))
+            nursery.start_soon(cancel)
+        took = trio.current_time() - start
+        assert outcomes == [CancelOutcome.ACKNOWLEDGED]
+        assert took < sup.config.timeouts.cancel_join_s, took
+        # Pending was published, then cleared.
+        progress = sup.notify.projection.get(sid)
+        assert (progress.pending, progress.revision) == (False, 2)
+        session = await sup.orchestrator.session(caller, sid)
+        assert session.state is SessionState.WAITING_FOR_INPUT
+        assert await _statuses(sup, caller, sid) == [CANCELLED_STATUS]
+        # The prompt never reached the agent.
+        assert launcher.agents[1].prompts == []
+        # Usable: the next prompt replaces the agent, whose restore now works.
+        await sup.orchestrator.send_message(caller, sid, "once more")
+        await _settled(sup, caller, sid)
+        assert len(launcher.agents) == 3 and launcher.agents[2].resumed == ["fake-0"]
+        assert launcher.agents[2].prompts == ["once more"]
+        assert (await _answers(sup, caller, sid))[-1] == "once more"
+        assert RESTORE_FAILED_STATUS not in await _statuses(sup, caller, sid)
+
+
+async def test_a_restore_without_an_answer_falls_back_visibly_after_restore_s(
+    make_supervisor: Any, autojump_clock: Any
+) -> None:
+    launcher = FakeLauncher(resumable=True, hang_restores=1)
+    async with make_supervisor(launcher=launcher, inline=True, restore_s=20) as sup:
+        caller, sid = await _session(sup)
+        await sup.orchestrator.send_message(caller, sid, "hello")
+        await _settled(sup, caller, sid)
+        await sup.lifecycle.stop_execution(sid)
+        start = trio.current_time()
+        await sup.orchestrator.send_message(caller, sid, "after the stop")
+        await _settled(sup, caller, sid)
+        assert 20 <= trio.current_time() - start < 25
+        assert launcher.agents[1].prompts == ["after the stop"]
+        assert (await _answers(sup, caller, sid))[-1] == "after the stop"
+        [warning] = [m for m in await sup.orchestrator.list_messages(caller, sid)
+                     if m.content == RESTORE_FAILED_STATUS]
+        assert warning.metadata == {"resumed": False, "variant": "warning"}
+        assert warning.turn_id is None  # a cancelled turn keeps its one status message
+
+
+async def test_the_idle_timer_stops_the_agent_and_the_next_prompt_restores(
+    make_supervisor: Any, autojump_clock: Any
+) -> None:
+    launcher = FakeLauncher(resumable=True)
+    async with make_supervisor(launcher=launcher, inline=True, idle_agent_s=900) as sup:
+        caller, sid = await _session(sup)
+        await sup.orchestrator.send_message(caller, sid, "/delay 1000")
+        await _settled(sup, caller, sid)
+        ended = trio.current_time()
+        await trio.sleep(899)
+        assert sup.lifecycle.agent_live(sid)
+        await trio.sleep(2)
+        assert not sup.lifecycle.agent_live(sid)
+        assert sup.notify.session_dto(
+            await sup.orchestrator.session(caller, sid))["agent_live"] is False
+        assert trio.current_time() - ended >= 900
+        await sup.orchestrator.send_message(caller, sid, "wake up")
+        await _settled(sup, caller, sid)
+        assert launcher.agents[1].resumed == ["fake-0"]
+        assert (await _answers(sup, caller, sid))[-1] == "wake up"
+        assert sup.lifecycle.agent_live(sid)
+
+
+async def test_a_long_turn_is_never_stopped_as_idle(
+    make_supervisor: Any, autojump_clock: Any
+) -> None:
+    launcher = FakeLauncher(resumable=True)
+    async with make_supervisor(launcher=launcher, inline=True, idle_agent_s=10) as sup:
+        caller, sid = await _session(sup)
+        await sup.orchestrator.send_message(caller, sid, "/delay 30000")
+        await trio.sleep(25)
+        assert sup.lifecycle.agent_live(sid)
+        await _settled(sup, caller, sid)
+        await trio.sleep(9)
+        assert sup.lifecycle.agent_live(sid)  # idle for 10 s counts from the turn's end
+        await trio.sleep(2)
+        assert not sup.lifecycle.agent_live(sid)
+        assert len(launcher.agents) == 1
+
+
+async def test_a_conversation_of_another_directory_is_not_restored(
+    make_supervisor: Any, autojump_clock: Any
+) -> None:
+    launcher = FakeLauncher(resumable=True)
+    async with make_supervisor(launcher=launcher, inline=True) as sup:
+        caller, sid = await _session(sup)
+        ref = await sup.store.get_agent_session(sid)
+        assert ref is not None and ref.agent_session_id == "fake-0" and ref.profile == "mock"
+        await sup.lifecycle.stop_execution(sid)
+        await sup.store.set_agent_session(sid, AgentSessionRef(
+            agent_session_id="fake-0", profile="mock", cwd="/somewhere/else"))
+        await sup.orchestrator.send_message(caller, sid, "hi")
+        await _settled(sup, caller, sid)
+        assert launcher.agents[1].resumed == []  # not asked: it would open the wrong tree
+        assert RESTORE_FAILED_STATUS in await _statuses(sup, caller, sid)
+        assert (await _answers(sup, caller, sid))[-1] == "hi"
+        # The fresh conversation, here, is the one stored now.
+        assert await sup.store.get_agent_session(sid) == AgentSessionRef(
+            agent_session_id="fake-1", profile="mock", cwd=ref.cwd)
+
+
+async def test_a_shutdown_during_the_restore_closes_the_turn(
+    make_supervisor: Any, autojump_clock: Any
+) -> None:
+    launcher = FakeLauncher(resumable=True, hang_restores=1)
+    async with make_supervisor(launcher=launcher, inline=True, restore_s=30) as sup:
+        caller, sid = await _session(sup)
+        await sup.lifecycle.stop_execution(sid)
+        await sup.orchestrator.send_message(caller, sid, "interrupted by the stop")
+        await trio.sleep(1)
+        turn = sup.lifecycle.executions[sid].turn
+        assert turn is not None and turn.restoring is not None
+        start = trio.current_time()
+    assert trio.current_time() - start < sup.config.timeouts.cancel_cleanup_s
+    db = Db(sup.config.db_path)
+    try:
+        session = db.get_session(sid)
+        assert session is not None and session.state is SessionState.WAITING_FOR_INPUT
+        assert [m.content for m in db.list_messages(sid) if m.kind == "status"] == [
+            SHUTDOWN_STATUS]
+    finally:
+        db.close()
+    assert launcher.agents[1].prompts == []
