@@ -162,7 +162,7 @@ def test_queued_head_runs_when_the_turn_ends_and_send_now_interrupts(
     person.launch_session()
 
     # Auto-run: queued behind a short turn, it starts by itself when that turn ends.
-    person.start_turn("/delay 4000")
+    person.start_turn("/delay 6000")
     enter(person, "runs next")
     expect_queue(page, ["runs next"])
     expect(user_texts(page).filter(has_text="runs next")).to_have_count(1, timeout=20_000)
