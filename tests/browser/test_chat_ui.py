@@ -29,7 +29,7 @@ from tests.support.serverproc import BlockingServerProcess as ServerProcess
 
 from .configs import LONG_PENDING_TOML
 from .conftest import ARTIFACTS
-from .ui import Person, create_task
+from .ui import Person, create_task, ensure_mounted
 
 pytestmark = pytest.mark.browser
 
@@ -60,21 +60,6 @@ def open_person(server: ServerProcess, new_context: Any, view: str, path: str) -
     person.login(path)
     ensure_mounted(page)
     return person
-
-
-def ensure_mounted(page: Page) -> None:
-    """Waits for the app to draw its page; reloads once if it did not.
-
-    On this shared machine other jobs add and remove network interfaces (containers,
-    sandboxes); Chromium then aborts requests in flight with ERR_NETWORK_CHANGED, and a page
-    whose module graph lost a file stays blank. That is the machine, not the page: load again."""
-    mounted = page.locator("#app > .page, [data-testid='error-page']")
-    try:
-        mounted.first.wait_for(timeout=10_000)
-    except Exception:
-        print("[test] the page did not mount (see request failures above); reloading once")
-        page.reload()
-        mounted.first.wait_for(timeout=15_000)
 
 
 def shot(page: Page, name: str) -> None:

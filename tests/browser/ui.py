@@ -85,6 +85,7 @@ class Person:
     def login(self, path: str = "/") -> None:
         """First visit with the one-time `?token=`; the response sets the auth cookie."""
         self.page.goto(self.server.login_url(path))
+        ensure_mounted(self.page)
 
     def open_task(self, task_id: str, session_id: str | None = None) -> None:
         query = f"?session={session_id}" if session_id else ""
@@ -196,3 +197,18 @@ def wait_until(predicate: Callable[[], bool], page: Page, timeout_ms: int = 10_0
             raise AssertionError("condition not met in time")
         page.wait_for_timeout(100)
         waited += 100
+
+
+def ensure_mounted(page: Page) -> None:
+    """Waits for the app to draw its page; reloads once if it did not.
+
+    On this shared machine other jobs add and remove network interfaces (containers,
+    sandboxes); Chromium then aborts requests in flight with ERR_NETWORK_CHANGED, and a page
+    whose module graph lost a file stays blank. That is the machine, not the page: load again."""
+    mounted = page.locator("#app > .page, [data-testid='error-page']")
+    try:
+        mounted.first.wait_for(timeout=10_000)
+    except Exception:
+        print("[test] the page did not mount (see request failures above); reloading once")
+        page.reload()
+        mounted.first.wait_for(timeout=15_000)

@@ -52,6 +52,7 @@ describe("hydration from the boot state", () => {
       pending: true,
       disabled: true,
       label: "Cancelling...",
+      note: null,
     });
   });
 
@@ -71,7 +72,7 @@ describe("hydration from the boot state", () => {
     const state = S.hydrate(null);
     assert.equal(state.page, "tasks");
     assert.deepEqual(state.tasks, []);
-    assert.deepEqual(S.cancelControlView(state, null), { visible: false, pending: false, disabled: true, label: "Cancel agent" });
+    assert.deepEqual(S.cancelControlView(state, null), { visible: false, pending: false, disabled: true, label: "Cancel agent", note: null });
   });
 
   it("keeps the sandbox warning for the agent picker, and only a string", () => {
@@ -188,6 +189,7 @@ describe("optimistic flag", () => {
       pending: true,
       disabled: true,
       label: "Cancelling...",
+      note: null,
     });
   });
 
@@ -291,7 +293,7 @@ describe("isolation between sessions", () => {
   it("an optimistic cancel of one session leaves the other enabled", () => {
     const { state } = S.beginCancel(two(), "a", "r1", 1);
     assert.equal(S.cancelControlView(state, "a").pending, true);
-    assert.deepEqual(S.cancelControlView(state, "b"), { visible: true, pending: false, disabled: false, label: "Cancel agent" });
+    assert.deepEqual(S.cancelControlView(state, "b"), { visible: true, pending: false, disabled: false, label: "Cancel agent", note: null });
     assert.equal(S.beginCancel(state, "b", "r2", 1).send, true, "the other can be cancelled too");
   });
 
@@ -333,10 +335,11 @@ describe("control visibility by state", () => {
     });
   }
 
-  it("shown and enabled while RUNNING; Send is off during the turn", () => {
+  it("shown and enabled while RUNNING; Send queues during the turn (DESIGN.md §9)", () => {
     const state = S.hydrate(boot([session("a")]));
-    assert.deepEqual(S.cancelControlView(state, "a"), { visible: true, pending: false, disabled: false, label: "Cancel agent" });
-    assert.equal(S.composerView(state).sendDisabled, true);
+    assert.deepEqual(S.cancelControlView(state, "a"), { visible: true, pending: false, disabled: false, label: "Cancel agent", note: null });
+    assert.equal(S.composerView(state).sendDisabled, false);
+    assert.equal(S.composerView(state).sendLabel, "Queue");
   });
 
   it("stays visible with the spinner until pending goes false, even after the turn ended", () => {

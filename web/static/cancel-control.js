@@ -6,7 +6,8 @@ import { h, setAttr } from "./dom.js";
 import { CANCEL_LABEL, CANCELLING_LABEL } from "./state.js";
 
 /**
- * Returns {el, update(view, sessionId)}. `onActivate` runs on click; the caller turns it into
+ * Returns {el, note, update(view, sessionId)}: `el` is the button, `note` the line the composer
+ * places near it that says why a cancel takes long (phase `late`, DESIGN.md §9). `onActivate` runs on click; the caller turns it into
  * state.beginCancel(), which ignores duplicates, and re-renders synchronously so the button is
  * disabled before the request leaves.
  */
@@ -21,6 +22,9 @@ export function createCancelControl({ onActivate }) {
     spinner,
     label,
   );
+  // Not a role="status": the spinner is the one status element while cancelling (DESIGN §8).
+  // aria-live still reads the late note out when it appears.
+  const note = h("span", { class: "cancel-note", "aria-live": "polite", dataset: { testid: "cancel-phase-note" }, hidden: true });
   button.addEventListener("click", (event) => {
     event.preventDefault();
     if (!button.disabled) onActivate();
@@ -36,9 +40,13 @@ export function createCancelControl({ onActivate }) {
     setAttr(button, "aria-busy", view.pending ? "true" : null);
     button.dataset.pending = view.pending ? "true" : "false";
     setAttr(button, "data-session-id", sessionId);
-    button.title = view.pending ? CANCELLING_LABEL : `${CANCEL_LABEL} (Esc)`;
+    button.title = view.pending ? view.note ?? CANCELLING_LABEL : `${CANCEL_LABEL} (Esc)`;
+    note.hidden = !(view.visible && view.note);
+    note.textContent = view.note ?? "";
+    // The spinner names the phase too, for those who hear it rather than see the note.
+    spinner.setAttribute("aria-label", view.note ?? CANCELLING_LABEL);
   }
 
-  update({ visible: false, pending: false, disabled: true, label: CANCEL_LABEL }, null);
-  return { el: button, update };
+  update({ visible: false, pending: false, disabled: true, label: CANCEL_LABEL, note: null }, null);
+  return { el: button, note, update };
 }

@@ -1,4 +1,5 @@
-// The chat composer in its two layouts. Desktop: a roomy textarea with the actions below it.
+// The chat composer in its two layouts. While a turn runs, Send (and Enter) queue the text
+// (DESIGN.md §9); the page decides what a send means, the composer only hands the text over. Desktop: a roomy textarea with the actions below it.
 // Compact (narrow viewports): one row, input then actions, sized for thumbs. Both render the
 // shared cancel control from cancel-control.js beside Send. Only one composer is mounted at a
 // time, so every test id stays unique on the page.
@@ -25,16 +26,17 @@ export function createComposer({ layout, onSend, onCancel }) {
   const send = h("button", { type: "submit", class: "btn btn-primary btn-send", dataset: { testid: "send-button" } }, "Send");
   const cancel = createCancelControl({ onActivate: () => onCancel() });
   const error = h("p", { class: "composer-error", role: "alert", dataset: { testid: "composer-error" }, hidden: true });
+  const hint = h("span", { class: "composer-hint" }, "Esc cancels a running turn");
   const actions = h("div", { class: "composer-actions" }, cancel.el, send);
   // The row wraps (actions under the input) before the input would get narrower than a usable
   // width, so a phone with Cancel shown still has room to type.
   const form = compact
-    ? h("form", { class: "composer composer--compact" }, error, h("div", { class: "composer-row" }, input, actions))
+    ? h("form", { class: "composer composer--compact" }, error, cancel.note, h("div", { class: "composer-row" }, input, actions))
     : h(
         "form",
         { class: "composer composer--desktop" },
         input,
-        h("div", { class: "composer-bar" }, error, h("span", { class: "composer-hint" }, "Esc cancels a running turn"), actions),
+        h("div", { class: "composer-bar" }, error, cancel.note, hint, actions),
       );
   form.dataset.testid = "composer";
   form.dataset.layout = layout;
@@ -83,7 +85,14 @@ export function createComposer({ layout, onSend, onCancel }) {
     if (!view) return;
     send.disabled = view.sendDisabled || sending || input.value.trim() === "";
     send.title = view.offline ? "Offline: waiting for the server" : "";
-    input.placeholder = view.offline ? "Offline: waiting for the server…" : placeholder;
+    input.placeholder = view.offline
+      ? "Offline: waiting for the server…"
+      : view.running
+        ? compact
+          ? "Queue a message"
+          : "Queue a message for when the agent is done (Enter queues, Esc cancels the turn)"
+        : placeholder;
+    hint.hidden = Boolean(view.cancel.note);
     send.textContent = view.sendLabel;
     setAttr(send, "aria-label", view.sendLabel);
     cancel.update(view.cancel, view.sessionId);

@@ -9,10 +9,14 @@ import { humanizeError } from "./status.js";
 import { renderPermission, renderPlan, renderToolCard } from "./tool-card.js";
 
 function renderStatus(message) {
-  const variant = message.metadata?.variant ?? "info";
+  const meta = message.metadata ?? {};
+  // A stall notice whose turn went on producing output is history, no longer a warning.
+  const resolvedStall = Boolean(meta.stalled && meta.resolved);
+  const variant = resolvedStall ? "info" : meta.variant ?? "info";
   let text = variant === "error" ? humanizeError(message.content) ?? message.content : message.content;
   // DESIGN.md §9: an escalated cancel keeps its text; say the agent had to be stopped.
-  if (message.metadata?.escalated) text = `${text} (the agent did not answer and was stopped)`;
+  if (meta.escalated) text = `${text} (the agent did not answer and had to be stopped)`;
+  if (resolvedStall) text = `${text} (then it went on)`;
   const node = h(
     "div",
     { class: `status-message badge badge--${variant}`, dataset: { testid: "status-message", variant } },
@@ -43,7 +47,18 @@ function renderText(message) {
     return { node: bubble, view };
   }
   const content = typeof message.content === "string" ? message.content : JSON.stringify(message.content, null, 2);
-  return { node: h("div", { class: "bubble" }, h("div", { class: "msg-text" }, content), timeElement(message.created_at, "msg-time")), view: null };
+  // DESIGN.md §9: a message steered into the running turn, not one that started a turn.
+  const steered = message.role === "user" && message.metadata?.delivery === "steer";
+  return {
+    node: h(
+      "div",
+      { class: "bubble" },
+      steered ? h("p", { class: "steer-kicker", dataset: { testid: "steered-mark" } }, "Sent into the running turn") : null,
+      h("div", { class: "msg-text" }, content),
+      timeElement(message.created_at, "msg-time"),
+    ),
+    view: null,
+  };
 }
 
 function renderRow(message, ctx) {

@@ -21,6 +21,12 @@ export function stateText(state) {
   return STATE_TEXT[state] ?? String(state ?? "Unknown");
 }
 
+/** "2 queued" on a session with messages waiting (DESIGN.md §9 `queued_count`). */
+function queuedChip(count) {
+  if (typeof count !== "number" || count <= 0) return null;
+  return h("span", { class: "session-queued", dataset: { testid: "session-queued" } }, `${count} queued`);
+}
+
 /**
  * {el, update(sessions, selectedId)}; each session row may carry `status` (status.sessionStatus)
  * for its badge. onSelect(id) gets plain left clicks.
@@ -32,7 +38,7 @@ export function createSessionList({ taskId, onSelect }) {
   function update(sessions, selectedId) {
     // Redraw only when something shown changed: streaming re-renders the page every chunk, and
     // replacing a link between mousedown and mouseup would swallow the user's click.
-    const signature = JSON.stringify([selectedId, sessions.map((s) => [s.id, s.state, s.agent, s.created_at, s.status?.key, s.status?.reason])]);
+    const signature = JSON.stringify([selectedId, sessions.map((s) => [s.id, s.state, s.agent, s.created_at, s.status?.key, s.status?.reason, s.queued_count])]);
     if (signature === drawn) return;
     drawn = signature;
     if (sessions.length === 0) {
@@ -61,6 +67,7 @@ export function createSessionList({ taskId, onSelect }) {
             },
             s.status?.label ?? stateText(s.state),
           ),
+          queuedChip(s.queued_count),
           timeElement(s.created_at, "session-time"),
         );
         link.addEventListener("click", (event) => {

@@ -18,9 +18,13 @@
 // a tab that held revision 5 would reject the restarted backend's `false` at revision 0 and keep
 // a stale spinner forever.
 
+import { applyQueue } from "./queue-state.js";
+
 export const RUNNING = "RUNNING";
 export const CANCEL_LABEL = "Cancel agent";
 export const CANCELLING_LABEL = "Cancelling...";
+/** Said beside the control once the join window passed without an answer (phase `late`, §9). */
+export const LATE_NOTE = "Agent not responding — stopping it";
 /** Client-side bound on one agent.cancel request (issue 5: 15 s). */
 export const CANCEL_REQUEST_TIMEOUT_MS = 15_000;
 
@@ -43,6 +47,7 @@ export function emptyState() {
     cancelRequests: {},
     composerErrors: {}, // session id -> text of the last failed cancel/send, shown in the composer
     cancelPhases: {}, // session id -> last `session.cancel.progress` phase of a pending cancel
+    queues: {}, // session id -> {entries, autoRun, revision, epoch} (queue-state.js, DESIGN.md §9)
     // "connecting" (first connect), "open", or "reconnecting" (the socket was lost, or never
     // came up): the page is offline in the last case and disables what needs the server.
     connection: "connecting",
@@ -68,6 +73,11 @@ export function hydrate(boot) {
   state = { ...state, selectedSessionId: selected };
   if (selected && Array.isArray(b.messages)) {
     state = replaceMessages(state, selected, b.messages);
+  }
+  if (selected && b.queue) {
+    // The selected session's queue: its entries, or {entries, auto_run, queue_revision}.
+    const value = Array.isArray(b.queue) ? { entries: b.queue, queue_revision: b.queue_revision } : b.queue;
+    state = applyQueue(state, selected, value, 0);
   }
   return state;
 }
@@ -291,6 +301,10 @@ export function applyNotification(state, action, payload, epoch) {
       if (typeof p.new_state === "string") fields.state = p.new_state;
       if (typeof p.updated_at === "string") fields.updated_at = p.updated_at;
       if (typeof p.task_id === "string") fields.task_id = p.task_id;
+      // DESIGN.md §10: whether the agent process is up ("Agent asleep" when it is not).
+      if (typeof p.agent_live === "boolean") fields.agent_live = p.agent_live;
+      if (typeof p.queued_count === "number") fields.queued_count = p.queued_count;
+      if (typeof p.auto_run === "boolean") fields.auto_run = p.auto_run;
       const next = putSession(state, fields);
       return applyCancellation(next, sid, p.cancellation_pending, p.cancellation_revision, epoch);
     }
@@ -301,6 +315,8 @@ export function applyNotification(state, action, payload, epoch) {
       return addMessage(state, sid, p.message);
     case "session.permission.cancelled":
       return markPermissionCancelled(state, sid, p.request_id);
+    case "session.queue.changed":
+      return applyQueue(state, sid, p, epoch);
     case "session.cancel.progress":
       // DESIGN.md §9: `late` / `escalated` mean the agent did not answer the cancel.
       if (typeof p.phase !== "string" || !effectiveCancelPending(state, sid)) return state;
@@ -392,8 +408,9 @@ export function settleCancel(state, sessionId, requestId, outcome) {
 /** What the shared cancel control shows for a session. */
 export function cancelControlView(state, sessionId) {
   const row = sessionId ? state.sessions[sessionId] : undefined;
-  if (!row) return { visible: false, pending: false, disabled: true, label: CANCEL_LABEL };
+  if (!row) return { visible: false, pending: false, disabled: true, label: CANCEL_LABEL, note: null };
   const pending = effectiveCancelPending(state, sessionId);
+  const phase = pending ? state.cancelPhases[sessionId] : undefined;
   // Shown while a turn runs, and also while a cancel is still pending after the state moved on,
   // so the spinner lasts "until the backend's cancellation_pending goes false" (DESIGN §8).
   return {
@@ -401,6 +418,8 @@ export function cancelControlView(state, sessionId) {
     pending,
     disabled: pending || isOffline(state),
     label: pending ? CANCELLING_LABEL : CANCEL_LABEL,
+    // The button keeps its label (DESIGN §8); a late cancel says why it takes so long beside it.
+    note: phase === "late" || phase === "escalated" ? LATE_NOTE : null,
   };
 }
 
@@ -421,8 +440,8 @@ export function clearComposerError(state, sessionId) {
 
 /**
  * What the composer shows for the selected session. With no session selected, Send launches a
- * new one with the typed prompt; while a turn runs, Send is off (one turn at a time) and the
- * cancel control takes the stage.
+ * new one with the typed prompt; while a turn runs, Send queues the text (DESIGN.md §9: nothing
+ * typed is lost or silently ignored) and the cancel control stands beside it.
  */
 export function composerView(state) {
   const sid = state.selectedSessionId;
@@ -434,8 +453,8 @@ export function composerView(state) {
     hasSession: Boolean(row),
     running,
     offline,
-    sendDisabled: running || offline,
-    sendLabel: row ? "Send" : "Start session",
+    sendDisabled: offline,
+    sendLabel: row ? (running ? "Queue" : "Send") : "Start session",
     cancel: cancelControlView(state, sid),
     error: (sid && state.composerErrors[sid]) || null,
   };

@@ -44,6 +44,15 @@ export function lastTurnError(messages) {
   return last && last.kind === "status" && last.metadata?.variant === "error" ? last : null;
 }
 
+// DESIGN.md §10: the session's agent process is gone (idle stop, restart, crash); the
+// conversation is kept and the next message starts a fresh process that restores it.
+const ASLEEP = {
+  key: "asleep",
+  label: "Agent asleep",
+  tone: "neutral",
+  reason: "The agent process was stopped; your next message wakes it and restores the conversation.",
+};
+
 /**
  * {key, label, tone, reason}: what the header and the session list show for a session.
  * tone: "active" (working), "attention" (the person must act), "warning", "error", "ok", "neutral".
@@ -77,9 +86,11 @@ export function sessionStatus(state, sessionId) {
     case "WAITING_FOR_INPUT": {
       const err = lastTurnError(messages);
       if (err) return { key: "turn-failed", label: "Last turn failed", tone: "error", reason: humanizeError(err.content) };
+      if (row.agent_live === false) return ASLEEP;
       return { key: "waiting", label: "Waiting for input", tone: "ok", reason: null };
     }
     case "COMPLETED":
+      if (row.agent_live === false) return ASLEEP;
       return { key: "completed", label: "Completed", tone: "neutral", reason: null };
     case "CANCELLED":
       return { key: "cancelled", label: "Cancelled", tone: "neutral", reason: null };
@@ -136,4 +147,24 @@ export function formatDuration(ms) {
 export function secondsUntil(retryAt, now) {
   if (typeof retryAt !== "number") return null;
   return Math.max(0, Math.ceil((retryAt - now) / 1000));
+}
+
+/** A user message that began a turn (a steered one joins the running turn instead). */
+function isTurnStart(m) {
+  return m.role === "user" && m.metadata?.delivery !== "steer";
+}
+
+/**
+ * The stall notice of the selected session's running turn (DESIGN.md §9): the latest status
+ * message marked `stalled` that is not `resolved`, in the current turn (no user message after it),
+ * while the turn runs and no cancel is pending (the cancel control then tells the story).
+ * Returns {visible, text}.
+ */
+export function stallNotice(state, sessionId) {
+  const hidden = { visible: false, text: "" };
+  const row = sessionId ? state.sessions[sessionId] : undefined;
+  if (!row || row.state !== RUNNING || effectiveCancelPending(state, sessionId)) return hidden;
+  const last = lastOf(state.messages[sessionId], (m) => isTurnStart(m) || (m.kind === "status" && m.metadata?.stalled));
+  if (!last || isTurnStart(last) || last.metadata?.resolved) return hidden;
+  return { visible: true, text: String(last.content ?? "No output from the agent for a while") };
 }

@@ -8,8 +8,11 @@ import { h } from "./dom.js";
 import { createMessageList } from "./messages.js";
 import { createAgentPicker } from "./agent-picker.js";
 import { createSessionList, sessionHref } from "./session-list.js";
+import { createQueueList } from "./queue-list.js";
+import { addQueuedEntry, applyQueue, messageAddOutcome, queueView } from "./queue-state.js";
 import * as S from "./state.js";
-import { humanizeError, sessionStatus, titleMark } from "./status.js";
+import { createStallNotice } from "./stall-notice.js";
+import { humanizeError, sessionStatus, stallNotice, titleMark } from "./status.js";
 import { Connection, newRequestId, socketUrl } from "./ws.js";
 
 const LAUNCH_TIMEOUT_MS = 60_000; // a real agent CLI may take a while to initialize
@@ -91,9 +94,17 @@ export function mountTaskPage(root, boot, env = globalThis) {
   const chatState = h("span", { class: "state-badge", dataset: { testid: "selected-session-state" } });
   const chatReason = h("p", { class: "chat-reason", dataset: { testid: "session-status-reason" }, hidden: true });
   const messageList = createMessageList({ onPermission: respondPermission });
-  // The queue of messages waiting for the turn (DESIGN.md §9, `queue-list`) goes in queueSlot,
-  // right above the composer.
-  const queueSlot = h("div", { class: "queue-slot" });
+  // The stall notice and the queue of messages waiting for the turn (DESIGN.md §9) sit right
+  // above the composer, the same for both composer layouts.
+  const stall = createStallNotice({ onCancel: () => cancel() });
+  const queueList = createQueueList({
+    onUpdate: (entryId, content) => queueAction("queue.update", { entry_id: entryId, content }, "Could not edit the queued message."),
+    onRemove: (entryId) => queueAction("queue.remove", { entry_id: entryId }, "Could not remove the queued message."),
+    onMove: (entryId, position) => queueAction("queue.move", { entry_id: entryId, position }, "Could not move the queued message."),
+    onSendNow: (entryId) => queueAction("queue.send_now", { entry_id: entryId }, "Could not send the message now."),
+    onSetAutoRun: (autoRun) => queueAction("queue.set_auto_run", { auto_run: autoRun }, autoRun ? "Could not resume the queue." : "Could not pause the queue."),
+  });
+  const queueSlot = h("div", { class: "queue-slot" }, stall.el, queueList.el);
   const composerSlot = h("div", { class: "composer-slot" });
 
   root.replaceChildren(
@@ -157,12 +168,17 @@ export function mountTaskPage(root, boot, env = globalThis) {
     chatState.dataset.status = status?.key ?? "";
     chatReason.hidden = !status?.reason;
     chatReason.textContent = status?.reason ?? "";
+    chatReason.dataset.tone = status?.tone ?? "neutral"; // an asleep agent is no error
+
     messageList.update(
       row ? state.messages[sid] : [],
       row ? "No messages yet. Send a prompt to start a turn." : "Start a session: pick an agent, or just type a prompt.",
       { offline },
     );
-    composer.update(S.composerView(state));
+    const composerView = S.composerView(state);
+    composer.update(composerView);
+    stall.update(stallNotice(state, sid), composerView.cancel);
+    queueList.update(queueView(state, sid, { offline }));
     launchButton.disabled = launching || offline || !picker.launchable;
     agentSelect.disabled = launching;
     connectionBadge.textContent = connectionText(state.connection);
@@ -275,8 +291,14 @@ export function mountTaskPage(root, boot, env = globalThis) {
     const sid = state.selectedSessionId;
     if (!sid || !state.sessions[sid]) return launch(picker.value, text);
     try {
-      const message = await ws.request("message.add", { session_id: sid, content: text });
-      setState((s) => S.addMessage(S.clearComposerError(s, sid), sid, message));
+      // "auto": starts a turn when the agent is free, else joins the queue (DESIGN.md §9).
+      const outcome = messageAddOutcome(await ws.request("message.add", { session_id: sid, content: text, delivery: "auto" }));
+      setState((s) => {
+        let next = S.clearComposerError(s, sid);
+        if (outcome.message) next = S.addMessage(next, sid, outcome.message);
+        if (outcome.delivery === "queued" && outcome.entry) next = addQueuedEntry(next, sid, outcome.entry);
+        return next;
+      });
       return true;
     } catch (err) {
       setState((s) => S.setComposerError(s, sid, `Could not send. ${humanizeError(err.message)}`));
@@ -297,6 +319,27 @@ export function mountTaskPage(root, boot, env = globalThis) {
       () => setState((s) => S.settleCancel(s, sid, requestId, { ok: true })),
       (err) => setState((s) => S.settleCancel(s, sid, requestId, { ok: false, error: cancelErrorText(err) })),
     );
+  }
+
+  /** One queue action on the selected session; the backend answers with session.queue.changed. */
+  async function queueAction(action, payload, failure) {
+    const sid = state.selectedSessionId;
+    if (!sid || S.isOffline(state)) return;
+    try {
+      const result = await ws.request(action, { session_id: sid, ...payload });
+      const epoch = ws.epoch;
+      // An answer that carries the queue is applied at once (the notification may lag it).
+      setState((s) => {
+        let next = S.clearComposerError(s, sid);
+        if (result && Array.isArray(result.entries)) next = applyQueue(next, sid, result, epoch);
+        // queue.send_now on an idle session answers like message.add: the started message.
+        const started = result && typeof result.delivery === "string" ? messageAddOutcome(result).message : null;
+        if (started) next = S.addMessage(next, sid, started);
+        return next;
+      });
+    } catch (err) {
+      if (err?.code !== "DISCONNECTED") setState((s) => S.setComposerError(s, sid, `${failure} ${humanizeError(err?.message) ?? ""}`.trim()));
+    }
   }
 
   function respondPermission(requestId, optionId) {
