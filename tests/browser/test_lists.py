@@ -9,6 +9,7 @@ archives or deletes shows up in the other's lists without a reload (the workspac
 from __future__ import annotations
 
 import re
+import sqlite3
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from playwright.sync_api import Locator, Page, expect
 
 from tests.support.serverproc import BlockingServerProcess as ServerProcess
 
+from .configs import LONG_PENDING_TOML
 from .conftest import ARTIFACTS
 from .ui import Person, create_task
 
@@ -297,3 +299,48 @@ def test_deleting_a_running_session_cancels_it_and_leaves_no_error(
     tab.no_sideways_scroll()
     shot(tab.page, f"lists-deleted-running-{view}")
     assert not tab.errors, tab.errors
+
+
+def test_a_reconnect_re_lists_what_changed_while_the_server_was_away(
+    server_factory: Any, new_context: Any, tmp_path: Any, view: str
+) -> None:
+    data_dir = tmp_path / "relist-data"
+    srv = server_factory(toml=LONG_PENDING_TOML, data_dir=data_dir)
+    keep = create_task(srv, "Keep")
+    doomed = create_task(srv, "Deleted while away")
+    renamed = create_task(srv, "Renamed while away")
+    page_tab = open_tab(srv, new_context, view, f"/tasks/{keep}")
+    first = page_tab.launch_session()
+    second = page_tab.launch_session()
+    list_tab = open_tab(srv, new_context, view, "/")
+    for task_id in (keep, doomed, renamed):
+        expect(list_tab.task_link(task_id)).to_be_visible()
+
+    srv.stop()
+    for tab in (page_tab, list_tab):
+        expect(tab.page.get_by_test_id("connection-banner")).to_be_visible(timeout=10_000)
+    # Changes no notification could carry: written into the database while no server runs.
+    conn = sqlite3.connect(data_dir / "turnvisor.db", timeout=10)
+    try:
+        with conn:
+            conn.execute("UPDATE tasks SET title = 'Keep, renamed' WHERE id = ?", (keep,))
+            conn.execute("UPDATE tasks SET title = 'Now named anew' WHERE id = ?", (renamed,))
+            conn.execute("DELETE FROM tasks WHERE id = ?", (doomed,))
+            for table, column in (("messages", "session_id"), ("turns", "session_id"),
+                                  ("agent_groups", "session_id"), ("task_sessions", "id")):
+                conn.execute(f"DELETE FROM {table} WHERE {column} = ?", (second,))
+    finally:
+        conn.close()
+
+    server_factory(toml=LONG_PENDING_TOML, data_dir=data_dir, port=srv.port)
+    for tab in (page_tab, list_tab):
+        expect(tab.page.get_by_test_id("connection-banner")).to_be_hidden(timeout=20_000)
+    expect(list_tab.task_link(doomed)).to_have_count(0)
+    expect(list_tab.task_link(renamed)).to_contain_text("Now named anew")
+    expect(list_tab.task_link(keep)).to_contain_text("Keep, renamed")
+    expect(page_tab.page.get_by_role("heading", level=1)).to_have_text("Keep, renamed")
+    expect(page_tab.session_item(second)).to_have_count(0)
+    expect(page_tab.session_item(first)).to_have_attribute("aria-current", "page")
+    expect(page_tab.page).to_have_url(re.compile(rf"session={re.escape(first)}"))
+    expect(page_tab.page.get_by_test_id("page-error")).to_be_hidden()
+    assert not page_tab.errors and not list_tab.errors, (page_tab.errors, list_tab.errors)

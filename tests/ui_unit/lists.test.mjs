@@ -161,6 +161,17 @@ describe("the task page follows its sessions", () => {
     assert.equal(state.sessions.a.cancellation_pending, true, "an older revision does not clear pending");
   });
 
+  it("does not leave 'Cancelling' on a session it does not follow once that session stopped running", () => {
+    let state = taskPage([session("a"), session("b", { state: "RUNNING" })], "a");
+    const heard = (id, extra) => ({ session: session(id, { cancellation_pending: true, cancellation_revision: 1, ...extra }) });
+    state = L.applyPageNotification(state, "session.changed", heard("b", { state: "RUNNING" }), 1, T);
+    assert.equal(S.effectiveCancelPending(state, "b"), true, "still running: the cancel is in progress");
+    state = L.applyPageNotification(state, "session.changed", heard("b", { state: "WAITING_FOR_INPUT" }), 1, T);
+    assert.equal(S.effectiveCancelPending(state, "b"), false);
+    state = L.applyPageNotification(state, "session.changed", heard("a", { state: "WAITING_FOR_INPUT" }), 1, T);
+    assert.equal(S.effectiveCancelPending(state, "a"), true, "the followed session keeps the exact value");
+  });
+
   it("removes a session with everything held for it; the selection is left for the page to pick", () => {
     let state = taskPage([session("a"), session("b", { created_at: "2026-08-03T10:01:00Z" })], "a");
     state = S.addMessage(state, "a", { id: "m1", session_id: "a", role: "user", kind: "text", content: "hi", created_at: "2026-08-03T10:00:01Z" });

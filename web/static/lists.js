@@ -167,7 +167,13 @@ export function applyPageNotification(state, action, payload, epoch, taskId) {
     case "session.changed": {
       const dto = p.session;
       if (!dto || typeof dto.id !== "string" || dto.task_id !== taskId || isGoneSession(state, dto.id)) return state;
-      return S.upsertSession(state, dto, epoch);
+      // Only the followed session hears its cancellation settle (session.cancellation_changed);
+      // the others hear only state changes, and a cancel's state change comes before its pending
+      // clears. Once such a session left RUNNING its cancel is over as far as this list goes:
+      // otherwise "Cancelling" would stay on it. Following it later brings the exact value.
+      const followed = dto.id === state.selectedSessionId;
+      const row = followed || dto.state === S.RUNNING ? dto : { ...dto, cancellation_pending: false };
+      return S.upsertSession(state, row, epoch);
     }
     case "session.removed":
       if (p.task_id !== taskId || typeof p.session_id !== "string") return state;

@@ -160,8 +160,12 @@ export function mountTaskListPage(root, boot, env = globalThis) {
         state = L.removeTask(state, t.id);
         render();
       },
-      // Back to the row's button; a deleted task has none, so the list's first one, or the form.
-      returnFocus: () => actionsButton(t.id) ?? lists.querySelector("[data-testid='task-actions']") ?? title,
+      // Back to the row's button; a deleted task has none, so the list's first one, or the
+      // form (not on a touch screen, where focusing the input pops the keyboard up).
+      returnFocus: () =>
+        actionsButton(t.id) ??
+        lists.querySelector("[data-testid='task-actions']") ??
+        (env.matchMedia?.("(pointer: coarse)").matches ? null : title),
     });
   }
 

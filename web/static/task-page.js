@@ -270,7 +270,9 @@ export function mountTaskPage(root, boot, env = globalThis) {
       const { messages } = await ws.request("message.list", { session_id: sid });
       setState((s) => S.replaceMessages(s, sid, messages));
     } catch (err) {
-      if (err?.code !== "DISCONNECTED") showError(`Could not follow the session: ${humanizeError(err.message)}`);
+      // Deleted meanwhile (while offline, or by another tab just now): show another one.
+      if (err?.code === "NOT_FOUND") applyLists((s) => L.removeSession(s, sid));
+      else if (err?.code !== "DISCONNECTED") showError(`Could not follow the session: ${humanizeError(err.message)}`);
     }
   }
 
