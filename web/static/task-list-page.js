@@ -1,14 +1,18 @@
 // Controller of `/`: the task list and the form that creates a task. Creating a task opens it
-// (its page focuses the composer). The list is re-read on every (re)connect and every few
-// seconds, so tasks made in other tabs show up.
+// (its page focuses the composer). The list is live: it follows the workspace notifications
+// (task.changed / task.removed; session.changed / session.removed re-read the counts), and is
+// re-read once on every (re)connect, which repairs whatever was missed while offline.
 
 import { createConnectionBanner } from "./connection-banner.js";
 import { h, timeElement } from "./dom.js";
+import { createItemDialog } from "./item-dialog.js";
+import * as L from "./lists.js";
 import * as S from "./state.js";
 import { humanizeError } from "./status.js";
 import { Connection, socketUrl } from "./ws.js";
 
-const TASK_REFRESH_MS = 10_000;
+/** Deleting a task first cancels its running sessions (up to the backend's cancel bounds). */
+const DELETE_TIMEOUT_MS = 60_000;
 
 export function taskHref(taskId) {
   return `/tasks/${encodeURIComponent(taskId)}`;
@@ -18,7 +22,17 @@ export function mountTaskListPage(root, boot, env = globalThis) {
   let state = S.hydrate(boot);
   let creating = false;
 
-  const list = h("ul", { class: "task-list", dataset: { testid: "task-list" }, "aria-label": "Tasks" });
+  const list = h("ul", { class: "task-list", "aria-label": "Tasks" });
+  const archivedList = h("ul", { class: "task-list", "aria-label": "Archived tasks" });
+  const archivedSummary = h("summary", { class: "archived-summary" });
+  const archivedGroup = h(
+    "details",
+    { class: "archived-group", dataset: { testid: "archived-tasks" }, hidden: true },
+    archivedSummary,
+    archivedList,
+  );
+  const lists = h("div", { class: "task-lists", dataset: { testid: "task-list" } }, list, archivedGroup);
+  const dialog = createItemDialog();
   const title = h("input", {
     id: "new-task-title",
     class: "text-input",
@@ -46,34 +60,113 @@ export function mountTaskListPage(root, boot, env = globalThis) {
       { class: "page page--tasks" },
       h("header", { class: "topbar" }, h("h1", { class: "topbar-title" }, "Turnvisor")),
       banner.el,
-      h("main", { class: "tasks-main" }, form, h("h2", { class: "section-title" }, "Tasks"), list),
+      h("main", { class: "tasks-main" }, form, h("h2", { class: "section-title" }, "Tasks"), lists),
     ),
+    dialog.el,
   );
   env.document.title = "Tasks · Turnvisor";
 
-  function render() {
-    if (state.tasks.length === 0) {
-      list.replaceChildren(h("li", { class: "task-empty" }, "No tasks yet. Create one above."));
+  function taskRow(t) {
+    const status = L.taskStatus(t);
+    const manage = h(
+      "button",
+      {
+        type: "button",
+        class: "btn btn-icon item-actions",
+        "aria-label": `Rename, archive or delete ${t.title}`,
+        "aria-haspopup": "dialog",
+        title: "Rename, archive or delete",
+        dataset: { testid: "task-actions", taskId: t.id },
+      },
+      "⋯",
+    );
+    manage.addEventListener("click", () => manageTask(t.id));
+    return h(
+      "li",
+      { class: "task-row" },
+      h(
+        "a",
+        {
+          class: `task-item${t.archived ? " is-archived" : ""}`,
+          href: taskHref(t.id),
+          dataset: { testid: "task-item", taskId: t.id, archived: t.archived ? "true" : "false" },
+        },
+        h("span", { class: "task-title", dataset: { testid: "task-title" } }, t.title),
+        h("span", { class: `state-badge tone--${status.tone}`, dataset: { testid: "task-status", status: status.key } }, status.label),
+        timeElement(t.updated_at, "task-time"),
+      ),
+      manage,
+    );
+  }
+
+  let drawn = null;
+  function renderList() {
+    // Redraw only when something shown changed (a click between mousedown and mouseup on a
+    // replaced link would be lost).
+    const signature = JSON.stringify(state.tasks.map((t) => [t.id, t.title, t.archived, t.updated_at, t.session_count, t.running_count]));
+    if (signature === drawn) return;
+    drawn = signature;
+    const { active, archived } = L.splitArchived(state.tasks);
+    if (active.length === 0) {
+      const text = archived.length ? "No active tasks. Archived ones are below." : "No tasks yet. Create one above.";
+      list.replaceChildren(h("li", { class: "task-empty" }, text));
     } else {
-      list.replaceChildren(
-        ...state.tasks.map((t) =>
-          h(
-            "li",
-            {},
-            h(
-              "a",
-              { class: "task-item", href: taskHref(t.id), dataset: { testid: "task-item", taskId: t.id } },
-              h("span", { class: "task-title" }, t.title),
-              timeElement(t.updated_at, "task-time"),
-            ),
-          ),
-        ),
-      );
+      list.replaceChildren(...active.map(taskRow));
     }
+    archivedGroup.hidden = archived.length === 0;
+    archivedSummary.textContent = `Archived (${archived.length})`;
+    archivedList.replaceChildren(...archived.map(taskRow));
+  }
+
+  function render() {
+    renderList();
     const offline = S.isOffline(state);
     create.disabled = creating || offline;
     create.title = offline ? "Offline: waiting for the server" : "";
     banner.update(offline, retryAt);
+    dialog.setOffline(offline);
+    // The task the dialog is about was deleted elsewhere: nothing is left to act on.
+    const open = dialog.openFor;
+    if (open && !state.tasks.some((t) => t.id === open)) dialog.close();
+  }
+
+  function actionsButton(taskId) {
+    return lists.querySelector(`[data-testid="task-actions"][data-task-id="${CSS.escape(taskId)}"]`);
+  }
+
+  function manageTask(taskId) {
+    const t = state.tasks.find((x) => x.id === taskId);
+    if (!t) return;
+    dialog.open({
+      kind: "task",
+      id: t.id,
+      name: t.title,
+      title: t.title,
+      maxLength: 500,
+      archived: Boolean(t.archived),
+      deleteText: `“${t.title}” and all its sessions and messages will be deleted; a running session is cancelled first. This cannot be undone.`,
+      rename: async (text) => {
+        const dto = await ws.request("task.update", { task_id: t.id, title: text });
+        state = L.applyTaskListNotification(state, "task.changed", { task: dto });
+        render();
+      },
+      setArchived: async (archived) => {
+        const dto = await ws.request("task.update", { task_id: t.id, archived });
+        state = L.applyTaskListNotification(state, "task.changed", { task: dto });
+        render();
+      },
+      remove: async () => {
+        await ws.request("task.delete", { task_id: t.id }, { timeoutMs: DELETE_TIMEOUT_MS });
+        state = L.removeTask(state, t.id);
+        render();
+      },
+      // Back to the row's button; a deleted task has none, so the list's first one, or the
+      // form (not on a touch screen, where focusing the input pops the keyboard up).
+      returnFocus: () =>
+        actionsButton(t.id) ??
+        lists.querySelector("[data-testid='task-actions']") ??
+        (env.matchMedia?.("(pointer: coarse)").matches ? null : title),
+    });
   }
 
   function showError(text) {
@@ -91,16 +184,37 @@ export function mountTaskListPage(root, boot, env = globalThis) {
       if (wasOffline && status === "open") showError(null); // stale: it described the outage
       render();
     },
+    // Every (re)connect: one listing repairs whatever was missed while away.
     onOpen: () => refreshTasks(),
+    onNotification: (action, payload) => {
+      state = L.applyTaskListNotification(state, action, payload);
+      render();
+      if (L.changesTaskCounts(action)) refreshTasks();
+    },
   });
 
+  // One listing at a time; what asks meanwhile gets one more after it (a burst of session
+  // changes costs two listings, not one each).
+  let listing = false;
+  let listAgain = false;
   async function refreshTasks() {
+    if (listing) {
+      listAgain = true;
+      return;
+    }
+    listing = true;
     try {
-      const { tasks } = await ws.request("task.list", {});
-      state = S.replaceTasks(state, tasks);
-      render();
+      do {
+        listAgain = false;
+        const before = state.tasks.map((t) => t.id);
+        const { tasks } = await ws.request("task.list", {});
+        state = L.mergeTaskListing(state, tasks, before);
+        render();
+      } while (listAgain);
     } catch {
-      // the list shown stays; the next connection or tick tries again
+      // the list shown stays; the next connection or notification tries again
+    } finally {
+      listing = false;
     }
   }
 
@@ -139,9 +253,6 @@ export function mountTaskListPage(root, boot, env = globalThis) {
   render();
   if (!env.matchMedia?.("(pointer: coarse)").matches) title.focus();
   ws.start();
-  env.setInterval(() => {
-    if (ws.isOpen && env.document.visibilityState !== "hidden") refreshTasks();
-  }, TASK_REFRESH_MS);
   env.addEventListener("pagehide", () => ws.stop());
   env.addEventListener("pageshow", (event) => {
     if (event.persisted) ws.start();

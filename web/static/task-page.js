@@ -7,6 +7,9 @@ import { createConnectionBanner } from "./connection-banner.js";
 import { h } from "./dom.js";
 import { createMessageList } from "./messages.js";
 import { createAgentPicker } from "./agent-picker.js";
+import { createItemDialog } from "./item-dialog.js";
+import * as L from "./lists.js";
+import { createSessionActions } from "./session-actions.js";
 import { createSessionList, sessionHref } from "./session-list.js";
 import { createQueueList } from "./queue-list.js";
 import { addQueuedEntry, applyQueue, messageAddOutcome, queueView } from "./queue-state.js";
@@ -16,8 +19,6 @@ import { humanizeError, sessionStatus, stallNotice, titleMark } from "./status.j
 import { Connection, newRequestId, socketUrl } from "./ws.js";
 
 const LAUNCH_TIMEOUT_MS = 60_000; // a real agent CLI may take a while to initialize
-/** Other tabs may start sessions: the list is re-read this often (no push for new sessions yet). */
-const SESSION_REFRESH_MS = 10_000;
 
 /** Text for a failed agent.cancel: the request's own error stays visible (spec, state machine). */
 function cancelErrorText(err) {
@@ -63,7 +64,12 @@ export function mountTaskPage(root, boot, env = globalThis) {
   const connectionBadge = h("span", { class: "connection", dataset: { testid: "connection-status" } });
   const errorBanner = h("div", { class: "page-error", role: "alert", dataset: { testid: "page-error" }, hidden: true });
   const banner = createConnectionBanner({ onRetry: () => ws.retryNow(), env });
-  const sessionList = createSessionList({ taskId, onSelect: (id) => select(id, { push: true }) });
+  const sessionList = createSessionList({
+    taskId,
+    onSelect: (id) => select(id, { push: true }),
+    onManage: (id) => sessionActions.manage(id),
+  });
+  const dialog = createItemDialog();
   const picker = createAgentPicker({
     agents: boot.agents,
     availability: boot.agent_availability,
@@ -107,7 +113,16 @@ export function mountTaskPage(root, boot, env = globalThis) {
   const queueSlot = h("div", { class: "queue-slot" }, stall.el, queueList.el);
   const composerSlot = h("div", { class: "composer-slot" });
 
+  const topTitle = h("h1", { class: "topbar-title" }, task.title);
+  // Shown instead of the task's sessions once the task was deleted (from this tab or another).
+  const goneNotice = h(
+    "div",
+    { class: "task-gone", role: "alert", dataset: { testid: "task-gone" }, hidden: true },
+    h("p", {}, "This task was deleted."),
+    h("a", { href: "/", class: "btn btn-primary" }, "Back to tasks"),
+  );
   root.replaceChildren(
+    dialog.el,
     h(
       "div",
       { class: "page page--task" },
@@ -115,11 +130,12 @@ export function mountTaskPage(root, boot, env = globalThis) {
         "header",
         { class: "topbar" },
         h("a", { href: "/", class: "back-link" }, "← Tasks"),
-        h("h1", { class: "topbar-title" }, task.title),
+        topTitle,
         connectionBadge,
       ),
       banner.el,
       errorBanner,
+      goneNotice,
       h(
         "div",
         { class: "task-layout" },
@@ -150,6 +166,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
     if (focused) composer.focus();
   }
   compactQuery.addEventListener("change", mountComposer);
+  const layout = root.querySelector(".task-layout");
 
   // --- Render --------------------------------------------------------------------------------
   function render() {
@@ -160,7 +177,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
     sessionList.update(ordered.map((r) => ({ ...r, status: sessionStatus(state, r.id) })), sid);
     const index = ordered.findIndex((r) => r.id === sid);
     const status = row ? sessionStatus(state, sid) : null;
-    chatTitle.textContent = row ? `Session ${index + 1} · ${row.agent ?? ""}` : "No session selected";
+    chatTitle.textContent = row ? L.sessionHeading(row, index) : "No session selected";
     chatState.hidden = !row;
     // Offline, the state shown is the last one heard: say so rather than claim it is current.
     chatState.textContent = status ? (offline ? `${status.label} (last known)` : status.label) : "";
@@ -186,8 +203,38 @@ export function mountTaskPage(root, boot, env = globalThis) {
     banner.update(offline, retryAt);
     errorBanner.hidden = !pageError;
     errorBanner.textContent = pageError ?? "";
-    const title = `${titleMark(state)}${task.title} · Turnvisor`;
+    renderLists(offline);
+    const title = `${titleMark(state)}${state.task?.title ?? task.title} · Turnvisor`;
     if (env.document.title !== title) env.document.title = title;
+  }
+
+  /** The task's own title, the deleted-task notice and the item dialog (lists.js). */
+  function renderLists(offline) {
+    const name = state.task?.title ?? task.title;
+    if (topTitle.textContent !== name) topTitle.textContent = name;
+    goneNotice.hidden = !state.taskGone;
+    layout.hidden = Boolean(state.taskGone);
+    dialog.setOffline(offline);
+    const open = dialog.openFor;
+    if (open && (state.taskGone || !state.sessions[open])) dialog.close(); // removed meanwhile
+  }
+
+  /**
+   * Folds a list change in, then repairs the selection: the shown session was removed (here, in
+   * another tab, or while offline), or another tab started this task's first one. The next
+   * session is shown, or the empty state.
+   */
+  function applyLists(fn) {
+    const before = state.selectedSessionId;
+    setState(fn);
+    if (state.selectedSessionId || state.taskGone) return;
+    const next = L.nextSelection(state);
+    if (next) {
+      select(next, { push: false });
+      env.history.replaceState({ session: next }, "", sessionHref(taskId, next));
+    } else if (before) {
+      env.history.replaceState({ session: null }, "", new URL(env.location.href).pathname);
+    }
   }
 
   function setState(next) {
@@ -218,8 +265,18 @@ export function mountTaskPage(root, boot, env = globalThis) {
       // fresh listing repair whatever was missed while away.
       follow(state.selectedSessionId);
       refreshSessions();
+      refreshTask();
     },
-    onNotification: (action, payload, epoch) => setState((s) => S.applyNotification(s, action, payload, epoch)),
+    onNotification: (action, payload, epoch) => applyLists((s) => L.applyPageNotification(s, action, payload, epoch, taskId)),
+  });
+  const sessionActions = createSessionActions({
+    ws,
+    dialog,
+    taskId,
+    getState: () => state,
+    apply: applyLists,
+    actionsButton: (id) => sessionList.actionsButton(id),
+    fallbackFocus: () => launchButton,
   });
 
   async function follow(sid) {
@@ -229,25 +286,32 @@ export function mountTaskPage(root, boot, env = globalThis) {
       const { messages } = await ws.request("message.list", { session_id: sid });
       setState((s) => S.replaceMessages(s, sid, messages));
     } catch (err) {
-      if (err?.code !== "DISCONNECTED") showError(`Could not follow the session: ${humanizeError(err.message)}`);
+      // Deleted meanwhile (while offline, or by another tab just now): show another one.
+      if (err?.code === "NOT_FOUND") applyLists((s) => L.removeSession(s, sid));
+      else if (err?.code !== "DISCONNECTED") showError(`Could not follow the session: ${humanizeError(err.message)}`);
     }
   }
 
   async function refreshSessions() {
+    const before = [...state.sessionOrder];
     let sessions;
     try {
       ({ sessions } = await ws.request("session.list", { task_id: taskId }));
-    } catch {
-      return; // only a refresh; the subscription snapshot still repairs the selected session
+    } catch (err) {
+      if (err?.code === "NOT_FOUND") applyLists((s) => ({ ...s, taskGone: true })); // deleted while away
+      return; // else only a refresh; the subscription snapshot still repairs the selected session
     }
     const epoch = ws.epoch;
-    setState((s) => S.replaceSessions(s, sessions, epoch));
-    if (!state.selectedSessionId && state.sessionOrder.length) {
-      // Another tab started the first session of this task: show it here too.
-      const sid = mostRecentlyUpdated(state);
-      setState((s) => S.selectSession(s, sid));
-      env.history.replaceState({ session: sid }, "", sessionHref(taskId, sid));
-      follow(sid);
+    applyLists((s) => L.syncSessions(s, sessions, epoch, before));
+  }
+
+  /** The task's title (renamed while away), or that it is gone. */
+  async function refreshTask() {
+    try {
+      const { tasks } = await ws.request("task.list", {});
+      applyLists((s) => L.syncTask(s, tasks, taskId));
+    } catch {
+      // the next connection tries again; notifications carry changes meanwhile
     }
   }
 
@@ -260,7 +324,6 @@ export function mountTaskPage(root, boot, env = globalThis) {
     if (push) env.history.pushState({ session: sid }, "", sessionHref(taskId, sid));
     if (previous && ws.isOpen) ws.request("session.unsubscribe", { session_id: previous }).catch(() => {});
     follow(sid);
-    refreshSessions(); // the list only hears about the session it follows; refresh the others
   }
 
   async function launch(agent, prompt) {
@@ -377,9 +440,6 @@ export function mountTaskPage(root, boot, env = globalThis) {
   render(); // first paint: straight from the boot state, spinner included if pending
   if (!coarsePointer(env)) composer.focus();
   ws.start();
-  env.setInterval(() => {
-    if (ws.isOpen && env.document.visibilityState !== "hidden") refreshSessions();
-  }, SESSION_REFRESH_MS);
   // Close cleanly on unload; a page restored from the back/forward cache reconnects and the
   // resubscribe snapshot repairs whatever happened meanwhile.
   env.addEventListener("pagehide", () => ws.stop());
