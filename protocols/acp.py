@@ -35,6 +35,16 @@ calls, plans) are consumed, not surfaced as live output: the supervisor has
 the conversation stored already.  They are counted, and the answer is
 preceded by one ``HistoryReplayed``.  Either way ``session_id`` names the
 restored session once the agent has answered.
+
+Steering (more user input into the running turn): the ACP steering extension
+that claude-agent-acp implements — ``initialize``'s answer carries a
+top-level ``_meta.steering.supported`` (``can_steer``), and ``steer`` builds
+``_session/steering {sessionId, prompt, _meta.steering.idleBehavior:
+"promptRequired"}``: the agent injects it into the running turn (outcome
+``injected``), or, with no turn running, leaves it to us (``promptRequired``)
+instead of starting a turn of its own.  A ``session/prompt`` sent during a
+turn (``_meta.claudeCode.promptQueueing``) is not steering: the agent queues
+it as a turn of its own, with its own answer.
 """
 
 from __future__ import annotations
@@ -107,6 +117,8 @@ class AcpClient(CoreBase):
         super().__init__(Dialect.JSONRPC2, max_line_bytes=max_line_bytes)
         self.session_id: str | None = None
         self.agent_info: dict[str, Any] = {}
+        #: The top-level ``_meta`` of ``initialize``'s answer (extensions it offers).
+        self.agent_meta: dict[str, Any] = {}
         self._prompt_id: int | None = None
         self._new_session_id: int | None = None
         self._initialize_id: int | None = None
@@ -163,6 +175,26 @@ class AcpClient(CoreBase):
         (an object; its presence is the capability)."""
         session = self.agent_capabilities.get("sessionCapabilities")
         return isinstance(session, dict) and isinstance(session.get("resume"), dict)
+
+    @property
+    def can_steer(self) -> bool:
+        """The agent advertised the steering extension (``_meta.steering.supported``)."""
+        steering = self.agent_meta.get("steering")
+        return isinstance(steering, dict) and steering.get("supported") is True
+
+    def steer(self, text: str) -> tuple[int, bytes]:
+        """``_session/steering``: ``text`` into the running turn.  The answer's
+        ``outcome`` says whether the agent took it (``injected``) or had no
+        turn running (``promptRequired``: nothing was delivered)."""
+        if not self.can_steer:
+            raise LocalProtocolError("the agent did not advertise _meta.steering")
+        if self.turn.state is not TurnState.PROMPTING:
+            raise LocalProtocolError(f"no turn to steer (turn state {self.turn.state.name})")
+        return self.rpc.send_request("_session/steering", {
+            "sessionId": self.session_id,
+            "prompt": [{"type": "text", "text": text}],
+            "_meta": {"steering": {"idleBehavior": "promptRequired"}},
+        })
 
     def load_session(self, session_id: str, cwd: str) -> tuple[int, bytes]:
         """``session/load``: the agent replays the history (consumed) and answers."""
@@ -315,6 +347,8 @@ class AcpClient(CoreBase):
                     self.agent_info = info if isinstance(info, dict) else {}
                     caps = ev.result.get("agentCapabilities")
                     self.agent_capabilities = caps if isinstance(caps, dict) else {}
+                    meta = ev.result.get("_meta")
+                    self.agent_meta = meta if isinstance(meta, dict) else {}
                 self._events.append(ev)
             case Response(id=rid) | ErrorResponse(id=rid) if rid in self._restores:
                 self._on_restored(ev, *self._restores.pop(rid))

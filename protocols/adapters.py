@@ -272,9 +272,19 @@ class AcpAdapter(_Base):
                         replayed=self.core.last_replayed)
 
     async def steer(self, text: str) -> None:
-        """ACP has no steering of a running turn (prompt queueing, which some
-        agents advertise in ``_meta``, is not used)."""
-        raise SteerUnsupported("ACP agents take no input into a running turn")
+        """``_session/steering`` into the running turn where the agent offers
+        the extension (``SteerUnsupported`` where it does not, or when it
+        answers that no turn was running: nothing was delivered), waiting
+        ``request_s`` for its answer.  Not withdrawn on a timeout: the agent
+        may have taken it already."""
+        if not self.core.can_steer:
+            raise SteerUnsupported("the agent offers no steering (_meta.steering)")
+        await self._wait_prompt_written()
+        rid, data = self.core.steer(text)
+        result = await self.connection.request(rid, data, timeout_s=self.timeouts.request_s)
+        outcome = result.get("outcome") if isinstance(result, dict) else None
+        if outcome == "promptRequired":
+            raise SteerUnsupported("the agent had no turn running to steer")
 
     async def cancel(self) -> None:
         await self._wait_prompt_written()

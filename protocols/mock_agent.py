@@ -43,6 +43,10 @@ Codex ``turn/steer {threadId, input, expectedTurnId}`` during a turn: a
 ``/delay`` (``/slow``, ``/dropcancel``) turn then streams ``steered: <text>``
 as its next chunk; an ``expectedTurnId`` that is not the running turn is an
 error.  Steered input is a user message of the session (``/recall`` lists it).
+With ``--steering`` the ACP dialect offers the same through the steering
+extension (``_meta.steering.supported``; ``_session/steering {sessionId,
+prompt}`` answers ``{outcome: "injected"}``, or ``"promptRequired"`` with no
+turn running).
 
 Faults for the reliability suite (not part of the DESIGN table):
 
@@ -180,8 +184,11 @@ class Turn:
 
 class MockAgent:
     def __init__(self, dialect: Dialect, store: SessionStore | None = None,
-                 restore: frozenset[str] = frozenset({"load", "resume"})) -> None:
+                 restore: frozenset[str] = frozenset({"load", "resume"}),
+                 steering: bool = False) -> None:
         self.dialect = dialect
+        #: ACP: offer the steering extension (``--steering``).
+        self.steering = steering
         self.store = store if store is not None else SessionStore.from_environment()
         #: Restore methods offered: ``load`` and/or ``resume`` (Codex: ``resume``
         #: is ``thread/resume``).
@@ -502,6 +509,19 @@ class MockAgent:
                            "content": {"type": "text", "text": str(message.get("text", ""))}},
             })
 
+    def steer_acp(self, rid: int | str, params: dict[str, Any]) -> None:
+        turn = self.turn
+        blocks = params.get("prompt") or []
+        text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict))
+        if params.get("sessionId") != self.session_id:
+            self.write(self.rpc.send_error(rid, -32602, "no such session"))
+        elif turn is None or not turn.add_steer(text):
+            self.write(self.rpc.send_response(rid, {"outcome": "promptRequired",
+                                                    "reason": "noRunningTurn"}))
+        else:
+            self.remember("user", text)
+            self.write(self.rpc.send_response(rid, {"outcome": "injected"}))
+
     def steer(self, rid: int | str, params: dict[str, Any]) -> None:
         turn = self.turn
         blocks = params.get("input") or []
@@ -554,6 +574,8 @@ class MockAgent:
                         "agentInfo": {"name": "turnvisor-mock", "version": "0.1.0"},
                         "authMethods": [],
                     }
+                    if self.steering:
+                        result["_meta"] = {"steering": {"supported": True}}
                 else:
                     result = {"userAgent": "turnvisor-mock/0.1.0", "platformOs": sys.platform}
                 self.write(self.rpc.send_response(rid, result))
@@ -588,6 +610,8 @@ class MockAgent:
                     }))
             case "turn/steer" if not acp:
                 self.steer(rid, params)
+            case "_session/steering" if acp and self.steering:
+                self.steer_acp(rid, params)
             case "session/prompt" | "turn/start":
                 self.start_turn(rid, params)
             case "turn/interrupt" if not acp:
@@ -651,10 +675,13 @@ def main(argv: list[str] | None = None) -> int:
         help="how sessions can be restored (ACP: what initialize advertises; "
              "Codex: none refuses thread/resume)",
     )
+    parser.add_argument("--steering", action="store_true",
+                        help="ACP: offer the steering extension (_session/steering)")
     args = parser.parse_args(argv)
     dialect = Dialect.JSONRPC2 if args.protocol == "acp" else Dialect.CODEX
     restore = {"both": {"load", "resume"}, "none": set()}.get(args.restore, {args.restore})
-    return MockAgent(dialect, SessionStore.from_environment(), frozenset(restore)).serve()
+    return MockAgent(dialect, SessionStore.from_environment(), frozenset(restore),
+                     steering=args.steering).serve()
 
 
 if __name__ == "__main__":

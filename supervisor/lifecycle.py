@@ -618,7 +618,8 @@ class LifecycleManager:
         return msg
 
     async def steer(self, session_id: str, text: str) -> Message:
-        """Deliver ``text`` into the running turn (Codex ``turn/steer``) and
+        """Deliver ``text`` into the running turn (Codex ``turn/steer``, ACP
+        ``_session/steering`` where offered) and
         store it as a user message with ``metadata.delivery: "steer"``.
 
         Raises ``SteerUnsupported`` (the agent cannot), ``Conflict`` (no turn

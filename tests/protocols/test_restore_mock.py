@@ -41,11 +41,14 @@ TEST_S = 30.0
 
 @asynccontextmanager
 async def mock_agent(
-    protocol: ProtocolName, env: dict[str, str], cwd: Path, *, restore: str = "both"
+    protocol: ProtocolName, env: dict[str, str], cwd: Path, *, restore: str = "both",
+    steering: bool = False,
 ) -> AsyncIterator[tuple[AcpAdapter | CodexAdapter, RecordingSendStream]]:
     """A mock agent process, initialized (no session yet), torn down with its group."""
+    flags = ["--steering"] if steering else []
     proc = await start_agent_process(
-        [*MOCK_AGENT, "--protocol", protocol, "--restore", restore], cwd=str(cwd), env=env)
+        [*MOCK_AGENT, "--protocol", protocol, "--restore", restore, *flags], cwd=str(cwd),
+        env=env)
     try:
         assert proc.stdin is not None and proc.stdout is not None
         written = RecordingSendStream(proc.stdin)
@@ -268,8 +271,58 @@ async def test_codex_steer_reaches_the_running_turn(
 
 
 async def test_acp_cannot_steer(agent_env: dict[str, str], tmp_path: Path) -> None:
+    """Without the steering extension advertised: refused before anything is written."""
     with trio.fail_after(TEST_S):
-        async with mock_agent("acp", agent_env, tmp_path) as (adapter, _):
+        async with mock_agent("acp", agent_env, tmp_path) as (adapter, written):
             await adapter.new_session(str(tmp_path))
             with pytest.raises(SteerUnsupported):
                 await adapter.steer("x")
+            assert not [m for m in written.lines() if m.get("method") == "_session/steering"]
+
+
+async def test_acp_steering_extension_reaches_the_running_turn(
+    agent_env: dict[str, str], tmp_path: Path,
+) -> None:
+    with trio.fail_after(TEST_S):
+        async with mock_agent("acp", agent_env, tmp_path, steering=True) as (adapter, written):
+            assert isinstance(adapter, AcpAdapter) and adapter.core.can_steer
+            session_id = await adapter.new_session(str(tmp_path))
+            chunks: list[str] = []
+            ended: list[TurnEnded] = []
+
+            async def run() -> None:
+                ended.append(await adapter.prompt("/delay 1500"))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(run)
+                while not chunks:
+                    ev = await adapter.events.receive()
+                    if isinstance(ev, MessageChunk):
+                        chunks.append(ev.text)
+                await adapter.steer("turn left")
+                [steer] = [m for m in written.lines() if m.get("method") == "_session/steering"]
+                assert steer["params"] == {
+                    "sessionId": session_id,
+                    "prompt": [{"type": "text", "text": "turn left"}],
+                    "_meta": {"steering": {"idleBehavior": "promptRequired"}},
+                }
+                while True:
+                    ev = await adapter.events.receive()
+                    if isinstance(ev, MessageChunk):
+                        chunks.append(ev.text)
+                    if isinstance(ev, TurnEnded):
+                        break
+            # One turn, one answer: the steer went into it.
+            assert [e.stop_reason for e in ended] == ["end_turn"]
+            assert "steered: turn left" in chunks
+            # The turn is over: refused before anything is written.
+            with pytest.raises(LocalProtocolError, match="no turn to steer"):
+                await adapter.steer("too late")
+            # An agent whose turn ended while the steer was on its way says so
+            # (promptRequired): nothing was delivered.
+            rid, data = adapter.core.rpc.send_request("_session/steering", {
+                "sessionId": session_id, "prompt": [{"type": "text", "text": "late"}],
+                "_meta": {"steering": {"idleBehavior": "promptRequired"}}})
+            result = await adapter.connection.request(rid, data, timeout_s=5)
+            assert result["outcome"] == "promptRequired"
+            assert await answer(adapter, "/recall") == "recall: /delay 1500 | turn left"

@@ -5,6 +5,7 @@ ignores the cancel), restart with a non-empty queue."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -279,9 +280,16 @@ def test_recovery_after_a_crash_parks_the_queue(tmp_path: Path) -> None:
     db.close()
 
 
-async def test_steer_into_a_running_codex_turn(make_supervisor: Any) -> None:
-    async with make_supervisor() as sup:
-        caller, sid = await _session(sup, "mock-codex")
+#: The mock agent's ACP dialect with the steering extension (claude-agent-acp's).
+STEERING_ACP = {"protocol": "acp", "command": [sys.executable, "-m", "protocols.mock_agent",
+                                               "--protocol", "acp", "--steering"]}
+
+
+@pytest.mark.parametrize("agent", ["mock-codex", "mock-steering"])
+async def test_steer_into_a_running_turn(make_supervisor: Any, agent: str) -> None:
+    """Codex ``turn/steer``; ACP ``_session/steering`` where the agent offers it."""
+    async with make_supervisor(agents={"mock-steering": STEERING_ACP}) as sup:
+        caller, sid = await _session(sup, agent)
         idle = await sup.orchestrator.add_message(caller, sid, "/delay 1500", "steer")
         assert idle["delivery"] == "started"  # no turn running: a steer starts one
         await _running(sup, caller, sid)

@@ -1,7 +1,9 @@
-"""Real Codex steering end to end (DESIGN.md §9): ``message.add`` with
-``delivery:"steer"`` during a running turn goes to the real app-server as
-``turn/steer``; Codex takes it into the same turn, whose next model request
-carries the steered text (the fake provider answers it, by its marker)."""
+"""Real steering end to end (DESIGN.md §9): ``message.add`` with
+``delivery:"steer"`` during a running turn goes to the real Codex app-server as
+``turn/steer``, and to the real claude-agent-acp as ``_session/steering`` (the
+ACP steering extension it advertises); the agent takes it into the same turn,
+whose next model request carries the steered text (the fake provider answers
+it, by its marker)."""
 
 from __future__ import annotations
 
@@ -17,17 +19,19 @@ from .test_end_to_end import STEP_S, TEST_S, _state, _streamed, e2e_session, pro
 
 __all__ = ["provider"]  # the fixture, used by name
 
-pytestmark = [
-    pytest.mark.agents, pytest.mark.slow,
-    pytest.mark.skipif(find_cli("codex") is None, reason="codex CLI is not installed"),
-]
+pytestmark = [pytest.mark.agents, pytest.mark.slow]
 
 
-async def test_codex_steer_goes_into_the_running_turn(
-    provider: FakeProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("name", [
+    pytest.param(name, marks=pytest.mark.skipif(find_cli(name) is None,
+                                                reason=f"{name} CLI is not installed"))
+    for name in ("codex", "claude")
+])
+async def test_steer_goes_into_the_running_turn(
+    name: str, provider: FakeProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with trio.fail_after(TEST_S):
-        async with e2e_session("codex", provider, tmp_path, monkeypatch) as e:
+        async with e2e_session(name, provider, tmp_path, monkeypatch) as e:
             mark, turn_id = await e.prompt("SLOW: stream many tokens")
             await e.wait(mark, _state("RUNNING"), "RUNNING")
             await e.wait(mark, _streamed(2), "two streamed tokens")
