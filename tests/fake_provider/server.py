@@ -198,14 +198,21 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _open_stream(self, content_type: str) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.close_connection = True
-        self.wfile.flush()
+    def _open_stream(self, rec: StreamRecord, content_type: str) -> None:
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            self.wfile.flush()
+        except OSError:
+            # The agent gave up on the request before its headers went out (a
+            # cancel right after the prompt): the stream was aborted, not left open.
+            rec.aborted = True
+            rec.ended = time.monotonic()
+            raise
 
     def _write(self, rec: StreamRecord, data: bytes) -> None:
         if self._client_gone():
@@ -327,7 +334,7 @@ class _Handler(BaseHTTPRequestHandler):
         text, has_result = formats.responses_last_user(body)
         mode = self._mode(text, has_result, main=True)
         rec = self.provider._new_record("responses", mode, self.path)
-        self._open_stream("text/event-stream")
+        self._open_stream(rec, "text/event-stream")
         self._stream(rec, formats.responses_events(
             mode, *self._tokens(mode), wait_s=self.provider.wait_s,
             command=self.provider.tool_command, tools=formats.tool_names(body),
@@ -341,7 +348,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(formats.chat_message("ok", str(body.get("model", "fake"))))
             return
         rec = self.provider._new_record("chat", mode, self.path)
-        self._open_stream("text/event-stream")
+        self._open_stream(rec, "text/event-stream")
         self._stream(rec, formats.chat_events(
             mode, *self._tokens(mode), wait_s=self.provider.wait_s,
             command=self.provider.tool_command, body=body,
@@ -355,7 +362,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(formats.anthropic_message("ok"))
             return
         rec = self.provider._new_record("anthropic", mode, self.path)
-        self._open_stream("text/event-stream")
+        self._open_stream(rec, "text/event-stream")
         self._stream(rec, formats.anthropic_events(
             mode, *self._tokens(mode), wait_s=self.provider.wait_s,
             command=self.provider.tool_command, model=str(body.get("model", "fake")),
@@ -366,7 +373,7 @@ class _Handler(BaseHTTPRequestHandler):
         text, has_result = formats.gemini_last_user(body)
         mode = self._mode(text, has_result, main=bool(body.get("tools")))
         rec = self.provider._new_record("gemini", mode, path)
-        self._open_stream("text/event-stream")
+        self._open_stream(rec, "text/event-stream")
         m = re.search(r"models/([^:/]+):", path)
         self._stream(rec, formats.gemini_events(
             mode, *self._tokens(mode), wait_s=self.provider.wait_s,
@@ -379,7 +386,7 @@ class _Handler(BaseHTTPRequestHandler):
         if mode == "tool":
             mode = "quick"
         rec = self.provider._new_record("auggie", mode, self.path)
-        self._open_stream("application/x-ndjson")
+        self._open_stream(rec, "application/x-ndjson")
         self._stream(rec, formats.auggie_events(mode, *self._tokens(mode),
                                                 wait_s=self.provider.wait_s))
 
