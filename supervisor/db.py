@@ -356,8 +356,12 @@ class Db:
 
     # -- turns --------------------------------------------------------------
 
-    def open_turn(self, session_id: str, prompt: str) -> tuple[Turn, Message, Session]:
-        """Start a turn: the turn row, the user's message, session RUNNING — atomically."""
+    def open_turn(self, session_id: str, prompt: str, *, resume_queue: bool = False,
+                  ) -> tuple[Turn, Message, Session, QueueState | None]:
+        """Start a turn: the turn row, the user's message, session RUNNING — atomically.
+
+        ``resume_queue``: in the same transaction, a parked queue resumes (a
+        message the user sent directly); the queue's new state if it changed."""
         ts = now()
         turn = Turn(id=new_id(), session_id=session_id, state="running", stop_reason=None,
                     started_at=ts, ended_at=None)
@@ -371,9 +375,10 @@ class Db:
                 "UPDATE task_sessions SET state = ?, current_turn_id = ?, updated_at = ? "
                 "WHERE id = ?", (SessionState.RUNNING.value, turn.id, ts, session_id),
             )
+            resumed = resume_queue and self._set_auto_run(session_id, True)
         session = self.get_session(session_id)
         assert session is not None
-        return turn, msg, session
+        return turn, msg, session, self.queue_state(session_id) if resumed else None
 
     def get_turn(self, turn_id: str) -> Turn | None:
         row = self.conn.execute("SELECT * FROM turns WHERE id = ?", (turn_id,)).fetchone()
@@ -392,12 +397,15 @@ class Db:
         stop_reason: StopReason,
         status: tuple[str, dict[str, Any]] | None = None,
         session_state: SessionState = SessionState.WAITING_FOR_INPUT,
-    ) -> tuple[bool, Message | None, Session | None]:
+        park_queue: bool = False,
+    ) -> tuple[bool, Message | None, Session | None, QueueState | None]:
         """Close a running turn exactly once.
 
         Returns (closed by this call, the status message added, the session
-        if this call moved it).  The session moves only if it still points at
-        this turn: a successor turn is never touched.
+        if this call moved it, the queue's state if this call parked it).
+        The session moves only if it still points at this turn: a successor
+        turn is never touched.  ``park_queue`` parks the session's queue in
+        the same transaction (one commit on the cancel path, not two).
         """
         ts = now()
         with self._tx():
@@ -406,7 +414,7 @@ class Db:
                 "WHERE id = ? AND state = 'running'", (state, stop_reason, ts, turn_id),
             )
             if cur.rowcount == 0:
-                return False, None, None
+                return False, None, None, None
             row = self.conn.execute("SELECT session_id FROM turns WHERE id = ?",
                                     (turn_id,)).fetchone()
             session_id = row["session_id"]
@@ -422,7 +430,9 @@ class Db:
                 "WHERE id = ? AND current_turn_id = ?",
                 (session_state.value, ts, session_id, turn_id),
             ).rowcount
-        return True, msg, self.get_session(session_id) if moved else None
+            parked = park_queue and self._set_auto_run(session_id, False)
+        return (True, msg, self.get_session(session_id) if moved else None,
+                self.queue_state(session_id) if parked else None)
 
     # -- messages -----------------------------------------------------------
 
@@ -573,10 +583,18 @@ class Db:
     def queue_set_auto_run(self, session_id: str, auto_run: bool) -> QueueState | None:
         """Set the flag; the new state if it changed, else None."""
         with self._tx():
-            if self.queue_state(session_id).auto_run == auto_run:
+            if not self._set_auto_run(session_id, auto_run):
                 return None
-            self._queue_commit(session_id, None, auto_run)
         return self.queue_state(session_id)
+
+    def _set_auto_run(self, session_id: str, auto_run: bool) -> bool:
+        """Inside a transaction: set the flag if it differs; whether it changed."""
+        row = self.conn.execute("SELECT auto_run FROM session_queues WHERE session_id = ?",
+                                (session_id,)).fetchone()
+        if (bool(row["auto_run"]) if row else True) == auto_run:
+            return False
+        self._queue_commit(session_id, None, auto_run)
+        return True
 
     # -- agent process groups (swept at startup) ----------------------------
 

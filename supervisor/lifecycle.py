@@ -239,6 +239,10 @@ class LifecycleManager:
         self.request_user_cancel: Callable[[str], Awaitable[None]] | None = None
         #: Told of every turn close (the queue, DESIGN.md §9).
         self.on_turn_closed: TurnClosed | None = None
+        #: Whether a close (final stop reason, who asked) parks the session's
+        #: queue: the queue's policy, applied in the close's own transaction.
+        self.close_parks_queue: Callable[[StopReason, StopRequest | None], bool] = (
+            lambda _reason, _request: False)
         self._starting: dict[str, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
         notifier.agent_live = self.agent_live
@@ -582,11 +586,13 @@ class LifecycleManager:
             ex.turn.stop_request = StopRequest.USER
 
     async def send_prompt(self, session: Session, text: str, *,
-                          guard: Callable[[], bool] | None = None) -> Message:
+                          guard: Callable[[], bool] | None = None,
+                          resume_queue: bool = False) -> Message:
         """Open a turn (one at a time per session) and send the prompt.
         Returns the stored user message; the turn runs in the execution nursery.
         ``guard`` is asked at the moment the turn is claimed (no checkpoint
-        after it): False refuses the start with ``Conflict``."""
+        after it): False refuses the start with ``Conflict``.  ``resume_queue``
+        resumes a parked queue in the turn's own transaction."""
         ex = await self.ensure_execution(session)
         if ex.abandoned and ex.turn is None:
             log.warning("session %s: replacing an agent that never ended its escalated turn",
@@ -605,7 +611,7 @@ class LifecycleManager:
             # Armed now: a cancel that comes before the restore begins abandons it too.
             handle.restoring = trio.CancelScope()
         try:
-            turn, msg = await self.store.open_turn(session.id, text)
+            turn, msg = await self.store.open_turn(session.id, text, resume_queue=resume_queue)
         except BaseException:
             ex.turn = None
             raise
@@ -857,7 +863,7 @@ class LifecycleManager:
             status = (f"Agent error: {error or 'unknown'}", {"variant": "error"})
         closed = await self.store.close_turn(
             turn_id, state=_TURN_STATE.get(stop_reason, "completed"), stop_reason=stop_reason,
-            status=status)
+            status=status, park_queue=self.close_parks_queue(stop_reason, request))
         if closed is None:
             return False
         self.notify.turn_completed(session_id, turn_id, stop_reason)

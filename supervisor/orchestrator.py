@@ -330,6 +330,7 @@ class Orchestrator:
         finally:
             op.marks["reconciled"] = trio.current_time()
             del self.operations[op.session_id]
+            self.queue.cancel_settled(op.session_id)
             self.projection.release(op.session_id)
             op.marks["published"] = trio.current_time()
             self.settled.append(op)

@@ -79,6 +79,9 @@ class TurnQueue:
         self._parking: set[str] = set()
         self._nursery: trio.Nursery | None = None
         lifecycle.on_turn_closed = self._turn_closed
+        lifecycle.close_parks_queue = self._close_parks
+        #: Sessions whose user cancel's own close parked the queue (no write left).
+        self._parked_by_close: set[str] = set()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The queue's nursery: auto-run starts and send-now starts live here."""
@@ -149,10 +152,11 @@ class TurnQueue:
             if state.entries and state.auto_run:
                 return None
             epoch = self._epoch.get(sid, 0)
+            # A message sent straight to an idle session with nothing queued
+            # resumes a parked queue, in the turn's own transaction.
             msg = await self.lifecycle.send_prompt(
-                session, content, guard=lambda: self._epoch.get(sid, 0) == epoch)
-            if not state.entries and not state.auto_run:
-                await self.store.queue_set_auto_run(sid, True)
+                session, content, guard=lambda: self._epoch.get(sid, 0) == epoch,
+                resume_queue=not state.entries and not state.auto_run)
             return {**msg.to_dto(), "delivery": "started"}
         finally:
             self._starting.discard(sid)
@@ -221,11 +225,22 @@ class TurnQueue:
 
     def user_cancelled(self, session_id: str) -> None:
         """At a user cancel's admission (or join), before any await: no start
-        already on its way may claim a turn now, and the queue parks."""
+        already on its way may claim a turn now, and the queue parks.  The park
+        is written by the cancelled turn's close (``_close_parks``), in the
+        same transaction, so the cancel's path makes no store call for it; a
+        cancel that closed no turn parks when it settles (``cancel_settled``)."""
         self._epoch[session_id] = self._epoch.get(session_id, 0) + 1
-        if session_id not in self._parking:  # a storm of duplicates parks once
-            self._parking.add(session_id)
-            self._spawn(self._park_for_cancel, session_id)
+        self._parking.add(session_id)
+
+    def cancel_settled(self, session_id: str) -> None:
+        """The session's cancel operation settled (it answers right after)."""
+        if session_id not in self._parking:
+            return  # not a user cancel (a send now's), or already written
+        if session_id in self._parked_by_close:
+            self._parked_by_close.discard(session_id)
+            self._parking.discard(session_id)
+            return
+        self._spawn(self._park_for_cancel, session_id)
 
     async def _park_for_cancel(self, session_id: str) -> None:
         try:
@@ -236,17 +251,24 @@ class TurnQueue:
     async def park(self, session_id: str) -> None:
         await self.store.queue_set_auto_run(session_id, False)
 
+    @staticmethod
+    def _close_parks(stop_reason: StopReason, request: StopRequest | None) -> bool:
+        """Whether a turn's close parks the queue: a user cancel, a shutdown,
+        an error or any abnormal end; not a send now's interruption (it starts
+        its own entry) nor a normal end (the head runs)."""
+        if request is StopRequest.INTERRUPT and stop_reason == "cancelled":
+            return False
+        return (request in (StopRequest.USER, StopRequest.SHUTDOWN)
+                or stop_reason not in _NORMAL_ENDS)
+
     async def _turn_closed(self, sid: str, turn_id: str, stop_reason: StopReason,
                            request: StopRequest | None) -> None:
+        if self._close_parks(stop_reason, request):
+            if request is StopRequest.USER and sid in self._parking:
+                self._parked_by_close.add(sid)  # the cancel has nothing left to write
+            return
         if request is StopRequest.INTERRUPT and stop_reason == "cancelled":
             return  # the send now starts its own entry
-        if request is StopRequest.USER:
-            # Parked at the cancel's admission (``user_cancelled``); not again
-            # here, where it would delay the cancel's acknowledgement.
-            return
-        if request is StopRequest.SHUTDOWN or stop_reason not in _NORMAL_ENDS:
-            await self.park(sid)
-            return
         self._spawn(self._kick, sid)
 
     # -- the queue actions -------------------------------------------------------------

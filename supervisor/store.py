@@ -55,6 +55,8 @@ class ClosedTurn:
     status: Message | None
     #: The session, if this close moved it out of RUNNING (it still pointed at the turn).
     session: Session | None
+    #: The session's queue, if this close parked it.
+    queue: QueueState | None = None
 
 
 class Store:
@@ -186,25 +188,35 @@ class Store:
             self.notify.state_changed(session)
         return session
 
-    async def open_turn(self, session_id: str, prompt: str) -> tuple[Turn, Message]:
-        """The turn, the user's message and the session RUNNING, atomically."""
-        turn, msg, session = await self.call(self.db.open_turn, session_id, prompt)
+    async def open_turn(self, session_id: str, prompt: str, *,
+                        resume_queue: bool = False) -> tuple[Turn, Message]:
+        """The turn, the user's message and the session RUNNING, atomically
+        (and a parked queue resumed, with ``resume_queue``)."""
+        turn, msg, session, queue = await self.call(self.db.open_turn, session_id, prompt,
+                                                    resume_queue=resume_queue)
         self.notify.message_added(msg)
         self.notify.state_changed(session)
+        if queue is not None:
+            self.notify.queue_changed(queue)
         return turn, msg
 
     async def close_turn(self, turn_id: str, *, state: TurnState, stop_reason: StopReason,
-                         status: tuple[str, dict[str, Any]] | None = None) -> ClosedTurn | None:
-        """Close a running turn (None if it was not running: someone else closed it)."""
-        closed, msg, session = await self.call(self.db.close_turn, turn_id, state=state,
-                                               stop_reason=stop_reason, status=status)
+                         status: tuple[str, dict[str, Any]] | None = None,
+                         park_queue: bool = False) -> ClosedTurn | None:
+        """Close a running turn (None if it was not running: someone else closed
+        it), parking the session's queue with it if ``park_queue``."""
+        closed, msg, session, queue = await self.call(
+            self.db.close_turn, turn_id, state=state, stop_reason=stop_reason, status=status,
+            park_queue=park_queue)
         if not closed:
             return None
         if msg is not None:
             self.notify.message_added(msg)
         if session is not None:
             self.notify.state_changed(session)
-        return ClosedTurn(status=msg, session=session)
+        if queue is not None:
+            self.notify.queue_changed(queue)
+        return ClosedTurn(status=msg, session=session, queue=queue)
 
     async def add_message(self, session_id: str, turn_id: str | None, role: Role,
                           kind: MessageKind, content: str,

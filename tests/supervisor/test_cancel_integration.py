@@ -239,7 +239,7 @@ async def test_running_session_without_execution_is_reconciled(make_supervisor: 
         caller = await sup.caller()
         task = await sup.orchestrator.create_task(caller, "t")
         session = await sup.store.call(sup.store.db.create_session, task.id, "mock")
-        turn, _, _ = await sup.store.call(sup.store.db.open_turn, session.id, "orphan")
+        turn, _, _, _ = await sup.store.call(sup.store.db.open_turn, session.id, "orphan")
         assert await sup.orchestrator.cancel(caller, session.id) is CancelOutcome.NO_EXECUTION
         after = await sup.orchestrator.session(caller, session.id)
         assert after.state is SessionState.WAITING_FOR_INPUT

@@ -29,23 +29,41 @@ def test_schema_is_versioned_and_reopens(tmp_path: Path) -> None:
 
 def test_close_turn_is_exactly_once(tmp_path: Path) -> None:
     db, sid = _db(tmp_path)
-    turn, _, session = db.open_turn(sid, "hi")
+    turn, _, session, _ = db.open_turn(sid, "hi")
     assert session.state is SessionState.RUNNING and session.current_turn_id == turn.id
     status = ("Turn cancelled by user", {"cancelled": True, "variant": "warning"})
-    closed, msg, after = db.close_turn(turn.id, state="cancelled", stop_reason="cancelled",
-                                       status=status)
+    closed, msg, after, _ = db.close_turn(turn.id, state="cancelled",
+                                          stop_reason="cancelled", status=status)
     assert closed and msg is not None and after is not None
     assert after.state is SessionState.WAITING_FOR_INPUT and after.current_turn_id is None
     again = db.close_turn(turn.id, state="cancelled", stop_reason="cancelled", status=status)
-    assert again == (False, None, None)
+    assert again == (False, None, None, None)
     assert db.count_status_messages(turn.id) == 1
+
+
+def test_the_close_parks_and_the_open_resumes_the_queue_in_their_transaction(
+        tmp_path: Path) -> None:
+    db, sid = _db(tmp_path)
+    turn, _, _, resumed = db.open_turn(sid, "one", resume_queue=True)
+    assert resumed is None  # a queue runs by default: nothing to resume
+    _, _, _, parked = db.close_turn(turn.id, state="cancelled", stop_reason="cancelled",
+                                    park_queue=True)
+    assert parked is not None and parked.auto_run is False and parked.revision == 1
+    assert db.queue_state(sid).auto_run is False
+    turn, _, _, _ = db.open_turn(sid, "two")  # not asked to: stays parked
+    assert db.queue_state(sid).auto_run is False
+    _, _, _, again = db.close_turn(turn.id, state="cancelled", stop_reason="cancelled",
+                                   park_queue=True)
+    assert again is None  # already parked: no new revision to announce
+    _, _, _, resumed = db.open_turn(sid, "three", resume_queue=True)
+    assert resumed is not None and resumed.auto_run is True and resumed.revision == 2
 
 
 def test_a_successor_turn_is_never_closed(tmp_path: Path) -> None:
     db, sid = _db(tmp_path)
-    first, _, _ = db.open_turn(sid, "one")
+    first, _, _, _ = db.open_turn(sid, "one")
     db.close_turn(first.id, state="completed", stop_reason="end_turn")
-    second, _, _ = db.open_turn(sid, "two")
+    second, _, _, _ = db.open_turn(sid, "two")
     # A late reconciliation of the first turn must not touch the second.
     assert db.close_turn(first.id, state="cancelled", stop_reason="cancelled")[0] is False
     session = db.get_session(sid)
@@ -63,7 +81,7 @@ def test_messages_page_backwards(tmp_path: Path) -> None:
 
 def test_recovery_reconciles_running_sessions_and_sweeps_groups(tmp_path: Path) -> None:
     db, sid = _db(tmp_path)
-    turn, _, _ = db.open_turn(sid, "interrupted by a crash")
+    turn, _, _, _ = db.open_turn(sid, "interrupted by a crash")
     # An orphaned agent group left by a dead backend.
     orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
                               process_group=0)
