@@ -32,6 +32,7 @@ from .actions import (
 )
 from .auth import COOKIE, Tokens, cross_site_refusal, origin_allowed
 from .boot import task_boot, tasks_boot
+from .front import WsRoute, ws_max_message
 from .gateway import Gateway
 from .pages import (
     BAD_TOKEN_BODY,
@@ -317,15 +318,32 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
 
     # -- WebSocket ------------------------------------------------------------
 
+    async def ws_admission(origin: str | None, host: str | None, authorization: str | None,
+                           cookie: str | None, query_token: str | None,
+                           ) -> Caller | tuple[int, str]:
+        """Who may open /ws: the caller, or the refusal's status and text."""
+        if not origin_allowed(origin, host):
+            return 403, "forbidden origin"
+        name = tokens.resolve(authorization, cookie, query_token)
+        if name is None:
+            return 401, "unauthorized"
+        return await caller_for(name)
+
+    app.extensions["turnvisor"]["ws_route"] = WsRoute(
+        path="/ws", cookie=COOKIE, admit=ws_admission, gateway=gateway,
+        max_message=ws_max_message(sup.config))
+
     @app.websocket("/ws")
     async def ws() -> Response | None:
-        if not origin_allowed(websocket.headers.get("Origin"), websocket.headers.get("Host")):
-            return Response("forbidden origin", 403)
-        name = tokens.resolve(websocket.headers.get("Authorization"),
-                              websocket.cookies.get(COOKIE), websocket.args.get("token"))
-        if name is None:
-            return Response("unauthorized", 401)
-        caller = await caller_for(name)
+        # Served here only when the upgrade comes on a reused HTTP connection;
+        # a fresh one is served by web.front below Quart (one write per batch).
+        admitted = await ws_admission(
+            websocket.headers.get("Origin"), websocket.headers.get("Host"),
+            websocket.headers.get("Authorization"), websocket.cookies.get(COOKIE),
+            websocket.args.get("token"))
+        if isinstance(admitted, tuple):
+            return Response(admitted[1], admitted[0])
+        caller = admitted
         await websocket.accept()
         # The proxy resolves in the gateway's child tasks too (they inherit the context).
         await gateway.serve(websocket, caller)

@@ -9,11 +9,13 @@ One connection = one nursery (``serve``):
 
 Every outbound frame (responses and notifications alike) goes through the
 connection's bounded ``Subscriber`` queue, so there is one writer and one
-order.  A client that falls ``ws_send_queue`` frames behind is dropped; it
-resyncs from the subscribe snapshot when it reconnects.  Hypercorn writes to
-the socket in a shielded scope, so a client that stops reading altogether
-(TCP window at zero) cannot be timed out from here: the kernel aborts it
-(``web.server.STALLED_PEER_TIMEOUT_S``).  When the client goes away the
+order; the writer hands every frame already queued to one write
+(``web.wsconn``, served by ``web.front`` below Quart).  A client that falls
+``ws_send_queue`` frames behind is dropped; it resyncs from the subscribe
+snapshot when it reconnects.  A client that stops reading altogether (TCP
+window at zero) is dropped after ``SEND_TIMEOUT_S`` (and, on the Quart
+fallback route, whose writes Hypercorn shields, by the kernel:
+``web.server.STALLED_PEER_TIMEOUT_S``).  When the client goes away the
 nursery is cancelled: waits on accepted cancel operations are abandoned, the
 operations themselves (in the orchestrator's nursery) are not.  When the
 server stops, every connection is closed with 1001 at once, so the graceful
@@ -40,6 +42,7 @@ from supervisor.root import Supervisor
 
 from .actions import ACTIONS, ORDERED_ACTIONS
 from .validate import BadInput, req_str
+from .wsconn import ServerWebSocket, WebSocketClosed
 
 __all__ = ["Gateway"]
 
@@ -50,9 +53,17 @@ MAX_IN_FLIGHT: Final = 512
 
 
 class Socket(Protocol):
+    """A WebSocket: ``web.wsconn.ServerWebSocket``, or Quart's (the fallback
+    route); ``receive`` raises ``WebSocketClosed`` (or is cancelled) when the
+    client has gone."""
+
     async def receive(self) -> str | bytes: ...
     async def send(self, data: str | bytes) -> None: ...
     async def close(self, code: int, reason: str = "") -> None: ...
+
+
+#: Frames written at most in one send (a bound on one write's size and time).
+MAX_BATCH: Final = 256
 
 
 class Gateway:
@@ -78,7 +89,10 @@ class Gateway:
                 nursery.start_soon(self._writer, ws, sub, nursery.cancel_scope)
                 nursery.start_soon(self._close_on_shutdown, ws, nursery.cancel_scope)
                 while not sub.overflowed:
-                    data = await ws.receive()
+                    try:
+                        data = await ws.receive()
+                    except WebSocketClosed:
+                        break
                     self._dispatch(data, sub, caller, nursery, in_flight, ordered)
                 nursery.cancel_scope.cancel()
         finally:
@@ -86,16 +100,30 @@ class Gateway:
             sub.close()
 
     async def _writer(self, ws: Socket, sub: Subscriber, scope: trio.CancelScope) -> None:
+        send_many = ws.send_many if isinstance(ws, ServerWebSocket) else None
         with trio.CancelScope() as deadline:
             async for frame in sub.receive:
                 if self.closing.is_set():
                     return  # _close_on_shutdown closes the socket and ends the connection
                 if sub.overflowed:
                     break
-                # One scope per connection whose deadline moves per frame: a
-                # fail_after per frame costs a scope and a deadline-heap entry.
+                # One scope per connection whose deadline moves per write: a
+                # fail_after per write costs a scope and a deadline-heap entry.
                 deadline.deadline = trio.current_time() + SEND_TIMEOUT_S
-                await ws.send(frame)
+                if send_many is None:
+                    await ws.send(frame)
+                else:
+                    # Everything already queued goes out in the same write.
+                    batch = [frame]
+                    while len(batch) < MAX_BATCH:
+                        try:
+                            batch.append(sub.receive.receive_nowait())
+                        except (trio.WouldBlock, trio.EndOfChannel):
+                            break
+                    try:
+                        await send_many(batch)
+                    except WebSocketClosed:
+                        break
                 deadline.deadline = math.inf
         if deadline.cancelled_caught:
             sub.overflowed = True

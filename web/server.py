@@ -3,7 +3,7 @@
     serve
     └── open_supervisor                   root nursery (lifecycle, operations)
         └── server nursery
-            ├── hypercorn.trio.serve      HTTP + WebSocket (its own nursery tree)
+            ├── front.serve_http          /ws (web.wsconn) + Hypercorn for the rest
             └── _watch_signals            SIGINT/SIGTERM → graceful stop
 
 Graceful stop: Hypercorn stops accepting and drains for ``graceful_timeout``;
@@ -23,7 +23,6 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-import hypercorn.trio
 import trio
 from hypercorn.config import Config as HyperConfig
 from hypercorn.config import Sockets
@@ -33,6 +32,7 @@ from supervisor.root import DEFAULT_WORKSPACE, open_supervisor
 
 from .app import create_app
 from .auth import Tokens
+from .front import serve_http, ws_max_message
 
 __all__ = ["serve"]
 
@@ -68,9 +68,8 @@ def hypercorn_config(config: Config, host: str, port: int) -> HyperConfig:
     hc.accesslog = None
     hc.errorlog = logging.getLogger("hypercorn.error")
     hc.graceful_timeout = 2.0
-    # Hypercorn closes a connection on a frame above this; below it, the gateway
-    # answers an oversized frame with an error and keeps the connection.
-    hc.websocket_max_message_size = max(4 * 1024 * 1024, 4 * config.limits.max_ws_frame_bytes)
+    # (The fallback /ws route through Quart; web.front applies the same bound.)
+    hc.websocket_max_message_size = ws_max_message(config)
     return hc
 
 
@@ -96,8 +95,8 @@ async def serve(
         # caller) is cancelled, so the server nursery can close.
         async with trio.open_nursery() as http:
             binds: list[str] = await http.start(
-                partial(hypercorn.trio.serve, app, hypercorn_config(config, host, port),
-                        shutdown_trigger=stop.wait)
+                partial(serve_http, app, hypercorn_config(config, host, port),
+                        app.extensions["turnvisor"]["ws_route"], shutdown_trigger=stop.wait)
             )
             url = binds[0].replace("0.0.0.0", "127.0.0.1")
             if on_ready is not None:

@@ -1,0 +1,77 @@
+"""web.front: which connections reach the gateway's own WebSocket, which Hypercorn."""
+
+from __future__ import annotations
+
+import base64
+import os
+from pathlib import Path
+
+import trio
+
+from tests.support.server import Server, running_server
+from web.front import _asks_for
+
+
+def _upgrade(srv: Server, path: str = "/ws") -> bytes:
+    key = base64.b64encode(os.urandom(16)).decode()
+    host = srv.url.removeprefix("http://")
+    return (f"GET {path}?token={srv.token} HTTP/1.1\r\nHost: {host}\r\n"
+            "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode()
+
+
+async def _read_until(stream: trio.SocketStream, marker: bytes) -> bytes:
+    data = b""
+    with trio.fail_after(10):
+        while marker not in data:
+            chunk = await stream.receive_some(65536)
+            assert chunk, f"closed before {marker!r}: {data!r}"
+            data += chunk
+    return data
+
+
+def test_only_a_complete_get_of_the_path_with_an_upgrade_is_taken() -> None:
+    head = b"GET /ws?token=x HTTP/1.1\r\nHost: h\r\nUpgrade: WebSocket\r\n\r\n"
+    assert _asks_for(head, "/ws")
+    assert not _asks_for(head[:-2], "/ws")  # incomplete: Hypercorn's
+    assert not _asks_for(head.replace(b"GET", b"POST"), "/ws")
+    assert not _asks_for(head.replace(b"/ws?", b"/wsx?"), "/ws")
+    assert not _asks_for(b"GET /ws HTTP/1.1\r\nHost: h\r\n\r\n", "/ws")
+
+
+async def test_a_head_sent_in_pieces_is_still_upgraded(tmp_path: Path) -> None:
+    async with running_server(tmp_path / "data") as srv:
+        stream = await trio.open_tcp_stream("127.0.0.1", int(srv.url.rsplit(":", 1)[1]))
+        async with stream:
+            request = _upgrade(srv)
+            for i in range(0, len(request), 7):
+                await stream.send_all(request[i:i + 7])
+                await trio.sleep(0.001)
+            reply = await _read_until(stream, b"\r\n\r\n")
+            assert reply.startswith(b"HTTP/1.1 101")
+
+
+async def test_an_upgrade_on_a_reused_connection_is_served_too(tmp_path: Path) -> None:
+    """A client may ask for /ws after a request on the same keep-alive
+    connection: Hypercorn has that connection, and Quart's /ws route serves it."""
+    async with running_server(tmp_path / "data") as srv:
+        stream = await trio.open_tcp_stream("127.0.0.1", int(srv.url.rsplit(":", 1)[1]))
+        async with stream:
+            host = srv.url.removeprefix("http://")
+            await stream.send_all(f"GET /api/v1/health HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+            first = await _read_until(stream, b"}")
+            assert first.startswith(b"HTTP/1.1 200")
+            await stream.send_all(_upgrade(srv))
+            reply = await _read_until(stream, b"\r\n\r\n")
+            assert reply.startswith(b"HTTP/1.1 101")
+
+
+async def test_a_plain_request_to_the_path_goes_to_hypercorn(tmp_path: Path) -> None:
+    async with running_server(tmp_path / "data") as srv:
+        stream = await trio.open_tcp_stream("127.0.0.1", int(srv.url.rsplit(":", 1)[1]))
+        async with stream:
+            host = srv.url.removeprefix("http://")
+            await stream.send_all(f"GET /ws HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+            reply = await _read_until(stream, b"\r\n\r\n")
+            # Not a WebSocket request: Quart answers it as HTTP (no 101).
+            assert reply.startswith(b"HTTP/1.1 ") and not reply.startswith(b"HTTP/1.1 101")
