@@ -22,20 +22,9 @@ from playwright.sync_api import Locator, Page, expect
 
 from tests.support.serverproc import BlockingServerProcess as ServerProcess
 
-from .conftest import ARTIFACTS
-from .ui import CANCELLING, Person, create_task, ensure_mounted
+from .ui import CANCELLING, Person, create_task, open_person, shot
 
 pytestmark = pytest.mark.browser
-
-VIEWS: dict[str, dict[str, Any]] = {
-    "desktop": {"viewport": {"width": 1280, "height": 800}},
-    "phone": {
-        "viewport": {"width": 390, "height": 844},
-        "has_touch": True,
-        "is_mobile": True,
-        "device_scale_factor": 2,
-    },
-}
 
 #: Quick cancel windows: a `/hang` turn ignores the cancel, is `late` after 0.5 s and escalated
 #: after 3 s.
@@ -53,24 +42,9 @@ LATE_NOTE = "Agent not responding — stopping it"
 LONG_TURN = "/delay 60000"  # streams for a minute, honours a cancel at once
 
 
-@pytest.fixture(params=list(VIEWS))
-def view(request: pytest.FixtureRequest) -> str:
-    name: str = request.param
-    return name
-
-
-def open_person(server: ServerProcess, new_context: Any, view: str, task_id: str) -> Person:
-    page = new_context(**VIEWS[view]).new_page()
-    page.on("pageerror", lambda e: print(f"[page error] {e}"))
-    person = Person(page, server, touch=view == "phone")
-    person.login(f"/tasks/{task_id}")
-    ensure_mounted(page)
-    return person
-
-
-def shot(page: Page, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+def open_task_page(server: ServerProcess, new_context: Any, view: str, title: str) -> Person:
+    """A person on the page of a new task named `title`."""
+    return open_person(server, new_context, view, f"/tasks/{create_task(server, title)}")
 
 
 def queue_entries(page: Page) -> Locator:
@@ -97,7 +71,7 @@ def test_enter_queues_while_running_then_edit_reorder_remove_park_and_resume(
     server_factory: Any, new_context: Any, view: str
 ) -> None:
     server = server_factory(toml=QUICK_CANCEL_TOML)
-    person = open_person(server, new_context, view, create_task(server, "Queue"))
+    person = open_task_page(server, new_context, view, "Queue")
     page = person.page
     sid = person.launch_session()
     person.start_turn(LONG_TURN)
@@ -157,7 +131,7 @@ def test_queued_head_runs_when_the_turn_ends_and_send_now_interrupts(
     server_factory: Any, new_context: Any, view: str
 ) -> None:
     server = server_factory(toml=QUICK_CANCEL_TOML)
-    person = open_person(server, new_context, view, create_task(server, "Send now"))
+    person = open_task_page(server, new_context, view, "Send now")
     page = person.page
     person.launch_session()
 
@@ -186,7 +160,7 @@ def test_stall_notice_offers_its_own_cancel_and_the_late_cancel_says_why(
     server_factory: Any, new_context: Any, view: str
 ) -> None:
     server = server_factory(toml=STALL_TOML)
-    person = open_person(server, new_context, view, create_task(server, "Stall"))
+    person = open_task_page(server, new_context, view, "Stall")
     page = person.page
     person.launch_session()
     person.start_turn("/hang")  # no agent event at all
@@ -217,7 +191,7 @@ def test_late_cancel_note_without_a_stall(
 ) -> None:
     """The late phase needs no stall watchdog: a plain cancel of a `/hang` turn."""
     server = server_factory(toml=QUICK_CANCEL_TOML)
-    person = open_person(server, new_context, view, create_task(server, "Late"))
+    person = open_task_page(server, new_context, view, "Late")
     person.launch_session()
     person.start_turn("/hang")
     note = person.page.get_by_test_id("cancel-phase-note")
@@ -236,7 +210,7 @@ def test_agent_asleep_after_the_idle_stop_and_the_next_message_wakes_it(
     server_factory: Any, new_context: Any, view: str
 ) -> None:
     server = server_factory(toml="[timeouts]\nidle_agent_s = 1.0\n")
-    person = open_person(server, new_context, view, create_task(server, "Asleep"))
+    person = open_task_page(server, new_context, view, "Asleep")
     page = person.page
     sid = person.launch_session()
     header = page.get_by_test_id("selected-session-state")
