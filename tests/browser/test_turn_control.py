@@ -67,6 +67,21 @@ def user_texts(page: Page) -> Locator:
     return page.get_by_test_id("message-list").locator('[data-role="user"]')
 
 
+def expect_chip_uncovered(person: Person, session_id: str, text: str) -> None:
+    """The session row's queued chip says `text`, lies inside the row's link and is what is
+    drawn at both its ends: the ⋯ button beside the link once covered its end."""
+    chip = person.session_item(session_id).get_by_test_id("session-queued")
+    expect(chip).to_have_text(text)
+    box, row = chip.bounding_box(), person.session_item(session_id).bounding_box()
+    assert box is not None and row is not None
+    assert row["x"] <= box["x"] and box["x"] + box["width"] <= row["x"] + row["width"], (box, row)
+    y = box["y"] + box["height"] / 2
+    for x in (box["x"] + 1, box["x"] + box["width"] - 1):
+        assert person.page.evaluate(
+            "([x, y]) => Boolean(document.elementFromPoint(x, y)"
+            "?.closest('[data-testid=session-queued]'))", [x, y]), (x, y, box)
+
+
 def test_enter_queues_while_running_then_edit_reorder_remove_park_and_resume(
     server_factory: Any, new_context: Any, view: str
 ) -> None:
@@ -80,7 +95,7 @@ def test_enter_queues_while_running_then_edit_reorder_remove_park_and_resume(
     enter(person, "first queued")
     enter(person, "second queued")
     expect_queue(page, ["first queued", "second queued"])
-    expect(person.session_item(sid).get_by_test_id("session-queued")).to_have_text("2 queued")
+    expect_chip_uncovered(person, sid, "2 queued")
 
     # Reorder from the keyboard: focus "Move up" on the second entry and press Enter.
     second = queue_entries(page).nth(1)
@@ -119,6 +134,10 @@ def test_enter_queues_while_running_then_edit_reorder_remove_park_and_resume(
     expect(toggle).to_have_text("Resume")
     expect(queue_entries(page)).to_have_count(1)
     expect(user_texts(page).filter(has_text="first, edited")).to_have_count(0)
+    # "Waiting for input" beside the chip: the longest pair in the row.
+    expect(person.session_item(sid).get_by_test_id("session-state")).to_have_text(
+        "Waiting for input")
+    expect_chip_uncovered(person, sid, "1 queued")
     shot(page, f"queue-paused-{view}")
 
     person.press(toggle)
