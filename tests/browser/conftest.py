@@ -104,6 +104,23 @@ def server_factory(
 
 
 DESKTOP = {"viewport": {"width": 1280, "height": 800}}
+#: The two windows the UI tests look through: context options by the `view` fixture's name.
+VIEWS: dict[str, dict[str, Any]] = {
+    "desktop": DESKTOP,
+    "phone": {
+        "viewport": {"width": 390, "height": 844},
+        "has_touch": True,
+        "is_mobile": True,
+        "device_scale_factor": 2,
+    },
+}
+
+
+@pytest.fixture(params=list(VIEWS))
+def view(request: pytest.FixtureRequest) -> str:
+    """The name of a window in VIEWS: a desktop 1280x800, or a phone 390x844 (touch)."""
+    name: str = request.param
+    return name
 
 
 @pytest.fixture(params=["desktop", "mobile"])

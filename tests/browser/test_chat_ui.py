@@ -28,43 +28,10 @@ from playwright.sync_api import Page, expect
 from tests.support.serverproc import BlockingServerProcess as ServerProcess
 
 from .configs import LONG_PENDING_TOML
-from .conftest import ARTIFACTS
-from .ui import Person, create_task, ensure_mounted
+from .conftest import VIEWS
+from .ui import create_task, ensure_mounted, open_person, shot
 
 pytestmark = pytest.mark.browser
-
-VIEWS: dict[str, dict[str, Any]] = {
-    "desktop": {"viewport": {"width": 1280, "height": 800}},
-    "phone": {
-        "viewport": {"width": 390, "height": 844},
-        "has_touch": True,
-        "is_mobile": True,
-        "device_scale_factor": 2,
-    },
-}
-
-
-@pytest.fixture(params=list(VIEWS))
-def view(request: pytest.FixtureRequest) -> str:
-    name: str = request.param
-    return name
-
-
-def open_person(server: ServerProcess, new_context: Any, view: str, path: str) -> Person:
-    page = new_context(**VIEWS[view]).new_page()
-    # Shown with a failure's captured output: what the page itself complained about.
-    page.on("pageerror", lambda e: print(f"[page error] {e}"))
-    page.on("console", lambda m: print(f"[console {m.type}] {m.text}"))
-    page.on("requestfailed", lambda r: print(f"[request failed] {r.url} {r.failure}"))
-    person = Person(page, server, touch=view == "phone")
-    person.login(path)
-    ensure_mounted(page)
-    return person
-
-
-def shot(page: Page, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
 
 
 def seed_messages(server: ServerProcess, session_id: str, rows: list[dict[str, Any]]) -> None:

@@ -21,26 +21,9 @@ from playwright.sync_api import Locator, Page, expect
 from tests.support.serverproc import BlockingServerProcess as ServerProcess
 
 from .configs import LONG_PENDING_TOML
-from .conftest import ARTIFACTS
-from .ui import Person, create_task
+from .ui import Person, create_task, open_page, shot
 
 pytestmark = pytest.mark.browser
-
-VIEWS: dict[str, dict[str, Any]] = {
-    "desktop": {"viewport": {"width": 1280, "height": 800}},
-    "phone": {
-        "viewport": {"width": 390, "height": 844},
-        "has_touch": True,
-        "is_mobile": True,
-        "device_scale_factor": 2,
-    },
-}
-
-
-@pytest.fixture(params=list(VIEWS))
-def view(request: pytest.FixtureRequest) -> str:
-    name: str = request.param
-    return name
 
 
 class Tab(Person):
@@ -50,7 +33,6 @@ class Tab(Person):
         super().__init__(page, server, touch=touch)
         self.errors: list[str] = []
         page.on("pageerror", lambda e: self.errors.append(str(e)))
-        page.on("console", lambda m: print(f"[console {m.type}] {m.text}"))
 
     @property
     def dialog(self) -> Locator:
@@ -98,7 +80,7 @@ class Tab(Person):
 
 
 def open_tab(server: ServerProcess, new_context: Any, view: str, path: str) -> Tab:
-    tab = Tab(new_context(**VIEWS[view]).new_page(), server, touch=view == "phone")
+    tab = Tab(open_page(new_context, view), server, touch=view == "phone")
     tab.login(path)
     wait_live(tab)
     return tab
@@ -113,11 +95,6 @@ def wait_live(tab: Tab) -> None:
             "data-status", "open", timeout=15_000)
     else:
         expect(tab.page.get_by_test_id("create-task-button")).to_be_enabled(timeout=15_000)
-
-
-def shot(page: Page, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
 
 
 def test_a_task_created_renamed_archived_and_deleted_in_one_tab_follows_in_the_other(

@@ -22,20 +22,9 @@ from playwright.sync_api import Locator, Page, expect
 
 from tests.support.serverproc import BlockingServerProcess as ServerProcess
 
-from .conftest import ARTIFACTS
-from .ui import CANCELLING, Person, create_task, ensure_mounted
+from .ui import CANCELLING, Person, create_task, open_person, shot
 
 pytestmark = pytest.mark.browser
-
-VIEWS: dict[str, dict[str, Any]] = {
-    "desktop": {"viewport": {"width": 1280, "height": 800}},
-    "phone": {
-        "viewport": {"width": 390, "height": 844},
-        "has_touch": True,
-        "is_mobile": True,
-        "device_scale_factor": 2,
-    },
-}
 
 #: Quick cancel windows: a `/hang` turn ignores the cancel, is `late` after 0.5 s and escalated
 #: after 3 s.
@@ -53,24 +42,9 @@ LATE_NOTE = "Agent not responding — stopping it"
 LONG_TURN = "/delay 60000"  # streams for a minute, honours a cancel at once
 
 
-@pytest.fixture(params=list(VIEWS))
-def view(request: pytest.FixtureRequest) -> str:
-    name: str = request.param
-    return name
-
-
-def open_person(server: ServerProcess, new_context: Any, view: str, task_id: str) -> Person:
-    page = new_context(**VIEWS[view]).new_page()
-    page.on("pageerror", lambda e: print(f"[page error] {e}"))
-    person = Person(page, server, touch=view == "phone")
-    person.login(f"/tasks/{task_id}")
-    ensure_mounted(page)
-    return person
-
-
-def shot(page: Page, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+def open_task_page(server: ServerProcess, new_context: Any, view: str, title: str) -> Person:
+    """A person on the page of a new task named `title`."""
+    return open_person(server, new_context, view, f"/tasks/{create_task(server, title)}")
 
 
 def queue_entries(page: Page) -> Locator:
@@ -93,11 +67,26 @@ def user_texts(page: Page) -> Locator:
     return page.get_by_test_id("message-list").locator('[data-role="user"]')
 
 
+def expect_chip_uncovered(person: Person, session_id: str, text: str) -> None:
+    """The session row's queued chip says `text`, lies inside the row's link and is what is
+    drawn at both its ends: the ⋯ button beside the link once covered its end."""
+    chip = person.session_item(session_id).get_by_test_id("session-queued")
+    expect(chip).to_have_text(text)
+    box, row = chip.bounding_box(), person.session_item(session_id).bounding_box()
+    assert box is not None and row is not None
+    assert row["x"] <= box["x"] and box["x"] + box["width"] <= row["x"] + row["width"], (box, row)
+    y = box["y"] + box["height"] / 2
+    for x in (box["x"] + 1, box["x"] + box["width"] - 1):
+        assert person.page.evaluate(
+            "([x, y]) => Boolean(document.elementFromPoint(x, y)"
+            "?.closest('[data-testid=session-queued]'))", [x, y]), (x, y, box)
+
+
 def test_enter_queues_while_running_then_edit_reorder_remove_park_and_resume(
     server_factory: Any, new_context: Any, view: str
 ) -> None:
     server = server_factory(toml=QUICK_CANCEL_TOML)
-    person = open_person(server, new_context, view, create_task(server, "Queue"))
+    person = open_task_page(server, new_context, view, "Queue")
     page = person.page
     sid = person.launch_session()
     person.start_turn(LONG_TURN)
@@ -106,7 +95,7 @@ def test_enter_queues_while_running_then_edit_reorder_remove_park_and_resume(
     enter(person, "first queued")
     enter(person, "second queued")
     expect_queue(page, ["first queued", "second queued"])
-    expect(person.session_item(sid).get_by_test_id("session-queued")).to_have_text("2 queued")
+    expect_chip_uncovered(person, sid, "2 queued")
 
     # Reorder from the keyboard: focus "Move up" on the second entry and press Enter.
     second = queue_entries(page).nth(1)
@@ -145,6 +134,10 @@ def test_enter_queues_while_running_then_edit_reorder_remove_park_and_resume(
     expect(toggle).to_have_text("Resume")
     expect(queue_entries(page)).to_have_count(1)
     expect(user_texts(page).filter(has_text="first, edited")).to_have_count(0)
+    # "Waiting for input" beside the chip: the longest pair in the row.
+    expect(person.session_item(sid).get_by_test_id("session-state")).to_have_text(
+        "Waiting for input")
+    expect_chip_uncovered(person, sid, "1 queued")
     shot(page, f"queue-paused-{view}")
 
     person.press(toggle)
@@ -157,7 +150,7 @@ def test_queued_head_runs_when_the_turn_ends_and_send_now_interrupts(
     server_factory: Any, new_context: Any, view: str
 ) -> None:
     server = server_factory(toml=QUICK_CANCEL_TOML)
-    person = open_person(server, new_context, view, create_task(server, "Send now"))
+    person = open_task_page(server, new_context, view, "Send now")
     page = person.page
     person.launch_session()
 
@@ -186,7 +179,7 @@ def test_stall_notice_offers_its_own_cancel_and_the_late_cancel_says_why(
     server_factory: Any, new_context: Any, view: str
 ) -> None:
     server = server_factory(toml=STALL_TOML)
-    person = open_person(server, new_context, view, create_task(server, "Stall"))
+    person = open_task_page(server, new_context, view, "Stall")
     page = person.page
     person.launch_session()
     person.start_turn("/hang")  # no agent event at all
@@ -217,7 +210,7 @@ def test_late_cancel_note_without_a_stall(
 ) -> None:
     """The late phase needs no stall watchdog: a plain cancel of a `/hang` turn."""
     server = server_factory(toml=QUICK_CANCEL_TOML)
-    person = open_person(server, new_context, view, create_task(server, "Late"))
+    person = open_task_page(server, new_context, view, "Late")
     person.launch_session()
     person.start_turn("/hang")
     note = person.page.get_by_test_id("cancel-phase-note")
@@ -236,7 +229,7 @@ def test_agent_asleep_after_the_idle_stop_and_the_next_message_wakes_it(
     server_factory: Any, new_context: Any, view: str
 ) -> None:
     server = server_factory(toml="[timeouts]\nidle_agent_s = 1.0\n")
-    person = open_person(server, new_context, view, create_task(server, "Asleep"))
+    person = open_task_page(server, new_context, view, "Asleep")
     page = person.page
     sid = person.launch_session()
     header = page.get_by_test_id("selected-session-state")

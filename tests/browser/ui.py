@@ -17,6 +17,8 @@ from playwright.sync_api import Locator, Page, WebSocket, expect
 
 from tests.support.serverproc import BlockingServerProcess
 
+from .conftest import ARTIFACTS, VIEWS
+
 CANCEL = "Cancel agent"
 CANCELLING = "Cancelling..."
 CANCELLED_STATUS = "Turn cancelled by user"
@@ -187,6 +189,36 @@ class Person:
 
     def status_messages(self) -> Locator:
         return self.page.get_by_test_id("status-message")
+
+
+def open_page(new_context: Callable[..., Any], view: str) -> Page:
+    """A page in a new browser context (its own cookie jar) of the VIEWS window `view`."""
+    page: Page = new_context(**VIEWS[view]).new_page()
+    log_page(page)
+    return page
+
+
+def open_person(
+    server: BlockingServerProcess, new_context: Callable[..., Any], view: str, path: str
+) -> Person:
+    """A person in a new browser context of the window `view`, logged in at `path` with the
+    page drawn; on the phone they tap instead of clicking."""
+    person = Person(open_page(new_context, view), server, touch=view == "phone")
+    person.login(path)
+    return person
+
+
+def log_page(page: Page) -> None:
+    """Prints what the page itself complained about: shown with a failure's captured output."""
+    page.on("pageerror", lambda e: print(f"[page error] {e}"))
+    page.on("console", lambda m: print(f"[console {m.type}] {m.text}"))
+    page.on("requestfailed", lambda r: print(f"[request failed] {r.url} {r.failure}"))
+
+
+def shot(page: Page, name: str) -> None:
+    """A screenshot of the window as test-output/browser/<name>.png, to look at afterwards."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
 
 
 def wait_until(predicate: Callable[[], bool], page: Page, timeout_ms: int = 10_000) -> None:

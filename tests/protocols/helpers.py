@@ -17,7 +17,8 @@ from typing import Any, Generic, Protocol, TypeVar
 import trio
 
 import protocols
-from protocols.adapters import AcpAdapter, CodexAdapter, ProtocolName
+from protocols.adapters import AcpAdapter, AgentAdapter, CodexAdapter, ProtocolName
+from protocols.events import AgentEvent, MessageChunk, TurnEnded
 from protocols.jsonrpc import Dialect, NeedData, RpcConnection, RpcEvent
 
 __all__ = [
@@ -27,8 +28,11 @@ __all__ = [
     "ConnectionPair",
     "RecordingSendStream",
     "RunningAgent",
+    "SteeredTurn",
     "drain",
     "parse_lines",
+    "read_chunks",
+    "steer_mid_turn",
 ]
 
 REPO_ROOT = Path(protocols.__file__).resolve().parent.parent
@@ -118,3 +122,50 @@ class RunningAgent:
     written: RecordingSendStream
     #: The agent's stderr so far (drained by the fixture).
     stderr: bytearray = field(default_factory=bytearray)
+
+
+async def read_chunks(adapter: AgentAdapter, until: type[AgentEvent], into: list[str]) -> None:
+    """Receives the adapter's events up to the first of type `until`, keeping the text of every
+    message chunk among them (the `until` event's own included) in `into`."""
+    while True:
+        ev = await adapter.events.receive()
+        if isinstance(ev, MessageChunk):
+            into.append(ev.text)
+        if isinstance(ev, until):
+            return
+
+
+@dataclass
+class SteeredTurn:
+    """What `steer_mid_turn` saw of one steered turn."""
+
+    #: The turn's end, as the adapter's `prompt` returned it.
+    ended: TurnEnded
+    #: Every chunk the turn streamed, before and after the steer.
+    chunks: list[str]
+    #: The adapter's `operation_id` (Codex: the turn id) when the steer went out.
+    operation_id: str | None
+    #: The steer request on the wire: the one line written with method `method`.
+    line: dict[str, Any]
+
+
+async def steer_mid_turn(
+    adapter: AgentAdapter, written: RecordingSendStream, prompt: str, text: str, method: str
+) -> SteeredTurn:
+    """Runs `prompt` as a turn, steers it with `text` once its first chunk arrived, and reads
+    its chunks to the end of the turn."""
+    chunks: list[str] = []
+    ended: list[TurnEnded] = []
+
+    async def run() -> None:
+        ended.append(await adapter.prompt(prompt))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run)
+        await read_chunks(adapter, MessageChunk, chunks)
+        operation_id = adapter.operation_id
+        await adapter.steer(text)
+        [line] = [m for m in written.lines() if m.get("method") == method]
+        await read_chunks(adapter, TurnEnded, chunks)
+    [end] = ended
+    return SteeredTurn(end, chunks, operation_id, line)

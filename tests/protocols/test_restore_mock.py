@@ -33,7 +33,7 @@ from protocols.process import start_agent_process, terminate_group
 from protocols.transport import AgentRequestError
 
 from .conftest import SETUP_S, TEST_TIMEOUTS
-from .helpers import MOCK_AGENT, RecordingSendStream
+from .helpers import MOCK_AGENT, RecordingSendStream, read_chunks, steer_mid_turn
 
 #: Wall-clock bound per test (two agent start-ups, a few turns).
 TEST_S = 30.0
@@ -82,12 +82,8 @@ async def answer(adapter: AgentAdapter, text: str) -> str:
     ended = await adapter.prompt(text)
     assert ended.stop_reason == "end_turn", ended
     chunks: list[str] = []
-    while True:
-        ev = await adapter.events.receive()
-        if isinstance(ev, MessageChunk):
-            chunks.append(ev.text)
-        if isinstance(ev, TurnEnded):
-            return "".join(chunks)
+    await read_chunks(adapter, TurnEnded, chunks)
+    return "".join(chunks)
 
 
 async def first_conversation(protocol: ProtocolName, env: dict[str, str], cwd: Path) -> str:
@@ -216,34 +212,16 @@ async def test_codex_steer_reaches_the_running_turn(
         async with mock_agent("codex", agent_env, tmp_path) as (adapter, written):
             assert isinstance(adapter, CodexAdapter)
             await adapter.new_session(str(tmp_path))
-            chunks: list[str] = []
-            ended: list[TurnEnded] = []
-
-            async def run() -> None:
-                ended.append(await adapter.prompt("/delay 1500"))
-
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(run)
-                while not chunks:
-                    ev = await adapter.events.receive()
-                    if isinstance(ev, MessageChunk):
-                        chunks.append(ev.text)
-                turn_id = adapter.operation_id
-                await adapter.steer("turn left")
-                [steer] = [m for m in written.lines() if m.get("method") == "turn/steer"]
-                assert steer["params"] == {
-                    "threadId": adapter.agent_session_id,
-                    "input": [{"type": "text", "text": "turn left"}],
-                    "expectedTurnId": turn_id,
-                }
-                while True:
-                    ev = await adapter.events.receive()
-                    if isinstance(ev, MessageChunk):
-                        chunks.append(ev.text)
-                    if isinstance(ev, TurnEnded):
-                        break
-            assert ended[0].stop_reason == "end_turn"
+            turn = await steer_mid_turn(adapter, written, "/delay 1500", "turn left", "turn/steer")
+            turn_id = turn.operation_id
+            assert turn.line["params"] == {
+                "threadId": adapter.agent_session_id,
+                "input": [{"type": "text", "text": "turn left"}],
+                "expectedTurnId": turn_id,
+            }
+            assert turn.ended.stop_reason == "end_turn"
             # The next chunk after the steer says so; the stream goes on after it.
+            chunks = turn.chunks
             steered = chunks.index("steered: turn left")
             assert all(c.startswith("chunk") for c in chunks[:steered])
             assert chunks[steered + 1:] and chunks[-1].startswith("chunk")
@@ -287,34 +265,16 @@ async def test_acp_steering_extension_reaches_the_running_turn(
         async with mock_agent("acp", agent_env, tmp_path, steering=True) as (adapter, written):
             assert isinstance(adapter, AcpAdapter) and adapter.core.can_steer
             session_id = await adapter.new_session(str(tmp_path))
-            chunks: list[str] = []
-            ended: list[TurnEnded] = []
-
-            async def run() -> None:
-                ended.append(await adapter.prompt("/delay 1500"))
-
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(run)
-                while not chunks:
-                    ev = await adapter.events.receive()
-                    if isinstance(ev, MessageChunk):
-                        chunks.append(ev.text)
-                await adapter.steer("turn left")
-                [steer] = [m for m in written.lines() if m.get("method") == "_session/steering"]
-                assert steer["params"] == {
-                    "sessionId": session_id,
-                    "prompt": [{"type": "text", "text": "turn left"}],
-                    "_meta": {"steering": {"idleBehavior": "promptRequired"}},
-                }
-                while True:
-                    ev = await adapter.events.receive()
-                    if isinstance(ev, MessageChunk):
-                        chunks.append(ev.text)
-                    if isinstance(ev, TurnEnded):
-                        break
+            turn = await steer_mid_turn(
+                adapter, written, "/delay 1500", "turn left", "_session/steering")
+            assert turn.line["params"] == {
+                "sessionId": session_id,
+                "prompt": [{"type": "text", "text": "turn left"}],
+                "_meta": {"steering": {"idleBehavior": "promptRequired"}},
+            }
             # One turn, one answer: the steer went into it.
-            assert [e.stop_reason for e in ended] == ["end_turn"]
-            assert "steered: turn left" in chunks
+            assert turn.ended.stop_reason == "end_turn"
+            assert "steered: turn left" in turn.chunks
             # The turn is over: refused before anything is written.
             with pytest.raises(LocalProtocolError, match="no turn to steer"):
                 await adapter.steer("too late")

@@ -8,27 +8,7 @@ import * as Q from "../../web/static/queue-state.js";
 import * as S from "../../web/static/state.js";
 import { sessionStatus, stallNotice } from "../../web/static/status.js";
 
-const T = "task-1";
-
-function session(id, extra = {}) {
-  return {
-    id,
-    task_id: T,
-    state: "RUNNING",
-    agent: "mock",
-    created_at: "2026-08-03T10:00:00Z",
-    updated_at: "2026-08-03T10:00:00Z",
-    cancellation_pending: false,
-    cancellation_revision: 0,
-    queued_count: 0,
-    auto_run: true,
-    ...extra,
-  };
-}
-
-function boot(sessions, extra = {}) {
-  return { page: "task", task: { id: T, title: "A task" }, sessions, selected_session_id: sessions[0]?.id ?? null, messages: [], ...extra };
-}
+import { boot, session } from "./fixtures.mjs";
 
 const entry = (id, position, content = `text ${id}`) => ({ id, session_id: "a", content, created_at: "2026-08-03T10:00:01Z", position });
 const changed = (entries, autoRun, revision, sid = "a") => ({ session_id: sid, entries, auto_run: autoRun, queue_revision: revision });

@@ -7,34 +7,7 @@ import { describe, it } from "node:test";
 
 import * as S from "../../web/static/state.js";
 
-const T = "task-1";
-
-function session(id, extra = {}) {
-  return {
-    id,
-    task_id: T,
-    state: "RUNNING",
-    agent: "mock",
-    created_at: "2026-08-03T10:00:00Z",
-    updated_at: "2026-08-03T10:00:00Z",
-    cancellation_pending: false,
-    cancellation_revision: 0,
-    ...extra,
-  };
-}
-
-function boot(sessions, extra = {}) {
-  return {
-    page: "task",
-    task: { id: T, workspace_id: "default", title: "A task" },
-    sessions,
-    selected_session_id: sessions[0]?.id ?? null,
-    messages: [],
-    agents: ["mock", "mock-codex"],
-    default_agent: "mock",
-    ...extra,
-  };
-}
+import { boot, session, T } from "./fixtures.mjs";
 
 const changed = (sid, pending, revision) => ({
   session_id: sid,
