@@ -10,6 +10,7 @@ same drift of a shared machine; reported: both summaries and ours / peer.
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -66,6 +67,10 @@ async def peer_e2e(bench: Bench, sessions: dict[str, str]) -> dict[str, Any]:
     acp = [a for a in bench.mock_agents() if BUILTIN_PROFILES[a].protocol == "acp"]
     if not acp:
         return {"skipped": "the peer speaks ACP: run with an ACP mock agent (mock)"}
+    if importlib.util.find_spec("websockets") is None:
+        # A venv from before the bench extra had it: say so rather than lose the run.
+        log("peer_e2e skipped: websockets is not installed (pip install -e '.[bench]')")
+        return {"skipped": "websockets is not installed (pip install -e '.[bench]')"}
     ours_sid = sessions[acp[0]]
     p = bench.p
     per_block = max(p.peer_e2e_samples // p.peer_e2e_blocks, 1)
