@@ -1,4 +1,4 @@
-"""Cancel latency against the physical floor, and how it scales (issue 7).
+"""Cancel latency against the physical floor, and how it scales (issues 7 and 19).
 
     python -m bench.cancel_latency [--quick] [--json PATH] [--png PATH] [--agent NAME ...]
     python -m bench.cancel_latency --agent codex --agent gemini --samples 10 --json PATH
@@ -20,8 +20,16 @@ run, so the ratios hold even on a shared, noisy machine:
   round trip (``ping``) to the same server;
 - the server's own stage marks (GET /api/v1/debug/cancel-stages);
 - scale: e2e with busy sessions streaming, bursts of cancels, a storm of
-  duplicate cancels, fan-out to many subscribers, memory per idle session;
-- the official ACP SDK (asyncio, its own process) against our adapter.
+  duplicate cancels, fan-out to many subscribers, memory per idle session, the
+  server's CPU per streamed chunk with many sessions streaming (bench/streaming.py);
+- the cancel with a message queued behind the turn (bench/queued.py) and on a
+  session whose agent was restored (bench/restored.py), each against plain
+  samples interleaved with it;
+- the official ACP SDK (asyncio, its own process) against our adapter, and a
+  minimal asyncio WebSocket server on that SDK against our whole path
+  (bench/peer_e2e.py).
+
+The targets block and the text report are in bench/report.py.
 
 ``--agent codex|auggie|claude|gemini`` measures the real CLIs (installed by
 scripts/install_agents.sh) against the tests' fake model provider
@@ -39,11 +47,10 @@ import gc
 import json
 import os
 import platform
-import resource
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -67,6 +74,9 @@ from tests.support.ws import (
 
 from .executors import EXECUTORS, executor_toml
 from .floors import DELAY_PROMPT, REPO_ROOT, AdapterFloor, open_floor
+from .measure import cpu_s, log, ms, raise_nofile
+from .peer_e2e import peer_e2e
+from .queued import queued
 from .real_agents import (
     REAL_AGENTS,
     RealFloor,
@@ -78,21 +88,19 @@ from .real_agents import (
     open_real_floor,
     real_setup,
 )
+from .report import STAGES, report, targets
+from .restored import restored
 from .stats import percentile, summary
+from .streaming import streaming
 
 MOCK_PROFILES = sorted(n for n, p in BUILTIN_PROFILES.items()
                        if "protocols.mock_agent" in p.command)
 BUSY_PROMPT = "/delay 600000"
 STORM_PROMPT = "/slow 2000"
-PHASES = ("latency", "memory", "busy", "burst", "storm", "fanout", "peer")
-STAGES = (
-    ("admission", "received", "admitted"),
-    ("adapter_send", "admitted", "adapter_sent"),
-    ("agent_answer", "adapter_sent", "agent_answered"),
-    ("reconcile_store", "agent_answered", "reconciled"),
-    ("publish", "reconciled", "published"),
-    ("server_total", "received", "published"),
-)
+PHASES = ("latency", "memory", "busy", "burst", "storm", "fanout", "streaming", "queued",
+          "restored", "peer", "peer_e2e")
+#: The phases that need the pool of idle sessions.
+POOL_PHASES = {"memory", "busy", "burst", "streaming"}
 
 
 @dataclass(frozen=True)
@@ -110,41 +118,30 @@ class Params:
     memory_checkpoints: tuple[int, ...]
     peer_samples: int
     peer_blocks: int
+    streaming_sessions: int
+    streaming_window_s: float
+    queued_samples: int
+    restored_samples: int
+    peer_e2e_samples: int
+    peer_e2e_blocks: int
 
     @property
     def pool(self) -> int:
-        return max(*self.busy_levels, *self.burst_sizes, *self.memory_checkpoints)
+        return max(*self.busy_levels, *self.burst_sizes, *self.memory_checkpoints,
+                   self.streaming_sessions)
 
 
 FULL = Params(samples=300, warmup=10, busy_levels=(0, 10, 50), busy_samples=100,
               busy_blocks=5, burst_sizes=(10, 50, 100), storm_requests=1000, storm_conns=10,
               fanout_sizes=(1, 100, 1000), fanout_reps=5, memory_checkpoints=(50, 100),
-              peer_samples=400, peer_blocks=4)
+              peer_samples=400, peer_blocks=4, streaming_sessions=100, streaming_window_s=5.0,
+              queued_samples=200, restored_samples=100, peer_e2e_samples=400,
+              peer_e2e_blocks=4)
 QUICK = Params(samples=30, warmup=3, busy_levels=(0, 10), busy_samples=20, busy_blocks=2,
                burst_sizes=(10,), storm_requests=1000, storm_conns=10,
                fanout_sizes=(1, 100), fanout_reps=3, memory_checkpoints=(10,),
-               peer_samples=40, peer_blocks=2)
-
-
-def ms(t: float) -> float:
-    return round(t * 1000, 3)
-
-
-def raise_nofile() -> int:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = hard if hard != resource.RLIM_INFINITY else 65536
-    if soft < want:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-
-
-def cpu_s(proc: psutil.Process) -> float:
-    t = proc.cpu_times()
-    return float(t.user + t.system)
-
-
-def log(msg: str) -> None:
-    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+               peer_samples=40, peer_blocks=2, streaming_sessions=20, streaming_window_s=3.0,
+               queued_samples=20, restored_samples=15, peer_e2e_samples=40, peer_e2e_blocks=2)
 
 
 class Bench:
@@ -165,6 +162,11 @@ class Bench:
 
     async def conn(self, nursery: trio.Nursery | None = None) -> WsClient:
         return await open_client(nursery or self.nursery, self.server, keep=False)
+
+    def mock_agents(self) -> list[str]:
+        """The measured dialects that are mock agents (the queued, restored and peer
+        phases need the mock's commands)."""
+        return [a for a in self.agents if a in MOCK_PROFILES]
 
     async def launch(self, agent: str) -> str:
         dto = await self.main.call("session.launch", {"task_id": self.task_id, "agent": agent})
@@ -207,14 +209,19 @@ class Bench:
         await first.wait(30)
 
     async def e2e_sample(self, conn: WsClient, session_id: str,
-                         real: RealTurn | None = None) -> dict[str, float]:
+                         real: RealTurn | None = None,
+                         before_cancel: Callable[[], Awaitable[None]] | None = None,
+                         ) -> dict[str, float]:
         """One cancel after the first chunk (real agents: the first model token);
-        ms from the request to each stage."""
+        ms from the request to each stage.  ``before_cancel`` runs between the first
+        chunk and the cancel (the queued phase queues a message there)."""
         if real is None:
             await self.start_turn(conn, session_id, DELAY_PROMPT)
         else:
             await self.start_turn(conn, session_id, real.prompt, real.first_output)
             real.before_cancel()
+        if before_cancel is not None:
+            await before_cancel()
         w_true = conn.watch(is_cancellation(session_id, True))
         w_false = conn.watch(is_cancellation(session_id, False))
         w_wait = conn.watch(is_state(session_id, "WAITING_FOR_INPUT"))
@@ -273,6 +280,8 @@ class Bench:
                 if agent_uss else None,
             })
             log(f"memory: {out[-1]}")
+        if len(pool) < self.p.pool:  # the streaming phase may need more than memory did
+            pool += await self.launch_many(self.agents[0], self.p.pool - len(pool))
         return pool, out
 
     async def latency(self, sessions: dict[str, str]) -> dict[str, Any]:
@@ -315,6 +324,7 @@ class Bench:
             fa = summary(floor_a[agent])
             floor_ms = fa["p50"] + ping_s["p50"]
             resp = summary(per["response"])
+            pending_true = summary(per["pending_true"])
             out["dialects"][agent] = {
                 "protocol": BUILTIN_PROFILES[agent].protocol,
                 "real_agent": agent in REAL_AGENTS,
@@ -327,6 +337,7 @@ class Bench:
                 "ratio_p99": round(resp["p99"] / floor_ms, 2),
                 "ratio_p99_vs_floor_p99": round(
                     resp["p99"] / (fa["p99"] + ping_s["p99"]), 2),
+                "ratio_pending_true_p50": round(pending_true["p50"] / floor_ms, 2),
             }
             if agent in upstream:
                 out["dialects"][agent]["floor_a_upstream_closed_ms"] = summary(upstream[agent])
@@ -590,7 +601,7 @@ class Bench:
             await self.e2e_sample(self.main, sid, self.real_turn(agent))  # warm the paths
         results: dict[str, Any] = {}
         pool: list[str] = []
-        if phases & {"memory", "busy", "burst"}:
+        if phases & POOL_PHASES:
             log(f"launching the idle pool ({self.p.pool} sessions)")
             pool, memory = await self.memory_and_pool()
             if "memory" in phases:
@@ -606,6 +617,18 @@ class Bench:
             results["storm"] = await self.storm()
         if "fanout" in phases:
             results["fanout"] = await self.fanout()
+        if "streaming" in phases:
+            results["streaming"] = await streaming(self, pool)
+        if "queued" in phases:
+            log(f"queued: {self.p.queued_samples} pairs per dialect")
+            results["queued"] = await queued(self, sessions)
+        if "restored" in phases:
+            log(f"restored: {self.p.restored_samples} pairs per dialect")
+            results["restored"] = await restored(self)
+        if "peer_e2e" in phases:
+            log(f"peer_e2e: {self.p.peer_e2e_samples} cancels each, Turnvisor vs a minimal "
+                "asyncio server on the ACP SDK")
+            results["peer_e2e"] = await peer_e2e(self, sessions)
         return results
 
 
@@ -642,110 +665,6 @@ async def run_peer(params: Params) -> dict[str, Any]:
         "ratio_p99_turnvisor_vs_sdk": round(tv["p99"] / sdk["p99"], 3),
         "block_p50_ms": blocks, "samples_ms": samples, "blocks": params.peer_blocks,
     }
-
-
-def targets(r: dict[str, Any]) -> dict[str, Any]:
-    """Where each target of issue 7 stands (only for the phases that ran)."""
-    out: dict[str, Any] = {}
-    if "latency" in r:
-        out["e2e_p50_le_2x_floor"] = {"value": r["ratio_p50"], "target": 2.0,
-                                      "met": r["ratio_p50"] <= 2.0}
-        out["e2e_p99_le_4x_floor"] = {"value": r["ratio_p99"], "target": 4.0,
-                                      "met": r["ratio_p99"] <= 4.0}
-    if "busy" in r:
-        busy = r["busy"]
-        out[f"busy_{busy['max_level']}_p50_le_1.5x_idle"] = {
-            "value": busy["ratio_p50_max_vs_0"], "target": 1.5,
-            "met": busy["ratio_p50_max_vs_0"] <= 1.5}
-    if "storm" in r:
-        storm = r["storm"]
-        p99_after = storm["answer_after_settle_ms"].get("p99", float("inf"))
-        out["storm_one_op_all_answered_p99_le_50ms"] = {
-            "value": {"operations": storm["operations"],
-                      "notifications": storm["cancellation_changed_notifications"],
-                      "answered": storm["answered"], "p99_after_settle_ms": p99_after},
-            "target": "1 op, 2 notifications, all answered, p99 <= 50 ms",
-            "met": storm["operations"] == 1
-            and storm["cancellation_changed_notifications"] == 2
-            and storm["answered"] == storm["requests"] and p99_after <= 50}
-    if "fanout" in r:
-        fan = r["fanout"][-1]
-        out[f"fanout_{fan['subscribers']}_last_le_100ms"] = {
-            "value": fan["last_delivery_ms_median"], "target": 100,
-            "met": fan["last_delivery_ms_median"] <= 100}
-    if "peer" in r:
-        ratio = r["peer"]["ratio_p50_turnvisor_vs_sdk"]
-        out["adapter_not_slower_than_sdk"] = {"value": ratio, "target": 1.0,
-                                              "met": ratio <= 1.0}
-    return out
-
-
-def report(r: dict[str, Any]) -> str:
-    lines = [f"Turnvisor cancel latency — {r['command']}", ""]
-    lat = r.get("latency", {"dialects": {}})
-    if "floor_b_ws_ping_ms" in lat:
-        lines.append(f"floor (b) WebSocket ping: {fmt(lat['floor_b_ws_ping_ms'])}")
-    for agent, d in lat["dialects"].items():
-        lines.append(f"[{agent} / {d['protocol']}]")
-        lines.append(f"  floor (a) adapter cancel→cancelled: {fmt(d['floor_a_adapter_ms'])}")
-        if "floor_a_upstream_closed_ms" in d:
-            lines.append(f"  floor (a) cancel→model stream closed: "
-                         f"{fmt(d['floor_a_upstream_closed_ms'])}")
-        for stage, s in d["e2e_ms"].items():
-            lines.append(f"  e2e request → {stage:<13} {fmt(s)}")
-        lines.append(f"  floor (a)+(b) p50 = {d['floor_ms']} ms; e2e/floor: p50 "
-                     f"{d['ratio_p50']}x, p99 {d['ratio_p99']}x")
-        st = d["stages_ms"]
-        lines.append("  server stages (median ms): " + ", ".join(
-            f"{n} {st.get(n)}" for n, _, _ in STAGES) + f", outside server "
-            f"{st.get('outside_server_ms')}")
-    lines.append("")
-    for lv in r.get("busy", {}).get("levels", []):
-        extra = (f"  ({lv['load_frames_per_s']} frames/s streamed; p50 vs paired idle "
-                 f"{lv['ratio_p50_vs_paired_idle']}x)" if lv["busy_sessions"] else "")
-        lines.append(f"busy {lv['busy_sessions']:>3} sessions: e2e "
-                     f"{fmt(lv['e2e_response_ms'])}{extra}")
-    for b in r.get("burst", []):
-        lines.append(f"burst of {b['sessions']:>3} cancels: all answered "
-                     f"{b['all_answered_ms']} ms, all settled {b['all_settled_ms']} ms, "
-                     f"errors {b['errors']} (server CPU while the {b['sessions']} streamed: "
-                     f"{b['server_cpu_util_while_streaming']:.0%} of a core)")
-    s = r.get("storm")
-    if s:
-        lines.append(
-            f"storm: {s['requests']} duplicate cancels over {s['connections']} connections: "
-            f"{s['operations']} operation(s) (joined {s['joined']}, turn ended "
-            f"{s['turn_stop_reason']}), {s['cancellation_changed_notifications']} "
-            f"cancellation_changed, {s['answered']} answered in {s['all_answered_ms']} ms; "
-            f"after settle {fmt(s['answer_after_settle_ms'])}; server CPU "
-            f"{s['server_cpu_us_per_request']} us/request")
-    for f in r.get("fanout", []):
-        cpu = (f"; CPU per frame: server {f['server_cpu_us_per_frame']} us, client "
-               f"{f['client_cpu_us_per_frame']} us" if f["server_cpu_us_per_frame"] else "")
-        lines.append(f"fan-out to {f['subscribers']:>4} subscribers: last delivery median "
-                     f"{f['last_delivery_ms_median']} ms (max {f['last_delivery_ms_max']} ms)"
-                     f"{cpu}")
-    for m in r.get("memory", []):
-        lines.append(f"memory, {m['idle_sessions']} idle sessions: backend "
-                     f"{m['backend_kb_per_session']} KiB/session RSS; each agent RSS "
-                     f"{m['agent_rss_mb_mean']} MiB (USS {m['agent_uss_mb_mean']} MiB)")
-    p = r.get("peer")
-    if p:
-        lines.append(f"adapter vs ACP SDK (cancel→cancelled): turnvisor "
-                     f"{fmt(p['turnvisor_adapter_ms'])} | sdk {fmt(p['acp_sdk_ms'])} | "
-                     f"p50 ratio {p['ratio_p50_turnvisor_vs_sdk']}")
-    lines.append("")
-    lines.append("targets:")
-    for name, t in r["targets"].items():
-        lines.append(f"  {'MET   ' if t['met'] else 'MISSED'} {name}: {t['value']} "
-                     f"(target {t['target']})")
-    return "\n".join(lines)
-
-
-def fmt(s: dict[str, Any]) -> str:
-    if not s.get("n"):
-        return "n=0"
-    return f"p50 {s['p50']:.3f} p90 {s['p90']:.3f} p99 {s['p99']:.3f} ms (n={s['n']})"
 
 
 async def bench_main(params: Params, agents: list[str], phases: set[str],

@@ -7,7 +7,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["percentile", "summary"]
+__all__ = ["paired", "percentile", "summary"]
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -35,4 +35,15 @@ def summary(values: Sequence[float]) -> dict[str, Any]:
         "mean": round(statistics.fmean(values), 3),
         "min": round(min(values), 3),
         "max": round(max(values), 3),
+    }
+
+
+def paired(plain: Sequence[float], variant: Sequence[float], name: str) -> dict[str, Any]:
+    """Two interleaved sample sets of the same measurement: both summaries (``plain_ms``,
+    ``<name>_ms``) and the variant's p50 and p99 over the plain one's."""
+    a, b = summary(plain), summary(variant)
+    return {
+        "plain_ms": a, f"{name}_ms": b,
+        "ratio_p50": round(b["p50"] / a["p50"], 3) if a.get("n") and b.get("n") else None,
+        "ratio_p99": round(b["p99"] / a["p99"], 3) if a.get("n") and b.get("n") else None,
     }
