@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
@@ -169,23 +170,54 @@ def _task(row: sqlite3.Row) -> Task:
                 running_count=row["running_count"])
 
 
+def checkpoint(path: Path | str) -> None:
+    """One passive WAL checkpoint on a connection of its own: it copies what
+    it can without blocking the writers (``Db.hand_over_checkpoints``)."""
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+    finally:
+        conn.close()
+
+
 class Db:
     """Synchronous access to the database (one connection; callers serialize)."""
 
     def __init__(self, path: Path | str, *, busy_timeout_s: float = 30.0) -> None:
+        self.path = path
         self.conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self.conn.row_factory = sqlite3.Row
         # How long a write waits for a lock another connection holds (a backup, a
         # sqlite3 shell) before it fails: long enough to ride out seconds of
         # contention rather than fail a turn's write.
-        self.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        self._busy_ms = int(busy_timeout_s * 1000)
+        self.conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
         self.conn.execute("PRAGMA journal_mode = WAL")
         self.conn.execute("PRAGMA synchronous = NORMAL")
         self.conn.execute("PRAGMA foreign_keys = ON")
+        #: Transactions committed on this connection (the checkpointer's pace).
+        self.commits = 0
         self._migrate()
 
     def close(self) -> None:
         self.conn.close()
+
+    @contextmanager
+    def without_waiting(self) -> Iterator[None]:
+        """Statements fail at once (``database is locked``) instead of waiting
+        ``busy_timeout`` for another connection's lock: for the Trio thread,
+        which must not wait on a sqlite3 shell or a backup."""
+        self.conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            yield
+        finally:
+            self.conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+
+    def hand_over_checkpoints(self) -> None:
+        """From now on the WAL is checkpointed by ``checkpoint`` on another
+        connection, not by whichever commit crosses SQLite's threshold (that
+        commit would take tens of milliseconds)."""
+        self.conn.execute("PRAGMA wal_autocheckpoint = 0")
 
     def _migrate(self) -> None:
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
@@ -198,7 +230,7 @@ class Db:
             )
 
     def _tx(self) -> _Tx:
-        return _Tx(self.conn)
+        return _Tx(self)
 
     # -- workspaces and tasks -----------------------------------------------
 
@@ -629,8 +661,9 @@ class _Tx:
     """BEGIN IMMEDIATE … COMMIT/ROLLBACK (writers take the lock up front, so a
     busy database fails fast at BEGIN rather than mid-transaction)."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
+    def __init__(self, db: Db) -> None:
+        self.db = db
+        self.conn = db.conn
 
     def __enter__(self) -> sqlite3.Connection:
         self.conn.execute("BEGIN IMMEDIATE")
@@ -638,3 +671,5 @@ class _Tx:
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+        if not exc_type:
+            self.db.commits += 1

@@ -85,6 +85,7 @@ async def open_supervisor(
         lifecycle = LifecycleManager(config, store, notify, launcher)
         orchestrator = Orchestrator(config, store, notify, lifecycle)
         async with trio.open_nursery() as root:
+            await root.start(store.run)
             await root.start(lifecycle.run)
             await root.start(orchestrator.run)
             root.start_soon(_warm_up_schema)
