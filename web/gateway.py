@@ -62,6 +62,8 @@ class Socket(Protocol):
     async def close(self, code: int, reason: str = "") -> None: ...
 
 
+#: Scheduler rounds the writer lets pass before it writes what is queued.
+WRITE_AFTER_ROUNDS: Final = 2
 #: Frames written at most in one send (a bound on one write's size and time).
 MAX_BATCH: Final = 256
 
@@ -113,7 +115,12 @@ class Gateway:
                 if send_many is None:
                     await ws.send(frame)
                 else:
-                    # Everything already queued goes out in the same write.
+                    # Let the tasks already woken queue their frames first (a
+                    # cancel's notifications, then its pending=false and its
+                    # response, come from three tasks in consecutive scheduler
+                    # rounds): everything queued by then goes out in one write.
+                    for _ in range(WRITE_AFTER_ROUNDS):
+                        await trio.lowlevel.checkpoint()
                     batch = [frame]
                     while len(batch) < MAX_BATCH:
                         try:
