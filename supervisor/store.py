@@ -10,8 +10,9 @@ acknowledgement, permission requests) it publishes itself.
 
 ``call`` runs any ``Db`` method (tests and benchmarks read with it; tests
 under virtual time override it to run inline).  ``call_now`` runs a short
-write on the Trio thread itself when the connection is free: a turn's close,
-on the cancel's path, is a ~150 µs transaction (p99 ~250 µs, WAL with
+write on the Trio thread itself when the connection is free: a turn's close
+(on the cancel's path) and a message's insert or update (a streamed chunk's
+write, the most frequent) are ~50-150 µs transactions (p99 ~250 µs, WAL with
 ``synchronous=NORMAL``: no fsync) against a thread hop's 300-600 µs wake-up
 on a busy machine.  It never waits there: the connection taken, or a lock held
 by another connection, sends it to the worker thread like ``call``.  For the
@@ -273,13 +274,13 @@ class Store:
     async def add_message(self, session_id: str, turn_id: str | None, role: Role,
                           kind: MessageKind, content: str,
                           metadata: dict[str, Any] | None = None) -> Message:
-        msg = await self.call(self.db.add_message, session_id, turn_id, role, kind, content,
+        msg = await self.call_now(self.db.add_message, session_id, turn_id, role, kind, content,
                               metadata)
         self.notify.message_added(msg)
         return msg
 
     async def update_message(self, msg: Message) -> None:
-        await self.call(self.db.update_message, msg)
+        await self.call_now(self.db.update_message, msg)
         self.notify.message_updated(msg)
 
     # -- the queue (DESIGN.md §9): every change announces the committed snapshot

@@ -35,7 +35,7 @@ async def test_a_free_connection_runs_the_write_on_the_trio_thread(tmp_path: Pat
 
 
 async def test_a_busy_connection_sends_it_to_the_worker(tmp_path: Path) -> None:
-    store, sid = _store(tmp_path)
+    store, _ = _store(tmp_path)
     ran_on: list[threading.Thread] = []
 
     def write() -> None:
