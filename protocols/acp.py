@@ -105,11 +105,17 @@ _HISTORY_KINDS: Final = frozenset({
 
 
 
+_loaded: list[ModuleType] = []
+
+
 def _models() -> ModuleType:
     """The schema models, imported on first use: building them takes over a
     second, which ``turnvisor serve`` should not spend before it listens
-    (``supervisor.root`` warms them up on a worker thread instead)."""
-    return importlib.import_module("protocols._acp_models")
+    (``supervisor.root`` warms them up on a worker thread instead).  Kept
+    once imported: this is asked for every update an agent streams."""
+    if not _loaded:
+        _loaded.append(importlib.import_module("protocols._acp_models"))
+    return _loaded[0]
 
 
 class AcpClient(CoreBase):

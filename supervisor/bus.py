@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import uuid
 from collections import defaultdict
 from datetime import UTC, datetime
@@ -24,13 +25,22 @@ __all__ = ["EventBus", "Subscriber", "envelope", "timestamp"]
 log = logging.getLogger(__name__)
 
 
+_random = random.Random()
+
+
 def timestamp() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _new_id() -> str:
+    """A random (version 4) UUID for a notification: from the PRNG, not
+    ``os.urandom`` (a syscall per notification; these ids are not secrets)."""
+    return str(uuid.UUID(int=_random.getrandbits(128), version=4))
+
+
 def envelope(kind: str, action: str, payload: Any, msg_id: str | None = None) -> str:
     return json.dumps(
-        {"id": msg_id or str(uuid.uuid4()), "type": kind, "action": action,
+        {"id": msg_id or _new_id(), "type": kind, "action": action,
          "payload": payload, "timestamp": timestamp()},
         separators=(",", ":"),
     )

@@ -17,8 +17,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
@@ -190,8 +189,8 @@ class Db:
         # How long a write waits for a lock another connection holds (a backup, a
         # sqlite3 shell) before it fails: long enough to ride out seconds of
         # contention rather than fail a turn's write.
-        self._busy_ms = int(busy_timeout_s * 1000)
-        self.conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+        self.busy_timeout_s = busy_timeout_s
+        self.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
         self.conn.execute("PRAGMA journal_mode = WAL")
         self.conn.execute("PRAGMA synchronous = NORMAL")
         self.conn.execute("PRAGMA foreign_keys = ON")
@@ -202,16 +201,11 @@ class Db:
     def close(self) -> None:
         self.conn.close()
 
-    @contextmanager
-    def without_waiting(self) -> Iterator[None]:
-        """Statements fail at once (``database is locked``) instead of waiting
-        ``busy_timeout`` for another connection's lock: for the Trio thread,
-        which must not wait on a sqlite3 shell or a backup."""
+    def fail_fast(self) -> None:
+        """From now on a statement that meets another connection's lock fails
+        at once (``database is locked``) instead of waiting ``busy_timeout``:
+        the store waits (and retries) off the Trio thread itself."""
         self.conn.execute("PRAGMA busy_timeout = 0")
-        try:
-            yield
-        finally:
-            self.conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
 
     def hand_over_checkpoints(self) -> None:
         """From now on the WAL is checkpointed by ``checkpoint`` on another

@@ -27,6 +27,7 @@ import functools
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,9 +75,20 @@ class ClosedTurn:
     queue: QueueState | None = None
 
 
+def _locked(exc: sqlite3.OperationalError) -> bool:
+    """Another connection holds the lock (a backup, a sqlite3 shell)."""
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF  # the primary code of an extended one
+    return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
 class Store:
     def __init__(self, db: Db, notify: Notifier | None = None) -> None:
         self.db = db
+        #: How long a write waits for another connection's lock (on a worker
+        #: thread, retrying) before it fails: long enough to ride out seconds
+        #: of contention rather than fail a turn's write.
+        self._wait_s = db.busy_timeout_s
+        db.fail_fast()
         self._notify = notify
         self._limiter = trio.CapacityLimiter(1)
         # Guards the connection against a thread abandoned by a cancelled call.
@@ -103,8 +115,18 @@ class Store:
         bound = functools.partial(fn, *args, **kwargs)
 
         def run() -> R:
-            with self._lock:
-                return bound()
+            deadline = time.monotonic() + self._wait_s
+            pause = 0.001
+            while True:
+                with self._lock:
+                    try:
+                        return bound()
+                    except sqlite3.OperationalError as exc:
+                        # (Rolled back: BEGIN IMMEDIATE takes the lock first.)
+                        if not _locked(exc) or time.monotonic() >= deadline:
+                            raise
+                time.sleep(pause)
+                pause = min(pause * 2, 0.1)
 
         try:
             return await trio.to_thread.run_sync(run, limiter=self._limiter)
@@ -117,10 +139,12 @@ class Store:
         """``call``, run on the Trio thread if the connection is free this instant."""
         if self._limiter.borrowed_tokens == 0 and self._lock.acquire(blocking=False):
             try:
-                with self.db.without_waiting():
-                    result = fn(*args, **kwargs)
-            except sqlite3.OperationalError:
-                pass  # locked by another connection (rolled back): wait for it in a thread
+                result = fn(*args, **kwargs)
+            except sqlite3.OperationalError as exc:
+                if not _locked(exc):
+                    self._lock.release()
+                    raise StoreUnavailable(str(exc)) from exc
+                # Locked by another connection (rolled back): wait for it in a thread.
             else:
                 self._lock.release()
                 self._count_commits()
