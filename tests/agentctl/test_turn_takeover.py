@@ -148,7 +148,7 @@ async def test_a_cancel_pending_at_the_restart_is_gone_and_the_turn_cancellable_
             config = _config(tmp_path, ctl.url, "acp", cancel_join_s=0.3,
                              cancel_escalate_s=30, cancel_operation_s=30)
             async with open_supervisor(config) as sup, trio.open_nursery() as nursery:
-                caller, sid, turn_id = await _start_turn(sup, "/slow 5000")
+                caller, sid, turn_id = await _start_turn(sup, "/slow 8000")
 
                 async def cancel() -> None:
                     await sup.orchestrator.cancel(caller, sid)
@@ -196,3 +196,26 @@ async def test_agentctl_gone_interrupts_the_turn_as_any_restart(
                 statuses = [m for m in await _messages(sup, caller, sid) if m.kind == "status"]
                 assert [(m.content, m.turn_id) for m in statuses] == [(RESTART_STATUS, turn_id)]
                 assert not (await sup.store.queue_state(sid)).auto_run
+
+
+async def test_a_turn_that_ended_while_no_backend_was_connected_ends_with_its_own_end(
+    tmp_path: Path, agentctl: AgentctlFactory
+) -> None:
+    """The turn's end is an entry of agentctl's log like its chunks: a backend
+    that comes back after it finds it among the replayed entries."""
+    with trio.fail_after(60):
+        async with agentctl("acp") as ctl:
+            config = _config(tmp_path, ctl.url, "acp")
+            async with open_supervisor(config) as sup:
+                caller, sid, turn_id = await _start_turn(sup, "/delay 1200")
+            with trio.fail_after(10):
+                while (await ctl.status())["turn"] is not None:
+                    await trio.sleep(0.05)
+            async with open_supervisor(config) as sup:
+                caller = await sup.caller()
+                await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+                turn = await _turn_row(sup, turn_id)
+                assert (turn.state, turn.stop_reason) == ("completed", "end_turn")
+                numbers = _chunk_numbers(await _text(sup, caller, sid, turn_id))
+                assert numbers == list(range(len(numbers))) and len(numbers) >= 12
+                assert not [m for m in await _messages(sup, caller, sid) if m.kind == "status"]
