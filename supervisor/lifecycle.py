@@ -3,11 +3,14 @@
 Nursery tree (one function each, so the shape reads at a glance)::
 
     LifecycleManager.run            executions nursery: owns every Execution
+    ├── take_over                   after a restart, per turn an agentctl ran on:
+    │                               starts its execution (below), bounded
     └── _run_execution              per-execution nursery, one per running agent
         ├── connection.run          the agent link's reader → protocol core → events
         ├── _drain_stderr           stderr → log (bounded lines)
         ├── _pump                   events → transcript (store → bus), in order; ends turns
         ├── _stop_when_idle         stops the agent after ``idle_agent_s`` without a turn
+        ├── _watch                  per turn: the stall watchdog
         └── _run_turn               the pending prompt (its CancelScope is the
                                     turn's handle: escalation cancels it alone),
                                     after restoring the conversation in a fresh
@@ -489,29 +492,9 @@ class LifecycleManager:
         ex.agent.handover.adopt(handover.turn_id, handover.after)
         turn = TurnHandle(id=handover.turn_id, session_id=ex.session_id, adopting=True,
                           recorded=handover.after, events=1)
-        turn.text = await self._turn_text(ex, handover.turn_id)
+        turn.text = await ex.transcript.reopen_turn(handover.turn_id)
         ex.turn = turn
         ex.status = ExecutionStatus.RUNNING
-
-    async def _turn_text(self, ex: Execution, turn_id: str) -> TurnText:
-        """What the turn wrote before the restart that its next events extend:
-        its tool cards, its plan, its open permission cards, and its text
-        message if that is the turn's latest."""
-        text = TurnText(session_id=ex.session_id, turn_id=turn_id)
-        last: Message | None = None
-        for msg in await self.store.list_messages(ex.session_id):
-            if msg.turn_id != turn_id or msg.role != "agent":
-                continue
-            last = msg
-            if msg.kind == "tool_call" and isinstance(msg.metadata.get("tool_call_id"), str):
-                text.tools[msg.metadata["tool_call_id"]] = msg
-            elif msg.kind == "plan":
-                text.plan = msg
-            elif msg.kind == "permission" and msg.metadata.get("status") == "pending":
-                ex.transcript.permissions[str(msg.metadata.get("request_id"))] = msg
-        if last is not None and last.kind == "text":
-            text.text[str(last.metadata.get("channel", "agent"))] = last
-        return text
 
     async def _settle_takeover(self, ex: Execution) -> None:
         """Re-attach the conversation (agentctl hands its owner's session back),
