@@ -219,3 +219,30 @@ async def test_a_turn_that_ended_while_no_backend_was_connected_ends_with_its_ow
                 numbers = _chunk_numbers(await _text(sup, caller, sid, turn_id))
                 assert numbers == list(range(len(numbers))) and len(numbers) >= 12
                 assert not [m for m in await _messages(sup, caller, sid) if m.kind == "status"]
+
+
+@PROTOCOLS
+async def test_a_tool_card_started_before_the_restart_is_finished_after_it(
+    tmp_path: Path, agentctl: AgentctlFactory, protocol: str
+) -> None:
+    with trio.fail_after(60):
+        async with agentctl(protocol) as ctl:
+            config = _config(tmp_path, ctl.url, protocol)
+            async with open_supervisor(config) as sup:
+                caller = await sup.caller()
+                task = await sup.orchestrator.create_task(caller, "t")
+                sid = str((await sup.orchestrator.launch_session(caller, task.id,
+                                                                 "remote"))["id"])
+                await sup.orchestrator.send_message(caller, sid, "/tool 2500")
+                with trio.fail_after(10):
+                    while not [m for m in await _messages(sup, caller, sid)
+                               if m.kind == "tool_call"]:
+                        await trio.sleep(0.02)
+            async with open_supervisor(config) as sup:
+                caller = await sup.caller()
+                await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+                messages = await _messages(sup, caller, sid)
+                tools = [m for m in messages if m.kind == "tool_call"]
+                assert len(tools) == 1 and tools[0].metadata["status"] == "completed"
+                assert [m.content for m in messages if m.role == "agent" and m.kind == "text"] \
+                    == ["tool finished"]
