@@ -246,3 +246,32 @@ async def test_a_tool_card_started_before_the_restart_is_finished_after_it(
                 assert len(tools) == 1 and tools[0].metadata["status"] == "completed"
                 assert [m.content for m in messages if m.role == "agent" and m.kind == "text"] \
                     == ["tool finished"]
+
+
+async def test_events_no_longer_kept_interrupt_the_turn_and_it_is_stopped_there(
+    tmp_path: Path, agentctl: AgentctlFactory
+) -> None:
+    """agentctl keeps 8 entries here: the chunks of a longer absence are gone,
+    so the turn is not taken over (it would miss text); it is interrupted as
+    any restart interrupts it, and agentctl's turn is cancelled so the
+    conversation takes the next prompt."""
+    with trio.fail_after(60):
+        async with agentctl("acp", "--replay-events", "8") as ctl:
+            config = _config(tmp_path, ctl.url, "acp")
+            async with open_supervisor(config) as sup:
+                caller, sid, turn_id = await _start_turn(sup, "/delay 20000")
+            await trio.sleep(1.5)  # 15 chunks: more than agentctl keeps
+            async with open_supervisor(config) as sup:
+                caller = await sup.caller()
+                await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+                turn = await _turn_row(sup, turn_id)
+                assert (turn.state, turn.stop_reason) == ("interrupted", "cancelled")
+                statuses = [m.content for m in await _messages(sup, caller, sid)
+                            if m.kind == "status"]
+                assert statuses == [RESTART_STATUS]
+                assert (await ctl.status())["turn"] is None
+                await sup.orchestrator.queue_set_auto_run(caller, sid, True)
+                msg = await sup.orchestrator.send_message(caller, sid, "/recall")
+                await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+                assert msg.turn_id is not None
+                assert await _text(sup, caller, sid, msg.turn_id) == "recall: /delay 20000"
