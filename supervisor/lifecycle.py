@@ -748,7 +748,10 @@ class LifecycleManager:
     # -- turns ------------------------------------------------------------------
 
     def turn_running(self, session_id: str) -> bool:
-        """Whether a turn is running (or being opened) in the session's agent."""
+        """Whether a turn is running (or being opened, or taken over after a
+        restart) in the session's agent."""
+        if session_id in self._taking_over:
+            return True
         ex = self.executions.get(session_id)
         return ex is not None and ex.turn is not None
 

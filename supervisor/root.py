@@ -93,9 +93,10 @@ async def open_supervisor(
         orchestrator = Orchestrator(config, store, notify, lifecycle)
         async with trio.open_nursery() as root:
             await root.start(lifecycle.run)
-            await root.start(orchestrator.run)
+            # Before the queue runs: its starts wait for these sessions' takeovers.
             for handover in handed_over:
                 lifecycle.start_take_over(handover)
+            await root.start(orchestrator.run)
             root.start_soon(_warm_up_schema)
             try:
                 yield Supervisor(config, store, bus, notify, lifecycle, orchestrator, recovered,

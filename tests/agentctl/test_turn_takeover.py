@@ -95,6 +95,13 @@ async def test_a_running_turn_streams_on_into_the_same_session_after_a_restart(
                 session = await sup.orchestrator.session(caller, sid)
                 assert (session.state, session.current_turn_id) == (SessionState.RUNNING,
                                                                      turn_id)
+                # A prompt meanwhile waits its turn in the queue, then runs.
+                queued = await sup.orchestrator.add_message(caller, sid, "/recall")
+                assert queued["delivery"] == "queued"
+                with trio.fail_after(20):
+                    while not [m for m in await _messages(sup, caller, sid)
+                               if m.content.startswith("recall: ")]:
+                        await trio.sleep(0.02)
                 await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
                 turn = await _turn_row(sup, turn_id)
                 assert (turn.state, turn.stop_reason) == ("completed", "end_turn")
@@ -104,11 +111,8 @@ async def test_a_running_turn_streams_on_into_the_same_session_after_a_restart(
                 messages = await _messages(sup, caller, sid)
                 assert not [m for m in messages if m.kind == "status"]
                 # The agent, its conversation and the session go on as one.
-                msg = await sup.orchestrator.send_message(caller, sid, "/recall")
-                await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
-                assert msg.turn_id is not None
-                recall = await _text(sup, caller, sid, msg.turn_id)
-                assert recall == "recall: /delay 3000"
+                assert [m.content for m in messages if m.content.startswith("recall: ")] == [
+                    "recall: /delay 3000"]
 
 
 @PROTOCOLS
