@@ -22,6 +22,18 @@ other than ``last + 1`` has missed events.  Types:
   ``Heartbeat`` (``last_seq``; sent when the stream is idle, so a client can
   bound its wait on a silent connection).
 
+Resuming: a client that read up to seq N (a backend restarted while its
+agent's turn ran on) connects with ``?after=N`` and decodes with
+``StreamDecoder(after=N)``: the log entries after N come first (the replay
+ring agentctl keeps whether or not anyone is connected), then the live ones,
+with no seq skipped.  A turn's end is a log entry like any other
+(``TurnEnded`` stamped with the turn), so a prompt that was in flight at the
+agent when the client went away ends, for the resumed client, with that
+entry — its ACP ``session/prompt`` response or Codex ``turn/completed``,
+which agentctl itself awaited.  ``Hello.resumed`` says whether the stream
+really continues after N: false when entries after N are no longer kept, or
+when the log is not the one N was read from (agentctl restarted).
+
 A subscriber that falls behind is closed with ``CLOSE_FELL_BEHIND`` and a
 reason naming the last seq it was sent; it reconnects with ``?after=<seq>``.
 """
@@ -179,6 +191,9 @@ class Hello:
 
     last_seq: int
     status: dict[str, Any]
+    #: With ``StreamDecoder(after=N)``: whether every entry after N follows
+    #: (None: the client did not resume).
+    resumed: bool | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -215,10 +230,16 @@ class StreamDecoder:
     carry ``last + 1``.  Anything else — bad JSON, an unknown type, a skipped
     seq — raises ``WireError`` naming it: the client has lost events and must
     treat the link as lost.
+
+    ``after``: the stream was opened with ``?after=<after>``; numbering goes
+    on from there (the replayed entries first).  When agentctl cannot replay
+    from there (``Hello.resumed`` false) it continues from what agentctl
+    sends: its ``Gap`` frame, or its live log.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, after: int | None = None) -> None:
         self.last_seq: int | None = None
+        self.after = after
 
     def receive(self, message: str | bytes) -> Frame:
         if not isinstance(message, str):
@@ -234,12 +255,31 @@ class StreamDecoder:
             if kind != "Hello":
                 raise WireError("the event stream did not start with Hello")
             last = frame.get("last_seq", 0)
-            if not isinstance(last, int):
-                raise WireError("Hello.last_seq must be an integer")
-            self.last_seq = last
-            return Hello(last_seq=last, status=frame)
+            oldest = frame.get("oldest_seq", last + 1)
+            if not isinstance(last, int) or not isinstance(oldest, int):
+                raise WireError("Hello.last_seq and oldest_seq must be integers")
+            after = self.after
+            if after is None:
+                self.last_seq = last
+                return Hello(last_seq=last, status=frame)
+            # After ``after``: kept (oldest <= after + 1), and from this log
+            # (seq numbers are per agentctl process: a restarted one is behind).
+            if after > last:
+                self.last_seq = last  # a restarted agentctl: its live log follows
+                return Hello(last_seq=last, status=frame, resumed=False)
+            # A Gap frame follows if the entries right after ``after`` are gone.
+            self.last_seq = after
+            return Hello(last_seq=last, status=frame,
+                         resumed=after == last or oldest <= after + 1)
         seq = frame.get("seq")
         if seq is None:
+            if kind == "Gap":
+                # The entries up to ``to`` are gone (Hello.resumed said so): the
+                # replay starts after them.
+                to = frame.get("to")
+                if not isinstance(to, int) or isinstance(to, bool):
+                    raise WireError("Gap.to must be an integer")
+                self.last_seq = to
             return Heartbeat()  # Hello and Gap come only at the start
         if not isinstance(seq, int) or isinstance(seq, bool):
             raise WireError("seq must be an integer")

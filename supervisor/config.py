@@ -85,6 +85,10 @@ class Timeouts:
     #: agentctl: re-attaching to a session whose turn is still running (a previous
     #: backend's): how long that turn may take to end after it is cancelled.
     agentctl_attach_join_s: float = 5.0
+    #: agentctl at a configured URL: after a backend restart, taking a running
+    #: turn over (re-attach, replay of what the agent did meanwhile) must be done
+    #: within this long; otherwise the turn is interrupted as any other.
+    agentctl_takeover_s: float = 15.0
 
     @property
     def stop_s(self) -> float:

@@ -133,6 +133,14 @@ _MIGRATIONS: tuple[str, ...] = (
         session_id TEXT PRIMARY KEY REFERENCES task_sessions(id),
         auto_run INTEGER NOT NULL, revision INTEGER NOT NULL);
     """,
+    # A turn an agentctl at a configured URL runs (it outlives the backend): how
+    # far its event stream is written down (agentctl's seq), so the next backend
+    # takes the turn over from there instead of interrupting it.
+    """
+    CREATE TABLE turn_handovers (
+        turn_id TEXT PRIMARY KEY REFERENCES turns(id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL);
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -459,6 +467,27 @@ class Db:
             parked = park_queue and self._set_auto_run(session_id, False)
         return (True, msg, self.get_session(session_id) if moved else None,
                 self.queue_state(session_id) if parked else None)
+
+    def set_turn_handover(self, turn_id: str, seq: int) -> None:
+        """Turn ``turn_id``'s event stream is written down up to ``seq`` (never moves back)."""
+        with self._tx():
+            self.conn.execute(
+                "INSERT INTO turn_handovers (turn_id, seq) VALUES (?, ?) ON CONFLICT(turn_id) "
+                "DO UPDATE SET seq = MAX(seq, excluded.seq)", (turn_id, seq))
+
+    def turn_handover(self, turn_id: str) -> int | None:
+        """The recorded position of a running turn's event stream (None: none)."""
+        row = self.conn.execute(
+            "SELECT h.seq FROM turn_handovers h JOIN turns t ON t.id = h.turn_id "
+            "WHERE h.turn_id = ? AND t.state = 'running'", (turn_id,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def forget_turn_handovers(self) -> None:
+        """Drop the positions of turns no longer running (once, at startup)."""
+        with self._tx():
+            self.conn.execute(
+                "DELETE FROM turn_handovers WHERE turn_id IN "
+                "(SELECT id FROM turns WHERE state != 'running')")
 
     # -- messages -----------------------------------------------------------
 

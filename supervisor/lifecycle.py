@@ -3,11 +3,14 @@
 Nursery tree (one function each, so the shape reads at a glance)::
 
     LifecycleManager.run            executions nursery: owns every Execution
+    ├── take_over                   after a restart, per turn an agentctl ran on:
+    │                               starts its execution (below), bounded
     └── _run_execution              per-execution nursery, one per running agent
         ├── connection.run          the agent link's reader → protocol core → events
         ├── _drain_stderr           stderr → log (bounded lines)
         ├── _pump                   events → transcript (store → bus), in order; ends turns
         ├── _stop_when_idle         stops the agent after ``idle_agent_s`` without a turn
+        ├── _watch                  per turn: the stall watchdog
         └── _run_turn               the pending prompt (its CancelScope is the
                                     turn's handle: escalation cancels it alone),
                                     after restoring the conversation in a fresh
@@ -29,6 +32,13 @@ it.  ``Execution.turn`` is the one answer to "is a turn running here".  Turn
 ends are idempotent: ``close_turn`` closes the turn in the store
 conditionally, so the pump, an escalation, a crash and a cancel's
 reconciliation can all try and exactly one wins.
+
+An agent that outlives the backend (``LaunchedAgent.handover``: an agentctl
+at a configured URL) keeps its running turn across a restart: the pump
+records how far the turn's event stream is written down, shutdown leaves the
+turn to agentctl (``_detach``) instead of stopping it, and the next backend
+takes it over (``take_over``): same turn id, the events of the gap replayed,
+its real end, cancellable again (a cancel that was pending is gone).
 """
 
 from __future__ import annotations
@@ -74,6 +84,7 @@ from .models import (
 )
 from .notify import Notifier
 from .profiles import AgentProfile
+from .recovery import RESTART_META, RESTART_STATUS, Handover
 from .restore import RESTORE_FAILED_META, RESTORE_FAILED_STATUS, reopen
 from .store import Store
 from .transcript import Transcript, TurnText
@@ -190,6 +201,11 @@ class TurnHandle:
     events: int = 0
     stall_notice: Message | None = None
     never_started: bool = False
+    #: Taken over from a previous backend and not settled yet: if it cannot
+    #: be, it ends as interrupted by the restart, not as this agent's error.
+    adopting: bool = False
+    #: The stream position last recorded for the next backend (``handover``).
+    recorded: int | None = None
 
 
 @dataclass(eq=False)
@@ -215,6 +231,11 @@ class Execution:
     restore_from: AgentSessionRef | None = None
     #: ``trio.current_time()`` when the agent last became idle (no turn).
     idle_since: float = 0.0
+    #: Shutdown left the running turn to the agent's host (``handover``): it
+    #: stays open in the store for the next backend.
+    detached: bool = False
+    #: Set when the event pump has ended.
+    pumped: trio.Event = field(default_factory=trio.Event)
 
     @property
     def adapter(self) -> AgentAdapter:
@@ -244,6 +265,8 @@ class LifecycleManager:
         self.close_parks_queue: Callable[[StopReason, StopRequest | None], bool] = (
             lambda _reason, _request: False)
         self._starting: dict[str, trio.Event] = {}
+        #: Sessions whose running turn is being taken over (``take_over``).
+        self._taking_over: dict[str, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
         notifier.agent_live = self.agent_live
 
@@ -313,7 +336,7 @@ class LifecycleManager:
                                      {"variant": "error", "start_failed": True})
 
     async def _run_execution(
-        self, session_id: str, profile: AgentProfile,
+        self, session_id: str, profile: AgentProfile, takeover: Handover | None = None,
         task_status: trio.TaskStatus[Execution] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         cwd = profile.cwd or str(self.config.work_dir)
@@ -323,7 +346,7 @@ class LifecycleManager:
         try:
             async with self._launch(profile, cwd, session_id) as agent:
                 entered = True
-                ex = await self._drive(session_id, profile, cwd, agent, task_status)
+                ex = await self._drive(session_id, profile, cwd, agent, task_status, takeover)
         except OSError as exc:
             if entered:
                 raise
@@ -355,7 +378,7 @@ class LifecycleManager:
 
     async def _drive(self, session_id: str, profile: AgentProfile, cwd: str,
                      agent: LaunchedAgent, task_status: trio.TaskStatus[Execution],
-                     ) -> Execution | None:
+                     takeover: Handover | None = None) -> Execution | None:
         """The execution's nursery around a launched agent, until its output ends."""
         ex: Execution | None = None
         running = False
@@ -368,6 +391,8 @@ class LifecycleManager:
                 ex = Execution(session_id=session_id, profile=profile, agent=agent,
                                nursery=nursery, cwd=cwd,
                                transcript=Transcript(self.store, self.notify, session_id))
+                if takeover is not None:
+                    await self._adopt(ex, takeover)
                 nursery.start_soon(adapter.connection.run)
                 if agent.stderr is not None:
                     nursery.start_soon(self._drain_stderr, ex, agent.stderr)
@@ -375,17 +400,21 @@ class LifecycleManager:
                 with trio.move_on_after(self.timeouts.agent_start_s) as slow:
                     await adapter.initialize()
                     ex.restore_from = await self._conversation(session_id)
-                    if ex.restore_from is None:
+                    if takeover is not None:
+                        await self._settle_takeover(ex)
+                    elif ex.restore_from is None:
                         await adapter.new_session(cwd)
                         await self._remember(ex)
                 if slow.cancelled_caught:
                     raise AgentStartError(
                         f"agent {profile.name!r} did not start within "
                         f"{self.timeouts.agent_start_s:g}s" + _tail(ex))
-                ex.status = ExecutionStatus.READY
+                ex.status = ExecutionStatus.READY if ex.turn is None else ExecutionStatus.RUNNING
                 ex.idle_since = trio.current_time()
                 self.executions[session_id] = ex
                 nursery.start_soon(self._stop_when_idle, ex)
+                if ex.turn is not None:
+                    nursery.start_soon(self._watch, ex, ex.turn)  # a turn taken over
                 task_status.started(ex)
                 running = True
                 # The pump ends when the agent's output does; then nothing is left to run.
@@ -408,6 +437,110 @@ class LifecycleManager:
                 if self.executions.get(session_id) is ex:
                     del self.executions[session_id]
         return ex
+
+    # -- a running turn taken over after a restart --------------------------------
+
+    def start_take_over(self, handover: Handover) -> None:
+        """``take_over`` in the executions nursery; prompts and cancels of the
+        session wait for it from now on."""
+        assert self._nursery is not None, "LifecycleManager.run is not running"
+        # Registered at once: a prompt or cancel that comes before the task runs waits too.
+        self._starting[handover.session_id] = self._taking_over[handover.session_id] = \
+            trio.Event()
+        self._nursery.start_soon(self.take_over, handover)
+
+    async def take_over(self, handover: Handover) -> None:
+        """After a restart: re-attach the agent (behind an agentctl at a configured
+        URL) that runs ``handover``'s turn, and let the turn stream on into its
+        session.  Bounded by ``agentctl_takeover_s``; if agentctl does not answer
+        in time, no longer runs the turn, or lost its events since the recorded
+        position, the turn is interrupted as recovery interrupts any other
+        (``RESTART_STATUS``, the queue parked).  Prompts and cancels of the
+        session wait for it (bounded)."""
+        sid = handover.session_id
+        assert self._nursery is not None, "LifecycleManager.run is not running"
+        settled = self._taking_over.get(sid)
+        if settled is None:
+            settled = trio.Event()
+        self._starting[sid] = self._taking_over[sid] = settled
+        ex: Execution | None = None
+        try:
+            session = await self.store.get_session(sid)
+            profile = self.config.profiles.get(session.agent) if session is not None else None
+            with trio.move_on_after(self.timeouts.agentctl_takeover_s) as slow:
+                if profile is not None:
+                    try:
+                        ex = await self._nursery.start(self._run_execution, sid, profile,
+                                                       handover)
+                    except Exception as exc:
+                        log.warning("session %s: turn %s not taken over: %s", sid,
+                                    handover.turn_id, _leaf(exc))
+            if slow.cancelled_caught:
+                log.warning("session %s: turn %s not taken over within %gs", sid,
+                            handover.turn_id, self.timeouts.agentctl_takeover_s)
+            if ex is None:
+                await self._interrupt_restarted(sid, handover.turn_id, None)
+            elif ex.turn is not None:
+                log.info("session %s: turn %s taken over from the previous backend", sid,
+                         handover.turn_id)
+        finally:
+            del self._starting[sid], self._taking_over[sid]
+            settled.set()
+
+    async def _adopt(self, ex: Execution, handover: Handover) -> None:
+        """Before the agent's link runs: the turn to take over is this
+        execution's running turn, its transcript picked up where it was left."""
+        if ex.agent.handover is None:
+            raise AgentStartError(f"agent {ex.profile.name!r} does not outlive the backend "
+                                  "(any more): its turn cannot be taken over")
+        ex.agent.handover.adopt(handover.turn_id, handover.after)
+        turn = TurnHandle(id=handover.turn_id, session_id=ex.session_id, adopting=True,
+                          recorded=handover.after, events=1)
+        turn.text = await ex.transcript.reopen_turn(handover.turn_id)
+        ex.turn = turn
+        ex.status = ExecutionStatus.RUNNING
+
+    async def _settle_takeover(self, ex: Execution) -> None:
+        """Re-attach the conversation (agentctl hands its owner's session back),
+        then keep the adopted turn if the agent still runs it (or its end came
+        with the replay); otherwise interrupt it as the restart did."""
+        turn, handover = ex.turn, ex.agent.handover
+        assert turn is not None and handover is not None
+        ref, ex.restore_from = ex.restore_from, None
+        if ref is not None:
+            reopened = await reopen(ex.adapter, ref, profile=ex.profile.name, cwd=ex.cwd,
+                                    restore_s=self.timeouts.restore_s)
+            reattached = reopened.reattached
+        else:
+            await ex.adapter.new_session(ex.cwd)
+            reattached = False
+        await self._remember(ex)
+        if not reattached:
+            await self.store.add_message(ex.session_id, None, "system", "status",
+                                         RESTORE_FAILED_STATUS, dict(RESTORE_FAILED_META))
+        adopted = await handover.settle_adoption()
+        turn.adopting = False
+        if not adopted and ex.turn is turn:
+            ex.turn = None
+            ex.status = ExecutionStatus.READY
+            await self._interrupt_restarted(ex.session_id, turn.id, turn.text, ex)
+            turn.done.set()
+
+    async def _interrupt_restarted(self, session_id: str, turn_id: str,
+                                   text: TurnText | None, ex: Execution | None = None) -> None:
+        """A turn that could not be taken over ends as recovery ends any turn a
+        restart cut: interrupted, ``RESTART_STATUS``, the session's queue parked."""
+        with trio.CancelScope(shield=True,
+                              deadline=trio.current_time() + self.timeouts.cancel_cleanup_s):
+            if text is not None and ex is not None:
+                await ex.transcript.flush(text)
+            closed = await self.store.close_turn(
+                turn_id, state="interrupted", stop_reason="cancelled",
+                status=(RESTART_STATUS, dict(RESTART_META)))
+            if closed is None:
+                return
+            await self.store.queue_set_auto_run(session_id, False)
+            self.notify.turn_completed(session_id, turn_id, "cancelled")
 
     async def _conversation(self, session_id: str) -> AgentSessionRef | None:
         """The conversation a new agent of this session restores, if any.  (An
@@ -452,10 +585,39 @@ class LifecycleManager:
         if running:
             async with trio.open_nursery() as nursery:
                 for ex in running:
-                    nursery.start_soon(self._stop_for_shutdown, ex)
+                    if self._hands_over(ex):
+                        nursery.start_soon(self._detach, ex)
+                    else:
+                        nursery.start_soon(self._stop_for_shutdown, ex)
         async with trio.open_nursery() as nursery:
             for session_id in list(self.executions):
                 nursery.start_soon(self.stop_execution, session_id)
+
+    @staticmethod
+    def _hands_over(ex: Execution) -> bool:
+        """Whether shutdown leaves ``ex``'s turn running for the next backend:
+        its agent outlives us, the prompt was sent, and a position is recorded.
+        A cancel in flight goes with this backend (as with a crash): the agent
+        may still honour it; the next backend can cancel the turn again."""
+        turn = ex.turn
+        return (ex.agent.handover is not None and turn is not None and turn.restoring is None
+                and turn.recorded is not None)
+
+    async def _detach(self, ex: Execution) -> None:
+        """Shutdown: the turn runs on behind agentctl and stays open in the store;
+        what the agent sent so far is written down (bounded), the rest is
+        replayed to the next backend (``take_over``)."""
+        turn, handover = ex.turn, ex.agent.handover
+        assert turn is not None and handover is not None
+        log.info("session %s: leaving turn %s to the agent's host for the next backend",
+                 ex.session_id, turn.id)
+        ex.detached = True
+        handover.detach()
+        with trio.move_on_after(self.timeouts.cancel_cleanup_s):
+            await ex.pumped.wait()
+        if ex.turn is turn:
+            ex.turn = None
+        turn.done.set()
 
     async def _stop_for_shutdown(self, ex: Execution) -> None:
         turn = ex.turn
@@ -549,9 +711,13 @@ class LifecycleManager:
                             await ex.transcript.record(turn.text if turn else None, ev)
                 if ex.turn is not None and ex.turn.text is not None:
                     await ex.transcript.flush(ex.turn.text)
+                if ex.agent.handover is not None:
+                    await self._record_position(ex, ex.agent.handover.take(len(batch)))
         finally:
             turn = ex.turn
-            if turn is not None:
+            if turn is not None and (ex.detached or turn.adopting):
+                pass  # left to the agent's host / to take_over's fallback
+            elif turn is not None:
                 deadline = trio.current_time() + self.timeouts.cancel_cleanup_s
                 with trio.CancelScope(shield=True, deadline=deadline):
                     code = ex.agent.returncode
@@ -566,11 +732,30 @@ class LifecycleManager:
                         else "agent closed its output",
                     ))
             ex.status = ExecutionStatus.STOPPED
+            ex.pumped.set()
+
+    async def _record_position(self, ex: Execution, position: int | None) -> None:
+        """Record how far the running turn's event stream is written down, for
+        the backend that takes the turn over after a restart."""
+        turn = ex.turn
+        if turn is None or not turn.id or position is None or position == turn.recorded:
+            return
+        try:
+            await self.store.set_turn_handover(turn.id, position)
+        except StoreUnavailable as exc:
+            # Not fatal: a restart would replay a little more (or interrupt the turn).
+            log.warning("session %s: could not record turn %s's stream position: %s",
+                        ex.session_id, turn.id, exc)
+            return
+        turn.recorded = position
 
     # -- turns ------------------------------------------------------------------
 
     def turn_running(self, session_id: str) -> bool:
-        """Whether a turn is running (or being opened) in the session's agent."""
+        """Whether a turn is running (or being opened, or taken over after a
+        restart) in the session's agent."""
+        if session_id in self._taking_over:
+            return True
         ex = self.executions.get(session_id)
         return ex is not None and ex.turn is not None
 
@@ -713,13 +898,18 @@ class LifecycleManager:
             try:
                 if turn.restoring is not None and not await self._restore(ex, turn):
                     return  # abandoned by a cancel or shutdown: the turn is closed
+                handover = ex.agent.handover
+                if handover is not None:
+                    # The agent's host runs it under our id, from this position.
+                    handover.bind_turn(turn.id)
+                    await self._record_position(ex, handover.take(0))
                 ended = await ex.adapter.prompt(text)
             except (AgentTimeout, AgentRefused, LocalProtocolError, RuntimeError) as exc:
                 ended = TurnEnded(stop_reason="error", error=str(exc))
             except AgentClosed:
                 return  # the pump ends the turn when the agent's output ends
-        if turn.scope.cancelled_caught or ended is None:
-            return  # escalated: the escalation closed the turn
+        if turn.scope.cancelled_caught or ended is None or ex.detached:
+            return  # escalated (the escalation closed the turn), or left to agentctl
         if ended.stop_reason == "error" and not turn.done.is_set():
             # An error the pump may never see (the prompt was never written, or
             # the turn timed out); wait briefly for the pump, then close it here.
@@ -902,6 +1092,12 @@ class LifecycleManager:
         the cancel could not even be written, ``CancelFailed`` if the session
         is still running afterwards (it may be retried).
         """
+        taking_over = self._taking_over.get(session_id)
+        if taking_over is not None:
+            # The turn is being taken over after a restart: cancel it once that
+            # is settled (bounded), through its agent, not the store alone.
+            with trio.move_on_after(self.timeouts.agentctl_takeover_s):
+                await taking_over.wait()
         ex = self.executions.get(session_id)
         if ex is None or ex.status is ExecutionStatus.STOPPED:
             return await self._reconcile(session_id, CancelResult(CancelOutcome.NO_EXECUTION),
@@ -912,8 +1108,9 @@ class LifecycleManager:
             return await self._reconcile(session_id, CancelResult(CancelOutcome.IDLE, turn_id),
                                          request)
         result = await self._cancel_running(ex, turn, request)
-        if turn.settled_session:
-            # This very turn's close moved the session out of RUNNING: nothing to reconcile.
+        if turn.settled_session or ex.detached:
+            # This very turn's close moved the session out of RUNNING, or shutdown
+            # left the turn to agentctl for the next backend: nothing to reconcile.
             return result
         return await self._reconcile(session_id, result, request)
 

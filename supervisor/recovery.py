@@ -13,11 +13,20 @@
   next prompt starts a fresh agent; the queue of a session whose turn was
   interrupted is parked (auto-run off), its entries kept.  Nothing is pending: the cancellation
   projection lives only in memory.
+- Except a turn handed over (``handovers``): one an agentctl at a configured
+  URL runs (its agent outlives us) with its event stream's position recorded.
+  It stays open; the lifecycle re-attaches it once it runs
+  (``LifecycleManager.take_over``), and interrupts it as above, with the same
+  status message, if agentctl no longer runs it or does not answer in time.
+  A cancel that was pending when the backend went is gone with it (the
+  projection lives in memory): the turn is simply cancellable again.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
+from dataclasses import dataclass
 
 from protocols.process import (
     group_alive,
@@ -31,15 +40,41 @@ from protocols.process import (
 from .db import Db
 from .models import SessionState
 
-__all__ = ["RESTART_STATUS", "recover"]
+__all__ = ["RESTART_META", "RESTART_STATUS", "Handover", "handovers", "recover"]
 
 log = logging.getLogger(__name__)
 
 RESTART_STATUS = "Turn interrupted: Turnvisor restarted"
+RESTART_META = {"variant": "warning", "interrupted": True}
 
 
-def recover(db: Db) -> dict[str, int]:
-    """Runs before anything else starts (synchronously, on the store's connection)."""
+@dataclass(frozen=True, slots=True)
+class Handover:
+    """A running turn the next backend takes over: its session, its id, and the
+    agentctl seq its event stream was written down up to."""
+
+    session_id: str
+    turn_id: str
+    after: int
+
+
+def handovers(db: Db, outliving: Collection[str]) -> list[Handover]:
+    """The open turns of sessions whose agent profile (one of ``outliving``)
+    outlives the backend, with a recorded stream position."""
+    db.forget_turn_handovers()
+    found: list[Handover] = []
+    for session in db.sessions_in_states((SessionState.RUNNING,)):
+        if session.agent not in outliving or session.current_turn_id is None:
+            continue
+        after = db.turn_handover(session.current_turn_id)
+        if after is not None:
+            found.append(Handover(session.id, session.current_turn_id, after))
+    return found
+
+
+def recover(db: Db, *, keep: Collection[str] = ()) -> dict[str, int]:
+    """Runs before anything else starts (synchronously, on the store's connection).
+    ``keep``: sessions whose running turn is handed over (left open)."""
     swept = 0
     tags: set[str] = set()
     leaders = db.agent_group_leaders()
@@ -60,9 +95,11 @@ def recover(db: Db) -> dict[str, int]:
             log.warning("killed %d orphaned agent tool process(es): %s", len(tools), tools)
     reconciled = 0
     for session in db.sessions_in_states((SessionState.RUNNING, SessionState.STARTING)):
+        if session.id in keep:
+            continue
         if session.current_turn_id is not None:
             db.close_turn(session.current_turn_id, state="interrupted", stop_reason="cancelled",
-                          status=(RESTART_STATUS, {"variant": "warning", "interrupted": True}))
+                          status=(RESTART_STATUS, dict(RESTART_META)))
             # A restart that interrupted a turn parks the queue (DESIGN.md §9):
             # nothing queued runs until the user resumes it.
             db.queue_set_auto_run(session.id, False)

@@ -2,6 +2,7 @@
 
     open_supervisor                 root nursery
     ├── LifecycleManager.run        executions nursery → one nursery per agent
+    │   └── take_over               per turn an agentctl ran on through a restart
     ├── Orchestrator.run            operations nursery → accepted cancels
     │   └── TurnQueue.run           queue nursery → auto-run and send-now starts
     └── _warm_up_schema             builds ACP's schema models on a worker thread
@@ -27,12 +28,12 @@ import trio
 from .bus import EventBus
 from .catalog import Catalog
 from .config import Config
-from .executors import Launcher
+from .executors import Launcher, outlives_backend
 from .executors.container import sweep_containers
 from .lifecycle import LifecycleManager
 from .notify import Notifier
 from .orchestrator import Caller, Orchestrator
-from .recovery import recover
+from .recovery import handovers, recover
 from .sandboxing import check_sandbox
 from .store import Store
 
@@ -76,7 +77,13 @@ async def open_supervisor(
         store = await trio.to_thread.run_sync(
             functools.partial(Store.open, config.db_path, wait_s=config.timeouts.store_wait_s))
     try:
-        recovered = await store.call(recover, store.db)
+        # Turns an agent that outlives us still runs (agentctl at a configured
+        # URL) stay open: the lifecycle takes them over once it runs.
+        outliving = frozenset(name for name, profile in config.profiles.items()
+                              if outlives_backend(profile))
+        handed_over = await store.call(handovers, store.db, outliving) if outliving else []
+        recovered = await store.call(recover, store.db,
+                                     keep={h.session_id for h in handed_over})
         await check_sandbox(config.profiles)
         await sweep_containers(config)  # container profiles only: no engine contacted otherwise
         bus = EventBus(queue_size=config.limits.ws_send_queue)
@@ -87,6 +94,9 @@ async def open_supervisor(
         async with trio.open_nursery() as root:
             await root.start(store.run)
             await root.start(lifecycle.run)
+            # Before the queue runs: its starts wait for these sessions' takeovers.
+            for handover in handed_over:
+                lifecycle.start_take_over(handover)
             await root.start(orchestrator.run)
             root.start_soon(_warm_up_schema)
             try:

@@ -247,6 +247,9 @@ class Store:
     async def set_agent_session(self, session_id: str, ref: AgentSessionRef) -> None:
         await self.call(self.db.set_agent_session, session_id, ref)
 
+    async def set_turn_handover(self, turn_id: str, seq: int) -> None:
+        await self.call(self.db.set_turn_handover, turn_id, seq)
+
     async def record_agent_group(self, pgid: int, session_id: str, command: str,
                                  tag: str | None = None) -> None:
         await self.call(self.db.record_agent_group, pgid, session_id, command, tag)

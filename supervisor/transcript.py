@@ -129,6 +129,27 @@ class Transcript:
             case _:
                 log.debug("not in the transcript: %r", ev)
 
+    async def reopen_turn(self, turn_id: str) -> TurnText:
+        """A running turn another backend wrote down (taken over after a
+        restart): what its next events extend — its tool cards, its plan, its
+        open permission cards, and its text message if that is its latest."""
+        turn = TurnText(session_id=self.session_id, turn_id=turn_id)
+        last: Message | None = None
+        for msg in await self.store.list_messages(self.session_id):
+            if msg.turn_id != turn_id or msg.role != "agent":
+                continue
+            last = msg
+            tool_call_id = msg.metadata.get("tool_call_id")
+            if msg.kind == "tool_call" and isinstance(tool_call_id, str):
+                turn.tools[tool_call_id] = msg
+            elif msg.kind == "plan":
+                turn.plan = msg
+            elif msg.kind == "permission" and msg.metadata.get("status") == "pending":
+                self.permissions[str(msg.metadata.get("request_id"))] = msg
+        if last is not None and last.kind == "text":
+            turn.text[str(last.metadata.get("channel", "agent"))] = last
+        return turn
+
     async def flush(self, turn: TurnText, *, close: bool = False) -> None:
         """Write the buffered text; ``close``: the next text starts a new message."""
         for channel, text in list(turn.pending_text.items()):

@@ -18,12 +18,18 @@ from contextlib import AbstractAsyncContextManager
 from ..config import Config
 from ..profiles import AgentProfile
 from .agentctl import launch_agentctl
-from .base import LaunchedAgent, Launcher
+from .base import LaunchedAgent, Launcher, TurnHandover
 from .container import launch_container
 from .local import launch_local
 
-__all__ = ["LaunchedAgent", "Launcher", "default_launcher", "launch_agentctl",
-           "launch_container", "launch_local"]
+__all__ = ["LaunchedAgent", "Launcher", "TurnHandover", "default_launcher", "launch_agentctl",
+           "launch_container", "launch_local", "outlives_backend"]
+
+
+def outlives_backend(profile: AgentProfile) -> bool:
+    """Whether the profile's agent keeps running when the backend stops: an
+    agentctl at a configured URL (nothing of it is ours to tear down)."""
+    return profile.executor == "agentctl" and bool(profile.agentctl_url)
 
 
 def default_launcher(config: Config) -> Launcher:

@@ -86,7 +86,8 @@ async def launch_agentctl(config: Config, profile: AgentProfile, cwd: str, *,
 
     With ``agentctl_url``: connect to that agentctl (token: ``agentctl_token``);
     nothing is spawned and nothing is torn down but the connection, so the agent
-    survives a backend restart and is re-attached by ``owner``.  Without it:
+    survives a backend restart and is re-attached by ``owner``, with its running
+    turn (``TurnHandover``).  Without it:
     spawn a local agentctl (own process group, recorded like an agent's) and
     tear it down, agent included, on exit.
     """
@@ -100,7 +101,7 @@ async def launch_agentctl(config: Config, profile: AgentProfile, cwd: str, *,
         adapter = AgentctlAdapter(url, token, owner=owner, session_cwd=profile.cwd,
                                   protocol=profile.protocol, timeouts=timeouts)
         try:
-            yield LaunchedAgent(adapter=adapter)
+            yield LaunchedAgent(adapter=adapter, handover=adapter)
         finally:
             await adapter.aclose()
         return

@@ -12,6 +12,14 @@ The lifecycle drives it exactly like a local adapter::
 ``cancel`` writes the protocol cancel through agentctl and returns, like a
 local adapter's; the join window and escalation stay the lifecycle's, which
 sees the turn end on ``events``.
+
+A turn outlives the backend that started it (``TurnHandover``, with
+``agentctl_url``): agentctl runs it under our turn id (``bind_turn``) and
+awaits the agent's end of it itself, so a backend that comes back calls
+``adopt`` (our turn id, the stream position the previous backend recorded)
+before the link runs, ``new_session`` (re-attaches by owner and keeps that
+turn instead of cancelling it), then ``settle_adoption``: the turn's events
+since that position, its end included, arrive on ``events`` in order.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ from protocols.events import AgentEvent, TurnEnded
 from protocols.transport import AgentClosed, AgentRefused, AgentTimeout
 
 from ..config import Timeouts
-from .agentctl_link import AgentctlLink, PendingTurn
+from .agentctl_link import AgentctlLink, PendingTurn, first_set
 
 __all__ = ["AgentctlAdapter"]
 
@@ -56,6 +64,12 @@ class AgentctlAdapter:
         self._session_id: str | None = None
         self._turn: PendingTurn | None = None
         self._abandoned: str | None = None
+        #: The id agentctl runs the next prompt under (``bind_turn``).
+        self._next_turn_id: str | None = None
+        #: A previous backend's turn this one takes over (``adopt``), and the
+        #: seq agentctl's log had reached when it answered the session start.
+        self._adopting: PendingTurn | None = None
+        self._session_seq: int | None = None
 
     # -- AgentAdapter -----------------------------------------------------------------
 
@@ -82,7 +96,7 @@ class AgentctlAdapter:
         link = self.connection
         with trio.move_on_after(self.timeouts.agentctl_connect_s):
             while not (link.connected.is_set() or link.closed.is_set()):
-                await _first(link.connected, link.closed)
+                await first_set(link.connected, link.closed)
         if link.closed.is_set():
             raise AgentClosed(link.close_reason)
         if not link.connected.is_set():
@@ -105,6 +119,18 @@ class AgentctlAdapter:
         """
         data = await self._start_session(replace=False)
         running = data.get("turn_id")
+        adopting = self._adopting
+        if adopting is not None and data.get("attached") and running == adopting.id \
+                and self.connection.resume_lost is None:
+            log.info("agentctl %s: re-attached to session %s; taking over its turn %s",
+                     self.connection.url, data["session_id"], running)
+            self._turn = adopting
+            return str(data["session_id"])
+        if adopting is not None and running == adopting.id:
+            # Its events since the recorded position are gone: the turn cannot
+            # be handed over, and is cancelled like any leftover (its end is
+            # then only a notice; settle_adoption reports it lost).
+            self.connection.expect_turn(None)
         if data.get("attached") and isinstance(running, str):
             log.info("agentctl %s: re-attached to session %s; cancelling its turn %s",
                      self.connection.url, data["session_id"], running)
@@ -129,7 +155,57 @@ class AgentctlAdapter:
         self._session_id = session_id
         self.connection.session_id = session_id
         self.attached = bool(data.get("attached"))
+        seq = data.get("seq")
+        self._session_seq = seq if isinstance(seq, int) else None
         return data
+
+    # -- TurnHandover -----------------------------------------------------------------
+
+    def bind_turn(self, turn_id: str) -> None:
+        """agentctl runs the next prompt under ``turn_id`` (ours), so a later
+        backend finds it by the id it has."""
+        self._next_turn_id = turn_id
+
+    def take(self, count: int) -> int | None:
+        return self.connection.take(count)
+
+    def adopt(self, turn_id: str, after: int) -> None:
+        """Before the link runs: take over turn ``turn_id`` of a previous backend,
+        whose events were written down up to seq ``after``."""
+        turn = PendingTurn(id=turn_id)
+        turn.answered.set()  # its prompt was answered long ago: a cancel may go at once
+        self._adopting = turn
+        self.connection.resume(after)
+        self.connection.expect_turn(turn)
+
+    def detach(self) -> None:
+        """Leave the running turn to agentctl (the backend stops): the link
+        closes, agentctl runs the turn on and keeps its events for the next
+        backend (its replay ring)."""
+        self.connection.close("the backend left its turn to agentctl", quiet=True)
+
+    async def settle_adoption(self) -> bool:
+        """After ``new_session``: whether the adopted turn is this adapter's now —
+        still running behind agentctl, or ended while no backend was connected
+        with its end among the replayed events (then on ``events``).  Bounded
+        by ``agentctl_connect_s`` (the replay up to the session start's seq)."""
+        turn, self._adopting = self._adopting, None
+        if turn is None:
+            return False
+        link = self.connection
+        if self._turn is turn and not link.closed.is_set():
+            return True
+        if link.resume_lost is None and self._session_seq is not None:
+            with trio.move_on_after(self.timeouts.agentctl_connect_s):
+                await link.reached(self._session_seq)
+        if turn.done.is_set() and turn.ended is not None and not link.closed.is_set() \
+                and link.resume_lost is None:
+            self._turn = turn
+            return True
+        if self._turn is turn:
+            self._turn = None
+        link.expect_turn(self._turn)
+        return False
 
     async def restore_session(self, agent_session_id: str, cwd: str) -> Restored:
         """Not through agentctl yet: its API has no resume/load of an agent session."""
@@ -142,7 +218,8 @@ class AgentctlAdapter:
     async def prompt(self, text: str) -> TurnEnded:
         if self.turn_running:
             raise RuntimeError("a prompt is already running on this adapter")
-        turn = PendingTurn(id=uuid.uuid4().hex)
+        turn = PendingTurn(id=self._next_turn_id or uuid.uuid4().hex)
+        self._next_turn_id = None
         # Armed before the request: the turn's end may beat the response.
         self._turn = turn
         self.connection.expect_turn(turn)
@@ -255,15 +332,4 @@ class AgentctlAdapter:
                            ) -> tuple[int, dict[str, Any]]:
         return await self.connection.request(method, path, body, timeout_s=timeout_s,
                                              expect=expect)
-
-
-async def _first(*events: trio.Event) -> None:
-    """Return once any of ``events`` is set."""
-    async with trio.open_nursery() as nursery:
-        async def wait(ev: trio.Event) -> None:
-            await ev.wait()
-            nursery.cancel_scope.cancel()
-        for ev in events:
-            nursery.start_soon(wait, ev)
-
 

@@ -16,12 +16,19 @@ naming the reason), and end a pending turn with ``TurnEnded(stop_reason=
 "error")``; later calls raise ``AgentClosed``.  An HTTP timeout raises
 ``AgentTimeout`` and leaves the link up (agentctl may only be slow; a dead one
 stops its heartbeats).  No asyncio: httpx runs on httpcore's Trio backend.
+
+Handing a turn over across a backend restart (``resume``, ``take``): the
+link knows the seq of every event it put on ``events``, so the lifecycle can
+record how far it has written the stream down (``take`` after each batch);
+a later backend opens the stream ``?after=`` that seq and gets everything the
+agent produced since, from agentctl's replay ring, in order.
 """
 
 from __future__ import annotations
 
 import logging
 import ssl
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
 from urllib.parse import quote, urlsplit
@@ -48,7 +55,7 @@ from protocols.transport import AgentClosed, AgentRefused, AgentTimeout
 
 from ..config import Timeouts
 
-__all__ = ["AgentctlLink", "PendingTurn"]
+__all__ = ["AgentctlLink", "PendingTurn", "first_set"]
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +97,21 @@ class AgentctlLink:
         self._scope: trio.CancelScope | None = None
         self._turn: PendingTurn | None = None
         self._events_send, self.events = trio.open_memory_channel[AgentEvent](event_buffer)
+        #: ``?after=`` for the stream (``resume``): the seq a previous backend
+        #: wrote down up to.
+        self.after: int | None = None
+        #: Why the stream could not continue after ``after`` (entries gone,
+        #: another agentctl process), or None.
+        self.resume_lost: str | None = None
+        #: The seq of each event on ``events`` not yet taken, oldest first
+        #: (None: a notice of the link's own) ...
+        self._seqs: deque[int | None] = deque()
+        self._sending = False
+        #: ... and the seq of the last event taken (``take``).
+        self.position: int | None = None
+        #: The last seq read from the stream, and a wake-up for ``reached``.
+        self.read_seq: int | None = None
+        self._advanced = trio.Event()
         self.http = httpx.AsyncClient(
             base_url=self.url, headers={"Authorization": f"Bearer {token}"},
             timeout=httpx.Timeout(timeouts.agent_request_s))
@@ -133,8 +155,10 @@ class AgentctlLink:
         secure = parts.scheme == "https"
         host = parts.hostname or "127.0.0.1"
         port = parts.port or (443 if secure else 80)
+        query = ([f"owner={quote(self.owner, safe='')}"] if self.owner else []) + (
+            [f"after={self.after}"] if self.after is not None else [])
         resource = (parts.path.rstrip("/") + "/api/v1/events"
-                    + (f"?owner={quote(self.owner, safe='')}" if self.owner else ""))
+                    + ("?" + "&".join(query) if query else ""))
         stream: trio.SocketStream | trio.SSLStream[trio.SocketStream] | None = None
         try:
             async with trio.open_nursery() as nursery:
@@ -174,7 +198,7 @@ class AgentctlLink:
 
     async def _read(self, ws: WebSocketConnection) -> str:
         """Messages → events until the stream ends; returns why it ended."""
-        decoder = StreamDecoder()
+        decoder = StreamDecoder(after=self.after)
         first = True
         while True:
             # The first message (Hello) is bounded by the connect timeout, every
@@ -193,6 +217,10 @@ class AgentctlLink:
             except WireError as exc:
                 return f"bad frame on agentctl's event stream: {exc}"
             first = False
+            if decoder.last_seq != self.read_seq:
+                self.read_seq = decoder.last_seq
+                self._advanced.set()
+                self._advanced = trio.Event()
             try:
                 ended = await self._on_frame(frame)
             except (trio.ClosedResourceError, trio.BrokenResourceError):
@@ -202,28 +230,64 @@ class AgentctlLink:
 
     async def _on_frame(self, frame: Frame) -> str | None:
         match frame:
-            case Hello(status=status):
+            case Hello(status=status, resumed=resumed):
                 self.hello = status
+                self.position = self.read_seq
+                if resumed is False:
+                    self.resume_lost = (f"agentctl no longer has its events after seq "
+                                        f"{self.after} (its log holds "
+                                        f"{status.get('oldest_seq')}..{status.get('last_seq')})")
+                    log.warning("agentctl %s: %s", self.url, self.resume_lost)
                 self.connected.set()
             case Control(kind="AgentExited", data=data) if (
                     self.session_id is not None and data.get("session_id") == self.session_id):
                 code = data.get("returncode")
                 return f"agent exited (status {code})" + (
                     f": {data['error']}" if data.get("error") else "")
-            case LoggedEvent(turn=turn, event=TurnEnded() as ended):
+            case LoggedEvent(seq=seq, turn=turn, event=TurnEnded() as ended):
                 pending = self._turn
                 if pending is None or turn != pending.id:
                     # The end of a turn this adapter gave up on (escalated, timed out).
-                    await self._events_send.send(AgentNotice(
+                    await self._emit(AgentNotice(
                         message=f"late end of abandoned turn {turn}: {ended.stop_reason}",
-                        level="info"))
+                        level="info"), seq)
                 else:
                     pending.ended = ended
                     pending.done.set()
-                    await self._events_send.send(ended)
-            case LoggedEvent(event=event):
-                await self._events_send.send(event)
+                    await self._emit(ended, seq)
+            case LoggedEvent(seq=seq, event=event):
+                await self._emit(event, seq)
         return None  # Heartbeat, other Control entries
+
+    async def _emit(self, event: AgentEvent, seq: int) -> None:
+        # Paired with its seq (``take``): one producer, so the order is the channel's.
+        self._seqs.append(seq)
+        self._sending = True
+        try:
+            await self._events_send.send(event)
+        finally:
+            self._sending = False
+
+    def take(self, count: int) -> int | None:
+        """``count`` more events were taken from ``events`` (and written
+        down): the seq of the last of them, the stream position a later
+        client resumes after (None before the stream opened)."""
+        for _ in range(min(count, len(self._seqs))):
+            seq = self._seqs.popleft()
+            if seq is not None:
+                self.position = seq
+        return self.position
+
+    def resume(self, after: int) -> None:
+        """Open the stream after ``after`` (before ``run``): a previous client
+        took every event up to it."""
+        self.after = after
+        self.position = after
+
+    async def reached(self, seq: int) -> None:
+        """Return once the stream has been read up to ``seq`` (or the link closed)."""
+        while not self.closed.is_set() and (self.read_seq is None or self.read_seq < seq):
+            await first_set(self._advanced, self.closed)
 
     async def request(self, method: str, path: str, body: dict[str, Any] | None, *,
                       timeout_s: float, expect: tuple[int, ...] = (200,),
@@ -282,8 +346,15 @@ class AgentctlLink:
         if pending is not None and not pending.done.is_set():
             pending.ended = TurnEnded(stop_reason="error", error=reason)
             pending.done.set()
+        if self._sending and self._seqs:
+            # The event being sent will not arrive (the channel closes below);
+            # if it was taken after all, the position lags one event (it
+            # would be replayed, never lost).
+            self._seqs.pop()
         try:
-            self._events_send.send_nowait(AgentNotice(message=reason, level="warning"))
+            self._events_send.send_nowait(AgentNotice(message=reason,
+                                                      level="info" if quiet else "warning"))
+            self._seqs.append(None)
         except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         self._events_send.close()
@@ -301,3 +372,13 @@ def _close_reason(exc: ConnectionClosed) -> str:
     if reason is None:
         return "connection lost (no close frame)"
     return f"code {reason.code}" + (f": {reason.reason}" if reason.reason else "")
+
+
+async def first_set(*events: trio.Event) -> None:
+    """Return once any of ``events`` is set."""
+    async with trio.open_nursery() as nursery:
+        async def wait(ev: trio.Event) -> None:
+            await ev.wait()
+            nursery.cancel_scope.cancel()
+        for ev in events:
+            nursery.start_soon(wait, ev)

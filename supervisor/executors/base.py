@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from typing import Protocol
 
 import trio
 
@@ -18,7 +19,24 @@ from protocols.adapters import AgentAdapter
 
 from ..profiles import AgentProfile
 
-__all__ = ["LaunchedAgent", "Launcher"]
+__all__ = ["LaunchedAgent", "Launcher", "TurnHandover"]
+
+
+class TurnHandover(Protocol):
+    """How a running turn passes from one backend to the next, for an agent
+    that outlives the backend (an agentctl at a configured URL).
+
+    The lifecycle binds each turn to our turn id before its prompt, records
+    after each batch of events it wrote down the position ``take`` returns,
+    and after a restart ``adopt``s the turn (before the link runs), opens the
+    session, and asks ``settle_adoption`` whether the turn is its own again.
+    """
+
+    def bind_turn(self, turn_id: str) -> None: ...
+    def take(self, count: int) -> int | None: ...
+    def adopt(self, turn_id: str, after: int) -> None: ...
+    async def settle_adoption(self) -> bool: ...
+    def detach(self) -> None: ...
 
 
 @dataclass(eq=False)
@@ -30,6 +48,9 @@ class LaunchedAgent:
     stderr: trio.abc.ReceiveStream | None = None
     #: The tag in the agent's environment (its tools inherit it), recorded for the sweep.
     tag: str | None = None
+    #: Set when the agent outlives the backend: its running turn is handed over
+    #: to the next backend instead of being stopped at shutdown.
+    handover: TurnHandover | None = None
 
     @property
     def returncode(self) -> int | None:

@@ -11,6 +11,13 @@ from pathlib import Path
 __all__ = ["add_arguments", "run_agentctl"]
 
 
+def _positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {number}")
+    return number
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--listen", default="127.0.0.1:8765",
                    help="HOST:PORT to listen on (default 127.0.0.1:8765; port 0 picks one). "
@@ -38,6 +45,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="another path the sandboxed agent may write (repeatable)")
     p.add_argument("--cancel-join", type=float, default=3.0, metavar="SECONDS",
                    help="default join window of POST /api/v1/acp/cancel (default 3)")
+    p.add_argument("--replay-events", type=_positive_int, default=4096, metavar="N",
+                   help="log entries kept for a client that reconnects, e.g. a backend that "
+                        "restarted while the agent ran a turn (default 4096): a longer absence "
+                        "during which the agent produced more loses that turn")
     p.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("agent_command", nargs=argparse.REMAINDER,
                    help="-- COMMAND...: the agent to run (instead of --profile)")
@@ -136,7 +147,8 @@ def run_agentctl(args: argparse.Namespace, default_data_dir: Path) -> int:
                             thread_params=thread_params,
                             timeouts=Timeouts(cancel_join_s=args.cancel_join),
                             sandbox=sandbox, hide=(str(data_dir), *args.hide),
-                            sandbox_writable=tuple(writable))
+                            sandbox_writable=tuple(writable),
+                            replay_events=args.replay_events)
     _hide_environment()
     trio.run(lambda: serve_agentctl(config, host=host, port=port, token=token,
                                     ready_fd=args.ready_fd))

@@ -541,7 +541,16 @@ class AgentHost:
         seq = self.log.last_seq
         self.log.publish({"type": "TurnStarted"}, turn=turn.id)
         try:
-            await agent.nursery.start(self._run_turn, agent, turn, text)
+            # Shielded: a client that hangs up mid-request (a backend that dies)
+            # must not leave a turn that is claimed but never run.  Bounded: the
+            # turn task reports started before its first checkpoint.
+            with trio.CancelScope(shield=True, deadline=trio.current_time()
+                                  + self.config.timeouts.agent_request_s) as starting:
+                await agent.nursery.start(self._run_turn, agent, turn, text)
+            if starting.cancelled_caught:
+                self._end_turn(agent, turn, TurnEnded(stop_reason="error",
+                                                      error="the turn did not start"))
+                raise HostError(504, "the turn did not start in time", turn_id=turn.id)
         except RuntimeError:  # the agent's nursery is closing: it is exiting
             self._end_turn(agent, turn, TurnEnded(stop_reason="error", error="agent exiting"))
             raise _not_running("the agent is exiting") from None

@@ -1,0 +1,88 @@
+"""``turnvisor serve`` as a real subprocess, stopped (SIGTERM) or killed
+(SIGKILL) while an agentctl at a configured URL runs a turn, then started
+again on the same data dir: the new server takes the turn over, its chunks
+(those of the gap included) land in the same session under the same turn id,
+and it ends with the agent's ``end_turn``."""
+
+from __future__ import annotations
+
+import re
+import signal
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from agentctl_support import TOKEN, AgentctlFactory
+
+from tests.support.serverproc import server_process
+from tests.support.ws import WsClient, ws_client
+from tests.web.support import launch, new_task
+
+
+def _toml(url: str, protocol: str) -> str:
+    return (f'[agents.remote]\nprotocol = "{protocol}"\nexecutor = "agentctl"\n'
+            f'agentctl_url = "{url}"\nagentctl_token = "{TOKEN}"\n'
+            f'command = ["{sys.executable}", "-m", "protocols.mock_agent"]\n')
+
+
+async def _turn_text(ws: WsClient, sid: str, turn_id: str) -> str:
+    listed = await ws.call("message.list", {"session_id": sid})
+    return "".join(m["content"] for m in listed["messages"]
+                   if m["turn_id"] == turn_id and m["role"] == "agent" and m["kind"] == "text")
+
+
+def _turn_row(db: Path, turn_id: str) -> tuple[Any, ...]:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        row = conn.execute("SELECT state, stop_reason FROM turns WHERE id = ?",
+                           (turn_id,)).fetchone()
+    conn.close()
+    return tuple(row)
+
+
+@pytest.mark.parametrize(("signum", "protocol"), [
+    (signal.SIGTERM, "acp"), (signal.SIGKILL, "acp"), (signal.SIGKILL, "codex")])
+async def test_a_server_restart_keeps_the_running_turn(
+    tmp_path: Path, agentctl: AgentctlFactory, signum: signal.Signals, protocol: str
+) -> None:
+    data = tmp_path / "data"
+    with trio.fail_after(90):
+        async with agentctl(protocol) as ctl:
+            toml = _toml(ctl.url, protocol)
+            async with server_process(data, toml=toml) as srv:
+                async with ws_client(srv) as ws:
+                    task_id = await new_task(ws)
+                    sid = await launch(ws, task_id, "remote")
+                    msg = await ws.call("message.add", {"session_id": sid,
+                                                        "content": "/delay 4000"})
+                    turn_id = msg["turn_id"]
+                    with trio.fail_after(15):
+                        while "chunk2 " not in await _turn_text(ws, sid, turn_id):
+                            await trio.sleep(0.05)
+                srv.proc.send_signal(signum)
+                with trio.fail_after(15):
+                    await srv.proc.wait()
+            assert (await ctl.status())["turn"]["id"] == turn_id  # it runs on
+            await trio.sleep(0.5)  # the agent streams into agentctl's log alone
+            async with server_process(data, toml=toml) as srv, ws_client(srv) as ws:
+                with trio.fail_after(20):
+                    while True:
+                        listed = await ws.call("session.list", {"task_id": task_id})
+                        if listed["sessions"][0]["state"] == "WAITING_FOR_INPUT":
+                            break
+                        await trio.sleep(0.05)
+                text = await _turn_text(ws, sid, turn_id)
+                assert re.fullmatch(r"(chunk\d+ )+", text), text
+                numbers = [int(n) for n in re.findall(r"chunk(\d+) ", text)]
+                # None lost.  After a SIGKILL a batch the dead server wrote but
+                # had not recorded yet may come again (at least once, never lost).
+                assert sorted(set(numbers)) == list(range(max(numbers) + 1))
+                assert max(numbers) >= 30
+                if signum == signal.SIGTERM:
+                    assert numbers == list(range(len(numbers)))
+                listed = await ws.call("message.list", {"session_id": sid})
+                assert not [m for m in listed["messages"] if m["kind"] == "status"]
+            assert await trio.to_thread.run_sync(_turn_row, data / "turnvisor.db",
+                                                 turn_id) == ("completed", "end_turn")
