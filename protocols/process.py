@@ -182,7 +182,7 @@ async def terminate_group(
     pgid = proc.pid
     budget = eof_grace_s + grace_s + reap_s
     with trio.CancelScope(shield=True, deadline=trio.current_time() + budget):
-        tree = _snapshot(process_tree(proc.pid) - {proc.pid})
+        tree = await _tree_of(proc.pid)
         if proc.stdin is not None:
             with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                 await proc.stdin.aclose()
@@ -199,11 +199,12 @@ async def terminate_group(
                 await proc.wait()
         # Children started during the grace period, while the leader lived.
         if proc.returncode is None:
-            tree.update(_snapshot(process_tree(proc.pid) - {proc.pid}))
+            tree.update(await _tree_of(proc.pid))
         kill_group(pgid)
         _signal_snapshot(tree, signal.SIGKILL)
         if tag is not None:
-            tree.update(_snapshot(tagged_processes({tag})))
+            tree.update(await trio.to_thread.run_sync(
+                lambda: _snapshot(tagged_processes({tag}))))
             _signal_snapshot(tree, signal.SIGKILL)
         if proc.returncode is None:
             await proc.wait()
@@ -214,6 +215,12 @@ async def terminate_group(
                 await stream.aclose()
 
 
+async def _tree_of(pid: int) -> dict[int, int]:
+    """``pid``'s descendants, identified (a walk of all of /proc: milliseconds
+    with a few hundred processes, so on a worker thread, not the event loop)."""
+    return await trio.to_thread.run_sync(lambda: _snapshot(process_tree(pid) - {pid}))
+
+
 # -- the process tree, from /proc ------------------------------------------------
 
 _PROC: Final = "/proc"
@@ -221,7 +228,7 @@ _PROC: Final = "/proc"
 
 def _read(path: str) -> bytes | None:
     # os.open/os.read: a pathlib read costs several times more, and teardown
-    # reads every process's stat once or twice, on the event loop.
+    # reads every process's stat once or twice.
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
