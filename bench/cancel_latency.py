@@ -431,6 +431,7 @@ class Bench:
                     for sid in sids:
                         pendings.append(await c.send("agent.cancel", {"session_id": sid}))
 
+                cpu0 = cpu_s(self.server.ps()), cpu_s(psutil.Process())
                 t0 = now()
                 async with trio.open_nursery() as nursery:
                     for c in conns:
@@ -438,6 +439,7 @@ class Bench:
                 for p in pendings:
                     await p.wait(60)
                 last_false = max([await w.wait(30) for w in settled.values()])
+                cpu1 = cpu_s(self.server.ps()), cpu_s(psutil.Process())
                 answers = [(p.answered_at - t0) * 1000 for p in pendings]
                 results.append({
                     "sessions": n,
@@ -446,6 +448,10 @@ class Bench:
                     "answer_ms": summary(answers),
                     "errors": sum(not p.ok for p in pendings),
                     "server_cpu_util_while_streaming": round(streaming_util, 2),
+                    # CPU spent from the first cancel to the last settle (10 ms ticks):
+                    # the server's, and the bench client's own (it reads every frame).
+                    "server_cpu_ms": round((cpu1[0] - cpu0[0]) * 1000, 1),
+                    "client_cpu_ms": round((cpu1[1] - cpu0[1]) * 1000, 1),
                 })
                 log(f"burst {n}: all settled in {results[-1]['all_settled_ms']} ms, "
                     f"errors {results[-1]['errors']}")

@@ -133,7 +133,9 @@ def _scale(r: dict[str, Any]) -> list[str]:
         lines.append(f"burst of {b['sessions']:>3} cancels: all answered "
                      f"{b['all_answered_ms']} ms, all settled {b['all_settled_ms']} ms, "
                      f"errors {b['errors']} (server CPU while the {b['sessions']} streamed: "
-                     f"{b['server_cpu_util_while_streaming']:.0%} of a core)")
+                     f"{b['server_cpu_util_while_streaming']:.0%} of a core; during the "
+                     f"burst: server CPU {b.get('server_cpu_ms')} ms, client "
+                     f"{b.get('client_cpu_ms')} ms)")
     s = r.get("storm")
     if s:
         lines.append(
