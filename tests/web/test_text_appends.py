@@ -118,7 +118,8 @@ async def test_text_appends_must_be_a_boolean(server: Server) -> None:
     with trio.fail_after(20):
         async with ws_client(server) as ws:
             sid = await launch(ws, await new_task(ws))
-            for bad in ("yes", 1, None, [], {}):
+            bad_values: list[Any] = ["yes", 1, None, [], {}]
+            for bad in bad_values:
                 frame = await ws.request("session.subscribe",
                                          {"session_id": sid, "text_appends": bad})
                 assert frame["type"] == "error", (bad, frame)
