@@ -3,7 +3,11 @@
 A notification is encoded once (the WebSocket envelope, as text) and handed to
 every subscriber of its session with ``send_nowait``: publishing never awaits,
 so it can run inside the cancel path without being slowed by any client, and
-the order of publishes is the order subscribers see.  A subscriber whose
+the order of publishes is the order subscribers see.  A publish may carry a
+second variant of its notification (a streamed text message's append, beside
+the whole message): each subscriber gets the variant its subscription to the
+session asked for, and each variant is encoded at most once, only if some
+subscriber takes it.  A subscriber whose
 queue is full is marked ``overflowed`` and its queue closed; its connection
 drops it, and the client resyncs from snapshots when it reconnects.
 """
@@ -53,6 +57,9 @@ class Subscriber:
         self._bus = bus
         self._send, self.receive = trio.open_memory_channel[str](queue_size)
         self.sessions: set[str] = set()
+        #: Sessions subscribed with ``text_appends``: they get a publish's
+        #: append variant, when it has one, instead of its full frame.
+        self.text_appends: set[str] = set()
         self.overflowed = False
 
     def offer(self, frame: str) -> bool:
@@ -69,12 +76,18 @@ class Subscriber:
             return False
         return True
 
-    def subscribe(self, session_id: str) -> None:
+    def subscribe(self, session_id: str, *, text_appends: bool = False) -> None:
+        """Follow a session (again: the latest call's ``text_appends`` holds)."""
         self.sessions.add(session_id)
+        if text_appends:
+            self.text_appends.add(session_id)
+        else:
+            self.text_appends.discard(session_id)
         self._bus._subscribers[session_id].add(self)
 
     def unsubscribe(self, session_id: str) -> None:
         self.sessions.discard(session_id)
+        self.text_appends.discard(session_id)
         subs = self._bus._subscribers.get(session_id)
         if subs is not None:
             subs.discard(self)
@@ -100,16 +113,29 @@ class EventBus:
     def subscriber_count(self, session_id: str) -> int:
         return len(self._subscribers.get(session_id, ()))
 
-    def publish(self, session_id: str, action: str, payload: dict[str, Any]) -> None:
-        """Deliver a notification to the session's subscribers.  Never raises, never waits."""
+    def publish(self, session_id: str, action: str, payload: dict[str, Any],
+                append: tuple[str, dict[str, Any]] | None = None) -> None:
+        """Deliver a notification to the session's subscribers.  Never raises, never waits.
+
+        ``append``: the (action, payload) that subscribers asking for text
+        appends get instead of (action, payload)."""
         subs = self._subscribers.get(session_id)
         self.published += 1
         if not subs:
             return
-        frame = envelope("notification", action, payload)
+        full: str | None = None
+        short: str | None = None
         for sub in list(subs):
             if sub.overflowed:
                 continue  # already dropped (counted and logged once); its connection is closing
+            if append is not None and session_id in sub.text_appends:
+                if short is None:
+                    short = envelope("notification", append[0], append[1])
+                frame = short
+            else:
+                if full is None:
+                    full = envelope("notification", action, payload)
+                frame = full
             if not sub.offer(frame) and sub.overflowed:
                 self.dropped_subscribers += 1
                 log.warning("dropped a subscriber that fell %d frames behind", self.queue_size)

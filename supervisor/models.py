@@ -22,8 +22,10 @@ __all__ = [
     "SessionState",
     "StopReason",
     "Task",
+    "TextAppend",
     "Turn",
     "TurnState",
+    "utf16_len",
 ]
 
 #: Who wrote a message.
@@ -153,6 +155,25 @@ class Message:
             content=row["content"],
             metadata=json.loads(row["metadata"]), created_at=row["created_at"],
         )
+
+
+def utf16_len(text: str) -> int:
+    """``text``'s length in UTF-16 code units: what a JavaScript string's
+    ``length`` counts (an emoji beyond the BMP is 2), the unit of
+    ``TextAppend.offset``.  A lone surrogate counts 1, as in JavaScript and as
+    the U+FFFD the store writes in its place (``db.storable``)."""
+    if text.isascii():  # O(1) in CPython: the string knows it is ASCII
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+@dataclass(frozen=True, slots=True)
+class TextAppend:
+    """How a streamed text message grew: ``text`` added at ``offset``, the
+    UTF-16 length (``utf16_len``) of its content before, as stored."""
+
+    offset: int
+    text: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .bus import EventBus
-from .models import Message, QueueState, Session, Task
+from .models import Message, QueueState, Session, Task, TextAppend
 from .projection import CancellationProjection, Progress
 
 __all__ = ["Notifier", "workspace_channel"]
@@ -73,9 +73,17 @@ class Notifier:
         self.bus.publish(msg.session_id, "session.message.added",
                          {"session_id": msg.session_id, "message": msg.to_dto()})
 
-    def message_updated(self, msg: Message) -> None:
+    def message_updated(self, msg: Message, appended: TextAppend | None = None) -> None:
+        """The whole message; ``appended``: it only grew by that text, which
+        connections subscribed with ``text_appends`` get instead
+        (``session.message.appended``, docs/contract-notes.md)."""
+        append = None
+        if appended is not None:
+            append = ("session.message.appended", {
+                "session_id": msg.session_id, "message_id": msg.id, "turn_id": msg.turn_id,
+                "offset": appended.offset, "text": appended.text})
         self.bus.publish(msg.session_id, "session.message.updated",
-                         {"session_id": msg.session_id, "message": msg.to_dto()})
+                         {"session_id": msg.session_id, "message": msg.to_dto()}, append)
 
     def permission_requested(self, msg: Message) -> None:
         meta = msg.metadata

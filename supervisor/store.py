@@ -47,6 +47,7 @@ from .models import (
     SessionState,
     StopReason,
     Task,
+    TextAppend,
     Turn,
     TurnState,
 )
@@ -306,9 +307,10 @@ class Store:
         self.notify.message_added(msg)
         return msg
 
-    async def update_message(self, msg: Message) -> None:
+    async def update_message(self, msg: Message, appended: TextAppend | None = None) -> None:
+        """``appended``: the message only grew by that text (its notification's append)."""
         await self.call_now(self.db.update_message, msg)
-        self.notify.message_updated(msg)
+        self.notify.message_updated(msg, appended)
 
     # -- the queue (DESIGN.md §9): every change announces the committed snapshot
 

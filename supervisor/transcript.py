@@ -3,7 +3,9 @@
 One ``Transcript`` per execution, fed in order by the lifecycle's event pump.
 Streamed text is buffered per channel (``agent`` answer, ``thought``) and
 written when the pump has drained a batch (``flush``): consecutive chunks cost
-one store write and one ``session.message.updated``.  A tool call, a plan or
+one store write and one ``session.message.updated`` — or, for connections
+subscribed with ``text_appends``, one ``session.message.appended`` carrying
+only the new text at its UTF-16 offset.  A tool call, a plan or
 a permission card is a message of its own; text after a tool call or a
 permission starts a new text message.  The store publishes what it writes;
 the permission notifications are published here.
@@ -30,7 +32,7 @@ from protocols.events import (
     UserEcho,
 )
 
-from .models import Message
+from .models import Message, TextAppend, utf16_len
 from .notify import Notifier
 from .store import Store
 from .tool_details import finished_stamp, tool_details
@@ -48,6 +50,9 @@ class TurnText:
     turn_id: str
     #: The agent text message being streamed, per channel (agent / thought).
     text: dict[str, Message] = field(default_factory=dict)
+    #: Their content's length in UTF-16 units (``utf16_len``), kept as they
+    #: grow so that an append's offset costs the chunk, not the whole message.
+    text_units: dict[str, int] = field(default_factory=dict)
     pending_text: dict[str, str] = field(default_factory=dict)
     tools: dict[str, Message] = field(default_factory=dict)
     plan: Message | None = None
@@ -157,20 +162,34 @@ class Transcript:
                 continue
             turn.pending_text[channel] = ""
             current = turn.text.get(channel)
+            units = utf16_len(text)
             if current is None:
                 meta = {"channel": channel} if channel != "agent" else {}
                 turn.text[channel] = await self.store.add_message(
                     turn.session_id, turn.turn_id, "agent", "text", text, meta)
+                turn.text_units[channel] = units
             else:
+                offset = turn.text_units[channel]
+                turn.text_units[channel] = offset + units
+                # A surrogate pair cut between two flushes: the stored half was
+                # U+FFFD and becomes the character, which is no append.
+                appended = None if _ends_in_high_surrogate(current.content) else (
+                    TextAppend(offset, text))
                 turn.text[channel] = await self._update(current, current.content + text,
-                                                        current.metadata)
+                                                        current.metadata, appended)
         if close:
             # Text after a tool call or a permission card starts a new message.
             turn.text.clear()
+            turn.text_units.clear()
 
-    async def _update(self, msg: Message, content: str, metadata: dict[str, Any]) -> Message:
+    async def _update(self, msg: Message, content: str, metadata: dict[str, Any],
+                      appended: TextAppend | None = None) -> Message:
         new = Message(id=msg.id, session_id=msg.session_id, turn_id=msg.turn_id, role=msg.role,
                       kind=msg.kind, content=content, metadata=metadata,
                       created_at=msg.created_at)
-        await self.store.update_message(new)
+        await self.store.update_message(new, appended)
         return new
+
+
+def _ends_in_high_surrogate(text: str) -> bool:
+    return bool(text) and "\ud800" <= text[-1] <= "\udbff"

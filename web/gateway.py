@@ -41,7 +41,7 @@ from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor
 
 from .actions import ACTIONS, ORDERED_ACTIONS
-from .validate import BadInput, req_str
+from .validate import BadInput, opt_bool, req_str
 from .wsconn import ServerWebSocket, WebSocketClosed
 
 __all__ = ["Gateway"]
@@ -229,9 +229,12 @@ class Gateway:
     async def _subscribe(self, sub: Subscriber, caller: Caller, req_id: str,
                          payload: dict[str, Any]) -> None:
         session_id = req_str(payload, "session_id", max_len=64)
+        # Opt-in (docs/contract-notes.md): a streamed text message's growth comes
+        # as session.message.appended instead of the whole message.
+        text_appends = opt_bool(payload, "text_appends")
         # Authorize before subscribing: another workspace's session is not found.
         await self.sup.orchestrator.session(caller, session_id)
-        sub.subscribe(session_id)
+        sub.subscribe(session_id, text_appends=text_appends)
         session = await self.sup.orchestrator.session(caller, session_id)
         sub.offer(envelope("response", "session.subscribe", {"success": True}, req_id or None))
         sub.offer(envelope("notification", "session.state_changed",

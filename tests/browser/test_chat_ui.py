@@ -29,7 +29,7 @@ from tests.support.serverproc import BlockingServerProcess as ServerProcess
 
 from .configs import LONG_PENDING_TOML
 from .conftest import VIEWS
-from .ui import create_task, ensure_mounted, open_person, shot
+from .ui import Person, create_task, ensure_mounted, open_page, open_person, shot
 
 pytestmark = pytest.mark.browser
 
@@ -107,9 +107,15 @@ def test_a_long_streamed_answer_renders_each_block_once(
     server: ServerProcess, new_context: Any
 ) -> None:
     """A 300-paragraph answer streamed word by word: completed blocks are drawn once and kept;
-    only the open block is redrawn, so the work per chunk does not grow with the answer."""
+    only the open block is redrawn, so the work per chunk does not grow with the answer. The page
+    subscribes with text_appends: the answer grows by appends, not by whole copies."""
     task_id = create_task(server, "Long answer")
-    person = open_person(server, new_context, "desktop", f"/tasks/{task_id}")
+    page = open_page(new_context, "desktop")
+    received: list[str] = []
+    page.on("websocket", lambda ws: ws.on(
+        "framereceived", lambda data: received.append(data if isinstance(data, str) else "")))
+    person = Person(page, server)
+    person.login(f"/tasks/{task_id}")
     person.launch_session()
     person.page.evaluate(
         """() => {
@@ -135,6 +141,13 @@ def test_a_long_streamed_answer_renders_each_block_once(
     # A full re-render per update would remove every block each time (tens of thousands).
     assert removed < 2 * paragraphs, removed
     assert elapsed < 45, elapsed  # generous: a loaded shared machine
+    frames = [json.loads(f) for f in received if f]
+    appended = [f for f in frames if f.get("action") == "session.message.appended"]
+    assert len(appended) >= 2, [f.get("action") for f in frames]
+    whole_agent_text = [f for f in frames if f.get("action") == "session.message.updated"
+                        and f["payload"]["message"]["role"] == "agent"
+                        and f["payload"]["message"]["kind"] == "text"]
+    assert whole_agent_text == []
 
 
 # --- 2. Tool calls, plans, permissions ---------------------------------------------------------

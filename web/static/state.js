@@ -41,6 +41,10 @@ export function emptyState() {
     sessionOrder: [], // session ids, display order (oldest first)
     selectedSessionId: null,
     messages: {}, // session id -> Message[] (oldest first); absent = not loaded yet
+    // session id -> appends held while that session's messages must be listed again (an append
+    // did not fit what is held: a lost frame, or one that came before the listing). Present =
+    // stale: the page re-fetches the listing, and replaceMessages replays these over it.
+    staleMessages: {},
     // session id -> {requestId, baseRevision, baseEpoch, optimistic}: this page's agent.cancel in
     // flight. `optimistic` is the flag of the spec; the record outlives it so that the request's
     // own error still reaches the composer after the backend has taken over.
@@ -242,8 +246,8 @@ function messageTime(m) {
 }
 
 /**
- * Inserts or replaces a message by id, keeping the list oldest first. Updates arrive whole
- * (contract-notes: agent text is re-published entire as chunks arrive), so replace, not patch.
+ * Inserts or replaces a message by id, keeping the list oldest first. `added`/`updated` arrive
+ * whole, so replace, not patch (streamed growth comes as appends: applyAppend).
  */
 export function upsertMessage(list, message) {
   if (!message || message.id === undefined || message.id === null) return list;
@@ -267,11 +271,63 @@ export function addMessage(state, sessionId, message) {
   return { ...state, messages: { ...state.messages, [sessionId]: list } };
 }
 
-/** Replaces a session's messages with a fresh listing (boot or message.list after subscribe). */
+/**
+ * Replaces a session's messages with a fresh listing (boot, or message.list after subscribe or
+ * to resync), then replays the appends held meanwhile: those the listing already holds are
+ * skipped, the rest apply, or (a gap again) leave the session stale for another listing.
+ */
 export function replaceMessages(state, sessionId, messages) {
   let list = [];
   for (const m of Array.isArray(messages) ? messages : []) list = upsertMessage(list, m);
-  return { ...state, messages: { ...state.messages, [sessionId]: list } };
+  const held = state.staleMessages?.[sessionId] ?? [];
+  let next = { ...state, messages: { ...state.messages, [sessionId]: list }, staleMessages: withoutKey(state.staleMessages, sessionId) };
+  for (const p of held) next = applyAppend(next, sessionId, p);
+  return next;
+}
+
+function withoutKey(map, key) {
+  if (!map || !(key in map)) return map ?? {};
+  const rest = { ...map };
+  delete rest[key];
+  return rest;
+}
+
+/** Appends held per stale session at most; beyond, the oldest go (the replay then finds a gap). */
+export const MAX_HELD_APPENDS = 500;
+
+function holdAppend(state, sessionId, payload) {
+  const held = [...(state.staleMessages?.[sessionId] ?? []), payload].slice(-MAX_HELD_APPENDS);
+  return { ...state, staleMessages: { ...state.staleMessages, [sessionId]: held } };
+}
+
+/** True when the session's messages must be listed again (an append did not fit). */
+export function messagesStale(state, sessionId) {
+  return Boolean(sessionId && state.staleMessages && sessionId in state.staleMessages);
+}
+
+/**
+ * Applies `session.message.appended {message_id, offset, text}` (subscribed with text_appends,
+ * contract-notes): `offset` is the message's length before the append in UTF-16 code units,
+ * which is what a JavaScript string's length counts. At the held length the text is appended;
+ * already held (the listing was read after the append was written) it is skipped; anything
+ * else (a gap, an unknown message) marks the session stale and holds the append for the replay.
+ */
+export function applyAppend(state, sessionId, p) {
+  if (typeof p.message_id !== "string" || typeof p.text !== "string" || !Number.isInteger(p.offset)) return state;
+  if (messagesStale(state, sessionId)) return holdAppend(state, sessionId, p);
+  const list = state.messages[sessionId];
+  const index = Array.isArray(list) ? list.findIndex((m) => m.id === p.message_id) : -1;
+  const message = index >= 0 ? list[index] : null;
+  if (!message || typeof message.content !== "string") return holdAppend(state, sessionId, p);
+  const content = message.content;
+  if (p.offset === content.length) {
+    const next = [...list];
+    next[index] = { ...message, content: content + p.text };
+    return { ...state, messages: { ...state.messages, [sessionId]: next } };
+  }
+  const end = p.offset + p.text.length;
+  if (p.offset >= 0 && end <= content.length && content.slice(p.offset, end) === p.text) return state;
+  return holdAppend(state, sessionId, p);
 }
 
 /** Marks a permission card answered-by-cancel; the message update usually follows anyway. */
@@ -313,6 +369,8 @@ export function applyNotification(state, action, payload, epoch) {
     case "session.message.added":
     case "session.message.updated":
       return addMessage(state, sid, p.message);
+    case "session.message.appended":
+      return applyAppend(state, sid, p);
     case "session.permission.cancelled":
       return markPermissionCancelled(state, sid, p.request_id);
     case "session.queue.changed":

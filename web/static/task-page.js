@@ -267,7 +267,12 @@ export function mountTaskPage(root, boot, env = globalThis) {
       refreshSessions();
       refreshTask();
     },
-    onNotification: (action, payload, epoch) => applyLists((s) => L.applyPageNotification(s, action, payload, epoch, taskId)),
+    onNotification: (action, payload, epoch) => {
+      applyLists((s) => L.applyPageNotification(s, action, payload, epoch, taskId));
+      // An append did not fit (a lost frame): list the messages again (state.js). Any later
+      // notification retries one that failed, or one whose replay still found a gap.
+      resyncMessages(state.selectedSessionId);
+    },
   });
   const sessionActions = createSessionActions({
     ws,
@@ -279,16 +284,40 @@ export function mountTaskPage(root, boot, env = globalThis) {
     fallbackFocus: () => launchButton,
   });
 
+  // Sessions whose messages are being listed (follow, or a resync): one listing at a time each.
+  const listing = new Set();
+
   async function follow(sid) {
     if (!sid || !ws.isOpen) return; // onOpen follows the selected session once connected
+    listing.add(sid);
+    let listed = false;
     try {
-      await ws.request("session.subscribe", { session_id: sid });
+      // text_appends: a streamed answer grows by session.message.appended, not whole copies.
+      await ws.request("session.subscribe", { session_id: sid, text_appends: true });
       const { messages } = await ws.request("message.list", { session_id: sid });
       setState((s) => S.replaceMessages(s, sid, messages));
+      listed = true;
     } catch (err) {
       // Deleted meanwhile (while offline, or by another tab just now): show another one.
       if (err?.code === "NOT_FOUND") applyLists((s) => L.removeSession(s, sid));
       else if (err?.code !== "DISCONNECTED") showError(`Could not follow the session: ${humanizeError(err.message)}`);
+    } finally {
+      listing.delete(sid);
+    }
+    if (listed) resyncMessages(sid); // the held appends left a gap: list again
+  }
+
+  /** Lists a followed session's messages again when an append did not fit what is held. */
+  async function resyncMessages(sid) {
+    if (!sid || listing.has(sid) || !ws.isOpen || !S.messagesStale(state, sid)) return;
+    listing.add(sid);
+    try {
+      const { messages } = await ws.request("message.list", { session_id: sid });
+      setState((s) => S.replaceMessages(s, sid, messages));
+    } catch {
+      // The session stays stale: the next notification, or the reconnect's follow, tries again.
+    } finally {
+      listing.delete(sid);
     }
   }
 
