@@ -159,7 +159,9 @@ def _scale(r: dict[str, Any]) -> list[str]:
             f"{st['chunks_per_s']} chunks/s (expected {st['expected_chunks_per_s']}), "
             f"{st['frames_per_s']} message frames/s; server CPU {st['server_cpu_ms_per_chunk']}"
             f" ms per chunk, {st['server_cpu_ms_per_frame']} ms per frame "
-            f"({st['server_cpu_util']:.0%} of a core; client {st['client_cpu_util']:.0%})")
+            f"({st['server_cpu_util']:.0%} of a core; client {st['client_cpu_util']:.0%}), "
+            f"text appends; with whole-message updates "
+            f"{st.get('whole_messages', {}).get('server_cpu_ms_per_chunk')} ms per chunk")
     for m in r.get("memory", []):
         lines.append(f"memory, {m['idle_sessions']} idle sessions: backend "
                      f"{m['backend_kb_per_session']} KiB/session RSS; each agent RSS "
