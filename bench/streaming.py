@@ -60,9 +60,9 @@ class ChunkCounter:
 
 
 async def streaming(bench: Bench, pool: list[str]) -> dict[str, Any]:
-    """Two windows in one run: the connection subscribed for whole-message
-    updates (what a client that does not opt in gets), then re-subscribed with
-    ``text_appends`` (what the web UI asks for).  The headline figures are the
+    """Windows in one run, alternating: the connection subscribed for
+    whole-message updates (what a client that does not opt in gets), and
+    re-subscribed with ``text_appends`` (what the web UI asks for).  The headline figures are the
     appends window's; ``whole_messages`` holds the other."""
     n = bench.p.streaming_sessions
     sessions = pool[:n]
@@ -78,11 +78,16 @@ async def streaming(bench: Bench, pool: list[str]) -> dict[str, Any]:
                 for sid in sessions:
                     nursery.start_soon(bench.start_turn, conn, sid, STREAM_PROMPT)
             await trio.sleep(1.0)  # every turn streaming steadily
-            whole = await _window(bench, counter, sessions)
-            for sid in sessions:
-                await conn.call("session.subscribe", {"session_id": sid, "text_appends": True})
-            await trio.sleep(0.5)
-            appends = await _window(bench, counter, sessions)
+            # Alternating windows (whole, appends, whole, appends): the messages grow
+            # all along, and a later window would write longer ones.
+            windows: dict[bool, list[dict[str, Any]]] = {False: [], True: []}
+            for appending in (False, True, False, True):
+                for sid in sessions:
+                    await conn.call("session.subscribe",
+                                    {"session_id": sid, "text_appends": appending})
+                await trio.sleep(0.3)
+                windows[appending].append(await _window(bench, counter, sessions))
+            whole, appends = _merged(windows[False]), _merged(windows[True])
         finally:
             await bench.cancel_all(conn, sessions)
         for sid in sessions:
@@ -94,6 +99,25 @@ async def streaming(bench: Bench, pool: list[str]) -> dict[str, Any]:
         f"server CPU {out['server_cpu_ms_per_chunk']} ms/chunk with appends, "
         f"{whole['server_cpu_ms_per_chunk']} with whole messages "
         f"({out['server_cpu_util']:.0%} of a core)")
+    return out
+
+
+def _merged(windows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Windows of the same kind as one: totals summed, rates recomputed."""
+    out = dict(windows[-1])
+    for key in ("window_s", "chunks", "message_frames", "server_cpu_ms"):
+        out[key] = round(sum(w[key] for w in windows), 3)
+    window, chunks, frames = out["window_s"], out["chunks"], out["message_frames"]
+    cpu_ms = out["server_cpu_ms"]
+    out.update({
+        "chunks_per_s": round(chunks / window, 1),
+        "frames_per_s": round(frames / window, 1),
+        "server_cpu_util": round(cpu_ms / 1000 / window, 3),
+        "server_cpu_ms_per_chunk": round(cpu_ms / chunks, 4) if chunks else None,
+        "server_cpu_ms_per_frame": round(cpu_ms / frames, 4) if frames else None,
+        "client_cpu_util": round(sum(w["client_cpu_util"] * w["window_s"] for w in windows)
+                                 / window, 3),
+    })
     return out
 
 
