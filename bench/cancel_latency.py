@@ -73,6 +73,7 @@ from tests.support.ws import (
 )
 
 from .executors import EXECUTORS, executor_toml
+from .fanout_floor import fanout_floor
 from .floors import DELAY_PROMPT, REPO_ROOT, AdapterFloor, open_floor
 from .measure import cpu_s, log, ms, raise_nofile
 from .peer_e2e import peer_e2e
@@ -587,6 +588,8 @@ class Bench:
                     "server_cpu_ms_per_change": round(
                         (cpu1[0] - cpu0[0]) / (2 * self.p.fanout_reps) * 1000, 2),
                     "last_delivery_ms_median": round(statistics.median(last), 3),
+                    # The same fan-out with no framework (bench/fanout_floor.py).
+                    **await fanout_floor(n, self.p.fanout_reps),
                     "last_delivery_ms_max": round(max(last), 3),
                     "connect_and_subscribe_s": round(opened_s, 2),
                 })

@@ -151,7 +151,8 @@ def _scale(r: dict[str, Any]) -> list[str]:
         reps = ", ".join(str(rep["last_ms"]) for rep in f["reps"])
         lines.append(f"fan-out to {f['subscribers']:>4} subscribers: last delivery median "
                      f"{f['last_delivery_ms_median']} ms (max {f['last_delivery_ms_max']} ms; "
-                     f"each rep {reps}){cpu}")
+                     f"each rep {reps}){cpu}; no-framework floor: send "
+                     f"{f.get('floor_send_ms')} ms, receive {f.get('floor_receive_ms')} ms")
     st = r.get("streaming")
     if st:
         lines.append(
