@@ -88,7 +88,7 @@ class Gateway:
         ordered = _Sequencer()
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._writer, ws, sub, nursery.cancel_scope)
+                nursery.start_soon(self._writer, ws, sub, nursery.cancel_scope, in_flight)
                 nursery.start_soon(self._close_on_shutdown, ws, nursery.cancel_scope)
                 while not sub.overflowed:
                     try:
@@ -101,7 +101,8 @@ class Gateway:
             self.connections -= 1
             sub.close()
 
-    async def _writer(self, ws: Socket, sub: Subscriber, scope: trio.CancelScope) -> None:
+    async def _writer(self, ws: Socket, sub: Subscriber, scope: trio.CancelScope,
+                      in_flight: _InFlight) -> None:
         send_many = ws.send_many if isinstance(ws, ServerWebSocket) else None
         with trio.CancelScope() as deadline:
             async for frame in sub.receive:
@@ -115,12 +116,15 @@ class Gateway:
                 if send_many is None:
                     await ws.send(frame)
                 else:
-                    # Let the tasks already woken queue their frames first (a
-                    # cancel's notifications, then its pending=false and its
-                    # response, come from three tasks in consecutive scheduler
-                    # rounds): everything queued by then goes out in one write.
-                    for _ in range(WRITE_AFTER_ROUNDS):
-                        await trio.lowlevel.checkpoint()
+                    # With a request of this connection in flight, let the tasks
+                    # already woken queue their frames first (a cancel's
+                    # notifications, then its pending=false and its response,
+                    # come from three tasks in consecutive scheduler rounds):
+                    # everything queued by then goes out in one write.  A
+                    # connection that only listens (a fan-out) writes at once.
+                    if in_flight.count:
+                        for _ in range(WRITE_AFTER_ROUNDS):
+                            await trio.lowlevel.checkpoint()
                     batch = [frame]
                     while len(batch) < MAX_BATCH:
                         try:
