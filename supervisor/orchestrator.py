@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +64,10 @@ class CancelOperation:
     outcome: CancelOutcome | None = None
     error: SupervisorError | None = None
     joined: int = 0
+    #: Told once the operation settled (right after ``done``): joined requests
+    #: answered from here, with no task of their own waiting (a storm of
+    #: duplicates would otherwise be a task wake-up per duplicate).
+    on_settled: list[Callable[[CancelOperation], None]] = field(default_factory=list)
     #: trio.current_time() at each stage, for the latency breakdown:
     #: received, admitted, adapter_sent, agent_answered, reconciled, published.
     marks: dict[str, float] = field(default_factory=dict)
@@ -236,13 +241,8 @@ class Orchestrator:
 
         Cancelling the caller (a disconnect) abandons only this wait."""
         received = trio.current_time()
-        op = self.operations.get(session_id)
-        if op is not None and op.workspace_id == caller.workspace_id and (
-                task_id is None or task_id == op.task_id):
-            # A duplicate of an operation in flight: authorized by it, no store read
-            # (a storm of duplicates must not queue the operation's own store calls).
-            op.joined += 1
-            self._user_joins(op)
+        op = self.join(caller, session_id, task_id)
+        if op is not None:
             return await op.wait()
         owner = self._owners.get(session_id)
         if owner is None:
@@ -255,6 +255,20 @@ class Orchestrator:
         op = self._admit(session_id, owner, received)
         self._user_joins(op)
         return await op.wait()
+
+    def join(self, caller: Caller, session_id: str,
+             task_id: str | None = None) -> CancelOperation | None:
+        """The user cancel of ``session_id`` joins the operation in flight, if
+        there is one the caller may join (same workspace and task as captured
+        at its admission): no store read, no await (a storm of duplicates must
+        not queue the operation's own store calls).  None: ``cancel`` admits."""
+        op = self.operations.get(session_id)
+        if op is None or op.workspace_id != caller.workspace_id or (
+                task_id is not None and task_id != op.task_id):
+            return None
+        op.joined += 1
+        self._user_joins(op)
+        return op
 
     def _user_joins(self, op: CancelOperation) -> None:
         """A user cancel joined the operation: whatever it was (a send now's),
@@ -335,3 +349,9 @@ class Orchestrator:
             op.marks["published"] = trio.current_time()
             self.settled.append(op)
             op.done.set()
+            for told in op.on_settled:
+                try:
+                    told(op)
+                except Exception:
+                    log.exception("answering a joined cancel of session %s failed",
+                                  op.session_id)

@@ -26,8 +26,8 @@ from .validate import (
     req_str,
 )
 
-__all__ = ["ACTIONS", "ORDERED_ACTIONS", "Handler", "cancel_result", "session_delete",
-           "session_update", "task_delete", "task_update"]
+__all__ = ["ACTIONS", "ORDERED_ACTIONS", "Handler", "cancel_result", "cancel_target",
+           "session_delete", "session_update", "task_delete", "task_update"]
 
 Handler = Callable[[Supervisor, Caller, dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -160,9 +160,14 @@ def cancel_result(session_id: str) -> dict[str, Any]:
     return {"success": True, "session_id": session_id}
 
 
+def cancel_target(p: dict[str, Any]) -> tuple[str, str | None]:
+    """``agent.cancel``'s session and optional task (``BadInput`` if invalid)."""
+    return req_str(p, "session_id", max_len=_ID), opt_str(p, "task_id", max_len=_ID)
+
+
 async def agent_cancel(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
-    session_id = req_str(p, "session_id", max_len=_ID)
-    await sup.orchestrator.cancel(caller, session_id, opt_str(p, "task_id", max_len=_ID))
+    session_id, task_id = cancel_target(p)
+    await sup.orchestrator.cancel(caller, session_id, task_id)
     return cancel_result(session_id)
 
 

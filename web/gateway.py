@@ -37,10 +37,10 @@ import trio
 from supervisor.bus import Subscriber, envelope
 from supervisor.errors import SupervisorError
 from supervisor.notify import workspace_channel
-from supervisor.orchestrator import Caller
+from supervisor.orchestrator import Caller, CancelOperation
 from supervisor.root import Supervisor
 
-from .actions import ACTIONS, ORDERED_ACTIONS
+from .actions import ACTIONS, ORDERED_ACTIONS, cancel_result, cancel_target
 from .validate import BadInput, opt_bool, req_str
 from .wsconn import ServerWebSocket, WebSocketClosed
 
@@ -195,6 +195,9 @@ class Gateway:
                                req_id or None))
             return
         in_flight.count += 1
+        if action == "agent.cancel" and self._join_cancel(sub, caller, req_id, payload,
+                                                          in_flight):
+            return
         # Taken here, in frame order (tasks start in no particular order).
         ticket = ordered.take() if action in ORDERED_ACTIONS else None
         nursery.start_soon(self._request, sub, caller, req_id, action, payload, in_flight,
@@ -229,6 +232,33 @@ class Gateway:
             in_flight.count -= 1
             if ticket is not None:
                 ordered.done(ticket)
+
+    def _join_cancel(self, sub: Subscriber, caller: Caller, req_id: str,
+                     payload: dict[str, Any], in_flight: _InFlight) -> bool:
+        """A cancel of a session whose operation is in flight joins it with no
+        task of its own: it is answered when the operation settles (a storm of
+        1,000 duplicates is then 1,000 answers queued in one loop, not 1,000
+        tasks woken).  False: served as any request (admitted, or refused)."""
+        try:
+            session_id, task_id = cancel_target(payload)
+        except BadInput:
+            return False  # the request task answers with the error
+        op = self.sup.orchestrator.join(caller, session_id, task_id)
+        if op is None:
+            return False
+
+        def answer(op: CancelOperation) -> None:
+            in_flight.count -= 1
+            if op.error is not None:
+                sub.offer(envelope("error", "agent.cancel",
+                                   {"code": op.error.code, "message": str(op.error)},
+                                   req_id or None))
+            else:
+                sub.offer(envelope("response", "agent.cancel", cancel_result(session_id),
+                                   req_id or None))
+
+        op.on_settled.append(answer)
+        return True
 
     async def _subscribe(self, sub: Subscriber, caller: Caller, req_id: str,
                          payload: dict[str, Any]) -> None:

@@ -193,6 +193,9 @@ async def test_duplicate_cancels_join_one_operation_and_sessions_stay_independen
             orch = srv.sup.orchestrator
             assert orch.operations_started == 1
             assert orch.settled[-1].joined == 9
+            # WebSocket duplicates that found the operation in flight were answered
+            # by it (no task each); those that came before it existed, and REST, waited.
+            assert len(orch.settled[-1].on_settled) <= 9
             await b.wait_for(is_cancellation(sid, False))
             for client in (a, b):
                 assert cancellation_changes(client, sid) == [(True, 1), (False, 2)]
@@ -236,12 +239,24 @@ async def test_timed_out_cancel_clears_pending_and_is_retryable(tmp_path: Path) 
     with trio.fail_after(30):
         async with running_server(tmp_path / "data",
                                   timeouts={"cancel_operation_s": 1.5}) as srv, \
-                ws_client(srv) as a, http(srv) as h:
+                ws_client(srv) as a, ws_client(srv) as b, http(srv) as h:
             task_id = await new_task(a)
             sid = await running_session(a, task_id, "/slow 2000")
-            first = await a.request("agent.cancel", {"session_id": sid})
+            answers: list[dict[str, Any]] = []
+
+            async def duplicate() -> None:
+                await a.wait_for(is_cancellation(sid, True))
+                answers.append(await b.request("agent.cancel", {"session_id": sid}))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(duplicate)
+                first = await a.request("agent.cancel", {"session_id": sid})
             assert first["type"] == "error", first
             assert first["payload"]["code"] == "CONFLICT"
+            # The duplicate joined the operation and shares its failure.
+            assert answers[0]["type"] == "error", answers
+            assert answers[0]["payload"] == first["payload"]
+            assert len(srv.sup.orchestrator.settled[-1].on_settled) == 1
             assert cancellation_changes(a, sid) == [(True, 1), (False, 2)]
             for dto in await rest_views(h, task_id, sid):
                 assert progress(dto) == ("RUNNING", False, 2)
