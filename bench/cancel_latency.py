@@ -75,6 +75,7 @@ from tests.support.ws import (
 from .executors import EXECUTORS, executor_toml
 from .fanout_floor import fanout_floor
 from .floors import DELAY_PROMPT, REPO_ROOT, AdapterFloor, open_floor
+from .lean_ws import LeanSubscriber, open_lean
 from .measure import cpu_s, log, ms, raise_nofile
 from .peer_e2e import peer_e2e
 from .queued import queued
@@ -98,6 +99,9 @@ MOCK_PROFILES = sorted(n for n, p in BUILTIN_PROFILES.items()
                        if "protocols.mock_agent" in p.command)
 BUSY_PROMPT = "/delay 600000"
 STORM_PROMPT = "/slow 2000"
+#: The fan-out's cancellation change, as its frame carries it (payload keys in order).
+PENDING_TRUE = b'"cancellation_pending":true,"cancellation_revision"'
+PENDING_FALSE = b'"cancellation_pending":false,"cancellation_revision"'
 PHASES = ("latency", "memory", "busy", "burst", "storm", "fanout", "streaming", "queued",
           "restored", "peer", "peer_e2e")
 #: The phases that need the pool of idle sessions.
@@ -533,19 +537,20 @@ class Bench:
                 await c.aclose()
 
     async def fanout(self) -> list[dict[str, Any]]:
-        """One cancellation change (an idle cancel) delivered to N subscribers."""
+        """One cancellation change (an idle cancel) delivered to N subscribers
+        (lean raw-socket subscribers: bench/lean_ws.py)."""
         sid = await self.launch(self.agents[0])
         results: list[dict[str, Any]] = []
-        subs: list[WsClient] = []
+        subs: list[LeanSubscriber] = []
+        host, port = self.server.url.removeprefix("http://").rsplit(":", 1)
         async with trio.open_nursery() as subs_nursery:
             for n in self.p.fanout_sizes:
                 sem = trio.Semaphore(50)
 
                 async def add(sem: trio.Semaphore = sem) -> None:
                     async with sem:
-                        c = await self.conn(subs_nursery)
-                        await c.call("session.subscribe", {"session_id": sid})
-                        subs.append(c)
+                        subs.append(await open_lean(host, int(port), self.server.token, sid,
+                                                    subs_nursery))
 
                 t_open = now()
                 async with trio.open_nursery() as nursery:
@@ -560,12 +565,15 @@ class Bench:
                 cpu0 = cpu_s(self.server.ps()), cpu_s(psutil.Process())
                 for _ in range(self.p.fanout_reps):
                     await trio.sleep(0.3)
-                    w_true = [c.watch(is_cancellation(sid, True)) for c in subs]
-                    w_false = [c.watch(is_cancellation(sid, False)) for c in subs]
+                    w_true = [c.expect(PENDING_TRUE) for c in subs]
+                    w_false = [c.expect(PENDING_FALSE) for c in subs]
                     pending = await self.main.send("agent.cancel", {"session_id": sid})
                     t0 = pending.sent_at
-                    true_at = [await w.wait(60) - t0 for w in w_true]
-                    false_at = [await w.wait(60) - t0 for w in w_false]
+                    with trio.fail_after(60):
+                        for event, _ in (*w_true, *w_false):
+                            await event.wait()
+                    true_at = [when[0] - t0 for _, when in w_true]
+                    false_at = [when[0] - t0 for _, when in w_false]
                     await pending.wait(60)
                     reps.append({
                         "first_ms": ms(min(true_at)), "last_ms": ms(max(true_at)),
@@ -596,6 +604,8 @@ class Bench:
                 log(f"fan-out {n}: last delivery median {results[-1]['last_delivery_ms_median']}"
                     f" ms (max {results[-1]['last_delivery_ms_max']} ms)")
             subs_nursery.cancel_scope.cancel()
+        for c in subs:
+            await c.stream.aclose()
         return results
 
     async def run(self, phases: set[str]) -> dict[str, Any]:

@@ -19,12 +19,13 @@ import logging
 import random
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import trio
 
-__all__ = ["EventBus", "Subscriber", "envelope", "timestamp"]
+__all__ = ["EventBus", "Subscriber", "WriteNow", "envelope", "timestamp"]
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +51,23 @@ def envelope(kind: str, action: str, payload: Any, msg_id: str | None = None) ->
     )
 
 
+#: Writes a frame to the client at once, if it can (the gateway's, for its own
+#: WebSocket): None if nothing was written (queue it), else the frame's
+#: unwritten tail (pre-framed bytes; empty: all of it went).
+WriteNow = Callable[[str], bytes | None]
+
+
 class Subscriber:
-    """One client's outbound queue.  The gateway's writer task drains ``receive``."""
+    """One client's outbound queue.  The gateway's writer task drains ``receive``
+    (frames, and pre-framed bytes: the tail of a frame ``write_now`` began)."""
 
     def __init__(self, bus: EventBus, queue_size: int) -> None:
         self._bus = bus
-        self._send, self.receive = trio.open_memory_channel[str](queue_size)
+        self._send, self.receive = trio.open_memory_channel[str | bytes](queue_size)
+        #: Set by the gateway: with nothing queued, a frame is written from the
+        #: publishing task itself (a fan-out is then one syscall per
+        #: subscriber, not a writer task woken per subscriber).
+        self.write_now: WriteNow | None = None
         self.sessions: set[str] = set()
         #: Sessions subscribed with ``text_appends``: they get a publish's
         #: append variant, when it has one, instead of its full frame.
@@ -66,8 +78,15 @@ class Subscriber:
         """Queue a frame without waiting; False (and marked overflowed) if full."""
         if self.overflowed:
             return False
+        item: str | bytes = frame
+        if self.write_now is not None and not self._send.statistics().current_buffer_used:
+            tail = self.write_now(frame)
+            if tail is not None:
+                if not tail:
+                    return True
+                item = tail  # the rest goes out first, through the writer
         try:
-            self._send.send_nowait(frame)
+            self._send.send_nowait(item)
         except trio.WouldBlock:
             self.overflowed = True
             self._send.close()

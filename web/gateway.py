@@ -86,9 +86,19 @@ class Gateway:
         self.connections += 1
         in_flight = _InFlight()
         ordered = _Sequencer()
+        writing = _Writing()
+        if isinstance(ws, ServerWebSocket):
+            def write_now(frame: str) -> bytes | None:
+                # Not while the writer holds frames, nor while a request is in
+                # flight (its frames are batched with its response), nor closing.
+                if writing.busy or in_flight.count or self.closing.is_set():
+                    return None
+                return ws.write_now(frame)
+            sub.write_now = write_now
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._writer, ws, sub, nursery.cancel_scope, in_flight)
+                nursery.start_soon(self._writer, ws, sub, nursery.cancel_scope, in_flight,
+                                   writing)
                 nursery.start_soon(self._close_on_shutdown, ws, nursery.cancel_scope)
                 while not sub.overflowed:
                     try:
@@ -102,10 +112,11 @@ class Gateway:
             sub.close()
 
     async def _writer(self, ws: Socket, sub: Subscriber, scope: trio.CancelScope,
-                      in_flight: _InFlight) -> None:
+                      in_flight: _InFlight, writing: _Writing) -> None:
         send_many = ws.send_many if isinstance(ws, ServerWebSocket) else None
         with trio.CancelScope() as deadline:
             async for frame in sub.receive:
+                writing.busy = True
                 if self.closing.is_set():
                     return  # _close_on_shutdown closes the socket and ends the connection
                 if sub.overflowed:
@@ -114,7 +125,7 @@ class Gateway:
                 # fail_after per write costs a scope and a deadline-heap entry.
                 deadline.deadline = trio.current_time() + SEND_TIMEOUT_S
                 if send_many is None:
-                    await ws.send(frame)
+                    await ws.send(frame)  # (only frames: write_now is ours alone)
                 else:
                     # With a request of this connection in flight, let the tasks
                     # already woken queue their frames first (a cancel's
@@ -136,6 +147,7 @@ class Gateway:
                     except WebSocketClosed:
                         break
                 deadline.deadline = math.inf
+                writing.busy = False
         if deadline.cancelled_caught:
             sub.overflowed = True
         if sub.overflowed:
@@ -289,6 +301,15 @@ def _head_id_action(data: str) -> tuple[str, str]:
     found_action = _HEAD_ACTION.search(head)
     return (found_id.group(1) if found_id else "",
             found_action.group(1) if found_action else "")
+
+
+class _Writing:
+    """Whether the connection's writer holds frames not yet written."""
+
+    __slots__ = ("busy",)
+
+    def __init__(self) -> None:
+        self.busy = False
 
 
 class _InFlight:

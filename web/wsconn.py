@@ -21,6 +21,7 @@ off mid-frame leaves nothing worth keeping).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Final
 
@@ -66,6 +67,9 @@ class ServerWebSocket:
                  max_message: int) -> None:
         self._stream = stream
         self._conn = conn
+        # The socket's descriptor, for ``write_now`` (Trio made it non-blocking).
+        sock = getattr(stream, "socket", None)
+        self._fd: int | None = sock.fileno() if sock is not None else None
         self._max_message = max_message
         self._write_lock = trio.StrictFIFOLock()
         self._to_receiver, self._incoming = trio.open_memory_channel[str | bytes](16)
@@ -88,11 +92,28 @@ class ServerWebSocket:
             raise TypeError("the gateway sends text frames only")
         await self.send_many((data,))
 
-    async def send_many(self, frames: Sequence[str]) -> None:
-        """Every frame, in order, in one write."""
+    async def send_many(self, frames: Sequence[str | bytes]) -> None:
+        """Every frame, in order, in one write (bytes: already framed)."""
         if self._conn.state is not ConnectionState.OPEN:
             raise WebSocketClosed
-        await self._write(b"".join(map(frame_text, frames)))
+        await self._write(b"".join(f if isinstance(f, bytes) else frame_text(f)
+                                   for f in frames))
+
+    def write_now(self, text: str) -> bytes | None:
+        """Write one frame without waiting, if nothing is being written: None
+        if nothing was (the caller queues it), else what the socket did not
+        take (empty: all of it).  One non-blocking ``write`` on the socket."""
+        if (self._fd is None or self._broken or self._write_lock.locked()
+                or self._conn.state is not ConnectionState.OPEN):
+            return None
+        data = frame_text(text)
+        try:
+            sent = os.write(self._fd, data)
+        except BlockingIOError:
+            return None
+        except OSError:
+            return None  # broken: the writer's next write finds out and ends the connection
+        return data[sent:]
 
     async def close(self, code: int, reason: str = "") -> None:
         """Start the closing handshake and hang up once the client replied

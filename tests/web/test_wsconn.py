@@ -144,3 +144,67 @@ async def test_our_close_waits_for_the_reply_then_hangs_up() -> None:
             assert isinstance(close, CloseConnection) and close.code == 1001
             await client.send(close.response())
         assert ws.closed.is_set()
+
+
+@asynccontextmanager
+async def socket_pair() -> AsyncIterator[tuple[ServerWebSocket, Client]]:
+    """As ``pair``, over a real socket pair (``write_now`` needs a descriptor)."""
+    a, b = trio.socket.socketpair()
+    client_stream, server_stream = trio.SocketStream(a), trio.SocketStream(b)
+    client = WSConnection(ConnectionType.CLIENT)
+    server = WSConnection(ConnectionType.SERVER)
+    server.receive_data(client.send(Request(host="localhost", target="/ws")))
+    list(server.events())
+    client.receive_data(server.send(AcceptConnection()))
+    list(client.events())
+    ws = ServerWebSocket(server_stream, server, max_message=1 << 20)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ws.run_reader)
+            yield ws, Client(client_stream, client)
+            nursery.cancel_scope.cancel()
+    finally:
+        await client_stream.aclose()
+        await server_stream.aclose()
+
+
+async def test_write_now_writes_at_once_and_hands_back_what_the_socket_left() -> None:
+    async with socket_pair() as (ws, client):
+        assert ws.write_now("at once") == b""
+        (event,) = await client.events(1)
+        assert isinstance(event, TextMessage) and event.data == "at once"
+        # Fill the socket until it takes only part of a frame: the tail comes back,
+        # and written first by the writer the stream stays whole.
+        big = "y" * 200_000
+        tails: list[bytes] = []
+        sent = 0
+        while not tails:
+            tail = ws.write_now(big)
+            assert tail is not None
+            sent += 1
+            if tail:
+                tails.append(tail)
+        assert ws.write_now("blocked") is None  # nothing at all fits now
+        texts: list[str] = []
+        part = ""
+        async with trio.open_nursery() as nursery:
+            batch: list[str | bytes] = [tails[0], "after"]
+            nursery.start_soon(ws.send_many, batch)
+            while len(texts) < sent + 1:
+                for event in await client.events(1):  # (a big message comes in pieces)
+                    assert isinstance(event, TextMessage)
+                    part += event.data
+                    if event.message_finished:
+                        texts.append(part)
+                        part = ""
+        assert texts == [big] * sent + ["after"]
+
+
+async def test_write_now_never_interleaves_with_a_write_in_progress() -> None:
+    async with socket_pair() as (ws, _client), ws._write_lock:
+        assert ws.write_now("not now") is None
+
+
+async def test_without_a_socket_write_now_declines() -> None:
+    async with pair() as (ws, _client):
+        assert ws.write_now("x") is None
