@@ -152,7 +152,9 @@ class Transcript:
             elif msg.kind == "permission" and msg.metadata.get("status") == "pending":
                 self.permissions[str(msg.metadata.get("request_id"))] = msg
         if last is not None and last.kind == "text":
-            turn.text[str(last.metadata.get("channel", "agent"))] = last
+            channel = str(last.metadata.get("channel", "agent"))
+            turn.text[channel] = last
+            turn.text_units[channel] = utf16_len(last.content)  # what appends count from
         return turn
 
     async def flush(self, turn: TurnText, *, close: bool = False) -> None:
