@@ -177,14 +177,22 @@ def _task(row: sqlite3.Row) -> Task:
                 running_count=row["running_count"])
 
 
-def checkpoint(path: Path | str) -> None:
-    """One passive WAL checkpoint on a connection of its own: it copies what
-    it can without blocking the writers (``Db.hand_over_checkpoints``)."""
-    conn = sqlite3.connect(str(path), isolation_level=None)
-    try:
-        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-    finally:
-        conn.close()
+class Checkpointer:
+    """A connection of its own that checkpoints the WAL (``Db.hand_over_checkpoints``):
+    a passive checkpoint copies what it can without blocking the writers.  Kept
+    open for the store's life (SQLite keeps a closed connection's descriptor
+    while another connection of the process holds a lock on the file)."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        # Opens the WAL now (its descriptor then stays the same for the store's life).
+        self.checkpoint()
+
+    def checkpoint(self) -> None:
+        self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 class Db:

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -672,14 +673,24 @@ class LifecycleManager:
 
     async def _pump(self, ex: Execution) -> None:
         """Agent events → transcript, in order; a turn's end closes the turn.
-        Consecutive chunks are coalesced into one store write per batch."""
+        Consecutive chunks are coalesced into one store write per batch, and
+        streamed text is written at most every ``stream_flush_s``."""
         events = ex.adapter.events
+        flushed_at = -math.inf  # when streamed text was last written
+        flush_at = math.inf  # text is pending: write it by then
         try:
             while True:
-                try:
-                    batch = [await events.receive()]
-                except trio.EndOfChannel:
-                    return
+                batch = []
+                with trio.move_on_at(flush_at):
+                    try:
+                        batch = [await events.receive()]
+                    except trio.EndOfChannel:
+                        return
+                if not batch:  # the pending text's time came, and nothing else did
+                    if ex.turn is not None and ex.turn.text is not None:
+                        await ex.transcript.flush(ex.turn.text)
+                    flushed_at, flush_at = trio.current_time(), math.inf
+                    continue
                 while len(batch) < 512:
                     try:
                         batch.append(events.receive_nowait())
@@ -710,7 +721,14 @@ class LifecycleManager:
                                 await self._progress(turn)
                             await ex.transcript.record(turn.text if turn else None, ev)
                 if ex.turn is not None and ex.turn.text is not None:
-                    await ex.transcript.flush(ex.turn.text)
+                    # (Behind an agentctl that outlives us every batch is written at
+                    # once: the stream position recorded below must be all written.)
+                    if (ex.agent.handover is not None
+                            or trio.current_time() >= flushed_at + self.timeouts.stream_flush_s):
+                        await ex.transcript.flush(ex.turn.text)
+                        flushed_at, flush_at = trio.current_time(), math.inf
+                    elif any(ex.turn.text.pending_text.values()):
+                        flush_at = flushed_at + self.timeouts.stream_flush_s
                 if ex.agent.handover is not None:
                     await self._record_position(ex, ex.agent.handover.take(len(batch)))
         finally:

@@ -35,7 +35,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import trio
 
-from .db import Db, StoreUnavailable, checkpoint
+from .db import Checkpointer, Db, StoreUnavailable
 from .models import (
     AgentSessionRef,
     Message,
@@ -161,16 +161,20 @@ class Store:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Checkpoint the WAL every ``CHECKPOINT_EVERY`` commits, off the writers' path."""
-        await self.call(self.db.hand_over_checkpoints)
-        task_status.started()
-        while True:
-            await self._checkpoint_due.wait()
-            self._checkpoint_due = trio.Event()
-            self._checkpointed_at = self.db.commits
-            try:
-                await trio.to_thread.run_sync(checkpoint, self.db.path)
-            except sqlite3.OperationalError as exc:
-                log.warning("WAL checkpoint failed (%s); the next one retries", exc)
+        checkpointer = await trio.to_thread.run_sync(Checkpointer, self.db.path)
+        try:
+            await self.call(self.db.hand_over_checkpoints)
+            task_status.started()
+            while True:
+                await self._checkpoint_due.wait()
+                self._checkpoint_due = trio.Event()
+                self._checkpointed_at = self.db.commits
+                try:
+                    await trio.to_thread.run_sync(checkpointer.checkpoint)
+                except sqlite3.OperationalError as exc:
+                    log.warning("WAL checkpoint failed (%s); the next one retries", exc)
+        finally:
+            checkpointer.close()
 
     def close(self) -> None:
         with self._lock:
