@@ -75,7 +75,13 @@ from tests.support.ws import (
 from .executors import EXECUTORS, executor_toml
 from .fanout_floor import fanout_floor
 from .floors import DELAY_PROMPT, REPO_ROOT, AdapterFloor, open_floor
-from .lean_ws import LeanSubscriber, open_lean
+from .lean_ws import (
+    LeanConnection,
+    LeanRequest,
+    LeanSubscriber,
+    open_lean,
+    open_lean_connection,
+)
 from .measure import cpu_s, log, ms, raise_nofile
 from .peer_e2e import peer_e2e
 from .queued import queued
@@ -472,7 +478,11 @@ class Bench:
         sid = await self.launch(self.agents[0])
         # The observer keeps its notifications: the storm counts its cancellation changes.
         observer = await open_client(self.nursery, self.server)
-        conns = [await self.conn() for _ in range(self.p.storm_conns)]
+        # Lean requesters (bench/lean_ws.py): the answers' arrival is measured with
+        # the client's own per-frame cost as small as it gets.
+        host, port = self.server.url.removeprefix("http://").rsplit(":", 1)
+        conns = [await open_lean_connection(host, int(port), self.server.token, self.nursery)
+                 for _ in range(self.p.storm_conns)]
         try:
             await observer.call("session.subscribe", {"session_id": sid})
             await self.start_turn(observer, sid, STORM_PROMPT)
@@ -484,9 +494,9 @@ class Bench:
             gc.freeze()
             settled = observer.watch(is_cancellation(sid, False))
             per_conn = self.p.storm_requests // len(conns)
-            pendings: list[Pending] = []
+            pendings: list[LeanRequest] = []
 
-            async def fire(c: WsClient) -> None:
+            async def fire(c: LeanConnection) -> None:
                 for _ in range(per_conn):
                     pendings.append(await c.send("agent.cancel", {"session_id": sid}))
 
@@ -533,8 +543,9 @@ class Bench:
                 f"answered, p99 after settle {out['answer_after_settle_ms'].get('p99')} ms")
             return out
         finally:
-            for c in [observer, *conns]:
-                await c.aclose()
+            await observer.aclose()
+            for c in conns:
+                await c.stream.aclose()
 
     async def fanout(self) -> list[dict[str, Any]]:
         """One cancellation change (an idle cancel) delivered to N subscribers

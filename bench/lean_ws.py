@@ -1,4 +1,4 @@
-"""A lean WebSocket subscriber for the fan-out phase: what the server sends, read cheaply.
+"""Lean WebSocket clients for the fan-out and the storm: what the server sends, read cheaply.
 
 A fan-out's last delivery is measured at the client; with a trio-websocket
 client per subscriber the bench spent 110-160 µs of its own CPU per frame
@@ -20,7 +20,8 @@ import trio
 
 from tests.support.ws import now
 
-__all__ = ["LeanSubscriber", "open_lean"]
+__all__ = ["LeanConnection", "LeanRequest", "LeanSubscriber", "open_lean",
+           "open_lean_connection"]
 
 
 def _client_frame(text: str) -> bytes:
@@ -65,9 +66,9 @@ class LeanSubscriber:
                     event.set()
 
 
-async def open_lean(host: str, port: int, token: str, session_id: str,
-                    nursery: trio.Nursery) -> LeanSubscriber:
-    """Connect, upgrade, subscribe to ``session_id``; reading runs in ``nursery``."""
+async def _upgrade(host: str, port: int, token: str) -> trio.SocketStream:
+    """A connected, upgraded stream (what came after the 101's head is dropped:
+    the server sends nothing before a request)."""
     stream = await trio.open_tcp_stream(host, port)
     key = base64.b64encode(os.urandom(16)).decode()
     await stream.send_all(
@@ -82,9 +83,15 @@ async def open_lean(host: str, port: int, token: str, session_id: str,
         head += chunk
     if not head.startswith(b"HTTP/1.1 101"):
         raise ConnectionError(head.split(b"\r\n", 1)[0].decode())
+    return stream
+
+
+async def open_lean(host: str, port: int, token: str, session_id: str,
+                    nursery: trio.Nursery) -> LeanSubscriber:
+    """Connect, upgrade, subscribe to ``session_id``; reading runs in ``nursery``."""
+    stream = await _upgrade(host, port, token)
     sub = LeanSubscriber(stream)
     subscribed = sub.expect(b'"action":"session.subscribe"')
-    sub._tail = head.split(b"\r\n\r\n", 1)[1]
     await stream.send_all(_client_frame(json.dumps(
         {"id": "s", "type": "request", "action": "session.subscribe",
          "payload": {"session_id": session_id}})))
@@ -92,3 +99,75 @@ async def open_lean(host: str, port: int, token: str, session_id: str,
     with trio.fail_after(30):
         await subscribed[0].wait()
     return sub
+
+
+@dataclass(eq=False)
+class LeanRequest:
+    """One request sent on a ``LeanConnection``: when it went, when its answer came."""
+
+    sent_at: float
+    done: trio.Event = field(default_factory=trio.Event)
+    answered_at: float = 0.0
+    ok: bool = False
+
+
+@dataclass(eq=False)
+class LeanConnection:
+    """Requests and their answers over a raw socket: frames are parsed just far
+    enough to find an answer's ``id`` (the storm's 1,000 answers, read cheaply)."""
+
+    stream: trio.SocketStream
+    pending: dict[str, LeanRequest] = field(default_factory=dict)
+    _buffer: bytes = b""
+    _next: int = 0
+
+    async def send(self, action: str, payload: dict[str, object]) -> LeanRequest:
+        self._next += 1
+        req_id = f"r{self._next}"
+        request = self.pending[req_id] = LeanRequest(sent_at=now())
+        await self.stream.send_all(_client_frame(json.dumps(
+            {"id": req_id, "type": "request", "action": action, "payload": payload})))
+        return request
+
+    async def read(self) -> None:
+        while True:
+            try:
+                data = await self.stream.receive_some(65536)
+            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                return  # closed by its owner
+            if not data:
+                return
+            at = now()
+            self._buffer += data
+            while len(self._buffer) >= 2:
+                n = self._buffer[1] & 0x7F
+                start = 2
+                if n == 126:
+                    n, start = int.from_bytes(self._buffer[2:4], "big"), 4
+                elif n == 127:
+                    n, start = int.from_bytes(self._buffer[2:10], "big"), 10
+                if len(self._buffer) < start + n:
+                    break
+                frame = self._buffer[start:start + n]
+                self._buffer = self._buffer[start + n:]
+                self._answered(frame, at)
+
+    def _answered(self, frame: bytes, at: float) -> None:
+        head = frame.find(b'"id":"')
+        if head < 0:
+            return
+        end = frame.find(b'"', head + 6)
+        request = self.pending.pop(frame[head + 6:end].decode(), None)
+        if request is not None:
+            request.answered_at = at
+            request.ok = b'"type":"response"' in frame
+            request.done.set()
+
+
+async def open_lean_connection(host: str, port: int, token: str,
+                               nursery: trio.Nursery) -> LeanConnection:
+    """Connect and upgrade; reading runs in ``nursery``."""
+    stream = await _upgrade(host, port, token)
+    conn = LeanConnection(stream)
+    nursery.start_soon(conn.read)
+    return conn

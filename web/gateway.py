@@ -30,6 +30,7 @@ import json
 import logging
 import math
 import re
+import weakref
 from typing import Any, Final, Protocol
 
 import trio
@@ -74,6 +75,9 @@ class Gateway:
         self.max_frame = sup.config.limits.max_ws_frame_bytes
         self.connections = 0
         self.closing = trio.Event()
+        #: A settled operation's answer to its joined cancels, after the id.
+        self._answers: weakref.WeakKeyDictionary[CancelOperation, str] = (
+            weakref.WeakKeyDictionary())
 
     def close_all(self) -> None:
         """Server shutdown: close every connection (1001, going away)."""
@@ -265,9 +269,15 @@ class Gateway:
                 sub.offer(envelope("error", "agent.cancel",
                                    {"code": op.error.code, "message": str(op.error)},
                                    req_id or None))
+            elif req_id:
+                # Every joined answer is the same but for its id: encoded once.
+                tail = self._answers.get(op)
+                if tail is None:
+                    whole = envelope("response", "agent.cancel", cancel_result(session_id), "x")
+                    tail = self._answers[op] = whole[len('{"id":"x"'):]
+                sub.offer('{"id":' + json.dumps(req_id) + tail)
             else:
-                sub.offer(envelope("response", "agent.cancel", cancel_result(session_id),
-                                   req_id or None))
+                sub.offer(envelope("response", "agent.cancel", cancel_result(session_id)))
 
         op.on_settled.append(answer)
         return True
