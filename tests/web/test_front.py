@@ -20,6 +20,12 @@ def _upgrade(srv: Server, path: str = "/ws") -> bytes:
             f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode()
 
 
+async def _connect(srv: Server) -> tuple[trio.SocketStream, str]:
+    """A raw connection to the server, and the Host it is known by."""
+    stream = await trio.open_tcp_stream("127.0.0.1", int(srv.url.rsplit(":", 1)[1]))
+    return stream, srv.url.removeprefix("http://")
+
+
 async def _read_until(stream: trio.SocketStream, marker: bytes) -> bytes:
     data = b""
     with trio.fail_after(10):
@@ -41,7 +47,7 @@ def test_only_a_complete_get_of_the_path_with_an_upgrade_is_taken() -> None:
 
 async def test_a_head_sent_in_pieces_is_still_upgraded(tmp_path: Path) -> None:
     async with running_server(tmp_path / "data") as srv:
-        stream = await trio.open_tcp_stream("127.0.0.1", int(srv.url.rsplit(":", 1)[1]))
+        stream, _ = await _connect(srv)
         async with stream:
             request = _upgrade(srv)
             for i in range(0, len(request), 7):
@@ -55,9 +61,8 @@ async def test_an_upgrade_on_a_reused_connection_is_served_too(tmp_path: Path) -
     """A client may ask for /ws after a request on the same keep-alive
     connection: Hypercorn has that connection, and Quart's /ws route serves it."""
     async with running_server(tmp_path / "data") as srv:
-        stream = await trio.open_tcp_stream("127.0.0.1", int(srv.url.rsplit(":", 1)[1]))
+        stream, host = await _connect(srv)
         async with stream:
-            host = srv.url.removeprefix("http://")
             await stream.send_all(f"GET /api/v1/health HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
             first = await _read_until(stream, b"}")
             assert first.startswith(b"HTTP/1.1 200")
@@ -68,9 +73,8 @@ async def test_an_upgrade_on_a_reused_connection_is_served_too(tmp_path: Path) -
 
 async def test_a_plain_request_to_the_path_goes_to_hypercorn(tmp_path: Path) -> None:
     async with running_server(tmp_path / "data") as srv:
-        stream = await trio.open_tcp_stream("127.0.0.1", int(srv.url.rsplit(":", 1)[1]))
+        stream, host = await _connect(srv)
         async with stream:
-            host = srv.url.removeprefix("http://")
             await stream.send_all(f"GET /ws HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
             reply = await _read_until(stream, b"\r\n\r\n")
             # Not a WebSocket request: Quart answers it as HTTP (no 101).

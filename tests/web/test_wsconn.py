@@ -49,9 +49,8 @@ class Client:
         return out
 
 
-@asynccontextmanager
-async def pair(max_message: int = 1 << 20) -> AsyncIterator[tuple[ServerWebSocket, Client]]:
-    client_stream, server_stream = trio.testing.memory_stream_pair()
+def handshake() -> tuple[WSConnection, WSConnection]:
+    """A client and a server connection past the opening handshake."""
     client = WSConnection(ConnectionType.CLIENT)
     server = WSConnection(ConnectionType.SERVER)
     server.receive_data(client.send(Request(host="localhost", target="/ws")))
@@ -59,6 +58,13 @@ async def pair(max_message: int = 1 << 20) -> AsyncIterator[tuple[ServerWebSocke
     client.receive_data(server.send(AcceptConnection()))
     assert any(isinstance(e, AcceptConnection) for e in client.events())
     assert client.state is ConnectionState.OPEN
+    return client, server
+
+
+@asynccontextmanager
+async def pair(max_message: int = 1 << 20) -> AsyncIterator[tuple[ServerWebSocket, Client]]:
+    client_stream, server_stream = trio.testing.memory_stream_pair()
+    client, server = handshake()
     ws = ServerWebSocket(server_stream, server, max_message=max_message)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(ws.run_reader)
@@ -68,12 +74,7 @@ async def pair(max_message: int = 1 << 20) -> AsyncIterator[tuple[ServerWebSocke
 
 @pytest.mark.parametrize("size", [0, 125, 126, 65535, 65536, 70000])
 def test_frames_every_length_encoding(size: int) -> None:
-    client = WSConnection(ConnectionType.CLIENT)
-    server = WSConnection(ConnectionType.SERVER)
-    server.receive_data(client.send(Request(host="h", target="/ws")))
-    list(server.events())
-    client.receive_data(server.send(AcceptConnection()))
-    list(client.events())
+    client, _ = handshake()
     text = "é" * (size // 2) + "x" * (size % 2)  # multi-byte: lengths are of the UTF-8
     client.receive_data(frame_text(text))
     (event,) = list(client.events())
@@ -151,12 +152,7 @@ async def socket_pair() -> AsyncIterator[tuple[ServerWebSocket, Client]]:
     """As ``pair``, over a real socket pair (``write_now`` needs a descriptor)."""
     a, b = trio.socket.socketpair()
     client_stream, server_stream = trio.SocketStream(a), trio.SocketStream(b)
-    client = WSConnection(ConnectionType.CLIENT)
-    server = WSConnection(ConnectionType.SERVER)
-    server.receive_data(client.send(Request(host="localhost", target="/ws")))
-    list(server.events())
-    client.receive_data(server.send(AcceptConnection()))
-    list(client.events())
+    client, server = handshake()
     ws = ServerWebSocket(server_stream, server, max_message=1 << 20)
     try:
         async with trio.open_nursery() as nursery:
