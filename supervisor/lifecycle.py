@@ -392,8 +392,7 @@ class LifecycleManager:
                 ex = Execution(session_id=session_id, profile=profile, agent=agent,
                                nursery=nursery, cwd=cwd,
                                transcript=Transcript(self.store, self.notify, session_id))
-                if takeover is not None:
-                    await self._adopt(ex, takeover)
+                adopted = await self._adopt(ex, takeover) if takeover is not None else None
                 nursery.start_soon(adapter.connection.run)
                 if agent.stderr is not None:
                     nursery.start_soon(self._drain_stderr, ex, agent.stderr)
@@ -401,8 +400,8 @@ class LifecycleManager:
                 with trio.move_on_after(self.timeouts.agent_start_s) as slow:
                     await adapter.initialize()
                     ex.restore_from = await self._conversation(session_id)
-                    if takeover is not None:
-                        await self._settle_takeover(ex)
+                    if adopted is not None:
+                        await self._settle_takeover(ex, adopted)
                     elif ex.restore_from is None:
                         await adapter.new_session(cwd)
                         await self._remember(ex)
@@ -488,7 +487,7 @@ class LifecycleManager:
             del self._starting[sid], self._taking_over[sid]
             settled.set()
 
-    async def _adopt(self, ex: Execution, handover: Handover) -> None:
+    async def _adopt(self, ex: Execution, handover: Handover) -> TurnHandle:
         """Before the agent's link runs: the turn to take over is this
         execution's running turn, its transcript picked up where it was left."""
         if ex.agent.handover is None:
@@ -500,13 +499,15 @@ class LifecycleManager:
         turn.text = await ex.transcript.reopen_turn(handover.turn_id)
         ex.turn = turn
         ex.status = ExecutionStatus.RUNNING
+        return turn
 
-    async def _settle_takeover(self, ex: Execution) -> None:
+    async def _settle_takeover(self, ex: Execution, turn: TurnHandle) -> None:
         """Re-attach the conversation (agentctl hands its owner's session back),
         then keep the adopted turn if the agent still runs it (or its end came
-        with the replay); otherwise interrupt it as the restart did."""
-        turn, handover = ex.turn, ex.agent.handover
-        assert turn is not None and handover is not None
+        with the replay); otherwise interrupt it as the restart did.  The turn
+        may have ended already: its end replayed and pumped before this runs."""
+        handover = ex.agent.handover
+        assert handover is not None  # _adopt refused an agent without one
         ref, ex.restore_from = ex.restore_from, None
         if ref is not None:
             reopened = await reopen(ex.adapter, ref, profile=ex.profile.name, cwd=ex.cwd,

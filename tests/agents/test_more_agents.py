@@ -205,8 +205,12 @@ async def _assert_user_cancel_kept(e: E2E, mark: int, turn_id: str, rev: int) ->
 async def test_duplicate_cancels(
     name: str, provider: FakeProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Ten ``agent.cancel`` at once: every one succeeds, one cancel operation (nine
-    joined), one true/false pair, one status message."""
+    """Ten ``agent.cancel`` while one is pending: every one succeeds, one cancel
+    operation (nine joined), one true/false pair, one status message.
+
+    The agent's process group is stopped (SIGSTOP) until all ten are in: a fast
+    agent (codex-acp) can otherwise settle the first before the client has
+    written the rest, and a cancel after the settle is a new operation."""
     with trio.fail_after(TEST_S):
         async with e2e_session(name, provider, tmp_path, monkeypatch, timeouts=TIMEOUTS) as e:
             orch = e.srv.sup.orchestrator
@@ -217,15 +221,26 @@ async def test_duplicate_cancels(
             async def one() -> None:
                 times.append(await e.cancel())
 
-            async with trio.open_nursery() as nursery:
-                for _ in range(10):
-                    nursery.start_soon(one)
+            os.killpg(e.pgid, signal.SIGSTOP)
+            try:
+                async with trio.open_nursery() as nursery:
+                    for _ in range(10):
+                        nursery.start_soon(one)
+                    with trio.fail_after(STEP_S):
+                        while (op := orch.operations.get(e.sid)) is None or op.joined < 9:
+                            await trio.sleep(0.005)
+                    assert not times, "a cancel was answered while the agent was stopped"
+                    resumed = trio.current_time()
+                    os.killpg(e.pgid, signal.SIGCONT)
+            finally:
+                os.killpg(e.pgid, signal.SIGCONT)
+            ms = (trio.current_time() - resumed) * 1000
             assert len(times) == 10
             await e.assert_cancelled(mark, turn_id, rev)
             assert orch.operations_started == started + 1
             assert orch.settled[-1].joined == 9
-            print(f"[{name}] e2e 10 duplicate agent.cancel answered in "
-                  f"{min(times):.1f}-{max(times):.1f} ms")
+            print(f"[{name}] e2e 10 duplicate agent.cancel all answered {ms:.1f} ms "
+                  "after the agent resumed")
             await e.quick_turn()
 
 
