@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable
@@ -33,8 +34,25 @@ log = logging.getLogger(__name__)
 _random = random.Random()
 
 
+#: (second, its text, millisecond, its text): the last second formatted and the
+#: last timestamp, so a stream of notifications formats a second once.  One
+#: tuple, swapped whole (a reader on another thread never sees half of it).
+_cache: tuple[int, str, int, str] = (-1, "", -1, "")
+
+
 def timestamp() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """Now, UTC, ISO 8601 to the millisecond (truncated), ``Z``."""
+    global _cache
+    ms = time.time_ns() // 1_000_000
+    sec_was, sec_text, ms_was, ms_text = _cache
+    if ms == ms_was:
+        return ms_text
+    sec, milli = divmod(ms, 1000)
+    if sec != sec_was:
+        sec_text = datetime.fromtimestamp(sec, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    text = f"{sec_text}.{milli:03d}Z"
+    _cache = (sec, sec_text, ms, text)
+    return text
 
 
 def _new_id() -> str:

@@ -113,8 +113,12 @@ class Store:
         return self._notify
 
     async def call(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        bound = functools.partial(fn, *args, **kwargs)
+        return await self._in_thread(functools.partial(fn, *args, **kwargs), self._limiter)
 
+    async def _in_thread(self, bound: Callable[[], R], limiter: trio.CapacityLimiter) -> R:
+        """``bound`` on a worker thread, retrying while another connection holds
+        the lock (up to ``_wait_s``); ``limiter``: the connection's, or a free one
+        when the caller holds the connection's already."""
         def run() -> R:
             deadline = time.monotonic() + self._wait_s
             pause = 0.001
@@ -130,30 +134,48 @@ class Store:
                 pause = min(pause * 2, 0.1)
 
         try:
-            return await trio.to_thread.run_sync(run, limiter=self._limiter)
+            return await trio.to_thread.run_sync(run, limiter=limiter)
         except sqlite3.OperationalError as exc:
             raise StoreUnavailable(str(exc)) from exc
         finally:
             self._count_commits()
 
     async def call_now(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        """``call``, run on the Trio thread if the connection is free this instant."""
-        if self._limiter.borrowed_tokens == 0 and self._lock.acquire(blocking=False):
-            try:
-                result = fn(*args, **kwargs)
-            except sqlite3.OperationalError as exc:
-                if not _locked(exc):
-                    self._lock.release()
-                    raise StoreUnavailable(str(exc)) from exc
-                # Locked by another connection (rolled back): wait for it in a thread.
-            else:
-                self._lock.release()
-                self._count_commits()
+        """``call``, run on the Trio thread when the connection is free — at once,
+        or after the calls queued before it (in their order): a write that found
+        the connection busy must not go to a thread, or every write behind it
+        would find it busy too and a stream of writes would stay on threads."""
+        bound = functools.partial(fn, *args, **kwargs)
+        if self._limiter.borrowed_tokens == 0:
+            done, result = self._inline(bound)
+            if done:
                 # A checkpoint that cannot lose the result to a cancellation.
                 await trio.lowlevel.cancel_shielded_checkpoint()
-                return result
+                return result  # type: ignore[return-value]
+            return await self.call(fn, *args, **kwargs)
+        async with self._limiter:
+            done, result = self._inline(bound)
+            if done:
+                return result  # type: ignore[return-value]
+            # Locked by another connection: wait for it in a thread (this
+            # call holds the connection's limiter already).
+            return await self._in_thread(bound, trio.CapacityLimiter(1))
+
+    def _inline(self, bound: Callable[[], R]) -> tuple[bool, R | None]:
+        """Run ``bound`` on this thread unless the connection is in use by a
+        thread or locked by another connection: (ran, its result)."""
+        if not self._lock.acquire(blocking=False):
+            return False, None
+        try:
+            result = bound()
+        except sqlite3.OperationalError as exc:
+            if not _locked(exc):
+                raise StoreUnavailable(str(exc)) from exc
+            return False, None  # rolled back; retried on a thread
+        finally:
             self._lock.release()
-        return await self.call(fn, *args, **kwargs)
+        self._count_commits()
+        return True, result
 
     def _count_commits(self) -> None:
         if self.db.commits - self._checkpointed_at >= CHECKPOINT_EVERY:

@@ -51,6 +51,35 @@ async def test_a_busy_connection_sends_it_to_the_worker(tmp_path: Path) -> None:
     store.close()
 
 
+async def test_a_write_behind_a_worker_call_runs_on_the_trio_thread_after_it(
+        tmp_path: Path) -> None:
+    """The connection busy on a worker: the write waits its turn (in order) and
+    then runs on the Trio thread, so a stream of writes does not stay on threads."""
+    store, _ = _store(tmp_path)
+    order: list[str] = []
+    ran_on: list[threading.Thread] = []
+    release = threading.Event()
+
+    def slow_read() -> None:
+        release.wait(5)
+        order.append("read")
+
+    def write() -> None:
+        ran_on.append(threading.current_thread())
+        order.append("write")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(store.call, slow_read)
+        await trio.sleep(0.02)  # the read holds the connection, on a worker
+        nursery.start_soon(store.call_now, write)
+        await trio.sleep(0.02)
+        assert order == []
+        release.set()
+    assert order == ["read", "write"]
+    assert ran_on == [threading.current_thread()]
+    store.close()
+
+
 async def test_another_connections_lock_is_never_waited_for_on_the_trio_thread(
         tmp_path: Path) -> None:
     """A sqlite3 shell holding the write lock: the Trio thread goes on (the
