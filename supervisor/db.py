@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
@@ -518,9 +518,14 @@ class Db:
         return msg
 
     def update_message(self, msg: Message) -> None:
+        self.update_messages([msg])
+
+    def update_messages(self, msgs: Sequence[Message]) -> None:
+        """Several messages' new content and metadata, in one transaction."""
         with self._tx():
-            self.conn.execute("UPDATE messages SET content = ?, metadata = ? WHERE id = ?",
-                              (storable(msg.content), json.dumps(msg.metadata), msg.id))
+            self.conn.executemany(
+                "UPDATE messages SET content = ?, metadata = ? WHERE id = ?",
+                [(storable(m.content), json.dumps(m.metadata), m.id) for m in msgs])
 
     def list_messages(
         self, session_id: str, *, limit: int = 200, before: str | None = None

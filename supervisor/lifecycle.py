@@ -44,8 +44,8 @@ its real end, cancellable again (a cancel that was pending is gone).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
-import math
 import os
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -88,6 +88,7 @@ from .profiles import AgentProfile
 from .recovery import RESTART_META, RESTART_STATUS, Handover
 from .restore import RESTORE_FAILED_META, RESTORE_FAILED_STATUS, reopen
 from .store import Store
+from .text_writer import TextWriter
 from .transcript import Transcript, TurnText
 
 __all__ = [
@@ -270,6 +271,8 @@ class LifecycleManager:
         self._taking_over: dict[str, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
         notifier.agent_live = self.agent_live
+        #: Writes the streamed text of every session's turn together.
+        self.texts = TextWriter(store, self.timeouts.stream_flush_s)
 
     def agent_live(self, session_id: str) -> bool:
         """Whether the session's agent process is running (the session DTO's
@@ -283,6 +286,7 @@ class LifecycleManager:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Own every execution until cancelled (supervisor shutdown)."""
         async with trio.open_nursery() as nursery:
+            await nursery.start(self.texts.run)
             self._nursery = nursery
             task_status.started()
             await trio.sleep_forever()
@@ -674,24 +678,15 @@ class LifecycleManager:
 
     async def _pump(self, ex: Execution) -> None:
         """Agent events → transcript, in order; a turn's end closes the turn.
-        Consecutive chunks are coalesced into one store write per batch, and
-        streamed text is written at most every ``stream_flush_s``."""
+        Streamed text is buffered and written by ``texts`` with every other
+        session's, at most every ``stream_flush_s``."""
         events = ex.adapter.events
-        flushed_at = -math.inf  # when streamed text was last written
-        flush_at = math.inf  # text is pending: write it by then
         try:
             while True:
-                batch = []
-                with trio.move_on_at(flush_at):
-                    try:
-                        batch = [await events.receive()]
-                    except trio.EndOfChannel:
-                        return
-                if not batch:  # the pending text's time came, and nothing else did
-                    if ex.turn is not None and ex.turn.text is not None:
-                        await ex.transcript.flush(ex.turn.text)
-                    flushed_at, flush_at = trio.current_time(), math.inf
-                    continue
+                try:
+                    batch = [await events.receive()]
+                except trio.EndOfChannel:
+                    return
                 while len(batch) < 512:
                     try:
                         batch.append(events.receive_nowait())
@@ -721,15 +716,15 @@ class LifecycleManager:
                             if turn is not None and isinstance(ev, PROGRESS_EVENTS):
                                 await self._progress(turn)
                             await ex.transcript.record(turn.text if turn else None, ev)
-                if ex.turn is not None and ex.turn.text is not None:
-                    # (Behind an agentctl that outlives us every batch is written at
-                    # once: the stream position recorded below must be all written.)
-                    if (ex.agent.handover is not None
-                            or trio.current_time() >= flushed_at + self.timeouts.stream_flush_s):
-                        await ex.transcript.flush(ex.turn.text)
-                        flushed_at, flush_at = trio.current_time(), math.inf
-                    elif any(ex.turn.text.pending_text.values()):
-                        flush_at = flushed_at + self.timeouts.stream_flush_s
+                text = ex.turn.text if ex.turn is not None else None
+                if text is not None and any(text.pending_text.values()):
+                    if ex.agent.handover is not None:
+                        # Behind an agentctl that outlives us every batch is written
+                        # at once: the stream position recorded below must be written.
+                        await ex.transcript.flush(text)
+                    else:
+                        self.texts.mark(ex.transcript, text,
+                                        functools.partial(self._text_not_written, ex))
                 if ex.agent.handover is not None:
                     await self._record_position(ex, ex.agent.handover.take(len(batch)))
         finally:
@@ -752,6 +747,15 @@ class LifecycleManager:
                     ))
             ex.status = ExecutionStatus.STOPPED
             ex.pumped.set()
+
+    def _text_not_written(self, ex: Execution, exc: Exception) -> None:
+        """The store refused the turn's streamed text: the execution fails as
+        if its pump had (see ``_drive``), unless it is over already."""
+        async def fail() -> None:
+            raise exc
+
+        with contextlib.suppress(RuntimeError):  # its nursery is closed: over
+            ex.nursery.start_soon(fail)
 
     async def _record_position(self, ex: Execution, position: int | None) -> None:
         """Record how far the running turn's event stream is written down, for

@@ -28,7 +28,7 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -317,12 +317,15 @@ class Store:
             park_queue=park_queue)
         if not closed:
             return None
-        if msg is not None:
-            self.notify.message_added(msg)
-        if session is not None:
-            self.notify.state_changed(session)
-        if queue is not None:
-            self.notify.queue_changed(queue)
+        # Queued, not written one syscall each from here (a cancel's path): the
+        # connection's writer sends them, and what follows them, in one write.
+        with self.notify.bus.coalescing():
+            if msg is not None:
+                self.notify.message_added(msg)
+            if session is not None:
+                self.notify.state_changed(session)
+            if queue is not None:
+                self.notify.queue_changed(queue)
         return ClosedTurn(status=msg, session=session, queue=queue)
 
     async def add_message(self, session_id: str, turn_id: str | None, role: Role,
@@ -337,6 +340,16 @@ class Store:
         """``appended``: the message only grew by that text (its notification's append)."""
         await self.call_now(self.db.update_message, msg)
         self.notify.message_updated(msg, appended)
+
+    async def update_messages(self, updates: Sequence[tuple[Message, TextAppend | None]]
+                              ) -> None:
+        """``update_message`` for several messages (of any sessions): one
+        transaction, then their notifications, queued together so that each
+        connection gets them in one write."""
+        await self.call_now(self.db.update_messages, [msg for msg, _ in updates])
+        with self.notify.bus.coalescing():
+            for msg, appended in updates:
+                self.notify.message_updated(msg, appended)
 
     # -- the queue (DESIGN.md §9): every change announces the committed snapshot
 

@@ -20,6 +20,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+import trio
+
 from protocols.events import (
     AgentEvent,
     MessageChunk,
@@ -56,6 +58,13 @@ class TurnText:
     pending_text: dict[str, str] = field(default_factory=dict)
     tools: dict[str, Message] = field(default_factory=dict)
     plan: Message | None = None
+    #: Set while its text is being written (by the pump, or with other
+    #: sessions' by the ``TextWriter``): a second write waits for it, so that
+    #: writes of one message land, and are announced, in order.
+    writing: trio.Event | None = None
+    #: A write of its text failed: the next one is announced whole, not as an
+    #: append (whose offset would skip what was never announced).
+    resync: bool = False
 
 
 class Transcript:
@@ -159,30 +168,45 @@ class Transcript:
 
     async def flush(self, turn: TurnText, *, close: bool = False) -> None:
         """Write the buffered text; ``close``: the next text starts a new message."""
-        for channel, text in list(turn.pending_text.items()):
-            if not text:
-                continue
-            turn.pending_text[channel] = ""
-            current = turn.text.get(channel)
-            units = utf16_len(text)
-            if current is None:
-                meta = {"channel": channel} if channel != "agent" else {}
-                turn.text[channel] = await self.store.add_message(
-                    turn.session_id, turn.turn_id, "agent", "text", text, meta)
-                turn.text_units[channel] = units
-            else:
-                offset = turn.text_units[channel]
-                turn.text_units[channel] = offset + units
-                # A surrogate pair cut between two flushes: the stored half was
-                # U+FFFD and becomes the character, which is no append.
-                appended = None if _ends_in_high_surrogate(current.content) else (
-                    TextAppend(offset, text))
-                turn.text[channel] = await self._update(current, current.content + text,
-                                                        current.metadata, appended)
-        if close:
-            # Text after a tool call or a permission card starts a new message.
-            turn.text.clear()
-            turn.text_units.clear()
+        while turn.writing is not None:
+            await turn.writing.wait()
+        writing = turn.writing = trio.Event()
+        try:
+            for channel, text in list(turn.pending_text.items()):
+                if not text:
+                    continue
+                current = turn.text.get(channel)
+                if current is None:
+                    turn.pending_text[channel] = ""
+                    meta = {"channel": channel} if channel != "agent" else {}
+                    turn.text[channel] = await self.store.add_message(
+                        turn.session_id, turn.turn_id, "agent", "text", text, meta)
+                    turn.text_units[channel] = utf16_len(text)
+                else:
+                    msg, appended = _grow(turn, channel, current)
+                    try:
+                        await self.store.update_message(msg, appended)
+                    except BaseException:
+                        turn.resync = True
+                        raise
+            if close:
+                # Text after a tool call or a permission card starts a new message.
+                turn.text.clear()
+                turn.text_units.clear()
+        finally:
+            turn.writing = None
+            writing.set()
+
+    @staticmethod
+    def take_updates(turn: TurnText) -> list[tuple[Message, TextAppend | None]] | None:
+        """The buffered text as updates of the messages it extends, taken now
+        (the turn's state already says they are written); None if a channel's
+        text starts a new message (that is ``flush``'s) or a write is under way."""
+        if turn.writing is not None or any(
+                text and channel not in turn.text for channel, text in turn.pending_text.items()):
+            return None
+        return [_grow(turn, channel, turn.text[channel])
+                for channel, text in list(turn.pending_text.items()) if text]
 
     async def _update(self, msg: Message, content: str, metadata: dict[str, Any],
                       appended: TextAppend | None = None) -> Message:
@@ -191,6 +215,27 @@ class Transcript:
                       created_at=msg.created_at)
         await self.store.update_message(new, appended)
         return new
+
+
+def _grow(turn: TurnText, channel: str, current: Message) -> tuple[Message, TextAppend | None]:
+    """``channel``'s message with its buffered text appended (taken from the
+    buffer), and the append to announce."""
+    text, turn.pending_text[channel] = turn.pending_text[channel], ""
+    offset = turn.text_units[channel]
+    turn.text_units[channel] = offset + utf16_len(text)
+    # A surrogate pair cut between two flushes: the stored half was U+FFFD and
+    # becomes the character, which is no append; nor is text after a failed write.
+    appended = None if turn.resync or _ends_in_high_surrogate(current.content) else (
+        TextAppend(offset, text))
+    turn.resync = False
+    msg = turn.text[channel] = _with_content(current, current.content + text)
+    return msg, appended
+
+
+def _with_content(msg: Message, content: str) -> Message:
+    return Message(id=msg.id, session_id=msg.session_id, turn_id=msg.turn_id, role=msg.role,
+                   kind=msg.kind, content=content, metadata=msg.metadata,
+                   created_at=msg.created_at)
 
 
 def _ends_in_high_surrogate(text: str) -> bool:

@@ -65,14 +65,14 @@ async def test_store_failure_in_a_running_execution_does_not_stop_the_server(
             def locked(*args: Any, **kwargs: Any) -> None:
                 raise sqlite3.OperationalError("database is locked")
 
-            db.update_message = locked
+            db.update_message = db.update_messages = locked
             db.add_message = locked
             try:
                 with trio.fail_after(10):
                     while sid in sup.lifecycle.executions:
                         await trio.sleep(0.05)
             finally:
-                del db.update_message
+                del db.update_message, db.update_messages
                 del db.add_message
             assert "execution of session" in caplog.text
             # The server and the other sessions are fine.

@@ -1,0 +1,166 @@
+"""The TextWriter (issue 19): every session's streamed text written together,
+at most every period — one transaction, then the notifications queued together
+(one write per connection) — with a quiet stream's first text going at once, a
+turn's own flush in order with it, and a failed write told to its execution."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from protocols.events import MessageChunk
+from supervisor.bus import EventBus, Subscriber
+from supervisor.notify import Notifier
+from supervisor.store import Store
+from supervisor.text_writer import TextWriter
+from supervisor.transcript import Transcript, TurnText
+
+PERIOD_S = 0.05
+
+
+def drain(sub: Subscriber) -> list[dict[str, Any]]:
+    frames: list[dict[str, Any]] = []
+    while True:
+        try:
+            frame = sub.receive.receive_nowait()
+        except trio.WouldBlock:
+            return frames
+        assert isinstance(frame, str)
+        frames.append(json.loads(frame))
+
+
+class Rig:
+    def __init__(self, tmp_path: Path, sessions: int) -> None:
+        self.bus = EventBus()
+        self.store = Store.open(tmp_path / "t.db", Notifier(self.bus))
+        db = self.store.db
+        task = db.create_task(db.ensure_workspace("default"), "t").id
+        self.turns: list[tuple[Transcript, TurnText]] = []
+        self.sub = self.bus.subscriber()
+        self.written: list[str] = []
+        self.sub.write_now = self._write_now
+        for _ in range(sessions):
+            sid = db.create_session(task, "mock").id
+            turn_row, *_ = db.open_turn(sid, "hi")
+            self.sub.subscribe(sid, text_appends=True)
+            self.turns.append((Transcript(self.store, self.store.notify, sid),
+                               TurnText(session_id=sid, turn_id=turn_row.id)))
+        self.writer = TextWriter(self.store, PERIOD_S)
+        self.failures: list[Exception] = []
+
+    def _write_now(self, frame: str) -> bytes | None:
+        self.written.append(frame)
+        return b""  # all of it went
+
+    async def say(self, i: int, text: str) -> None:
+        """What the pump does with a chunk outside agentctl: buffer, mark."""
+        transcript, turn = self.turns[i]
+        await transcript.record(turn, MessageChunk(text=text))
+        self.writer.mark(transcript, turn, self.failures.append)
+
+    def content(self, i: int) -> list[str]:
+        sid = self.turns[i][1].session_id
+        return [m.content for m in self.store.db.list_messages(sid) if m.role == "agent"]
+
+
+async def test_text_marked_within_a_period_is_one_transaction_and_one_write(
+        tmp_path: Path, autojump_clock: trio.testing.MockClock) -> None:
+    rig = Rig(tmp_path, 3)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(rig.writer.run)
+        # Each stream's first words start a message, written at once (after a quiet spell).
+        for i in range(3):
+            await rig.say(i, f"s{i}a ")
+        await trio.sleep(PERIOD_S * 2)
+        assert [rig.content(i) for i in range(3)] == [["s0a "], ["s1a "], ["s2a "]]
+        rig.written.clear()
+        drain(rig.sub)
+        commits = rig.store.db.commits
+        # After a quiet spell: the text goes at once, all three sessions' together.
+        for i in range(3):
+            await rig.say(i, f"s{i}b ")
+        await trio.sleep(PERIOD_S / 100)
+        assert (rig.writer.batches, rig.writer.messages) == (1, 3)
+        first = trio.current_time()
+        await trio.sleep(PERIOD_S / 5)
+        for i in (0, 2):
+            await rig.say(i, f"s{i}c ")
+            await trio.sleep(PERIOD_S / 5)
+        # Text marked within the period waits for its end.
+        assert rig.writer.batches == 1
+        while rig.writer.batches == 1:
+            await trio.sleep(PERIOD_S / 50)
+        assert trio.current_time() - first >= PERIOD_S
+        nursery.cancel_scope.cancel()
+    assert (rig.writer.batches, rig.writer.messages) == (2, 5)
+    assert rig.store.db.commits == commits + 2  # one transaction per batch
+    assert [rig.content(i) for i in range(3)] == [["s0a s0b s0c "], ["s1a s1b "],
+                                                  ["s2a s2b s2c "]]
+    # None written from the publisher one by one: queued for one write by the writer task.
+    assert rig.written == []
+    frames = drain(rig.sub)
+    assert [(f["action"], f["payload"]["offset"], f["payload"]["text"]) for f in frames] == [
+        ("session.message.appended", 4, "s0b "), ("session.message.appended", 4, "s1b "),
+        ("session.message.appended", 4, "s2b "), ("session.message.appended", 8, "s0c "),
+        ("session.message.appended", 8, "s2c ")]
+
+
+async def test_a_turns_own_flush_waits_for_the_batch_and_follows_it(
+        tmp_path: Path, autojump_clock: trio.testing.MockClock) -> None:
+    """A turn's end flushes its text itself: while the writer's transaction
+    waits for the connection, that flush waits too, and lands after it."""
+    rig = Rig(tmp_path, 1)
+    transcript, turn = rig.turns[0]
+    async with trio.open_nursery() as nursery:
+        await nursery.start(rig.writer.run)
+        await rig.say(0, "one ")
+        await trio.sleep(PERIOD_S * 2)
+        drain(rig.sub)
+        async with rig.store._limiter:  # the connection is busy elsewhere
+            await rig.say(0, "two ")
+            await trio.sleep(PERIOD_S * 2)
+            assert turn.writing is not None  # the batch took it and waits
+            await transcript.record(turn, MessageChunk(text="three"))
+            nursery.start_soon(transcript.flush, turn)
+            await trio.sleep(PERIOD_S)
+        await trio.sleep(PERIOD_S * 2)
+        nursery.cancel_scope.cancel()
+    frames = drain(rig.sub)
+    assert [(f["payload"]["offset"], f["payload"]["text"]) for f in frames] == [
+        (4, "two "), (8, "three")]
+    assert rig.content(0) == ["one two three"]
+
+
+async def test_a_failed_write_is_told_and_its_text_goes_whole_with_the_next(
+        tmp_path: Path, autojump_clock: trio.testing.MockClock,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    rig = Rig(tmp_path, 1)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(rig.writer.run)
+        await rig.say(0, "one ")
+        await trio.sleep(PERIOD_S * 2)
+        drain(rig.sub)
+
+        def refused(*args: object) -> None:
+            raise sqlite3.OperationalError("disk I/O error")
+
+        monkeypatch.setattr(rig.store.db, "update_messages", refused)
+        await rig.say(0, "two ")
+        await trio.sleep(PERIOD_S * 2)
+        assert [str(e) for e in rig.failures] == ["disk I/O error"]
+        assert drain(rig.sub) == []  # nothing announced that was not written
+        monkeypatch.undo()
+        await rig.say(0, "three")
+        await trio.sleep(PERIOD_S * 2)
+        nursery.cancel_scope.cancel()
+    frames = drain(rig.sub)
+    # The append would skip "two ", never announced: the message goes whole.
+    assert [f["action"] for f in frames] == ["session.message.updated"]
+    assert frames[0]["payload"]["message"]["content"] == "one two three"
+    assert rig.content(0) == ["one two three"]
