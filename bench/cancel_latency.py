@@ -49,6 +49,7 @@ import os
 import platform
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -81,6 +82,7 @@ from .lean_ws import (
     LeanSubscriber,
     open_lean,
     open_lean_connection,
+    read_all,
 )
 from .measure import cpu_s, log, ms, raise_nofile
 from .peer_e2e import peer_e2e
@@ -549,72 +551,84 @@ class Bench:
 
     async def fanout(self) -> list[dict[str, Any]]:
         """One cancellation change (an idle cancel) delivered to N subscribers
-        (lean raw-socket subscribers: bench/lean_ws.py)."""
+        (lean raw-socket subscribers, bench/lean_ws.py, read during the
+        measurement through one epoll as the no-framework floor reads)."""
         sid = await self.launch(self.agents[0])
         results: list[dict[str, Any]] = []
         subs: list[LeanSubscriber] = []
         host, port = self.server.url.removeprefix("http://").rsplit(":", 1)
-        async with trio.open_nursery() as subs_nursery:
-            for n in self.p.fanout_sizes:
-                sem = trio.Semaphore(50)
-
-                async def add(sem: trio.Semaphore = sem) -> None:
+        for n in self.p.fanout_sizes:
+            sem = trio.Semaphore(50)
+            t_open = now()
+            # Readers only until subscribed: then the sockets are read through epoll.
+            async with trio.open_nursery() as readers:
+                async def add(sem: trio.Semaphore = sem,
+                              readers: trio.Nursery = readers) -> None:
                     async with sem:
                         subs.append(await open_lean(host, int(port), self.server.token, sid,
-                                                    subs_nursery))
+                                                    readers))
 
-                t_open = now()
                 async with trio.open_nursery() as nursery:
                     for _ in range(n - len(subs)):
                         nursery.start_soon(add)
-                opened_s = now() - t_open
-                # The client's own cyclic GC over 1,000 connections' objects must not
-                # be what is measured: freeze what exists (undone below).
-                gc.collect()
-                gc.freeze()
-                reps = []
-                cpu0 = cpu_s(self.server.ps()), cpu_s(psutil.Process())
-                for _ in range(self.p.fanout_reps):
-                    await trio.sleep(0.3)
-                    w_true = [c.expect(PENDING_TRUE) for c in subs]
-                    w_false = [c.expect(PENDING_FALSE) for c in subs]
+                readers.cancel_scope.cancel()
+            opened_s = now() - t_open
+            fds = [c.stream.socket.fileno() for c in subs]
+            # The client's own cyclic GC over 1,000 connections' objects must not
+            # be what is measured: freeze what exists (undone below).
+            gc.collect()
+            gc.freeze()
+            reps = []
+            cpu0 = cpu_s(self.server.ps()), cpu_s(psutil.Process())
+            for _ in range(self.p.fanout_reps):
+                await trio.sleep(0.3)
+                ready = threading.Event()
+                arrived: list[list[dict[int, float]]] = []
+
+                async def reading(ready: threading.Event = ready,
+                                  arrived: list[list[dict[int, float]]] = arrived,
+                                  fds: list[int] = fds) -> None:
+                    arrived.append(await trio.to_thread.run_sync(
+                        read_all, fds, (PENDING_TRUE, PENDING_FALSE), 60.0, ready))
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(reading)
+                    with trio.fail_after(10):
+                        while not ready.is_set():
+                            await trio.sleep(0.001)
                     pending = await self.main.send("agent.cancel", {"session_id": sid})
                     t0 = pending.sent_at
-                    with trio.fail_after(60):
-                        for event, _ in (*w_true, *w_false):
-                            await event.wait()
-                    true_at = [when[0] - t0 for _, when in w_true]
-                    false_at = [when[0] - t0 for _, when in w_false]
-                    await pending.wait(60)
-                    reps.append({
-                        "first_ms": ms(min(true_at)), "last_ms": ms(max(true_at)),
-                        "p50_ms": ms(percentile(true_at, 50)),
-                        "last_false_ms": ms(max(false_at)),
-                        "response_ms": round(pending.ms, 3),
-                    })
-                cpu1 = cpu_s(self.server.ps()), cpu_s(psutil.Process())
-                gc.unfreeze()
-                # Per rep each subscriber gets two frames (pending true, then false).
-                frames = 2 * n * self.p.fanout_reps
-                last = [r["last_ms"] for r in reps]
-                results.append({
-                    "subscribers": n, "reps": reps,
-                    # CPU times tick in 10 ms: per frame only where there are many frames.
-                    "server_cpu_us_per_frame": round((cpu1[0] - cpu0[0]) / frames * 1e6, 1)
-                    if frames >= 200 else None,
-                    "client_cpu_us_per_frame": round((cpu1[1] - cpu0[1]) / frames * 1e6, 1)
-                    if frames >= 200 else None,
-                    "server_cpu_ms_per_change": round(
-                        (cpu1[0] - cpu0[0]) / (2 * self.p.fanout_reps) * 1000, 2),
-                    "last_delivery_ms_median": round(statistics.median(last), 3),
-                    # The same fan-out with no framework (bench/fanout_floor.py).
-                    **await fanout_floor(n, self.p.fanout_reps),
-                    "last_delivery_ms_max": round(max(last), 3),
-                    "connect_and_subscribe_s": round(opened_s, 2),
+                true_at = [at - t0 for at in arrived[0][0].values()]
+                false_at = [at - t0 for at in arrived[0][1].values()]
+                await pending.wait(60)
+                reps.append({
+                    "first_ms": ms(min(true_at)), "last_ms": ms(max(true_at)),
+                    "p50_ms": ms(percentile(true_at, 50)),
+                    "last_false_ms": ms(max(false_at)),
+                    "response_ms": round(pending.ms, 3),
                 })
-                log(f"fan-out {n}: last delivery median {results[-1]['last_delivery_ms_median']}"
-                    f" ms (max {results[-1]['last_delivery_ms_max']} ms)")
-            subs_nursery.cancel_scope.cancel()
+            cpu1 = cpu_s(self.server.ps()), cpu_s(psutil.Process())
+            gc.unfreeze()
+            # Per rep each subscriber gets two frames (pending true, then false).
+            frames = 2 * n * self.p.fanout_reps
+            last = [r["last_ms"] for r in reps]
+            results.append({
+                "subscribers": n, "reps": reps,
+                # CPU times tick in 10 ms: per frame only where there are many frames.
+                "server_cpu_us_per_frame": round((cpu1[0] - cpu0[0]) / frames * 1e6, 1)
+                if frames >= 200 else None,
+                "client_cpu_us_per_frame": round((cpu1[1] - cpu0[1]) / frames * 1e6, 1)
+                if frames >= 200 else None,
+                "server_cpu_ms_per_change": round(
+                    (cpu1[0] - cpu0[0]) / (2 * self.p.fanout_reps) * 1000, 2),
+                "last_delivery_ms_median": round(statistics.median(last), 3),
+                # The same fan-out with no framework (bench/fanout_floor.py).
+                **await fanout_floor(n, self.p.fanout_reps),
+                "last_delivery_ms_max": round(max(last), 3),
+                "connect_and_subscribe_s": round(opened_s, 2),
+            })
+            log(f"fan-out {n}: last delivery median {results[-1]['last_delivery_ms_median']}"
+                f" ms (max {results[-1]['last_delivery_ms_max']} ms)")
         for c in subs:
             await c.stream.aclose()
         return results

@@ -14,6 +14,8 @@ from __future__ import annotations
 import base64
 import json
 import os
+import select
+import threading
 from dataclasses import dataclass, field
 
 import trio
@@ -21,7 +23,7 @@ import trio
 from tests.support.ws import now
 
 __all__ = ["LeanConnection", "LeanRequest", "LeanSubscriber", "open_lean",
-           "open_lean_connection"]
+           "open_lean_connection", "read_all"]
 
 
 def _client_frame(text: str) -> bytes:
@@ -64,6 +66,49 @@ class LeanSubscriber:
                     del self.waiting[pattern]
                     when.append(at)
                     event.set()
+
+
+def read_all(fds: list[int], patterns: tuple[bytes, ...], timeout_s: float,
+             ready: threading.Event | None = None) -> list[dict[int, float]]:
+    """Read the subscribers' sockets through one epoll, as the fan-out floor
+    (bench/fanout_floor.py) reads its own, until every socket has carried every
+    pattern (in order: a later pattern counts once the earlier one was seen);
+    per pattern, each socket's arrival time (``now()``).  Blocking: for a
+    worker thread, while no task reads these sockets.  What it costs per frame
+    is the floor's reading, so a fan-out's last delivery measures the server.
+    ``ready`` is set once it listens."""
+    seen: list[dict[int, float]] = [{} for _ in patterns]
+    tails = dict.fromkeys(fds, b"")
+    deadline = now() + timeout_s
+    with select.epoll() as ep:
+        for fd in fds:
+            ep.register(fd, select.EPOLLIN)
+        if ready is not None:
+            ready.set()
+        while len(seen[-1]) < len(fds):
+            left = deadline - now()
+            if left <= 0:
+                raise TimeoutError(f"{len(seen[-1])} of {len(fds)} subscribers got everything")
+            for fd, _ in ep.poll(left):
+                try:
+                    data = os.read(fd, 65536)
+                except BlockingIOError:
+                    continue
+                if not data:
+                    raise ConnectionError("a subscriber's connection closed")
+                at = now()
+                window = tails[fd] + data
+                tails[fd] = window[-256:]
+                start = 0
+                for i, pattern in enumerate(patterns):
+                    if fd in seen[i]:
+                        continue
+                    found = window.find(pattern, start)
+                    if found < 0:
+                        break
+                    seen[i][fd] = at
+                    start = found + len(pattern)
+    return seen
 
 
 async def _upgrade(host: str, port: int, token: str) -> trio.SocketStream:
