@@ -77,12 +77,16 @@ WriteNow = Callable[[str], bytes | None]
 
 
 class Subscriber:
-    """One client's outbound queue.  The gateway's writer task drains ``receive``
-    (frames, and pre-framed bytes: the tail of a frame ``write_now`` began)."""
+    """One client's outbound queue.  The gateway's writer task drains it with
+    ``receive`` (frames, and pre-framed bytes: the tail of a frame ``write_now``
+    began)."""
 
     def __init__(self, bus: EventBus, queue_size: int) -> None:
         self._bus = bus
-        self._send, self.receive = trio.open_memory_channel[str | bytes](queue_size)
+        self._send, self._receive = trio.open_memory_channel[str | bytes](queue_size)
+        #: Items queued and not yet taken (the channel's statistics() would
+        #: say as much, at the cost of an object per call, per subscriber).
+        self._queued = 0
         #: Set by the gateway: with nothing queued, a frame is written from the
         #: publishing task itself (a fan-out is then one syscall per
         #: subscriber, not a writer task woken per subscriber).
@@ -98,8 +102,7 @@ class Subscriber:
         if self.overflowed:
             return False
         item: str | bytes = frame
-        if (self.write_now is not None and not self._bus.coalesce
-                and not self._send.statistics().current_buffer_used):
+        if self.write_now is not None and not self._queued and not self._bus.coalesce:
             tail = self.write_now(frame)
             if tail is not None:
                 if not tail:
@@ -107,6 +110,7 @@ class Subscriber:
                 item = tail  # the rest goes out first, through the writer
         try:
             self._send.send_nowait(item)
+            self._queued += 1
         except trio.WouldBlock:
             self.overflowed = True
             self._send.close()
@@ -114,6 +118,18 @@ class Subscriber:
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return False
         return True
+
+    async def receive(self) -> str | bytes:
+        """The next queued item (``trio.EndOfChannel`` once closed and empty)."""
+        item = await self._receive.receive()
+        self._queued -= 1
+        return item
+
+    def receive_nowait(self) -> str | bytes:
+        """``receive``, or ``trio.WouldBlock`` if nothing is queued."""
+        item = self._receive.receive_nowait()
+        self._queued -= 1
+        return item
 
     def subscribe(self, session_id: str, *, text_appends: bool = False) -> None:
         """Follow a session (again: the latest call's ``text_appends`` holds)."""

@@ -119,7 +119,11 @@ class Gateway:
                       in_flight: _InFlight, writing: _Writing) -> None:
         send_many = ws.send_many if isinstance(ws, ServerWebSocket) else None
         with trio.CancelScope() as deadline:
-            async for frame in sub.receive:
+            while True:
+                try:
+                    frame = await sub.receive()
+                except trio.EndOfChannel:
+                    break
                 writing.busy = True
                 if self.closing.is_set():
                     return  # _close_on_shutdown closes the socket and ends the connection
@@ -143,7 +147,7 @@ class Gateway:
                     batch = [frame]
                     while len(batch) < MAX_BATCH:
                         try:
-                            batch.append(sub.receive.receive_nowait())
+                            batch.append(sub.receive_nowait())
                         except (trio.WouldBlock, trio.EndOfChannel):
                             break
                     try:

@@ -60,6 +60,20 @@ def frame_text(text: str) -> bytes:
     return header + payload
 
 
+#: The last frame ``write_now`` framed, by its text's identity: a fan-out hands
+#: every subscriber the same text object, framed once instead of per subscriber.
+_last_framed: tuple[str | None, bytes] = (None, b"")
+
+
+def _framed_once(text: str) -> bytes:
+    global _last_framed
+    last_text, data = _last_framed
+    if text is not last_text:
+        data = frame_text(text)
+        _last_framed = (text, data)
+    return data
+
+
 class ServerWebSocket:
     """An accepted connection (``conn`` has completed the handshake)."""
 
@@ -106,7 +120,7 @@ class ServerWebSocket:
         if (self._fd is None or self._broken or self._write_lock.locked()
                 or self._conn.state is not ConnectionState.OPEN):
             return None
-        data = frame_text(text)
+        data = _framed_once(text)
         try:
             sent = os.write(self._fd, data)
         except BlockingIOError:

@@ -100,7 +100,7 @@ async def test_prompt_stream_cancel_and_next_prompt_in_one_container(
             frames = []
             while True:
                 try:
-                    frames.append(sub.receive.receive_nowait())
+                    frames.append(sub.receive_nowait())
                 except trio.WouldBlock:
                     break
             assert [('"cancellation_pending":true' in f) for f in frames

@@ -7,14 +7,14 @@ from collections.abc import Callable
 
 import trio
 
-from supervisor.bus import EventBus
+from supervisor.bus import EventBus, Subscriber
 
 
-def _queued(sub_receive: trio.MemoryReceiveChannel[str | bytes]) -> list[str | bytes]:
+def _queued(sub: Subscriber) -> list[str | bytes]:
     out: list[str | bytes] = []
     while True:
         try:
-            out.append(sub_receive.receive_nowait())
+            out.append(sub.receive_nowait())
         except trio.WouldBlock:
             return out
 
@@ -30,14 +30,14 @@ async def test_a_frame_goes_out_at_once_or_its_tail_is_queued() -> None:
 
     sub.write_now = write_now
     assert sub.offer("one")  # all of it went
-    assert _queued(sub.receive) == []
+    assert _queued(sub) == []
     assert sub.offer("two")  # nothing went: queued as it is
     # Something is queued now: the next frame waits behind it, write_now is not asked.
     assert sub.offer("three")
     assert written == ["one", "two"]
-    assert _queued(sub.receive) == ["two", "three"]
+    assert _queued(sub) == ["two", "three"]
     assert sub.offer("four")  # part went: its tail (pre-framed bytes) is queued
-    assert _queued(sub.receive) == [b"tail"]
+    assert _queued(sub) == [b"tail"]
     assert written == ["one", "two", "four"]
 
 
@@ -58,4 +58,4 @@ async def test_publish_writes_to_each_idle_subscriber() -> None:
     bus.publish("s", "session.cancellation_changed", {"session_id": "s"})
     assert sorted(i for i, _ in written) == [0, 1, 2]
     assert len({frame for _, frame in written}) == 1  # one encoded frame for all
-    assert all(_queued(sub.receive) == [] for sub in subs)
+    assert all(_queued(sub) == [] for sub in subs)

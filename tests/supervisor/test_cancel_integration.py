@@ -141,7 +141,7 @@ async def test_pending_permission_is_answered_cancelled(make_supervisor: Any, ag
         frames = []
         while True:
             try:
-                frames.append(sub.receive.receive_nowait())
+                frames.append(sub.receive_nowait())
             except trio.WouldBlock:
                 break
         assert any("session.permission.cancelled" in f for f in frames)
@@ -194,7 +194,7 @@ async def test_concurrent_duplicates_make_one_operation(
         frames = []
         while True:
             try:
-                frames.append(sub.receive.receive_nowait())
+                frames.append(sub.receive_nowait())
             except trio.WouldBlock:
                 break
         pending = [('"cancellation_pending":true' in f) for f in frames

@@ -47,7 +47,7 @@ def _frames(sub: Any) -> list[str]:
     out = []
     while True:
         try:
-            out.append(sub.receive.receive_nowait())
+            out.append(sub.receive_nowait())
         except trio.WouldBlock:
             return out
 

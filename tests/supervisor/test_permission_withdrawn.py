@@ -38,7 +38,7 @@ async def test_withdrawn_permission_is_dismissed(make_supervisor: Any, agent: st
         frames = []
         while True:
             try:
-                frames.append(sub.receive.receive_nowait())
+                frames.append(sub.receive_nowait())
             except trio.WouldBlock:
                 break
         assert sum("session.permission.cancelled" in f for f in frames) == 1

@@ -62,7 +62,7 @@ def _drain(sub: Subscriber) -> list[dict[str, Any]]:
     frames = []
     while True:
         try:
-            frames.append(json.loads(sub.receive.receive_nowait()))
+            frames.append(json.loads(sub.receive_nowait()))
         except trio.WouldBlock:
             return frames
 

@@ -52,7 +52,7 @@ async def test_a_turn_closed_during_a_store_outage_is_reconciled_when_it_ends(
         frames = []
         while True:
             try:
-                frames.append(sub.receive.receive_nowait())
+                frames.append(sub.receive_nowait())
             except trio.WouldBlock:
                 break
         assert any('"new_state":"WAITING_FOR_INPUT"' in f for f in frames)

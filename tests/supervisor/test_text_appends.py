@@ -26,7 +26,7 @@ def drain(sub: Subscriber) -> list[str]:
     frames = []
     while True:
         try:
-            frame = sub.receive.receive_nowait()
+            frame = sub.receive_nowait()
             assert isinstance(frame, str)  # no write_now here: never pre-framed bytes
             frames.append(frame)
         except trio.WouldBlock:

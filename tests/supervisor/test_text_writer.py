@@ -28,7 +28,7 @@ def drain(sub: Subscriber) -> list[dict[str, Any]]:
     frames: list[dict[str, Any]] = []
     while True:
         try:
-            frame = sub.receive.receive_nowait()
+            frame = sub.receive_nowait()
         except trio.WouldBlock:
             return frames
         assert isinstance(frame, str)

@@ -137,7 +137,7 @@ async def test_duplicate_cancels_make_one_adapter_cancel(
         frames = []
         while True:
             try:
-                frames.append(sub.receive.receive_nowait())
+                frames.append(sub.receive_nowait())
             except trio.WouldBlock:
                 break
         changes = [f for f in frames if "session.cancellation_changed" in f]
