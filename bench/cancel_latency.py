@@ -444,7 +444,8 @@ class Bench:
                     for sid in sids:
                         pendings.append(await c.send("agent.cancel", {"session_id": sid}))
 
-                cpu0 = cpu_s(self.server.ps()), cpu_s(psutil.Process())
+                agents = self.server.ps().children(recursive=True)
+                cpu0 = cpu_s(self.server.ps()), cpu_s(psutil.Process()), _cpu_sum(agents)
                 t0 = now()
                 async with trio.open_nursery() as nursery:
                     for c in conns:
@@ -452,7 +453,8 @@ class Bench:
                 for p in pendings:
                     await p.wait(60)
                 last_false = max([await w.wait(30) for w in settled.values()])
-                cpu1 = cpu_s(self.server.ps()), cpu_s(psutil.Process())
+                cpu1 = cpu_s(self.server.ps()), cpu_s(psutil.Process()), _cpu_sum(agents)
+                used_ms = [(b - a) * 1000 for a, b in zip(cpu0, cpu1, strict=True)]
                 answers = [(p.answered_at - t0) * 1000 for p in pendings]
                 results.append({
                     "sessions": n,
@@ -463,8 +465,12 @@ class Bench:
                     "server_cpu_util_while_streaming": round(streaming_util, 2),
                     # CPU spent from the first cancel to the last settle (10 ms ticks):
                     # the server's, and the bench client's own (it reads every frame).
-                    "server_cpu_ms": round((cpu1[0] - cpu0[0]) * 1000, 1),
-                    "client_cpu_ms": round((cpu1[1] - cpu0[1]) * 1000, 1),
+                    "server_cpu_ms": round(used_ms[0], 1),
+                    "client_cpu_ms": round(used_ms[1], 1),
+                    # The agent processes' (each answers its cancel and stops streaming).
+                    "agents_cpu_ms": round(used_ms[2], 1),
+                    # All three on every core: the least time the work could take here.
+                    "cpu_bound_ms": round(sum(used_ms) / (os.cpu_count() or 1), 1),
                 })
                 log(f"burst {n}: all settled in {results[-1]['all_settled_ms']} ms, "
                     f"errors {results[-1]['errors']}")
@@ -685,6 +691,15 @@ def stage_summary(ops: list[dict[str, Any]], e2e_p50: float) -> dict[str, Any]:
     if out.get("server_total") is not None:
         out["outside_server_ms"] = round(e2e_p50 - out["server_total"], 3)
     return out
+
+
+def _cpu_sum(procs: list[psutil.Process]) -> float:
+    """CPU seconds of processes that may have exited (counted as nothing more)."""
+    total = 0.0
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            total += cpu_s(proc)
+    return total
 
 
 async def run_peer(params: Params) -> dict[str, Any]:

@@ -135,7 +135,8 @@ def _scale(r: dict[str, Any]) -> list[str]:
                      f"errors {b['errors']} (server CPU while the {b['sessions']} streamed: "
                      f"{b['server_cpu_util_while_streaming']:.0%} of a core; during the "
                      f"burst: server CPU {b.get('server_cpu_ms')} ms, client "
-                     f"{b.get('client_cpu_ms')} ms)")
+                     f"{b.get('client_cpu_ms')} ms, agents {b.get('agents_cpu_ms')} ms: "
+                     f"{b.get('cpu_bound_ms')} ms with every core busy)")
     s = r.get("storm")
     if s:
         lines.append(
