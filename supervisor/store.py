@@ -14,8 +14,9 @@ write on the Trio thread itself when the connection is free: a turn's close
 (on the cancel's path) and a message's insert or update (a streamed chunk's
 write, the most frequent) are ~50-150 µs transactions (p99 ~250 µs, WAL with
 ``synchronous=NORMAL``: no fsync) against a thread hop's 300-600 µs wake-up
-on a busy machine.  It never waits there: the connection taken, or a lock held
-by another connection, sends it to the worker thread like ``call``.  For the
+on a busy machine.  It never blocks there: with the connection taken by another
+call it waits (asynchronously, in order) and then runs on the Trio thread; a lock
+held by another connection sends it to a worker thread like ``call``.  For the
 same reason the WAL is checkpointed by ``run`` on a connection of its own
 (a checkpoint takes tens of milliseconds), not by the commit that crosses
 SQLite's threshold.

@@ -2,8 +2,9 @@
 
 One ``Transcript`` per execution, fed in order by the lifecycle's event pump.
 Streamed text is buffered per channel (``agent`` answer, ``thought``) and
-written when the pump has drained a batch (``flush``): consecutive chunks cost
-one store write and one ``session.message.updated`` — or, for connections
+written by the ``TextWriter`` with every other session's (``take_updates``), or
+by ``flush`` when the turn needs it written now: consecutive chunks cost one
+store write and one ``session.message.updated`` — or, for connections
 subscribed with ``text_appends``, one ``session.message.appended`` carrying
 only the new text at its UTF-16 offset.  A tool call, a plan or
 a permission card is a message of its own; text after a tool call or a
