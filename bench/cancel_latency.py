@@ -76,6 +76,7 @@ from tests.support.ws import (
 from .executors import EXECUTORS, executor_toml
 from .fanout_floor import fanout_floor
 from .floors import DELAY_PROMPT, REPO_ROOT, AdapterFloor, open_floor
+from .lean_client import open_lean_client
 from .lean_ws import (
     LeanConnection,
     LeanRequest,
@@ -159,8 +160,12 @@ QUICK = Params(samples=30, warmup=3, busy_levels=(0, 10), busy_samples=20, busy_
 
 class Bench:
     def __init__(self, server: ServerProcess, nursery: trio.Nursery, params: Params,
-                 agents: list[str], real: RealSetup | None = None) -> None:
+                 agents: list[str], real: RealSetup | None = None,
+                 client: str = "lean") -> None:
         self.server = server
+        #: The requesting connections' client: "lean" (bench/lean_client.py) or
+        #: "trio-websocket".
+        self.client = client
         #: The fake provider and homes of the real agents (None: mock agents only).
         self.real = real
         self.nursery = nursery
@@ -174,6 +179,10 @@ class Bench:
     # -- helpers --------------------------------------------------------------
 
     async def conn(self, nursery: trio.Nursery | None = None) -> WsClient:
+        if self.client == "lean":
+            host, port = self.server.url.removeprefix("http://").rsplit(":", 1)
+            return await open_lean_client(nursery or self.nursery, host, int(port),
+                                          self.server.token, keep=False)
         return await open_client(nursery or self.nursery, self.server, keep=False)
 
     def mock_agents(self) -> list[str]:
@@ -727,7 +736,8 @@ async def run_peer(params: Params) -> dict[str, Any]:
 
 
 async def bench_main(params: Params, agents: list[str], phases: set[str],
-                     executor_config: str | None = None) -> dict[str, Any]:
+                     executor_config: str | None = None,
+                     client: str = "lean") -> dict[str, Any]:
     results: dict[str, Any] = {}
     if phases - {"peer"}:
         with contextlib.ExitStack() as stack:
@@ -739,9 +749,10 @@ async def bench_main(params: Params, agents: list[str], phases: set[str],
                 base_env=real.server_env if real else None,
             ) as server, trio.open_nursery() as nursery:
                 log(f"server pid {server.pid} at {server.url}")
-                bench = Bench(server, nursery, params, agents, real)
+                bench = Bench(server, nursery, params, agents, real, client)
                 try:
                     results = await bench.run(phases)
+                    results["client"] = client
                 finally:
                     bench.http.close()
                 nursery.cancel_scope.cancel()
@@ -772,6 +783,10 @@ def main(argv: list[str] | None = None) -> int:
                              "unless local")
     parser.add_argument("--image", help="the container executor's image (default: the tag "
                                         "scripts/build_agent_image.sh builds for this checkout)")
+    parser.add_argument("--client", choices=("lean", "trio-websocket"), default="lean",
+                        help="the requesting connections' WebSocket client: lean (frames "
+                             "parsed from the socket, bench/lean_client.py) or trio-websocket "
+                             "(the figures before run F)")
     args = parser.parse_args(argv)
     phases = set(args.phases.split(","))
     if not phases <= set(PHASES):
@@ -801,7 +816,7 @@ def main(argv: list[str] | None = None) -> int:
     nofile = raise_nofile()
     started = time.time()
     load0 = os.getloadavg()
-    results = trio.run(bench_main, params, agents, phases, executor_config)
+    results = trio.run(bench_main, params, agents, phases, executor_config, args.client)
     primary = results["latency"]["dialects"][agents[0]] if "latency" in results else None
     results = {
         "command": " ".join(["python -m bench.cancel_latency", *(argv or sys.argv[1:])]),
