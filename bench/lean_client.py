@@ -13,7 +13,6 @@ text frames) and masks what it sends; ``WsClient`` is unchanged on top of it.
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from typing import cast
 
@@ -22,27 +21,11 @@ from trio_websocket import WebSocketConnection
 
 from tests.support.ws import WsClient
 
-from .lean_ws import _upgrade
+from .lean_ws import _upgrade, client_frame
 
-__all__ = ["LeanWebSocket", "client_frame", "open_lean_client"]
+__all__ = ["LeanWebSocket", "open_lean_client"]
 
 _OP_TEXT, _OP_CLOSE, _OP_PING, _OP_PONG = 0x1, 0x8, 0x9, 0xA
-
-
-def client_frame(payload: bytes, opcode: int = _OP_TEXT) -> bytes:
-    """A masked, final frame (RFC 6455 §5.3: clients mask everything)."""
-    n = len(payload)
-    if n < 126:
-        length = bytes((0x80 | n,))
-    elif n < 65536:
-        length = bytes((0x80 | 126,)) + n.to_bytes(2, "big")
-    else:
-        length = bytes((0x80 | 127,)) + n.to_bytes(8, "big")
-    mask = os.urandom(4)
-    # XOR as one big integer: a Python loop per byte would cost the request.
-    key = (mask * (n // 4 + 1))[:n]
-    masked = (int.from_bytes(payload, "big") ^ int.from_bytes(key, "big")).to_bytes(n, "big")
-    return bytes((0x80 | opcode,)) + length + mask + masked
 
 
 class LeanWebSocket:

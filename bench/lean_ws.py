@@ -22,19 +22,24 @@ import trio
 
 from tests.support.ws import now
 
-__all__ = ["LeanConnection", "LeanRequest", "LeanSubscriber", "open_lean",
+__all__ = ["LeanConnection", "LeanRequest", "LeanSubscriber", "client_frame", "open_lean",
            "open_lean_connection", "read_all"]
 
 
-def _client_frame(text: str) -> bytes:
-    """A masked, final text frame (RFC 6455: clients mask everything)."""
-    payload = text.encode()
-    mask = os.urandom(4)
+def client_frame(payload: bytes, opcode: int = 0x1) -> bytes:
+    """A masked, final frame, text by default (RFC 6455 §5.3: clients mask everything)."""
     n = len(payload)
-    length = bytes((0x80 | n,)) if n < 126 else bytes((0x80 | 126,)) + n.to_bytes(2, "big")
-    header = b"\x81" + length
-    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-    return header + mask + masked
+    if n < 126:
+        length = bytes((0x80 | n,))
+    elif n < 65536:
+        length = bytes((0x80 | 126,)) + n.to_bytes(2, "big")
+    else:
+        length = bytes((0x80 | 127,)) + n.to_bytes(8, "big")
+    mask = os.urandom(4)
+    # XOR as one big integer: a Python loop per byte would cost the request.
+    key = (mask * (n // 4 + 1))[:n]
+    masked = (int.from_bytes(payload, "big") ^ int.from_bytes(key, "big")).to_bytes(n, "big")
+    return bytes((0x80 | opcode,)) + length + mask + masked
 
 
 @dataclass(eq=False)
@@ -137,9 +142,9 @@ async def open_lean(host: str, port: int, token: str, session_id: str,
     stream = await _upgrade(host, port, token)
     sub = LeanSubscriber(stream)
     subscribed = sub.expect(b'"action":"session.subscribe"')
-    await stream.send_all(_client_frame(json.dumps(
+    await stream.send_all(client_frame(json.dumps(
         {"id": "s", "type": "request", "action": "session.subscribe",
-         "payload": {"session_id": session_id}})))
+         "payload": {"session_id": session_id}}).encode()))
     nursery.start_soon(sub.read)
     with trio.fail_after(30):
         await subscribed[0].wait()
@@ -170,8 +175,8 @@ class LeanConnection:
         self._next += 1
         req_id = f"r{self._next}"
         request = self.pending[req_id] = LeanRequest(sent_at=now())
-        await self.stream.send_all(_client_frame(json.dumps(
-            {"id": req_id, "type": "request", "action": action, "payload": payload})))
+        await self.stream.send_all(client_frame(json.dumps(
+            {"id": req_id, "type": "request", "action": action, "payload": payload}).encode()))
         return request
 
     async def read(self) -> None:
