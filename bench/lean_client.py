@@ -21,7 +21,7 @@ from trio_websocket import WebSocketConnection
 
 from tests.support.ws import WsClient
 
-from .lean_ws import _upgrade, client_frame
+from .lean_ws import client_frame, upgrade
 
 __all__ = ["LeanWebSocket", "open_lean_client"]
 
@@ -81,7 +81,7 @@ class LeanWebSocket:
 async def open_lean_client(nursery: trio.Nursery, host: str, port: int, token: str, *,
                            keep: bool = True) -> WsClient:
     """A ``WsClient`` on a lean connection; its reader runs in ``nursery``."""
-    stream = await _upgrade(host, port, token)
+    stream = await upgrade(host, port, token)
     # WsClient is typed for trio-websocket's connection; this one has what it uses.
     client = WsClient(cast(WebSocketConnection, LeanWebSocket(stream)), keep=keep)
     nursery.start_soon(client.reader)

@@ -23,7 +23,7 @@ import trio
 from tests.support.ws import now
 
 __all__ = ["LeanConnection", "LeanRequest", "LeanSubscriber", "client_frame", "open_lean",
-           "open_lean_connection", "read_all"]
+           "open_lean_connection", "read_all", "upgrade"]
 
 
 def client_frame(payload: bytes, opcode: int = 0x1) -> bytes:
@@ -116,7 +116,7 @@ def read_all(fds: list[int], patterns: tuple[bytes, ...], timeout_s: float,
     return seen
 
 
-async def _upgrade(host: str, port: int, token: str) -> trio.SocketStream:
+async def upgrade(host: str, port: int, token: str) -> trio.SocketStream:
     """A connected, upgraded stream (what came after the 101's head is dropped:
     the server sends nothing before a request)."""
     stream = await trio.open_tcp_stream(host, port)
@@ -139,7 +139,7 @@ async def _upgrade(host: str, port: int, token: str) -> trio.SocketStream:
 async def open_lean(host: str, port: int, token: str, session_id: str,
                     nursery: trio.Nursery) -> LeanSubscriber:
     """Connect, upgrade, subscribe to ``session_id``; reading runs in ``nursery``."""
-    stream = await _upgrade(host, port, token)
+    stream = await upgrade(host, port, token)
     sub = LeanSubscriber(stream)
     subscribed = sub.expect(b'"action":"session.subscribe"')
     await stream.send_all(client_frame(json.dumps(
@@ -217,7 +217,7 @@ class LeanConnection:
 async def open_lean_connection(host: str, port: int, token: str,
                                nursery: trio.Nursery) -> LeanConnection:
     """Connect and upgrade; reading runs in ``nursery``."""
-    stream = await _upgrade(host, port, token)
+    stream = await upgrade(host, port, token)
     conn = LeanConnection(stream)
     nursery.start_soon(conn.read)
     return conn

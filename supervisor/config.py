@@ -71,10 +71,10 @@ class Timeouts:
     #: After an agent's stdout ends, how long to wait for its exit status (so a
     #: crash is reported with its status, not as "closed its output").
     exit_status_s: float = 0.2
-    #: Streamed text is written (and its message announced) at most this often per
-    #: turn: an agent that streams faster has its chunks coalesced, instead of a
-    #: store write and a whole-message frame per chunk (a fast agent's long answer
-    #: would otherwise be that many frames of the whole text so far).
+    #: Streamed text is written (and its messages announced) at most this often,
+    #: every session's together (supervisor/text_writer.py): a fast agent's chunks
+    #: are coalesced, and many streaming sessions cost one transaction and one
+    #: write per connection per period instead of one per chunk.
     stream_flush_s: float = 0.05
     #: A running turn silent this long (no text, tool call, plan or permission
     #: from the agent) gets a "No output from the agent" notice (DESIGN.md §9).

@@ -681,6 +681,7 @@ class LifecycleManager:
         Streamed text is buffered and written by ``texts`` with every other
         session's, at most every ``stream_flush_s``."""
         events = ex.adapter.events
+        not_written = functools.partial(self._text_not_written, ex)
         try:
             while True:
                 try:
@@ -723,8 +724,7 @@ class LifecycleManager:
                         # at once: the stream position recorded below must be written.
                         await ex.transcript.flush(text)
                     else:
-                        self.texts.mark(ex.transcript, text,
-                                        functools.partial(self._text_not_written, ex))
+                        self.texts.mark(ex.transcript, text, not_written)
                 if ex.agent.handover is not None:
                     await self._record_position(ex, ex.agent.handover.take(len(batch)))
         finally:

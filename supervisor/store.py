@@ -77,6 +77,10 @@ class ClosedTurn:
     queue: QueueState | None = None
 
 
+class _NotInline(Exception):
+    """``call_now`` cannot run here: a worker thread waits for the connection instead."""
+
+
 def _locked(exc: sqlite3.OperationalError) -> bool:
     """Another connection holds the lock (a backup, a sqlite3 shell)."""
     code = getattr(exc, "sqlite_errorcode", 0) & 0xFF  # the primary code of an extended one
@@ -148,35 +152,35 @@ class Store:
         would find it busy too and a stream of writes would stay on threads."""
         bound = functools.partial(fn, *args, **kwargs)
         if self._limiter.borrowed_tokens == 0:
-            done, result = self._inline(bound)
-            if done:
-                # A checkpoint that cannot lose the result to a cancellation.
-                await trio.lowlevel.cancel_shielded_checkpoint()
-                return result  # type: ignore[return-value]
-            return await self.call(fn, *args, **kwargs)
+            try:
+                result = self._inline(bound)
+            except _NotInline:
+                return await self._in_thread(bound, self._limiter)
+            # A checkpoint that cannot lose the result to a cancellation.
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return result
         async with self._limiter:
-            done, result = self._inline(bound)
-            if done:
-                return result  # type: ignore[return-value]
-            # Locked by another connection: wait for it in a thread (this
-            # call holds the connection's limiter already).
-            return await self._in_thread(bound, trio.CapacityLimiter(1))
+            try:
+                return self._inline(bound)
+            except _NotInline:
+                # This call holds the connection's limiter already.
+                return await self._in_thread(bound, trio.CapacityLimiter(1))
 
-    def _inline(self, bound: Callable[[], R]) -> tuple[bool, R | None]:
-        """Run ``bound`` on this thread unless the connection is in use by a
-        thread or locked by another connection: (ran, its result)."""
+    def _inline(self, bound: Callable[[], R]) -> R:
+        """Run ``bound`` on this thread; ``_NotInline`` if the connection is in
+        use by a thread or locked by another connection (then rolled back)."""
         if not self._lock.acquire(blocking=False):
-            return False, None
+            raise _NotInline
         try:
             result = bound()
         except sqlite3.OperationalError as exc:
             if not _locked(exc):
                 raise StoreUnavailable(str(exc)) from exc
-            return False, None  # rolled back; retried on a thread
+            raise _NotInline from exc
         finally:
             self._lock.release()
         self._count_commits()
-        return True, result
+        return result
 
     def _count_commits(self) -> None:
         if self.db.commits - self._checkpointed_at >= CHECKPOINT_EVERY:

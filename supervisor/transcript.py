@@ -209,12 +209,9 @@ class Transcript:
         return [_grow(turn, channel, turn.text[channel])
                 for channel, text in list(turn.pending_text.items()) if text]
 
-    async def _update(self, msg: Message, content: str, metadata: dict[str, Any],
-                      appended: TextAppend | None = None) -> Message:
-        new = Message(id=msg.id, session_id=msg.session_id, turn_id=msg.turn_id, role=msg.role,
-                      kind=msg.kind, content=content, metadata=metadata,
-                      created_at=msg.created_at)
-        await self.store.update_message(new, appended)
+    async def _update(self, msg: Message, content: str, metadata: dict[str, Any]) -> Message:
+        new = _changed(msg, content, metadata)
+        await self.store.update_message(new)
         return new
 
 
@@ -229,13 +226,14 @@ def _grow(turn: TurnText, channel: str, current: Message) -> tuple[Message, Text
     appended = None if turn.resync or _ends_in_high_surrogate(current.content) else (
         TextAppend(offset, text))
     turn.resync = False
-    msg = turn.text[channel] = _with_content(current, current.content + text)
+    msg = turn.text[channel] = _changed(current, current.content + text, current.metadata)
     return msg, appended
 
 
-def _with_content(msg: Message, content: str) -> Message:
+def _changed(msg: Message, content: str, metadata: dict[str, Any]) -> Message:
+    """``msg`` with new content and metadata (its id, place and time kept)."""
     return Message(id=msg.id, session_id=msg.session_id, turn_id=msg.turn_id, role=msg.role,
-                   kind=msg.kind, content=content, metadata=msg.metadata,
+                   kind=msg.kind, content=content, metadata=metadata,
                    created_at=msg.created_at)
 
 
