@@ -6,7 +6,8 @@ id; the end of a turn wakes the task waiting on the prompt; everything else
 goes to ``events`` (a bounded channel: a slow consumer slows the reader, it
 never loses an event).  Writes go through one lock, each bounded by
 ``write_timeout_s``: an agent that stops reading its stdin cannot block a
-caller forever.  The connection owns no task; whoever runs ``run`` (the
+caller forever.  A write to a pipe nobody is writing is tried at once, before
+the task yields (a cancel is on the agent's stdin before anything else runs).  The connection owns no task; whoever runs ``run`` (the
 execution nursery) owns the reader.
 
 A request given a ``withdraw`` (the core's ``cancel_request``) is withdrawn
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -120,16 +122,35 @@ class AgentConnection:
             return
         if self.closed.is_set():
             raise AgentClosed(self.close_reason)
+        sent = self._write_now(data)
+        if sent == len(data):
+            # Written before any other task ran (a cancel reaches the agent
+            # first, not after the frames other tasks were about to write);
+            # still a checkpoint, one that cannot lose the write.
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return
         try:
             with trio.fail_after(self.write_timeout_s):
+                # (No checkpoint between a partial write above and this lock.)
                 async with self._write_lock:
-                    await self._send_stream.send_all(data)
+                    await self._send_stream.send_all(data[sent:])
         except trio.TooSlowError:
             raise AgentTimeout(
                 f"agent did not read its stdin for {self.write_timeout_s}s"
             ) from None
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             raise AgentClosed(f"agent's stdin is closed: {exc}") from None
+
+    def _write_now(self, data: bytes) -> int:
+        """What one non-blocking ``write`` of a pipe nobody is writing took
+        (0: not tried, or it took nothing; an error is left to ``send_all``)."""
+        if not isinstance(self._send_stream, trio.lowlevel.FdStream) or self._write_lock.locked():
+            return 0
+        try:
+            # (A closed stream's fileno is -1: EBADF.)
+            return os.write(self._send_stream.fileno(), data)
+        except OSError:
+            return 0
 
     async def request(
         self,

@@ -208,6 +208,11 @@ class TurnHandle:
     adopting: bool = False
     #: The stream position last recorded for the next backend (``handover``).
     recorded: int | None = None
+    #: When the protocol cancel was written to the agent.
+    cancel_sent_at: float | None = None
+    #: The cancel operation waiting for this turn, told from the close itself
+    #: once the close settled the session (no task woken in between).
+    on_cancel_closed: Callable[[CancelResult], None] | None = None
 
 
 @dataclass(eq=False)
@@ -1012,6 +1017,21 @@ class LifecycleManager:
                 ex.status = ExecutionStatus.READY
             ex.idle_since = trio.current_time()
             turn.done.set()
+            self._tell_cancel(turn)
+
+    @staticmethod
+    def _tell_cancel(turn: TurnHandle) -> None:
+        """A cancelled turn whose close settled the session: its cancel
+        operation settles now, in this step, with the close's notifications
+        still queued (one write for all of them, and no task woken to answer)."""
+        told, turn.on_cancel_closed = turn.on_cancel_closed, None
+        if told is None or not turn.settled_session or turn.cancel_phase not in ("sent", "late"):
+            return
+        outcome = CancelOutcome.ACKNOWLEDGED if turn.cancel_phase == "sent" else CancelOutcome.LATE
+        try:
+            told(CancelResult(outcome, turn.id, turn.cancel_sent_at, turn.answered_at))
+        except Exception:
+            log.exception("settling the cancel of session %s failed", turn.session_id)
 
     async def _close_when_store_answers(self, session_id: str, turn_id: str, ended: TurnEnded,
                                         request: StopRequest | None, escalated: bool) -> None:
@@ -1103,7 +1123,9 @@ class LifecycleManager:
 
     async def cancel_turn(self, session_id: str, *,
                           request: StopRequest = StopRequest.USER,
-                          turn_id: str | None = None) -> CancelResult:
+                          turn_id: str | None = None,
+                          on_closed: Callable[[CancelResult], None] | None = None,
+                          ) -> CancelResult:
         """Stop the session's running turn and settle the session (DESIGN.md §2).
 
         With an agent running a turn: the protocol cancel, a wait of
@@ -1114,6 +1136,10 @@ class LifecycleManager:
         a RUNNING session with no turn is unstuck.  Raises ``AgentTimeout`` if
         the cancel could not even be written, ``CancelFailed`` if the session
         is still running afterwards (it may be retried).
+
+        ``on_closed``: called from the turn's close, before this returns, if
+        the agent ended the turn and its close settled the session (the
+        result this returns then).
         """
         taking_over = self._taking_over.get(session_id)
         if taking_over is not None:
@@ -1130,7 +1156,7 @@ class LifecycleManager:
             # (A send now aims at one turn: a successor is not its to stop.)
             return await self._reconcile(session_id, CancelResult(CancelOutcome.IDLE, turn_id),
                                          request)
-        result = await self._cancel_running(ex, turn, request)
+        result = await self._cancel_running(ex, turn, request, on_closed)
         if turn.settled_session or ex.detached:
             # This very turn's close moved the session out of RUNNING, or shutdown
             # left the turn to agentctl for the next backend: nothing to reconcile.
@@ -1138,7 +1164,9 @@ class LifecycleManager:
         return await self._reconcile(session_id, result, request)
 
     async def _cancel_running(self, ex: Execution, turn: TurnHandle,
-                              request: StopRequest = StopRequest.USER) -> CancelResult:
+                              request: StopRequest = StopRequest.USER,
+                              on_closed: Callable[[CancelResult], None] | None = None,
+                              ) -> CancelResult:
         if turn.stop_request is not StopRequest.USER:
             turn.stop_request = request
         started = trio.current_time()
@@ -1151,7 +1179,9 @@ class LifecycleManager:
             with trio.move_on_after(self.timeouts.cancel_cleanup_s):
                 await turn.done.wait()
             return CancelResult(CancelOutcome.NO_EXECUTION, turn.id)
-        sent_at = trio.current_time()
+        sent_at = turn.cancel_sent_at = trio.current_time()
+        if not turn.done.is_set():
+            turn.on_cancel_closed = on_closed
         self._set_phase(turn, "sent")
         with trio.move_on_after(self.timeouts.cancel_join_s):
             await self._persist(ex, turn, sent_at)

@@ -21,6 +21,7 @@ Idle cancel (no running turn) is a harmless success without a status message.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -33,7 +34,7 @@ from protocols.transport import AgentTimeout
 
 from .config import Config
 from .errors import CancelFailed, InvalidRequest, NotFound, SupervisorError
-from .lifecycle import CancelOutcome, LifecycleManager, StopRequest
+from .lifecycle import CancelOutcome, CancelResult, LifecycleManager, StopRequest
 from .models import Message, QueueState, Session, Task
 from .notify import Notifier
 from .queue import Delivery, TurnQueue
@@ -241,7 +242,7 @@ class Orchestrator:
 
         Cancelling the caller (a disconnect) abandons only this wait."""
         received = trio.current_time()
-        op = self.join(caller, session_id, task_id)
+        op = self.admit_known(caller, session_id, task_id)
         if op is not None:
             return await op.wait()
         owner = self._owners.get(session_id)
@@ -255,6 +256,24 @@ class Orchestrator:
         op = self._admit(session_id, owner, received)
         self._user_joins(op)
         return await op.wait()
+
+    def admit_known(self, caller: Caller, session_id: str,
+                    task_id: str | None = None) -> CancelOperation | None:
+        """``cancel`` without a wait when it needs no store read: the operation
+        in flight joined, or one started for a session whose owner is known
+        and is the caller's.  None: ``cancel`` reads the store (and admits, or
+        refuses)."""
+        received = trio.current_time()
+        op = self.join(caller, session_id, task_id)
+        if op is not None:
+            return op
+        owner = self._owners.get(session_id)
+        if owner is None or owner[0] != caller.workspace_id or (
+                task_id is not None and owner[1] != task_id):
+            return None
+        op = self._admit(session_id, owner, received)
+        self._user_joins(op)
+        return op
 
     def join(self, caller: Caller, session_id: str,
              task_id: str | None = None) -> CancelOperation | None:
@@ -312,46 +331,76 @@ class Orchestrator:
         op.marks["received"] = received
         self.operations[session_id] = op
         self.operations_started += 1
-        self.projection.begin(session_id)
-        op.marks["admitted"] = trio.current_time()
         assert self._nursery is not None, "Orchestrator.run is not running"
         self._nursery.start_soon(self._run_operation, op)
+        # Queued for the connections' writers, not written from here: the
+        # operation's task, woken in the same round, writes the cancel to the
+        # agent first (the agent's answer is the long pole; a writer with a
+        # request in flight lets a round or two pass before it writes).
+        with self.notify.bus.coalescing():
+            self.projection.begin(session_id)
+        op.marks["admitted"] = trio.current_time()
         return op
 
     async def _run_operation(self, op: CancelOperation) -> None:
         try:
             with trio.move_on_after(self.config.timeouts.cancel_operation_s) as scope:
-                result = await self.lifecycle.cancel_turn(op.session_id, request=op.request,
-                                                          turn_id=op.turn_id)
-                op.outcome = result.outcome
-                if result.sent_at is not None:
-                    op.marks["adapter_sent"] = result.sent_at
-                if result.answered_at is not None:
-                    op.marks["agent_answered"] = result.answered_at
+                result = await self.lifecycle.cancel_turn(
+                    op.session_id, request=op.request, turn_id=op.turn_id,
+                    on_closed=functools.partial(self._closed, op))
+                if not op.done.is_set():
+                    self._record(op, result)
             if scope.cancelled_caught:
-                op.outcome = None
-                op.error = CancelFailed(
+                self._fail(op, CancelFailed(
                     f"the cancel did not complete within "
                     f"{self.config.timeouts.cancel_operation_s:g}s; the turn may still be "
-                    "running, try again")
+                    "running, try again"))
         except SupervisorError as exc:
-            op.error = exc
+            self._fail(op, exc)
         except AgentTimeout as exc:
-            op.error = CancelFailed(f"the agent did not take the cancel: {exc}")
+            self._fail(op, CancelFailed(f"the agent did not take the cancel: {exc}"))
         except Exception as exc:
             log.exception("cancel of session %s failed", op.session_id)
-            op.error = CancelFailed(f"the cancel failed: {exc}")
+            self._fail(op, CancelFailed(f"the cancel failed: {exc}"))
         finally:
-            op.marks["reconciled"] = trio.current_time()
-            del self.operations[op.session_id]
-            self.queue.cancel_settled(op.session_id)
-            self.projection.release(op.session_id)
-            op.marks["published"] = trio.current_time()
-            self.settled.append(op)
-            op.done.set()
-            for told in op.on_settled:
-                try:
-                    told(op)
-                except Exception:
-                    log.exception("answering a joined cancel of session %s failed",
-                                  op.session_id)
+            self._settle(op)
+
+    @staticmethod
+    def _record(op: CancelOperation, result: CancelResult) -> None:
+        op.outcome = result.outcome
+        if result.sent_at is not None:
+            op.marks["adapter_sent"] = result.sent_at
+        if result.answered_at is not None:
+            op.marks["agent_answered"] = result.answered_at
+
+    @staticmethod
+    def _fail(op: CancelOperation, error: SupervisorError) -> None:
+        if not op.done.is_set():  # (settled by its turn's close: that result stands)
+            op.outcome = None
+            op.error = error
+
+    def _closed(self, op: CancelOperation, result: CancelResult) -> None:
+        """The cancelled turn's close settled the session: the operation
+        settles from there, its answers queued behind the close's notifications."""
+        if op.done.is_set():
+            return  # (timed out before the agent ended the turn: that answer stands)
+        self._record(op, result)
+        self._settle(op)
+
+    def _settle(self, op: CancelOperation) -> None:
+        """Publish pending=false and answer every joined request, once."""
+        if op.done.is_set():
+            return
+        op.marks["reconciled"] = trio.current_time()
+        del self.operations[op.session_id]
+        self.queue.cancel_settled(op.session_id)
+        self.projection.release(op.session_id)
+        op.marks["published"] = trio.current_time()
+        self.settled.append(op)
+        op.done.set()
+        for told in op.on_settled:
+            try:
+                told(op)
+            except Exception:
+                log.exception("answering a joined cancel of session %s failed",
+                              op.session_id)

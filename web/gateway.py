@@ -255,15 +255,17 @@ class Gateway:
 
     def _join_cancel(self, sub: Subscriber, caller: Caller, req_id: str,
                      payload: dict[str, Any], in_flight: _InFlight) -> bool:
-        """A cancel of a session whose operation is in flight joins it with no
-        task of its own: it is answered when the operation settles (a storm of
-        1,000 duplicates is then 1,000 answers queued in one loop, not 1,000
-        tasks woken).  False: served as any request (admitted, or refused)."""
+        """A cancel the orchestrator admits or joins without a store read has
+        no task of its own: it is answered when the operation settles (a storm
+        of 1,000 duplicates is then 1,000 answers queued in one loop, not 1,000
+        tasks woken; a first cancel is written to the agent with no task
+        started before it).  False: served as any request (a session not seen
+        yet is read from the store; refused there if not the caller's)."""
         try:
             session_id, task_id = cancel_target(payload)
         except BadInput:
             return False  # the request task answers with the error
-        op = self.sup.orchestrator.join(caller, session_id, task_id)
+        op = self.sup.orchestrator.admit_known(caller, session_id, task_id)
         if op is None:
             return False
 
