@@ -331,15 +331,10 @@ class Orchestrator:
         op.marks["received"] = received
         self.operations[session_id] = op
         self.operations_started += 1
+        self.projection.begin(session_id)
+        op.marks["admitted"] = trio.current_time()
         assert self._nursery is not None, "Orchestrator.run is not running"
         self._nursery.start_soon(self._run_operation, op)
-        # Queued for the connections' writers, not written from here: the
-        # operation's task, woken in the same round, writes the cancel to the
-        # agent first (the agent's answer is the long pole; a writer with a
-        # request in flight lets a round or two pass before it writes).
-        with self.notify.bus.coalescing():
-            self.projection.begin(session_id)
-        op.marks["admitted"] = trio.current_time()
         return op
 
     async def _run_operation(self, op: CancelOperation) -> None:
