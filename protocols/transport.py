@@ -7,8 +7,9 @@ goes to ``events`` (a bounded channel: a slow consumer slows the reader, it
 never loses an event).  Writes go through one lock, each bounded by
 ``write_timeout_s``: an agent that stops reading its stdin cannot block a
 caller forever.  A write to a pipe nobody is writing is tried at once, before
-the task yields (a cancel is on the agent's stdin before anything else runs).  The connection owns no task; whoever runs ``run`` (the
-execution nursery) owns the reader.
+the task yields (a cancel is on the agent's stdin before anything else runs).
+The connection owns no task; whoever runs ``run`` (the execution nursery) owns
+the reader.
 
 A request given a ``withdraw`` (the core's ``cancel_request``) is withdrawn
 before ``request`` gives up on it, whether its own timeout expired or its

@@ -96,6 +96,8 @@ class Orchestrator:
         #: Settled operations, newest last (bounded): diagnostics for benchmarks and tests.
         self.settled: deque[CancelOperation] = deque(maxlen=256)
         self.operations_started = 0
+        #: Operations settled by their turn's close itself (no task woken to settle them).
+        self.settled_by_close = 0
         self._nursery: trio.Nursery | None = None
         lifecycle.request_user_cancel = self.stop_turn_for_user
         self.queue = TurnQueue(config, store, lifecycle, lambda sid: sid in self.operations)
@@ -380,6 +382,7 @@ class Orchestrator:
         if op.done.is_set():
             return  # (timed out before the agent ended the turn: that answer stands)
         self._record(op, result)
+        self.settled_by_close += 1
         self._settle(op)
 
     def _settle(self, op: CancelOperation) -> None:

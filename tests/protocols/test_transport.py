@@ -352,3 +352,55 @@ async def test_request_without_withdraw_writes_nothing_more(
         with pytest.raises(AgentTimeout):
             await conn.request(rid, data, timeout_s=30)
         assert bytes(wire.written) == INITIALIZE_LINE
+
+
+# -- writes to a real pipe (the local executor's agent stdin) ----------------------
+
+
+@asynccontextmanager
+async def piped() -> AsyncIterator[tuple[AgentConnection, trio.lowlevel.FdStream]]:
+    """A connection writing a real pipe (an FdStream, as a local agent's stdin)."""
+    import os
+
+    r, w = os.pipe()
+    async with trio.lowlevel.FdStream(r) as far, trio.lowlevel.FdStream(w) as near:
+        yield AgentConnection(AcpClient(), near, far, write_timeout_s=5), far
+
+
+async def read_exactly(stream: trio.lowlevel.FdStream, n: int) -> bytes:
+    out = bytearray()
+    while len(out) < n:
+        out += await stream.receive_some(65536)
+    return bytes(out)
+
+
+async def test_a_pipe_write_is_on_the_pipe_when_send_returns(autojump_clock: object) -> None:
+    async with piped() as (conn, far):
+        await conn.send(b'{"a":1}\n')
+        assert await read_exactly(far, 8) == b'{"a":1}\n'
+
+
+async def test_writes_larger_than_the_pipe_arrive_whole_and_in_order(
+        autojump_clock: object) -> None:
+    """The at-once write takes part of a big line; the rest goes under the lock
+    before any other send (no line torn or interleaved)."""
+    big = b"x" * 300_000 + b"\n"
+    small = b"after\n"
+    async with piped() as (conn, far):
+        got: list[bytes] = []
+        async with trio.open_nursery() as nursery:
+            async def write_both() -> None:
+                async with trio.open_nursery() as writers:
+                    writers.start_soon(conn.send, big)
+                    await trio.testing.wait_all_tasks_blocked()
+                    writers.start_soon(conn.send, small)
+            nursery.start_soon(write_both)
+            got.append(await read_exactly(far, len(big) + len(small)))
+        assert got[0] == big + small
+
+
+async def test_a_closed_pipe_is_reported_as_closed(autojump_clock: object) -> None:
+    async with piped() as (conn, far):
+        await far.aclose()
+        with pytest.raises(AgentClosed):
+            await conn.send(b"late\n")

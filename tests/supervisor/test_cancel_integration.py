@@ -189,6 +189,8 @@ async def test_concurrent_duplicates_make_one_operation(
                     nursery.start_soon(one)
         assert results == [CancelOutcome.ACKNOWLEDGED] * n
         assert sup.orchestrator.operations_started == 1
+        # The turn's close settled it (pending=false and the answers in the close's step).
+        assert sup.orchestrator.settled_by_close == 1
         assert sup.orchestrator.settled[-1].joined == n - 1
         assert len(await _statuses(sup, caller, sid)) == 1
         frames = []

@@ -260,7 +260,8 @@ async def test_timed_out_cancel_clears_pending_and_is_retryable(tmp_path: Path) 
             assert answers[0]["type"] == "error", answers
             assert answers[0]["payload"] == first["payload"]
             # Both are answered from the operation (the first admitted it, with no task).
-            assert len(srv.sup.orchestrator.settled[-1].on_settled) == 2
+            timed_out = srv.sup.orchestrator.settled[-1]
+            assert len(timed_out.on_settled) == 2
             assert cancellation_changes(a, sid) == [(True, 1), (False, 2)]
             for dto in await rest_views(h, task_id, sid):
                 assert progress(dto) == ("RUNNING", False, 2)
@@ -271,6 +272,8 @@ async def test_timed_out_cancel_clears_pending_and_is_retryable(tmp_path: Path) 
             await a.wait_for(is_revision(sid, 4))
             assert cancellation_changes(a, sid) == [(True, 1), (False, 2), (True, 3), (False, 4)]
             assert srv.sup.orchestrator.operations_started == 2
+            # The agent's late end of the first turn did not rewrite the timed-out answer.
+            assert timed_out.outcome is None and timed_out.error is not None
             for dto in await rest_views(h, task_id, sid):
                 assert progress(dto) == ("WAITING_FOR_INPUT", False, 4)
             messages = (await a.call("message.list", {"session_id": sid}))["messages"]
