@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from pydantic import ValidationError
 
@@ -97,6 +97,13 @@ __all__ = ["CANCEL_REQUEST", "PROTOCOL_VERSION", "AcpClient", "ClientEvent"]
 PROTOCOL_VERSION: Final = 1
 CANCEL_REQUEST: Final = "$/cancel_request"
 _FINISHED_TOOL_STATES: Final = frozenset({"completed", "failed", "cancelled"})
+#: Streamed text chunks in their plain shape are checked field by field (a
+#: chunk per line of a streamed answer; the schema's model costs more than the
+#: rest of the line's handling); any other shape goes through the model.
+_TEXT_CHUNK_CHANNELS: Final[dict[str, Literal["agent", "thought"]]] = {
+    "agent_message_chunk": "agent", "agent_thought_chunk": "thought"}
+_PLAIN_CHUNK_KEYS: Final = frozenset({"sessionUpdate", "content", "messageId", "_meta"})
+_PLAIN_TEXT_KEYS: Final = frozenset({"type", "text", "_meta"})
 #: Update kinds that are conversation history: what a ``session/load`` replays.
 _HISTORY_KINDS: Final = frozenset({
     "user_message_chunk", "agent_message_chunk", "agent_thought_chunk",
@@ -470,6 +477,12 @@ class AcpClient(CoreBase):
                 return
             if params.get("sessionId") in self._abandoned_loads:
                 return  # the tail of a replay we gave up on
+        channel = _TEXT_CHUNK_CHANNELS.get(kind)
+        if channel is not None:
+            chunk = _plain_text_chunk(channel, update)
+            if chunk is not None:
+                self._events.append(chunk)
+                return
         model = _models().UPDATE_MODELS.get(kind)
         if model is None:
             self._events.append(OtherUpdate(kind=kind, payload=update))
@@ -541,3 +554,23 @@ def _is_id(value: object) -> bool:
 
 def _stop(value: str) -> StopReason:
     return value if value in STOP_REASONS else "end_turn"  # type: ignore[return-value]
+
+
+def _plain_text_chunk(channel: Literal["agent", "thought"],
+                      update: dict[str, Any]) -> MessageChunk | None:
+    """A text chunk of exactly the plain shape (``{"sessionUpdate", "content":
+    {"type": "text", "text"}}``, optional ``messageId`` and ``_meta``), as the
+    schema's model would map it; None for any other shape (the model decides)."""
+    content = update.get("content")
+    if (type(content) is not dict or content.get("type") != "text"
+            or not _PLAIN_TEXT_KEYS.issuperset(content)
+            or not _PLAIN_CHUNK_KEYS.issuperset(update)):
+        return None
+    text = content.get("text")
+    message_id = update.get("messageId")
+    if type(text) is not str or (message_id is not None and type(message_id) is not str):
+        return None
+    for meta in (update.get("_meta"), content.get("_meta")):
+        if meta is not None and type(meta) is not dict:
+            return None
+    return MessageChunk(text=text, channel=channel, message_id=message_id)

@@ -612,3 +612,36 @@ def test_user_chunk_is_history_while_replaying() -> None:
     assert p.to_client(chunk) == []  # consumed: the supervisor has the history
     p.client.replaying = False
     assert p.to_client(chunk) == [UserEcho(text="hi")]
+
+
+_TEXT = {"type": "text", "text": "hi"}
+
+
+@pytest.mark.parametrize(("update", "plain"), [
+    ({"sessionUpdate": "agent_message_chunk", "content": _TEXT}, True),
+    ({"sessionUpdate": "agent_message_chunk", "content": _TEXT, "messageId": "m1"}, True),
+    ({"sessionUpdate": "agent_thought_chunk", "content": _TEXT}, True),
+    ({"sessionUpdate": "agent_message_chunk", "_meta": {"a": 1},
+      "content": {**_TEXT, "_meta": {"b": 2}}}, True),
+    # Any other shape is the schema model's to judge.
+    ({"sessionUpdate": "agent_message_chunk",
+      "content": {**_TEXT, "annotations": {"priority": 0.5}}}, False),
+    ({"sessionUpdate": "agent_message_chunk", "content": _TEXT, "extra": 1}, False),
+    ({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": 5}}, False),
+    ({"sessionUpdate": "agent_message_chunk", "content": _TEXT, "messageId": 7}, False),
+    ({"sessionUpdate": "agent_message_chunk", "content": _TEXT, "_meta": "no"}, False),
+    ({"sessionUpdate": "agent_message_chunk",
+      "content": {"type": "image", "data": "AAAA", "mimeType": "image/png"}}, False),
+])
+def test_plain_text_chunks_map_as_the_schema_model_maps_them(update: dict[str, Any],
+                                                             plain: bool) -> None:
+    """The field-by-field path for plain text chunks gives what the model's
+    path gives, and takes nothing else."""
+    from protocols import acp
+
+    kind = update["sessionUpdate"]
+    fast = acp._plain_text_chunk(acp._TEXT_CHUNK_CHANNELS[kind], update)
+    assert (fast is not None) == plain
+    if fast is not None:
+        parsed = acp._models().UPDATE_MODELS[kind].model_validate(update)
+        assert fast == AcpClient()._map_update(kind, parsed, update)

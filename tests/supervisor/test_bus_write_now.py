@@ -3,11 +3,13 @@ is queued, never ahead of what is."""
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import Callable
 
 import trio
 
-from supervisor.bus import EventBus, Subscriber
+from supervisor.bus import EventBus, Subscriber, envelope
 
 
 def _queued(sub: Subscriber) -> list[str | bytes]:
@@ -59,3 +61,12 @@ async def test_publish_writes_to_each_idle_subscriber() -> None:
     assert sorted(i for i, _ in written) == [0, 1, 2]
     assert len({frame for _, frame in written}) == 1  # one encoded frame for all
     assert all(_queued(sub) == [] for sub in subs)
+
+
+def test_notification_ids_are_distinct_version_4_uuids() -> None:
+    ids = [json.loads(envelope("notification", "x", {}))["id"] for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    for text in ids:
+        parsed = uuid.UUID(text)
+        assert str(parsed) == text
+        assert parsed.version == 4 and parsed.variant == uuid.RFC_4122
