@@ -246,17 +246,9 @@ class AgentConnection:
                 case TurnEnded():
                     self._turn_result = ev
                     self._turn_done.set()
-                    await self._emit(ev)
+                    await self._events_send.send(ev)
                 case _:
-                    await self._emit(ev)
-
-    async def _emit(self, ev: AgentEvent) -> None:
-        # Queued without a scheduler round per event while the channel has
-        # room (the reader's next read is a checkpoint); waits when it is full.
-        try:
-            self._events_send.send_nowait(ev)
-        except trio.WouldBlock:
-            await self._events_send.send(ev)
+                    await self._events_send.send(ev)
 
     def _close(self, reason: str) -> None:
         if self.closed.is_set():
