@@ -92,7 +92,7 @@ from .jsonrpc import (
 )
 from .turnstate import Trigger, TurnState
 
-__all__ = ["CANCEL_REQUEST", "PROTOCOL_VERSION", "AcpClient", "ClientEvent"]
+__all__ = ["CANCEL_REQUEST", "PROTOCOL_VERSION", "AcpClient", "ClientEvent", "load_schema"]
 
 PROTOCOL_VERSION: Final = 1
 CANCEL_REQUEST: Final = "$/cancel_request"
@@ -113,6 +113,14 @@ _HISTORY_KINDS: Final = frozenset({
 
 
 _loaded: list[ModuleType] = []
+
+
+def load_schema() -> None:
+    """Build the schema models now (a worker thread's job: over a second of
+    CPU), so that no update, answer or cancel of a turn pays for it later.
+    The plain text chunks of a stream do not need them: without this, the
+    first use could be a turn's end, on the cancel path."""
+    _models()
 
 
 def _models() -> ModuleType:

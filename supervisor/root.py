@@ -17,13 +17,14 @@ is cancelled.
 from __future__ import annotations
 
 import functools
-import importlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import trio
+
+from protocols.acp import load_schema
 
 from .bus import EventBus
 from .catalog import Catalog
@@ -62,7 +63,7 @@ class Supervisor:
 async def _warm_up_schema() -> None:
     """Build ACP's pydantic schema models off the Trio thread while the server
     starts listening, instead of on the first ACP message."""
-    await trio.to_thread.run_sync(importlib.import_module, "protocols._acp_models")
+    await trio.to_thread.run_sync(load_schema)
 
 
 @asynccontextmanager

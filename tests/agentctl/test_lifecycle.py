@@ -159,3 +159,22 @@ async def test_cancel_right_after_the_prompt_never_overtakes_it(tmp_path: Path) 
                 outcomes.append(await sup.orchestrator.cancel(caller, sid))
                 await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
             assert outcomes == [CancelOutcome.ACKNOWLEDGED] * 8
+
+
+def test_warm_up_builds_the_acp_schema_in_a_fresh_process() -> None:
+    """agentctl's warm-up builds the models itself: a plain text chunk no
+    longer does, so without it the first build fell on a turn's end (and
+    a cancel's answer waited for it)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from web.agentctl.host import warm_up\n"
+        "assert 'protocols._acp_models' not in sys.modules\n"
+        "warm_up('acp')\n"
+        "assert 'protocols._acp_models' in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr

@@ -45,7 +45,7 @@ from typing import Any, Final
 
 import trio
 
-from protocols.acp import AcpClient
+from protocols.acp import load_schema
 from protocols.adapters import (
     AgentAdapter,
     AgentClosed,
@@ -657,20 +657,13 @@ class AgentHost:
 def warm_up(protocol: ProtocolName) -> None:
     """Pay the protocol core's one-time costs early, on a worker thread.
 
-    The ACP core imports its pydantic schema models on the first
-    ``session/update`` (about a second of CPU): paid on the Trio thread in the
-    middle of the first turn, it would stall the event loop, and a cancel
-    arriving then, for that long."""
+    The ACP core's pydantic schema models take about a second of CPU to
+    build: paid on the Trio thread in the middle of a turn (its first tool
+    call, or its end), it would stall the event loop, and a cancel arriving
+    then, for that long."""
     if protocol != "acp":
         return
-    core = AcpClient()
-    core.receive_data(json.dumps({
-        "jsonrpc": "2.0", "method": "session/update",
-        "params": {"sessionId": "warm-up", "update": {
-            "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": ""}}},
-    }).encode() + b"\n")
-    for _ in range(4):
-        core.next_event()
+    load_schema()
 
 
 def valid_turn_id(value: object) -> bool:
