@@ -124,6 +124,7 @@ class AgentAdapter(Protocol):
     async def restore_session(self, agent_session_id: str, cwd: str) -> Restored: ...
     async def prompt(self, text: str) -> TurnEnded: ...
     async def steer(self, text: str) -> None: ...
+    def cancel_now(self) -> bool: ...
     async def cancel(self) -> None: ...
     async def resend_cancel(self) -> None: ...
     async def respond_permission(self, request_id: str, option_id: str | None) -> None: ...
@@ -138,6 +139,10 @@ class _Base:
     #: reach the agent before the prompt it cancels and cancel nothing (seen
     #: with Auggie, Claude and Gemini when a cancel follows the prompt at once).
     _prompt_written: trio.Event | None = None
+
+    #: A cancel ``cancel_now`` built but could not write: ``cancel`` sends it
+    #: (the core's cancel moves its turn on; it is built once).
+    _unsent_cancel: bytes | None = None
 
     core: AcpClient | CodexClient
 
@@ -167,6 +172,26 @@ class _Base:
     async def prompt(self, text: str) -> TurnEnded:
         self._check_open()
         return await self._run_turn(self._start_turn(text))
+
+    def cancel_now(self) -> bool:
+        """The protocol cancel written in the caller's step, without yielding,
+        if it can be: the turn's prompt is on the agent's stdin (a cancel
+        never overtakes it) and the pipe takes the cancel whole at once.
+        False: not written (``cancel`` writes it)."""
+        if not self._cancel_may_go() or not self.connection.can_send_now():
+            return False
+        data = self._take_cancel()
+        if data and not self.connection.send_now(data):
+            self._unsent_cancel = data
+            return False
+        return True
+
+    def _cancel_may_go(self) -> bool:
+        return True
+
+    def _take_cancel(self) -> bytes:
+        data, self._unsent_cancel = self._unsent_cancel, None
+        return self.core.cancel() if data is None else data
 
     async def resend_cancel(self) -> None:
         """Send the protocol cancel again (the agent keeps streaming a turn it
@@ -286,9 +311,13 @@ class AcpAdapter(_Base):
         if outcome == "promptRequired":
             raise SteerUnsupported("the agent had no turn running to steer")
 
+    def _cancel_may_go(self) -> bool:
+        written = self._prompt_written
+        return written is None or written.is_set()
+
     async def cancel(self) -> None:
         await self._wait_prompt_written()
-        await self.connection.send(self.core.cancel())
+        await self.connection.send(self._take_cancel())
 
 
 
@@ -352,7 +381,7 @@ class CodexAdapter(_Base):
     async def cancel(self) -> None:
         # turn/interrupt's answer ({}) is not waited for: the turn is over only
         # at turn/completed, which prompt() is already waiting on.
-        await self.connection.send(self.core.cancel())
+        await self.connection.send(self._take_cancel())
 
 
 

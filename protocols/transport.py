@@ -22,6 +22,8 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import select
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -115,8 +117,28 @@ class AgentConnection:
         self.closed = trio.Event()
         self.close_reason = ""
         self._events_send, self.events = trio.open_memory_channel[AgentEvent](event_buffer)
+        self._pipe: bool | None = None
 
     # -- writing ------------------------------------------------------------
+
+    def can_send_now(self) -> bool:
+        """Whether ``send_now`` may write: open, nobody writing, and a pipe
+        (whose writes of at most ``PIPE_BUF`` bytes are whole or nothing)."""
+        if self.closed.is_set() or self._write_lock.locked():
+            return False
+        if self._pipe is None:
+            self._pipe = isinstance(self._send_stream, trio.lowlevel.FdStream) and _is_fifo(
+                self._send_stream.fileno())
+        return self._pipe
+
+    def send_now(self, data: bytes) -> bool:
+        """Write ``data`` whole in this step, without yielding (the caller's
+        step: no task between the decision and the write); False if nothing
+        was written (then ``send`` it).  One non-blocking ``write``: a frame of
+        at most ``PIPE_BUF`` bytes to a pipe goes whole or not at all."""
+        if not data or len(data) > select.PIPE_BUF or not self.can_send_now():
+            return False
+        return self._write_now(data) == len(data)
 
     async def send(self, data: bytes) -> None:
         if not data:
@@ -263,3 +285,10 @@ class AgentConnection:
         with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError):
             self._events_send.send_nowait(AgentNotice(message=reason, level="info"))
         self._events_send.close()
+
+
+def _is_fifo(fd: int) -> bool:
+    try:
+        return stat.S_ISFIFO(os.fstat(fd).st_mode)
+    except OSError:
+        return False

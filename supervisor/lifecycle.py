@@ -210,6 +210,9 @@ class TurnHandle:
     recorded: int | None = None
     #: When the protocol cancel was written to the agent.
     cancel_sent_at: float | None = None
+    #: Written by ``cancel_at_once`` in the cancel's admission; its
+    #: ``cancel_turn`` goes on from there (no second write).
+    cancel_sent_early: bool = False
     #: The cancel operation waiting for this turn, told from the close itself
     #: once the close settled the session (no task woken in between).
     on_cancel_closed: Callable[[CancelResult], None] | None = None
@@ -1025,9 +1028,11 @@ class LifecycleManager:
         operation settles now, in this step, with the close's notifications
         still queued (one write for all of them, and no task woken to answer)."""
         told, turn.on_cancel_closed = turn.on_cancel_closed, None
-        if told is None or not turn.settled_session or turn.cancel_phase not in ("sent", "late"):
+        # (Written at once and answered before its cancel_turn ran: phase "sent".)
+        phase = turn.cancel_phase or ("sent" if turn.cancel_sent_early else None)
+        if told is None or not turn.settled_session or phase not in ("sent", "late"):
             return
-        outcome = CancelOutcome.ACKNOWLEDGED if turn.cancel_phase == "sent" else CancelOutcome.LATE
+        outcome = CancelOutcome.ACKNOWLEDGED if phase == "sent" else CancelOutcome.LATE
         try:
             told(CancelResult(outcome, turn.id, turn.cancel_sent_at, turn.answered_at))
         except Exception:
@@ -1163,6 +1168,35 @@ class LifecycleManager:
             return result
         return await self._reconcile(session_id, result, request)
 
+    def cancel_at_once(self, session_id: str, *, request: StopRequest = StopRequest.USER,
+                       turn_id: str | None = None,
+                       on_closed: Callable[[CancelResult], None] | None = None) -> bool:
+        """``cancel_turn``'s protocol cancel written in the caller's step, when
+        nothing has to come before it: a running turn past its restore, not
+        cancelled yet, on an agent whose pipe takes the cancel at once.  The
+        cancel's admission calls it, so the agent has the cancel before any
+        notification is written or any task runs; ``cancel_turn`` (still
+        called, as always) then goes on from the write.  False: nothing
+        written, ``cancel_turn`` does it all."""
+        if session_id in self._taking_over:
+            return False
+        ex = self.executions.get(session_id)
+        if ex is None or ex.status is ExecutionStatus.STOPPED:
+            return False
+        turn = ex.turn
+        if (turn is None or (turn_id is not None and turn.id != turn_id)
+                or turn.restoring is not None or turn.cancel_sent_at is not None
+                or turn.done.is_set()):
+            return False
+        if not ex.adapter.cancel_now():
+            return False
+        if turn.stop_request is not StopRequest.USER:
+            turn.stop_request = request
+        turn.cancel_sent_at = trio.current_time()
+        turn.cancel_sent_early = True
+        turn.on_cancel_closed = on_closed
+        return True
+
     async def _cancel_running(self, ex: Execution, turn: TurnHandle,
                               request: StopRequest = StopRequest.USER,
                               on_closed: Callable[[CancelResult], None] | None = None,
@@ -1170,18 +1204,21 @@ class LifecycleManager:
         if turn.stop_request is not StopRequest.USER:
             turn.stop_request = request
         started = trio.current_time()
-        if turn.restoring is not None:
-            return await self._abandon_restore(ex, turn)
-        try:
-            await ex.adapter.cancel()
-        except AgentClosed:
-            # The agent is going away; its turn ends with the pump.
-            with trio.move_on_after(self.timeouts.cancel_cleanup_s):
-                await turn.done.wait()
-            return CancelResult(CancelOutcome.NO_EXECUTION, turn.id)
-        sent_at = turn.cancel_sent_at = trio.current_time()
-        if not turn.done.is_set():
-            turn.on_cancel_closed = on_closed
+        if turn.cancel_sent_early and turn.cancel_phase is None and turn.cancel_sent_at:
+            sent_at = started = turn.cancel_sent_at  # (cancel_at_once wrote it)
+        else:
+            if turn.restoring is not None:
+                return await self._abandon_restore(ex, turn)
+            try:
+                await ex.adapter.cancel()
+            except AgentClosed:
+                # The agent is going away; its turn ends with the pump.
+                with trio.move_on_after(self.timeouts.cancel_cleanup_s):
+                    await turn.done.wait()
+                return CancelResult(CancelOutcome.NO_EXECUTION, turn.id)
+            sent_at = turn.cancel_sent_at = trio.current_time()
+            if not turn.done.is_set():
+                turn.on_cancel_closed = on_closed
         self._set_phase(turn, "sent")
         with trio.move_on_after(self.timeouts.cancel_join_s):
             await self._persist(ex, turn, sent_at)

@@ -333,8 +333,12 @@ class Orchestrator:
         op.marks["received"] = received
         self.operations[session_id] = op
         self.operations_started += 1
-        self.projection.begin(session_id)
         op.marks["admitted"] = trio.current_time()
+        # The agent first: its cancel is on its stdin before pending=true is
+        # written to anyone (a fan-out to 1,000 subscribers does not delay it).
+        self.lifecycle.cancel_at_once(session_id, request=request, turn_id=turn_id,
+                                      on_closed=functools.partial(self._closed, op))
+        self.projection.begin(session_id)
         assert self._nursery is not None, "Orchestrator.run is not running"
         self._nursery.start_soon(self._run_operation, op)
         return op
@@ -342,6 +346,10 @@ class Orchestrator:
     async def _run_operation(self, op: CancelOperation) -> None:
         try:
             with trio.move_on_after(self.config.timeouts.cancel_operation_s) as scope:
+                if op.done.is_set():
+                    # Its cancel written at admission, the turn's close settled
+                    # it before this task ran: nothing is left to do.
+                    return
                 result = await self.lifecycle.cancel_turn(
                     op.session_id, request=op.request, turn_id=op.turn_id,
                     on_closed=functools.partial(self._closed, op))

@@ -150,14 +150,19 @@ class Store:
         or after the calls queued before it (in their order): a write that found
         the connection busy must not go to a thread, or every write behind it
         would find it busy too and a stream of writes would stay on threads."""
-        bound = functools.partial(fn, *args, **kwargs)
+        return await self._now(functools.partial(fn, *args, **kwargs), yield_after=True)
+
+    async def _now(self, bound: Callable[[], R], *, yield_after: bool) -> R:
+        """``call_now``; ``yield_after=False``: no checkpoint after a call run
+        inline (the caller goes on in the same step, and yields later)."""
         if self._limiter.borrowed_tokens == 0:
             try:
                 result = self._inline(bound)
             except _NotInline:
                 return await self._in_thread(bound, self._limiter)
-            # A checkpoint that cannot lose the result to a cancellation.
-            await trio.lowlevel.cancel_shielded_checkpoint()
+            if yield_after:
+                # A checkpoint that cannot lose the result to a cancellation.
+                await trio.lowlevel.cancel_shielded_checkpoint()
             return result
         async with self._limiter:
             try:
@@ -317,9 +322,11 @@ class Store:
                          park_queue: bool = False) -> ClosedTurn | None:
         """Close a running turn (None if it was not running: someone else closed
         it), parking the session's queue with it if ``park_queue``."""
-        closed, msg, session, queue = await self.call_now(
+        # No checkpoint between the commit and the notifications, nor (in the
+        # lifecycle's close) the cancel's settlement behind them: one step.
+        closed, msg, session, queue = await self._now(functools.partial(
             self.db.close_turn, turn_id, state=state, stop_reason=stop_reason, status=status,
-            park_queue=park_queue)
+            park_queue=park_queue), yield_after=False)
         if not closed:
             return None
         # Queued, not written one syscall each from here (a cancel's path): the

@@ -265,6 +265,10 @@ class AgentctlAdapter:
         if not data.get("success"):
             raise AgentTimeout(str(data.get("error") or "agentctl could not write the cancel"))
 
+    def cancel_now(self) -> bool:
+        """Never: agentctl's cancel is an HTTP request (``cancel`` makes it)."""
+        return False
+
     async def resend_cancel(self) -> None:
         """Have agentctl write the turn's cancel again (an agent dropped the first)."""
         turn = self._turn

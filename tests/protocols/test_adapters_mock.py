@@ -10,11 +10,13 @@ bounded by ``trio.fail_after`` so a hang fails with a traceback, never stalls CI
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import pytest
 import trio
+import trio.testing
 
 from protocols.adapters import AcpAdapter, AgentAdapter, CodexAdapter
 from protocols.events import (
@@ -29,7 +31,7 @@ from protocols.events import (
     TurnEnded,
 )
 from protocols.jsonrpc import LocalProtocolError
-from protocols.transport import AgentClosed, AgentTimeout
+from protocols.transport import AgentClosed, AgentConnection, AgentTimeout
 
 from .helpers import RunningAgent
 
@@ -410,3 +412,85 @@ async def test_deny_and_stop_ends_the_turn(agent: RunningAgent) -> None:
             request_id=request.request_id, option_id="cancel", interrupts_turn=True
         )
         assert {"id": 100, "result": {"decision": "cancel"}} in agent.written.lines()
+
+
+def _write_at_once(agent: RunningAgent) -> None:
+    """The recording stream is no pipe: let ``send_now`` write the agent's
+    real stdin at once (one ``os.write``, as on a pipe), keeping the copy."""
+    import os
+
+    conn = agent.adapter.connection
+    assert isinstance(conn, AgentConnection)
+
+    def send_now(data: bytes) -> bool:
+        written = os.write(agent.written.inner.fileno(), data)  # type: ignore[attr-defined]
+        assert written == len(data)
+        agent.written.data += data
+        return True
+
+    conn.can_send_now = lambda: True  # type: ignore[method-assign]
+    conn.send_now = send_now  # type: ignore[method-assign]
+
+
+def _cancels(agent: RunningAgent) -> list[Any]:
+    method = "session/cancel" if agent.protocol == "acp" else "turn/interrupt"
+    return [m for m in agent.written.lines() if m.get("method") == method]
+
+
+async def _during_delay(agent: RunningAgent,
+                        cancel: Callable[[AgentAdapter], Awaitable[None]]) -> None:
+    """A /delay turn cancelled by ``cancel`` after its first chunk: it ends
+    cancelled, and exactly one protocol cancel went to the agent."""
+    task = PromptTask()
+    events = Events(agent.adapter.events)
+    with trio.fail_after(TEST_S):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(task.run, agent.adapter, "/delay 5000")
+            await events.until(MessageChunk)
+            await cancel(agent.adapter)
+        assert task.result is not None and task.result.stop_reason == "cancelled"
+    assert len(_cancels(agent)) == 1
+
+
+async def test_cancel_now_writes_the_cancel_in_the_callers_step(agent: RunningAgent) -> None:
+    _write_at_once(agent)
+
+    async def at_once(adapter: AgentAdapter) -> None:
+        with trio.testing.assert_no_checkpoints():
+            assert adapter.cancel_now()
+        assert len(_cancels(agent)) == 1
+
+    await _during_delay(agent, at_once)
+
+
+async def test_a_cancel_now_could_not_write_is_sent_once_by_cancel(
+        agent: RunningAgent) -> None:
+    """Built but refused by the pipe (full): ``cancel`` sends those bytes, and
+    the core is not asked for a second cancel."""
+    conn = agent.adapter.connection
+    assert isinstance(conn, AgentConnection)
+    conn.can_send_now = lambda: True  # type: ignore[method-assign]
+    conn.send_now = lambda data: False  # type: ignore[method-assign]
+
+    async def refused(adapter: AgentAdapter) -> None:
+        assert not adapter.cancel_now()
+        assert _cancels(agent) == []
+        await adapter.cancel()
+
+    await _during_delay(agent, refused)
+
+
+@pytest.mark.parametrize("protocol", ["acp"])  # (Codex owes its interrupt instead)
+async def test_cancel_now_never_overtakes_an_unwritten_prompt(agent: RunningAgent) -> None:
+    _write_at_once(agent)
+
+    async def before_the_prompt(adapter: AgentAdapter) -> None:
+        assert isinstance(adapter, AcpAdapter)
+        # As if the prompt's write were still under way: nothing is built.
+        adapter._prompt_written = unwritten = trio.Event()
+        assert not adapter.cancel_now()
+        assert adapter.turn_running and _cancels(agent) == []
+        unwritten.set()
+        await adapter.cancel()
+
+    await _during_delay(agent, before_the_prompt)

@@ -7,6 +7,7 @@ time, and a timing assertion is exact rather than a guess about load.
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -404,3 +405,55 @@ async def test_a_closed_pipe_is_reported_as_closed(autojump_clock: object) -> No
         await far.aclose()
         with pytest.raises(AgentClosed):
             await conn.send(b"late\n")
+
+
+async def test_send_now_writes_a_frame_whole_without_yielding(autojump_clock: object) -> None:
+    async with piped() as (conn, far):
+        assert conn.can_send_now()
+        with trio.testing.assert_no_checkpoints():
+            assert conn.send_now(b'{"cancel":1}\n')
+        assert await read_exactly(far, 13) == b'{"cancel":1}\n'
+
+
+async def test_send_now_refuses_what_it_cannot_write_whole(autojump_clock: object) -> None:
+    """Nothing is written when the frame may not go whole (longer than PIPE_BUF),
+    while another write holds the pipe, or once the agent is gone: ``send`` it."""
+    import select
+
+    async with piped() as (conn, far):
+        assert not conn.send_now(b"x" * (select.PIPE_BUF + 1))
+        async with conn._write_lock:
+            assert not conn.can_send_now()
+            assert not conn.send_now(b"held\n")
+        await conn.send(b"next\n")
+        assert await read_exactly(far, 5) == b"next\n"
+        conn._close("gone")
+        assert not conn.send_now(b"late\n")
+
+
+async def test_send_now_refuses_a_full_pipe_and_writes_nothing(autojump_clock: object) -> None:
+    import fcntl
+    import os
+
+    async with piped() as (conn, far):
+        fd = conn._send_stream.fileno()  # type: ignore[attr-defined]
+        # Fill the pipe: a frame that would not fit is refused, not torn.
+        size = fcntl.fcntl(fd, 1032)  # F_GETPIPE_SZ
+        os.write(fd, b"y" * size)
+        assert not conn.send_now(b"cancel\n")
+        assert await read_exactly(far, size) == b"y" * size
+        assert conn.send_now(b"cancel\n")
+        assert await read_exactly(far, 7) == b"cancel\n"
+
+
+async def test_send_now_is_for_pipes_only(autojump_clock: object) -> None:
+    """A stream that is not a pipe (a socket may take part of a frame) is
+    never written at once."""
+    import socket
+
+    a, b = socket.socketpair()
+    with a, b:
+        async with trio.lowlevel.FdStream(os.dup(a.fileno())) as near:
+            conn = AgentConnection(AcpClient(), near, near)
+            assert not conn.can_send_now()
+            assert not conn.send_now(b"x\n")

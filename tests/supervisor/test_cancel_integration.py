@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 import trio
 import trio.lowlevel
+import trio.testing
 
 from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS, SessionState
@@ -34,6 +35,27 @@ async def _wait_chunks(sup: Any, caller: Any, sid: str) -> None:
         while not any(m.role == "agent" for m in
                       await sup.orchestrator.list_messages(caller, sid)):
             await trio.sleep(0.02)
+
+
+async def _delaying(sup: Any, agent: str) -> tuple[Any, str, Any]:
+    """A session streaming a long /delay turn (its first chunk in), and a
+    subscriber to its notifications."""
+    caller, sid = await _session(sup, agent)
+    sub = sup.bus.subscriber()
+    sub.subscribe(sid)
+    await sup.orchestrator.send_message(caller, sid, "/delay 10000")
+    await _wait_chunks(sup, caller, sid)
+    return caller, sid, sub
+
+
+def _drain(sub: Any) -> list[str]:
+    """The frames the subscriber has queued so far."""
+    frames = []
+    while True:
+        try:
+            frames.append(sub.receive_nowait())
+        except trio.WouldBlock:
+            return frames
 
 
 async def _statuses(sup: Any, caller: Any, sid: str) -> list[Any]:
@@ -138,12 +160,7 @@ async def test_pending_permission_is_answered_cancelled(make_supervisor: Any, ag
         perms = [m for m in await sup.orchestrator.list_messages(caller, sid)
                  if m.kind == "permission"]
         assert len(perms) == 1 and perms[0].metadata["status"] == "cancelled"
-        frames = []
-        while True:
-            try:
-                frames.append(sub.receive_nowait())
-            except trio.WouldBlock:
-                break
+        frames = _drain(sub)
         assert any("session.permission.cancelled" in f for f in frames)
         assert (await sup.orchestrator.session(caller, sid)).state is \
             SessionState.WAITING_FOR_INPUT
@@ -173,11 +190,7 @@ async def test_concurrent_duplicates_make_one_operation(
     make_supervisor: Any, agent: str, n: int
 ) -> None:
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup, agent)
-        sub = sup.bus.subscriber()
-        sub.subscribe(sid)
-        await sup.orchestrator.send_message(caller, sid, "/delay 10000")
-        await _wait_chunks(sup, caller, sid)
+        caller, sid, sub = await _delaying(sup, agent)
         results: list[CancelOutcome] = []
 
         async def one() -> None:
@@ -193,15 +206,42 @@ async def test_concurrent_duplicates_make_one_operation(
         assert sup.orchestrator.settled_by_close == 1
         assert sup.orchestrator.settled[-1].joined == n - 1
         assert len(await _statuses(sup, caller, sid)) == 1
-        frames = []
-        while True:
-            try:
-                frames.append(sub.receive_nowait())
-            except trio.WouldBlock:
-                break
+        frames = _drain(sub)
         pending = [('"cancellation_pending":true' in f) for f in frames
                    if "session.cancellation_changed" in f]
         assert pending == [True, False]
+
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+async def test_the_cancel_is_on_the_agents_stdin_at_admission(
+    make_supervisor: Any, agent: str
+) -> None:
+    """A cancel admitted with no wait (its owner known) is written to the
+    agent's pipe in the admission's own step, before pending=true is written
+    to anyone; the operation then settles from the turn's close."""
+    async with make_supervisor() as sup:
+        caller, sid, sub = await _delaying(sup, agent)
+        turn = sup.lifecycle.executions[sid].turn
+        with trio.testing.assert_no_checkpoints():
+            op = sup.orchestrator.admit_known(caller, sid)
+            assert op is not None
+            assert turn.cancel_sent_early and turn.cancel_sent_at is not None
+            assert op.marks["admitted"] <= turn.cancel_sent_at
+        with trio.fail_after(5):
+            assert await op.wait() is CancelOutcome.ACKNOWLEDGED
+        assert sup.orchestrator.settled_by_close == 1
+        assert op.marks["adapter_sent"] == turn.cancel_sent_at
+        assert [m.content for m in await _statuses(sup, caller, sid)] == [CANCELLED_STATUS]
+        frames = _drain(sub)
+        order = [("pending=true" if '"cancellation_pending":true' in f else "pending=false")
+                 if "session.cancellation_changed" in f else "sent"
+                 for f in frames if "session.cancellation_changed" in f
+                 or '"phase":"sent"' in f]
+        assert order == ["pending=true", "sent", "pending=false"]
+        # The same agent takes the next prompt.
+        await sup.orchestrator.send_message(caller, sid, "again")
+        await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
 
 
 async def test_caller_cancelled_after_admission_does_not_abort_the_operation(
