@@ -104,6 +104,10 @@ _TEXT_CHUNK_CHANNELS: Final[dict[str, Literal["agent", "thought"]]] = {
     "agent_message_chunk": "agent", "agent_thought_chunk": "thought"}
 _PLAIN_CHUNK_KEYS: Final = frozenset({"sessionUpdate", "content", "messageId", "_meta"})
 _PLAIN_TEXT_KEYS: Final = frozenset({"type", "text", "_meta"})
+_PLAIN_ANSWER_KEYS: Final = frozenset({"stopReason", "_meta"})
+#: The schema's ``StopReason`` values (ours add "error", which no agent sends).
+_SCHEMA_STOP_REASONS: Final = frozenset(
+    {"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"})
 #: Update kinds that are conversation history: what a ``session/load`` replays.
 _HISTORY_KINDS: Final = frozenset({
     "user_message_chunk", "agent_message_chunk", "agent_thought_chunk",
@@ -430,6 +434,10 @@ class AcpClient(CoreBase):
         self._events.append(AgentNotice(message=text, level="info"))
 
     def _end_turn(self, result: Any) -> None:
+        stop = _plain_stop_reason(result)
+        if stop is not None:
+            self._finish_turn(TurnEnded(stop_reason=stop))
+            return
         try:
             stop = _models().PromptResponse.model_validate(result).stop_reason
         except ValidationError:
@@ -562,6 +570,20 @@ def _is_id(value: object) -> bool:
 
 def _stop(value: str) -> StopReason:
     return value if value in STOP_REASONS else "end_turn"  # type: ignore[return-value]
+
+
+def _plain_stop_reason(result: Any) -> StopReason | None:
+    """The stop reason of a prompt's answer of exactly the plain shape
+    (``{"stopReason"}``, optional ``_meta``), as the schema's model reads it;
+    None for any other shape (the model decides).  A turn's end, a cancel's
+    answer among them, then never waits for the models to be built."""
+    if type(result) is not dict or not _PLAIN_ANSWER_KEYS.issuperset(result):
+        return None
+    stop = result.get("stopReason")
+    meta = result.get("_meta")
+    if stop not in _SCHEMA_STOP_REASONS or (meta is not None and type(meta) is not dict):
+        return None
+    return _stop(stop)
 
 
 def _plain_text_chunk(channel: Literal["agent", "thought"],

@@ -251,10 +251,9 @@ class Orchestrator:
         if owner is None:
             session = await self.session(caller, session_id)
             owner = (session.workspace_id, session.task_id)
-        if owner[0] != caller.workspace_id:
-            raise NotFound(f"session {session_id} not found")
-        if task_id is not None and owner[1] != task_id:
-            raise NotFound(f"session {session_id} not found in task {task_id}")
+        if not _may_cancel(owner, caller, task_id):
+            raise NotFound(f"session {session_id} not found" + (
+                f" in task {task_id}" if owner[0] == caller.workspace_id else ""))
         op = self._admit(session_id, owner, received)
         self._user_joins(op)
         return await op.wait()
@@ -270,8 +269,7 @@ class Orchestrator:
         if op is not None:
             return op
         owner = self._owners.get(session_id)
-        if owner is None or owner[0] != caller.workspace_id or (
-                task_id is not None and owner[1] != task_id):
+        if owner is None or not _may_cancel(owner, caller, task_id):
             return None
         op = self._admit(session_id, owner, received)
         self._user_joins(op)
@@ -284,8 +282,7 @@ class Orchestrator:
         at its admission): no store read, no await (a storm of duplicates must
         not queue the operation's own store calls).  None: ``cancel`` admits."""
         op = self.operations.get(session_id)
-        if op is None or op.workspace_id != caller.workspace_id or (
-                task_id is not None and task_id != op.task_id):
+        if op is None or not _may_cancel((op.workspace_id, op.task_id), caller, task_id):
             return None
         op.joined += 1
         self._user_joins(op)
@@ -410,3 +407,9 @@ class Orchestrator:
             except Exception:
                 log.exception("answering a joined cancel of session %s failed",
                               op.session_id)
+
+
+def _may_cancel(owner: tuple[str, str], caller: Caller, task_id: str | None) -> bool:
+    """Whether ``caller`` may cancel a session of ``owner`` (workspace, task):
+    its workspace's, and the task it names if it names one."""
+    return owner[0] == caller.workspace_id and (task_id is None or owner[1] == task_id)

@@ -645,3 +645,50 @@ def test_plain_text_chunks_map_as_the_schema_model_maps_them(update: dict[str, A
     if fast is not None:
         parsed = acp._models().UPDATE_MODELS[kind].model_validate(update)
         assert fast == AcpClient()._map_update(kind, parsed, update)
+
+
+@pytest.mark.parametrize(("result", "plain"), [
+    ({"stopReason": "cancelled"}, True),
+    ({"stopReason": "end_turn", "_meta": {"a": 1}}, True),
+    ({"stopReason": "max_turn_requests", "_meta": None}, True),
+    # Any other shape is the schema model's to judge.
+    ({"stopReason": "end_turn", "usage": {"totalTokens": 3, "inputTokens": 1,
+                                          "outputTokens": 2}}, False),
+    ({"stopReason": "error"}, False),
+    ({"stopReason": "finished"}, False),
+    ({"stopReason": 5}, False),
+    ({"stopReason": "cancelled", "_meta": "no"}, False),
+    ({}, False),
+    (None, False),
+])
+def test_plain_prompt_answers_read_as_the_schema_model_reads_them(result: Any,
+                                                                  plain: bool) -> None:
+    """The field-by-field path for a prompt's plain answer gives the model's
+    stop reason, and takes nothing else."""
+    from protocols import acp
+
+    fast = acp._plain_stop_reason(result)
+    assert (fast is not None) == plain
+    if fast is not None:
+        assert fast == acp._models().PromptResponse.model_validate(result).stop_reason
+
+
+def test_a_cancelled_turn_ends_without_the_schema_models(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cancel's plain answer (and a plain text chunk before it) never waits
+    for the models: a first cancel while they are still being built (the
+    server's warm-up, on a worker thread, holds the import) is not held up."""
+    from protocols import acp
+
+    p = prompting()
+
+    def unbuilt() -> None:
+        raise AssertionError("the schema models were asked for")
+
+    monkeypatch.setattr(acp, "_models", unbuilt)
+    chunk = p.agent.send_notification(
+        "session/update", update("agent_message_chunk", content={"type": "text", "text": "hi"}))
+    assert p.to_client(chunk) == [MessageChunk(text="hi", channel="agent")]
+    p.to_agent(p.client.cancel())
+    assert p.to_client(p.agent.send_response(3, {"stopReason": "cancelled"})) == [
+        TurnEnded(stop_reason="cancelled")]
