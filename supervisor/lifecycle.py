@@ -210,12 +210,16 @@ class TurnHandle:
     recorded: int | None = None
     #: When the protocol cancel was written to the agent.
     cancel_sent_at: float | None = None
-    #: Written by ``cancel_at_once`` in the cancel's admission; its
-    #: ``cancel_turn`` goes on from there (no second write).
-    cancel_sent_early: bool = False
     #: The cancel operation waiting for this turn, told from the close itself
     #: once the close settled the session (no task woken in between).
     on_cancel_closed: Callable[[CancelResult], None] | None = None
+
+    @property
+    def cancel_sent_early(self) -> bool:
+        """Written by ``cancel_at_once`` in the cancel's admission and not yet
+        taken up by its ``cancel_turn`` (which sets the phase in the very step
+        it writes, so a write with no phase is the admission's)."""
+        return self.cancel_sent_at is not None and self.cancel_phase is None
 
 
 @dataclass(eq=False)
@@ -1193,7 +1197,6 @@ class LifecycleManager:
         if turn.stop_request is not StopRequest.USER:
             turn.stop_request = request
         turn.cancel_sent_at = trio.current_time()
-        turn.cancel_sent_early = True
         turn.on_cancel_closed = on_closed
         return True
 
@@ -1204,7 +1207,8 @@ class LifecycleManager:
         if turn.stop_request is not StopRequest.USER:
             turn.stop_request = request
         started = trio.current_time()
-        if turn.cancel_sent_early and turn.cancel_phase is None and turn.cancel_sent_at:
+        if turn.cancel_sent_early:
+            assert turn.cancel_sent_at is not None
             sent_at = started = turn.cancel_sent_at  # (cancel_at_once wrote it)
         else:
             if turn.restoring is not None:

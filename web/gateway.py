@@ -258,9 +258,10 @@ class Gateway:
         """A cancel the orchestrator admits or joins without a store read has
         no task of its own: it is answered when the operation settles (a storm
         of 1,000 duplicates is then 1,000 answers queued in one loop, not 1,000
-        tasks woken; a first cancel starts its operation with no request task
-        before it).  False: served as any request (a session not seen yet is
-        read from the store; refused there if not the caller's)."""
+        tasks woken; a first cancel is written to the agent in this very step,
+        by the admission, with no task started before it).  False: served as
+        any request (a session not seen yet is read from the store; refused
+        there if not the caller's)."""
         try:
             session_id, task_id = cancel_target(payload)
         except BadInput:
