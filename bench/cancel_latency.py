@@ -173,6 +173,9 @@ class Bench:
         self.agents = agents
         self.main: WsClient
         self.task_id = ""
+        #: Per session: each e2e sample's (request written, response read) on
+        #: this host's monotonic clock, to place the server's stages between them.
+        self.e2e_clock: dict[str, list[tuple[float, float]]] = {}
         self.http = httpx.Client(base_url=server.url, timeout=30,
                                  headers={"Authorization": f"Bearer {server.token}"})
 
@@ -252,6 +255,7 @@ class Bench:
         if frame["type"] != "response":
             raise RuntimeError(f"agent.cancel failed: {frame}")
         t0 = pending.sent_at
+        self.e2e_clock.setdefault(session_id, []).append((t0, pending.answered_at))
         out = {
             "pending_true": ms(await w_true.wait() - t0),
             "response": ms(pending.answered_at - t0),
@@ -365,8 +369,10 @@ class Bench:
                 out["dialects"][agent]["floor_a_upstream_closed_ms"] = summary(upstream[agent])
                 out["dialects"][agent]["floor_a_upstream_samples_ms"] = upstream[agent]
             ops = await self.stages(sessions[agent], limit=total)
-            out["dialects"][agent]["stages_ms"] = stage_summary(
-                ops[-self.p.samples:], resp["p50"])
+            kept = ops[-self.p.samples:]
+            out["dialects"][agent]["stages_ms"] = {
+                **stage_summary(kept, resp["p50"]),
+                **outside_stages(kept, self.e2e_clock.get(sessions[agent], []))}
         return out
 
     async def busy(self, measured: str, pool: list[str]) -> dict[str, Any]:
@@ -700,6 +706,29 @@ def stage_summary(ops: list[dict[str, Any]], e2e_p50: float) -> dict[str, Any]:
     if out.get("server_total") is not None:
         out["outside_server_ms"] = round(e2e_p50 - out["server_total"], 3)
     return out
+
+
+def outside_stages(ops: list[dict[str, Any]], clock: list[tuple[float, float]]
+                   ) -> dict[str, Any]:
+    """The time outside the server on either side of each acknowledged cancel:
+    ``inbound`` (the request written → the server's ``received``) and
+    ``outbound`` (its ``published``: pending=false and the response queued →
+    the response read here, with the frames before it).  The last operations
+    and the last samples pair up one to one (one operation per sample); a
+    pair whose ``received`` does not fall inside its sample is not counted."""
+    inbound: list[float] = []
+    outbound: list[float] = []
+    # (Unequal lengths: the server keeps only the last operations.)
+    for op, (sent, answered) in zip(reversed(ops), reversed(clock), strict=False):
+        received, published = op.get("received_s"), op["marks_ms"].get("published")
+        if (op.get("outcome") != "acknowledged" or received is None or published is None
+                or not sent <= received <= answered):
+            continue
+        inbound.append((received - sent) * 1000)
+        outbound.append((answered - received) * 1000 - published)
+    return {"paired": len(inbound),
+            "inbound": round(statistics.median(inbound), 3) if inbound else None,
+            "outbound": round(statistics.median(outbound), 3) if outbound else None}
 
 
 def _cpu_sum(procs: list[psutil.Process]) -> float:

@@ -118,7 +118,8 @@ def _latency(r: dict[str, Any]) -> list[str]:
         st = d["stages_ms"]
         lines.append("  server stages (median ms): " + ", ".join(
             f"{n} {st.get(n)}" for n, _, _ in STAGES) + f", outside server "
-            f"{st.get('outside_server_ms')}")
+            f"{st.get('outside_server_ms')} (inbound {st.get('inbound')}, outbound "
+            f"{st.get('outbound')}; {st.get('paired')} cancels paired)")
     return lines
 
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlencode
 
+import trio
 from quart import Response, redirect, request, send_from_directory, websocket
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException, NotFound
@@ -71,11 +73,15 @@ def boot_json(boot: dict[str, Any]) -> str:
             .replace("&", "\\u0026"))
 
 
-def cancel_stages(op: CancelOperation) -> dict[str, Any]:
+def cancel_stages(op: CancelOperation, clock_offset_s: float) -> dict[str, Any]:
     """One settled cancel operation for the diagnostics endpoint: its marks as
-    milliseconds after ``received`` (trio clocks are per process)."""
+    milliseconds after ``received``, and ``received`` itself on the host's
+    monotonic clock (``clock_offset_s``: that clock minus Trio's), which a
+    client on this machine reads too: its own send and receive times then
+    bound the time outside the server on either side."""
     start = op.marks.get("received", 0.0)
     return {
+        "received_s": round(start + clock_offset_s, 6),
         "marks_ms": {name: round((t - start) * 1000, 3) for name, t in op.marks.items()},
         "joined": op.joined,
         "outcome": op.outcome.value if op.outcome is not None else None,
@@ -253,8 +259,11 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
         except ValueError:
             raise BadInput("VALIDATION_ERROR", "limit must be an integer") from None
         ops = [op for op in sup.orchestrator.settled if op.session_id == session_id]
+        # Trio's clock is the monotonic clock plus a per-process offset; on Linux
+        # time.perf_counter reads that monotonic clock (CLOCK_MONOTONIC).
+        offset = time.perf_counter() - trio.current_time()
         return _json({"session_id": session_id,
-                      "operations": [cancel_stages(op) for op in ops[-limit:]]})
+                      "operations": [cancel_stages(op, offset) for op in ops[-limit:]]})
 
     # -- pages ----------------------------------------------------------------
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from bench.cancel_latency import outside_stages
 from bench.report import report, targets
 from bench.stats import paired
 from bench.streaming import ChunkCounter
@@ -110,3 +111,33 @@ def test_report_prints_the_new_figures() -> None:
     for needle in ("server CPU 0.25 ms per chunk", "queued [mock]", "restored [mock]",
                    "e2e vs peer", "each rep 31.0", "MISSED fanout_1000_last_le_30ms"):
         assert needle in text
+
+
+def _op(received_s: float, published_ms: float, outcome: str = "acknowledged") -> dict[str, Any]:
+    return {"received_s": received_s, "outcome": outcome,
+            "marks_ms": {"received": 0.0, "published": published_ms}}
+
+
+def test_outside_stages_pair_the_last_operations_with_the_last_samples() -> None:
+    # (request written, response read) on the host's clock, oldest first; the
+    # first sample has no operation left (the server keeps the last ones).
+    clock = [(0.5, 0.6), (1.0, 1.004), (2.0, 2.006), (3.0, 3.003)]
+    ops = [_op(1.001, 2.0), _op(2.002, 3.0), _op(3.0005, 1.5)]
+    out = outside_stages(ops, clock)
+    assert out["paired"] == 3
+    # inbound: 1, 2, 0.5 ms; outbound: (3 - 2), (4 - 3), (2.5 - 1.5) ms
+    assert out["inbound"] == 1.0
+    assert out["outbound"] == 1.0
+
+
+def test_outside_stages_skip_what_does_not_pair() -> None:
+    clock = [(1.0, 1.004), (2.0, 2.006)]
+    # Received after the response was read: not this sample's operation.
+    assert outside_stages([_op(1.5, 1.0), _op(2.5, 1.0)], clock) == {
+        "paired": 0, "inbound": None, "outbound": None}
+    # A late or escalated cancel is not the path the stages describe.
+    assert outside_stages([_op(2.001, 1.0, "late")], clock)["paired"] == 0
+    # An operation without the host-clock mark (an older server): nothing paired.
+    old = _op(2.001, 1.0)
+    del old["received_s"]
+    assert outside_stages([old], clock)["paired"] == 0

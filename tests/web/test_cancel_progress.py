@@ -62,6 +62,27 @@ def progress(dto: dict[str, Any]) -> tuple[str, bool, int]:
     return dto["state"], dto["cancellation_pending"], dto["cancellation_revision"]
 
 
+async def test_cancel_stages_fall_between_the_clients_send_and_receive(tmp_path: Path) -> None:
+    """The diagnostics' ``received_s`` is on the host's monotonic clock (what
+    ``time.perf_counter`` reads here, as the bench does in its own process)."""
+    with trio.fail_after(30):
+        async with running_server(tmp_path / "data") as srv, ws_client(srv) as a, \
+                http(srv) as h:
+            sid = await running_session(a, await new_task(a), "/delay 5000", "mock")
+            pending = await a.send("agent.cancel", {"session_id": sid})
+            assert (await pending.wait(10))["type"] == "response"
+            r = await h.get("/api/v1/debug/cancel-stages", params={"session_id": sid})
+            assert r.status_code == 200, r.text
+            op = r.json()["operations"][-1]
+            assert op["outcome"] == "acknowledged"
+            marks = op["marks_ms"]
+            order = ["received", "admitted", "adapter_sent", "agent_answered", "reconciled",
+                     "published"]
+            assert [marks[m] for m in order] == sorted(marks[m] for m in order)
+            assert pending.sent_at <= op["received_s"]
+            assert op["received_s"] + marks["published"] / 1000 <= pending.answered_at
+
+
 @pytest.mark.parametrize("agent", ["mock", "mock-codex"])
 async def test_cancel_is_seen_by_every_subscriber_in_order(tmp_path: Path, agent: str) -> None:
     with trio.fail_after(30):
