@@ -440,6 +440,7 @@ class Db:
         status: tuple[str, dict[str, Any]] | None = None,
         session_state: SessionState = SessionState.WAITING_FOR_INPUT,
         park_queue: bool = False,
+        text: Sequence[Message] = (),
     ) -> tuple[bool, Message | None, Session | None, QueueState | None]:
         """Close a running turn exactly once.
 
@@ -447,10 +448,14 @@ class Db:
         if this call moved it, the queue's state if this call parked it).
         The session moves only if it still points at this turn: a successor
         turn is never touched.  ``park_queue`` parks the session's queue in
-        the same transaction (one commit on the cancel path, not two).
+        the same transaction (one commit on the cancel path, not two), and
+        ``text`` (messages grown by the turn's last streamed text) is written
+        in it too, whether or not this call closes the turn.
         """
         ts = now()
         with self._tx():
+            if text:
+                self._update_messages(text)
             cur = self.conn.execute(
                 "UPDATE turns SET state = ?, stop_reason = ?, ended_at = ? "
                 "WHERE id = ? AND state = 'running'", (state, stop_reason, ts, turn_id),
@@ -523,9 +528,12 @@ class Db:
     def update_messages(self, msgs: Sequence[Message]) -> None:
         """Several messages' new content and metadata, in one transaction."""
         with self._tx():
-            self.conn.executemany(
-                "UPDATE messages SET content = ?, metadata = ? WHERE id = ?",
-                [(storable(m.content), json.dumps(m.metadata), m.id) for m in msgs])
+            self._update_messages(msgs)
+
+    def _update_messages(self, msgs: Sequence[Message]) -> None:
+        self.conn.executemany(
+            "UPDATE messages SET content = ?, metadata = ? WHERE id = ?",
+            [(storable(m.content), json.dumps(m.metadata), m.id) for m in msgs])
 
     def list_messages(
         self, session_id: str, *, limit: int = 200, before: str | None = None

@@ -48,7 +48,7 @@ import functools
 import logging
 import os
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal
@@ -81,6 +81,7 @@ from .models import (
     Session,
     SessionState,
     StopReason,
+    TextAppend,
     TurnState,
 )
 from .notify import Notifier
@@ -1001,21 +1002,32 @@ class LifecycleManager:
                            ended: TurnEnded) -> None:
         """Close the turn exactly once: store, then notifications, then wake waiters."""
         escalated = turn.cancel_phase == "escalated"
+        text: list[tuple[Message, TextAppend | None]] = []
         try:
             with trio.CancelScope(shield=True,
                                   deadline=trio.current_time() + self.timeouts.cancel_cleanup_s):
                 if turn.text is not None:
-                    await ex.transcript.flush(turn.text)
+                    # Text that only extends messages already written goes in
+                    # the close's own transaction (one commit, not two); a new
+                    # message, or a write under way, is flushed first.
+                    taken = Transcript.take_updates(turn.text)
+                    if taken is None:
+                        await ex.transcript.flush(turn.text)
+                    else:
+                        text = taken
                 turn.settled_session = await self.close_turn(
                     turn.session_id, turn.id, ended.stop_reason, request=turn.stop_request,
-                    error=ended.error, escalated=escalated, never_started=turn.never_started)
+                    error=ended.error, escalated=escalated, never_started=turn.never_started,
+                    text=text)
         except StoreUnavailable as exc:
-            # Not left RUNNING until someone cancels: closed as soon as the store answers.
+            # Not left RUNNING until someone cancels: closed as soon as the store answers,
+            # its last text with it (whole: its appends were never announced).
             log.warning("session %s: the store refused to close turn %s (%s); retrying in "
                         "the background", turn.session_id, turn.id, exc)
             assert self._nursery is not None
             self._nursery.start_soon(self._close_when_store_answers, turn.session_id, turn.id,
-                                     ended, turn.stop_request, escalated)
+                                     ended, turn.stop_request, escalated,
+                                     [(msg, None) for msg, _ in text])
         finally:
             turn.stop_reason = ended.stop_reason
             if ex.turn is turn:
@@ -1042,8 +1054,9 @@ class LifecycleManager:
         except Exception:
             log.exception("settling the cancel of session %s failed", turn.session_id)
 
-    async def _close_when_store_answers(self, session_id: str, turn_id: str, ended: TurnEnded,
-                                        request: StopRequest | None, escalated: bool) -> None:
+    async def _close_when_store_answers(
+            self, session_id: str, turn_id: str, ended: TurnEnded, request: StopRequest | None,
+            escalated: bool, text: Sequence[tuple[Message, TextAppend | None]] = ()) -> None:
         """Close a turn the store refused, with backoff, bounded by ``store_retry_s``."""
         delay = 0.5
         with trio.move_on_after(self.timeouts.store_retry_s):
@@ -1051,7 +1064,8 @@ class LifecycleManager:
                 await trio.sleep(delay)
                 try:
                     await self.close_turn(session_id, turn_id, ended.stop_reason,
-                                          request=request, error=ended.error, escalated=escalated)
+                                          request=request, error=ended.error, escalated=escalated,
+                                          text=text)
                 except StoreUnavailable:
                     delay = min(delay * 2, 10.0)
                     continue
@@ -1063,8 +1077,10 @@ class LifecycleManager:
 
     async def close_turn(self, session_id: str, turn_id: str, stop_reason: StopReason, *,
                          request: StopRequest | None, error: str | None = None,
-                         escalated: bool = False, never_started: bool = False) -> bool:
-        """Close the turn in the store, with its status message, and announce its
+                         escalated: bool = False, never_started: bool = False,
+                         text: Sequence[tuple[Message, TextAppend | None]] = ()) -> bool:
+        """Close the turn in the store, with its status message (and ``text``,
+        its last streamed text, in the same transaction), and announce its
         end; idempotent (only the first close of a running turn does anything).
         Returns whether this close moved the session out of RUNNING."""
         status: tuple[str, dict[str, Any]] | None = None
@@ -1105,7 +1121,7 @@ class LifecycleManager:
             status = (f"Agent error: {error or 'unknown'}", {"variant": "error"})
         closed = await self.store.close_turn(
             turn_id, state=_TURN_STATE.get(stop_reason, "completed"), stop_reason=stop_reason,
-            status=status, park_queue=self.close_parks_queue(stop_reason, request))
+            status=status, park_queue=self.close_parks_queue(stop_reason, request), text=text)
         if closed is None:
             return False
         self.notify.turn_completed(session_id, turn_id, stop_reason)

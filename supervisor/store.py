@@ -319,19 +319,25 @@ class Store:
 
     async def close_turn(self, turn_id: str, *, state: TurnState, stop_reason: StopReason,
                          status: tuple[str, dict[str, Any]] | None = None,
-                         park_queue: bool = False) -> ClosedTurn | None:
+                         park_queue: bool = False,
+                         text: Sequence[tuple[Message, TextAppend | None]] = (),
+                         ) -> ClosedTurn | None:
         """Close a running turn (None if it was not running: someone else closed
-        it), parking the session's queue with it if ``park_queue``."""
+        it), parking the session's queue with it if ``park_queue``.  ``text``:
+        the turn's last streamed text, as ``update_messages`` takes it, written
+        in the same transaction and announced first."""
         # No checkpoint between the commit and the notifications, nor (in the
         # lifecycle's close) the cancel's settlement behind them: one step.
         closed, msg, session, queue = await self._now(functools.partial(
             self.db.close_turn, turn_id, state=state, stop_reason=stop_reason, status=status,
-            park_queue=park_queue), yield_after=False)
-        if not closed:
-            return None
+            park_queue=park_queue, text=[m for m, _ in text]), yield_after=False)
         # Queued, not written one syscall each from here (a cancel's path): the
         # connection's writer sends them, and what follows them, in one write.
         with self.notify.bus.coalescing():
+            for grown, appended in text:
+                self.notify.message_updated(grown, appended)
+            if not closed:
+                return None
             if msg is not None:
                 self.notify.message_added(msg)
             if session is not None:

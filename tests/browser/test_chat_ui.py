@@ -143,7 +143,10 @@ def test_a_long_streamed_answer_renders_each_block_once(
     assert elapsed < 45, elapsed  # generous: a loaded shared machine
     frames = [json.loads(f) for f in received if f]
     appended = [f for f in frames if f.get("action") == "session.message.appended"]
-    assert len(appended) >= 2, [f.get("action") for f in frames]
+    # The first words start the message; what follows comes as appends, however
+    # many batches a fast machine makes of the echo (one, when it all arrives
+    # within one text-writer period).
+    assert appended, [f.get("action") for f in frames]
     whole_agent_text = [f for f in frames if f.get("action") == "session.message.updated"
                         and f["payload"]["message"]["role"] == "agent"
                         and f["payload"]["message"]["kind"] == "text"]

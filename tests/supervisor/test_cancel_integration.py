@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -88,6 +89,30 @@ async def test_delay_cancels_promptly_and_the_same_agent_answers_again(
         texts = [m.content for m in await sup.orchestrator.list_messages(caller, sid)
                  if m.role == "agent"]
         assert texts[-1] == "hello again"
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+async def test_text_streamed_since_the_last_batch_is_written_by_the_close(
+    make_supervisor: Any, agent: str
+) -> None:
+    """With the text writer's period longer than the turn, what the agent
+    streamed after its first words is still buffered at the cancel: the close
+    writes it in its own transaction, the only commit of the cancel."""
+    async with make_supervisor(stream_flush_s=60.0) as sup:
+        caller, sid, _ = await _delaying(sup, agent)
+        await trio.sleep(0.35)  # three more chunks (one per 100 ms), held back by the period
+        texts = [m.content for m in await sup.orchestrator.list_messages(caller, sid)
+                 if m.role == "agent"]
+        assert texts == ["chunk0 "]
+        commits = sup.store.db.commits
+        with trio.fail_after(5):
+            assert await sup.orchestrator.cancel(caller, sid) is CancelOutcome.ACKNOWLEDGED
+        assert sup.store.db.commits == commits + 1
+        texts = [m.content for m in await sup.orchestrator.list_messages(caller, sid)
+                 if m.role == "agent"]
+        numbers = [int(n) for n in re.findall(r"chunk(\d+) ", texts[0])]
+        assert len(texts) == 1 and numbers == list(range(len(numbers))), texts
+        assert len(numbers) >= 3
 
 
 @pytest.mark.parametrize("agent", AGENTS)

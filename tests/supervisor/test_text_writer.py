@@ -164,3 +164,48 @@ async def test_a_failed_write_is_told_and_its_text_goes_whole_with_the_next(
     assert [f["action"] for f in frames] == ["session.message.updated"]
     assert frames[0]["payload"]["message"]["content"] == "one two three"
     assert rig.content(0) == ["one two three"]
+
+
+async def test_a_turns_last_text_is_written_in_its_close(tmp_path: Path) -> None:
+    """The close takes the text the turn buffered since the last batch: one
+    transaction for both, and its append announced before the close's frames."""
+    rig = Rig(tmp_path, 1)
+    transcript, turn = rig.turns[0]
+    await transcript.flush(turn)  # nothing buffered: nothing written
+    await rig.say(0, "first ")
+    await transcript.flush(turn)
+    await transcript.record(turn, MessageChunk(text="last"))
+    drain(rig.sub)
+    rig.written.clear()
+    commits = rig.store.db.commits
+    text = Transcript.take_updates(turn)
+    assert text is not None and not any(turn.pending_text.values())
+    closed = await rig.store.close_turn(
+        turn.turn_id, state="cancelled", stop_reason="cancelled",
+        status=("Turn cancelled by user", {"cancelled": True, "variant": "warning"}), text=text)
+    assert closed is not None and closed.session is not None
+    assert rig.store.db.commits == commits + 1
+    assert rig.content(0) == ["first last"]
+    frames = drain(rig.sub)
+    assert [f["action"] for f in frames] == [
+        "session.message.appended", "session.message.added", "session.state_changed"]
+    assert (frames[0]["payload"]["offset"], frames[0]["payload"]["text"]) == (6, "last")
+    assert rig.written == []  # queued together for the connection's one write
+
+
+async def test_text_taken_for_a_close_someone_else_made_is_still_written(
+        tmp_path: Path) -> None:
+    rig = Rig(tmp_path, 1)
+    transcript, turn = rig.turns[0]
+    await rig.say(0, "first ")
+    await transcript.flush(turn)
+    assert await rig.store.close_turn(turn.turn_id, state="completed",
+                                      stop_reason="end_turn") is not None
+    await transcript.record(turn, MessageChunk(text="late"))
+    text = Transcript.take_updates(turn)
+    assert text is not None
+    drain(rig.sub)
+    assert await rig.store.close_turn(turn.turn_id, state="cancelled",
+                                      stop_reason="cancelled", text=text) is None
+    assert rig.content(0) == ["first late"]
+    assert [f["action"] for f in drain(rig.sub)] == ["session.message.appended"]
