@@ -334,8 +334,7 @@ class Store:
         # Queued, not written one syscall each from here (a cancel's path): the
         # connection's writer sends them, and what follows them, in one write.
         with self.notify.bus.coalescing():
-            for grown, appended in text:
-                self.notify.message_updated(grown, appended)
+            self._announce_grown(text)
             if not closed:
                 return None
             if msg is not None:
@@ -366,8 +365,12 @@ class Store:
         connection gets them in one write."""
         await self.call_now(self.db.update_messages, [msg for msg, _ in updates])
         with self.notify.bus.coalescing():
-            for msg, appended in updates:
-                self.notify.message_updated(msg, appended)
+            self._announce_grown(updates)
+
+    def _announce_grown(self, updates: Sequence[tuple[Message, TextAppend | None]]) -> None:
+        """Each grown message's notification (an append where it has one)."""
+        for msg, appended in updates:
+            self.notify.message_updated(msg, appended)
 
     # -- the queue (DESIGN.md §9): every change announces the committed snapshot
 
