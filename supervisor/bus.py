@@ -1,7 +1,7 @@
 """Session-scoped pub/sub with bounded, never-blocking delivery.
 
-A notification is encoded once (the WebSocket envelope, as text) and handed to
-every subscriber of its session with ``send_nowait``: publishing never awaits,
+A notification is encoded once (the WebSocket envelope, as text) and queued for
+every subscriber of its session (``Subscriber.offer``): publishing never awaits,
 so it can run inside the cancel path without being slowed by any client, and
 the order of publishes is the order subscribers see.  A publish may carry a
 second variant of its notification (a streamed text message's append, beside
@@ -19,8 +19,8 @@ import json
 import logging
 import random
 import time
-from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -77,23 +77,28 @@ def envelope(kind: str, action: str, payload: Any, msg_id: str | None = None) ->
     )
 
 
-#: Writes a frame to the client at once, if it can (the gateway's, for its own
-#: WebSocket): None if nothing was written (queue it), else the frame's
-#: unwritten tail (pre-framed bytes; empty: all of it went).
-WriteNow = Callable[[str], bytes | None]
+#: Writes frames (and pre-framed tails) to the client at once, in one write, if
+#: it can (the gateway's, for its own WebSocket): None if nothing was written
+#: (queue them), else the unwritten tail (pre-framed bytes; empty: all went).
+WriteNow = Callable[[Sequence[str | bytes]], bytes | None]
 
 
 class Subscriber:
     """One client's outbound queue.  The gateway's writer task drains it with
-    ``receive`` (frames, and pre-framed bytes: the tail of a frame ``write_now``
-    began)."""
+    ``receive`` (frames, and pre-framed bytes: the tail of what ``write_now``
+    began); ``flush`` may write it out from the calling task instead.
+
+    A deque and a parking lot, not a memory channel: a channel hands the first
+    frame straight to a waiting receiver, so once the writer is woken nothing
+    queued can be written by anyone else, and a cancel's answer would always
+    wait for the writer's turn (a scheduler round)."""
 
     def __init__(self, bus: EventBus, queue_size: int) -> None:
         self._bus = bus
-        self._send, self._receive = trio.open_memory_channel[str | bytes](queue_size)
-        #: Items queued and not yet taken (the channel's statistics() would
-        #: say as much, at the cost of an object per call, per subscriber).
-        self._queued = 0
+        self._queue_size = queue_size
+        self._items: deque[str | bytes] = deque()
+        self._lot = trio.lowlevel.ParkingLot()
+        self._closed = False
         #: Set by the gateway: with nothing queued, a frame is written from the
         #: publishing task itself (a fan-out is then one syscall per
         #: subscriber, not a writer task woken per subscriber).
@@ -106,37 +111,61 @@ class Subscriber:
 
     def offer(self, frame: str) -> bool:
         """Queue a frame without waiting; False (and marked overflowed) if full."""
-        if self.overflowed:
+        if self.overflowed or self._closed:
             return False
         item: str | bytes = frame
-        if self.write_now is not None and not self._queued and not self._bus.coalesce:
-            tail = self.write_now(frame)
+        if self.write_now is not None and not self._items and not self._bus.coalesce:
+            tail = self.write_now((frame,))
             if tail is not None:
                 if not tail:
                     return True
                 item = tail  # the rest goes out first, through the writer
-        try:
-            self._send.send_nowait(item)
-            self._queued += 1
-        except trio.WouldBlock:
+        if len(self._items) >= self._queue_size:
             self.overflowed = True
-            self._send.close()
+            self._close_queue()
             return False
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            return False
+        self._items.append(item)
+        if self._lot:
+            self._lot.unpark()
         return True
+
+    def flush(self) -> None:
+        """Write everything queued now, from this task, in one write, if the
+        connection takes it at once (``write_now``: its writer idle); else the
+        writer sends it as usual.  Never waits."""
+        if (not self._items or self.write_now is None or self.overflowed
+                or self._bus.coalesce):
+            return
+        tail = self.write_now(tuple(self._items))
+        if tail is None:
+            return
+        self._items.clear()
+        if tail:
+            self._items.append(tail)
 
     async def receive(self) -> str | bytes:
         """The next queued item (``trio.EndOfChannel`` once closed and empty)."""
-        item = await self._receive.receive()
-        self._queued -= 1
-        return item
+        if self._items:
+            await trio.lowlevel.checkpoint()
+        # Taken only after the last checkpoint: a ``flush`` in between must not
+        # write what follows an item held here.
+        while not self._items:
+            if self._closed:
+                raise trio.EndOfChannel
+            await self._lot.park()
+        return self._items.popleft()
 
     def receive_nowait(self) -> str | bytes:
         """``receive``, or ``trio.WouldBlock`` if nothing is queued."""
-        item = self._receive.receive_nowait()
-        self._queued -= 1
-        return item
+        if self._items:
+            return self._items.popleft()
+        if self._closed:
+            raise trio.EndOfChannel
+        raise trio.WouldBlock
+
+    def _close_queue(self) -> None:
+        self._closed = True
+        self._lot.unpark_all()
 
     def subscribe(self, session_id: str, *, text_appends: bool = False) -> None:
         """Follow a session (again: the latest call's ``text_appends`` holds)."""
@@ -159,7 +188,7 @@ class Subscriber:
     def close(self) -> None:
         for session_id in list(self.sessions):
             self.unsubscribe(session_id)
-        self._send.close()
+        self._close_queue()
 
 
 class EventBus:

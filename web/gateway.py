@@ -31,6 +31,7 @@ import logging
 import math
 import re
 import weakref
+from collections.abc import Sequence
 from typing import Any, Final, Protocol
 
 import trio
@@ -92,12 +93,12 @@ class Gateway:
         ordered = _Sequencer()
         writing = _Writing()
         if isinstance(ws, ServerWebSocket):
-            def write_now(frame: str) -> bytes | None:
+            def write_now(frames: Sequence[str | bytes]) -> bytes | None:
                 # Not while the writer holds frames, nor while a request is in
                 # flight (its frames are batched with its response), nor closing.
                 if writing.busy or in_flight.count or self.closing.is_set():
                     return None
-                return ws.write_now(frame)
+                return ws.write_now(frames)
             sub.write_now = write_now
         try:
             async with trio.open_nursery() as nursery:
@@ -285,6 +286,9 @@ class Gateway:
                 sub.offer('{"id":' + json.dumps(req_id) + tail)
             else:
                 sub.offer(envelope("response", "agent.cancel", cancel_result(session_id)))
+            # Settled in the turn's close: its notifications and this answer go
+            # out now, in one write from this step, not at the writer's turn.
+            sub.flush()
 
         op.on_settled.append(answer)
         return True

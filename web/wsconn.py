@@ -113,14 +113,18 @@ class ServerWebSocket:
         await self._write(b"".join(f if isinstance(f, bytes) else frame_text(f)
                                    for f in frames))
 
-    def write_now(self, text: str) -> bytes | None:
-        """Write one frame without waiting, if nothing is being written: None
-        if nothing was (the caller queues it), else what the socket did not
-        take (empty: all of it).  One non-blocking ``write`` on the socket."""
+    def write_now(self, frames: Sequence[str | bytes]) -> bytes | None:
+        """Write frames (bytes: already framed) without waiting, if nothing is
+        being written: None if nothing was (the caller queues them), else what
+        the socket did not take (empty: all of it).  One non-blocking
+        ``write`` on the socket."""
         if (self._fd is None or self._broken or self._write_lock.locked()
                 or self._conn.state is not ConnectionState.OPEN):
             return None
-        data = _framed_once(text)
+        if len(frames) == 1 and isinstance(frames[0], str):
+            data = _framed_once(frames[0])
+        else:
+            data = b"".join(f if isinstance(f, bytes) else frame_text(f) for f in frames)
         try:
             sent = os.write(self._fd, data)
         except BlockingIOError:

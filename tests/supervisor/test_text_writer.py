@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +55,10 @@ class Rig:
         self.writer = TextWriter(self.store, PERIOD_S)
         self.failures: list[Exception] = []
 
-    def _write_now(self, frame: str) -> bytes | None:
-        self.written.append(frame)
+    def _write_now(self, frames: Sequence[str | bytes]) -> bytes | None:
+        for frame in frames:
+            assert isinstance(frame, str)
+            self.written.append(frame)
         return b""  # all of it went
 
     async def say(self, i: int, text: str) -> None:

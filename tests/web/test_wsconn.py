@@ -166,7 +166,7 @@ async def socket_pair() -> AsyncIterator[tuple[ServerWebSocket, Client]]:
 
 async def test_write_now_writes_at_once_and_hands_back_what_the_socket_left() -> None:
     async with socket_pair() as (ws, client):
-        assert ws.write_now("at once") == b""
+        assert ws.write_now(("at once",)) == b""
         (event,) = await client.events(1)
         assert isinstance(event, TextMessage) and event.data == "at once"
         # Fill the socket until it takes only part of a frame: the tail comes back,
@@ -175,12 +175,12 @@ async def test_write_now_writes_at_once_and_hands_back_what_the_socket_left() ->
         tails: list[bytes] = []
         sent = 0
         while not tails:
-            tail = ws.write_now(big)
+            tail = ws.write_now((big,))
             assert tail is not None
             sent += 1
             if tail:
                 tails.append(tail)
-        assert ws.write_now("blocked") is None  # nothing at all fits now
+        assert ws.write_now(("blocked",)) is None  # nothing at all fits now
         texts: list[str] = []
         part = ""
         async with trio.open_nursery() as nursery:
@@ -198,9 +198,9 @@ async def test_write_now_writes_at_once_and_hands_back_what_the_socket_left() ->
 
 async def test_write_now_never_interleaves_with_a_write_in_progress() -> None:
     async with socket_pair() as (ws, _client), ws._write_lock:
-        assert ws.write_now("not now") is None
+        assert ws.write_now(("not now",)) is None
 
 
 async def test_without_a_socket_write_now_declines() -> None:
     async with pair() as (ws, _client):
-        assert ws.write_now("x") is None
+        assert ws.write_now(("x",)) is None
