@@ -18,6 +18,7 @@ import json
 import sqlite3
 import uuid
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
@@ -39,8 +40,8 @@ from .models import (
     TurnState,
 )
 
-__all__ = ["SCHEMA_VERSION", "Db", "QueueFull", "StoreError", "StoreUnavailable", "new_id",
-           "now", "storable"]
+__all__ = ["SCHEMA_VERSION", "ClosedRow", "Db", "QueueFull", "StoreError", "StoreUnavailable",
+           "TurnClose", "new_id", "now", "storable"]
 
 
 class StoreError(Exception):
@@ -53,6 +54,24 @@ class StoreUnavailable(StoreError):
 
 class QueueFull(StoreError):
     """The session's queue already holds its maximum of entries."""
+
+
+@dataclass(frozen=True)
+class TurnClose:
+    """One turn's close, as ``Db.close_turn`` takes it."""
+
+    turn_id: str
+    state: TurnState
+    stop_reason: StopReason
+    status: tuple[str, dict[str, Any]] | None = None
+    session_state: SessionState = SessionState.WAITING_FOR_INPUT
+    park_queue: bool = False
+    text: tuple[Message, ...] = ()
+
+
+#: (closed by this call, the status message added, the session if this call
+#: moved it, the queue's state if this call parked it).
+ClosedRow = tuple[bool, Message | None, Session | None, QueueState | None]
 
 
 def now() -> str:
@@ -441,7 +460,7 @@ class Db:
         session_state: SessionState = SessionState.WAITING_FOR_INPUT,
         park_queue: bool = False,
         text: Sequence[Message] = (),
-    ) -> tuple[bool, Message | None, Session | None, QueueState | None]:
+    ) -> ClosedRow:
         """Close a running turn exactly once.
 
         Returns (closed by this call, the status message added, the session
@@ -452,34 +471,48 @@ class Db:
         ``text`` (messages grown by the turn's last streamed text) is written
         in it too, whether or not this call closes the turn.
         """
+        return self.close_turns([TurnClose(turn_id, state, stop_reason, status, session_state,
+                                           park_queue, tuple(text))])[0]
+
+    def close_turns(self, closes: Sequence[TurnClose]) -> list[ClosedRow]:
+        """``close_turn`` for each of ``closes``, in one transaction (one
+        commit for turns that ended together: ``supervisor.close_group``)."""
         ts = now()
         with self._tx():
-            if text:
-                self._update_messages(text)
-            cur = self.conn.execute(
-                "UPDATE turns SET state = ?, stop_reason = ?, ended_at = ? "
-                "WHERE id = ? AND state = 'running'", (state, stop_reason, ts, turn_id),
-            )
-            if cur.rowcount == 0:
-                return False, None, None, None
-            row = self.conn.execute("SELECT session_id FROM turns WHERE id = ?",
-                                    (turn_id,)).fetchone()
-            session_id = row["session_id"]
-            msg = None
-            if status is not None:
-                content, metadata = status
-                msg = Message(id=new_id(), session_id=session_id, turn_id=turn_id,
-                              role="system", kind="status", content=content,
-                              metadata=metadata, created_at=ts)
-                self._insert_message(msg)
-            moved = self.conn.execute(
-                "UPDATE task_sessions SET state = ?, current_turn_id = NULL, updated_at = ? "
-                "WHERE id = ? AND current_turn_id = ?",
-                (session_state.value, ts, session_id, turn_id),
-            ).rowcount
-            parked = park_queue and self._set_auto_run(session_id, False)
-        return (True, msg, self.get_session(session_id) if moved else None,
-                self.queue_state(session_id) if parked else None)
+            done = [self._close_in_tx(close, ts) for close in closes]
+        return [(closed, msg, self.get_session(sid) if sid is not None and moved else None,
+                 self.queue_state(sid) if sid is not None and parked else None)
+                for closed, msg, sid, moved, parked in done]
+
+    def _close_in_tx(self, close: TurnClose, ts: str
+                     ) -> tuple[bool, Message | None, str | None, bool, bool]:
+        """Inside a transaction: (closed, status message, session id, moved, parked)."""
+        if close.text:
+            self._update_messages(close.text)
+        cur = self.conn.execute(
+            "UPDATE turns SET state = ?, stop_reason = ?, ended_at = ? "
+            "WHERE id = ? AND state = 'running'",
+            (close.state, close.stop_reason, ts, close.turn_id),
+        )
+        if cur.rowcount == 0:
+            return False, None, None, False, False
+        row = self.conn.execute("SELECT session_id FROM turns WHERE id = ?",
+                                (close.turn_id,)).fetchone()
+        session_id: str = row["session_id"]
+        msg = None
+        if close.status is not None:
+            content, metadata = close.status
+            msg = Message(id=new_id(), session_id=session_id, turn_id=close.turn_id,
+                          role="system", kind="status", content=content,
+                          metadata=metadata, created_at=ts)
+            self._insert_message(msg)
+        moved = self.conn.execute(
+            "UPDATE task_sessions SET state = ?, current_turn_id = NULL, updated_at = ? "
+            "WHERE id = ? AND current_turn_id = ?",
+            (close.session_state.value, ts, session_id, close.turn_id),
+        ).rowcount > 0
+        parked = close.park_queue and self._set_auto_run(session_id, False)
+        return True, msg, session_id, moved, parked
 
     def set_turn_handover(self, turn_id: str, seq: int) -> None:
         """Turn ``turn_id``'s event stream is written down up to ``seq`` (never moves back)."""

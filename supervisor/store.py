@@ -36,7 +36,8 @@ from typing import Any, ParamSpec, TypeVar
 
 import trio
 
-from .db import Checkpointer, Db, StoreUnavailable
+from .close_group import CloseGroup
+from .db import Checkpointer, ClosedRow, Db, StoreUnavailable, TurnClose
 from .models import (
     AgentSessionRef,
     Message,
@@ -101,6 +102,8 @@ class Store:
         self._lock = threading.Lock()
         self._checkpoint_due = trio.Event()
         self._checkpointed_at = 0
+        #: Turn closes, committed together when they come in a burst.
+        self.closes = CloseGroup(self._close_turns, wait_s=self._wait_s)
 
     @classmethod
     def open(cls, path: Path | str, notify: Notifier | None = None, *,
@@ -317,6 +320,11 @@ class Store:
             self.notify.queue_changed(queue)
         return turn, msg
 
+    async def _close_turns(self, closes: Sequence[TurnClose]) -> list[ClosedRow]:
+        # No checkpoint after the commit: its notifications follow in the same step.
+        return await self._now(functools.partial(self.db.close_turns, closes),
+                               yield_after=False)
+
     async def close_turn(self, turn_id: str, *, state: TurnState, stop_reason: StopReason,
                          status: tuple[str, dict[str, Any]] | None = None,
                          park_queue: bool = False,
@@ -327,10 +335,11 @@ class Store:
         the turn's last streamed text, as ``update_messages`` takes it, written
         in the same transaction and announced first."""
         # No checkpoint between the commit and the notifications, nor (in the
-        # lifecycle's close) the cancel's settlement behind them: one step.
-        closed, msg, session, queue = await self._now(functools.partial(
-            self.db.close_turn, turn_id, state=state, stop_reason=stop_reason, status=status,
-            park_queue=park_queue, text=[m for m, _ in text]), yield_after=False)
+        # lifecycle's close) the cancel's settlement behind them: one step (a
+        # close grouped behind another's commit wakes after it, then the same).
+        closed, msg, session, queue = await self.closes.close(TurnClose(
+            turn_id, state, stop_reason, status, park_queue=park_queue,
+            text=tuple(m for m, _ in text)))
         # Queued, not written one syscall each from here (a cancel's path): the
         # connection's writer sends them, and what follows them, in one write.
         with self.notify.bus.coalescing():
