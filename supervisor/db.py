@@ -160,6 +160,13 @@ _MIGRATIONS: tuple[str, ...] = (
         turn_id TEXT PRIMARY KEY REFERENCES turns(id) ON DELETE CASCADE,
         seq INTEGER NOT NULL);
     """,
+    # A task's sessions are listed by creation: an index on (task_id,
+    # updated_at) was rewritten by every state change (each turn's open and
+    # close, a cancel's commit) and served no query.
+    """
+    DROP INDEX sessions_by_task;
+    CREATE INDEX sessions_by_task ON task_sessions(task_id, created_at);
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -169,6 +176,16 @@ _SESSION_COLS = (
     "(SELECT COUNT(*) FROM queue_entries q WHERE q.session_id = s.id) AS queued_count, "
     "COALESCE((SELECT auto_run FROM session_queues sq WHERE sq.session_id = s.id), 1) "
     "AS auto_run"
+)
+# The same, as an UPDATE of task_sessions returns it (no join: the task's
+# workspace by a subquery).
+_SESSION_RETURNING = (
+    "id, task_id, (SELECT workspace_id FROM tasks t WHERE t.id = task_sessions.task_id) "
+    "AS workspace_id, agent, state, current_turn_id, created_at, updated_at, title, archived, "
+    "(SELECT COUNT(*) FROM queue_entries q WHERE q.session_id = task_sessions.id) "
+    "AS queued_count, "
+    "COALESCE((SELECT auto_run FROM session_queues sq WHERE sq.session_id = task_sessions.id), "
+    "1) AS auto_run"
 )
 # A task with its live status: how many sessions, how many running a turn.
 _TASK_SELECT = (
@@ -479,26 +496,21 @@ class Db:
         commit for turns that ended together: ``supervisor.close_group``)."""
         ts = now()
         with self._tx():
-            done = [self._close_in_tx(close, ts) for close in closes]
-        return [(closed, msg, self.get_session(sid) if sid is not None and moved else None,
-                 self.queue_state(sid) if sid is not None and parked else None)
-                for closed, msg, sid, moved, parked in done]
+            return [self._close_in_tx(close, ts) for close in closes]
 
-    def _close_in_tx(self, close: TurnClose, ts: str
-                     ) -> tuple[bool, Message | None, str | None, bool, bool]:
-        """Inside a transaction: (closed, status message, session id, moved, parked)."""
+    def _close_in_tx(self, close: TurnClose, ts: str) -> ClosedRow:
+        """Inside a transaction.  What a close reads back comes from its own
+        UPDATEs (RETURNING): no query of its own on the cancel's path."""
         if close.text:
             self._update_messages(close.text)
-        cur = self.conn.execute(
+        rows = self.conn.execute(
             "UPDATE turns SET state = ?, stop_reason = ?, ended_at = ? "
-            "WHERE id = ? AND state = 'running'",
+            "WHERE id = ? AND state = 'running' RETURNING session_id",
             (close.state, close.stop_reason, ts, close.turn_id),
-        )
-        if cur.rowcount == 0:
-            return False, None, None, False, False
-        row = self.conn.execute("SELECT session_id FROM turns WHERE id = ?",
-                                (close.turn_id,)).fetchone()
-        session_id: str = row["session_id"]
+        ).fetchall()
+        if not rows:
+            return False, None, None, None
+        session_id: str = rows[0]["session_id"]
         msg = None
         if close.status is not None:
             content, metadata = close.status
@@ -506,13 +518,15 @@ class Db:
                           role="system", kind="status", content=content,
                           metadata=metadata, created_at=ts)
             self._insert_message(msg)
+        # Parked first: the session returned below shows the queue as it is now.
+        parked = close.park_queue and self._set_auto_run(session_id, False)
         moved = self.conn.execute(
             "UPDATE task_sessions SET state = ?, current_turn_id = NULL, updated_at = ? "
-            "WHERE id = ? AND current_turn_id = ?",
+            f"WHERE id = ? AND current_turn_id = ? RETURNING {_SESSION_RETURNING}",
             (close.session_state.value, ts, session_id, close.turn_id),
-        ).rowcount > 0
-        parked = close.park_queue and self._set_auto_run(session_id, False)
-        return True, msg, session_id, moved, parked
+        ).fetchall()
+        return (True, msg, _session(moved[0]) if moved else None,
+                self.queue_state(session_id) if parked else None)
 
     def set_turn_handover(self, turn_id: str, seq: int) -> None:
         """Turn ``turn_id``'s event stream is written down up to ``seq`` (never moves back)."""

@@ -36,6 +36,7 @@ def test_close_turns_is_one_transaction_and_each_close_its_own(tmp_path: Path) -
     db = Db(tmp_path / "t.db")
     (s1, t1), (s2, t2), (_, t3) = _running_turns(db, 3)
     db.close_turn(t3, state="completed", stop_reason="end_turn")
+    db.queue_add(s1, "later", max_entries=10)
     before = db.commits
     rows = db.close_turns([TurnClose(t1, "cancelled", "cancelled", CANCELLED, park_queue=True),
                            TurnClose(t3, "cancelled", "cancelled", CANCELLED),
@@ -46,6 +47,10 @@ def test_close_turns_is_one_transaction_and_each_close_its_own(tmp_path: Path) -
     assert c1 and m1 is not None and m1.content == CANCELLED[0] and m1.session_id == s1
     assert sess1 is not None and sess1.id == s1 and q1 is not None and not q1.auto_run
     assert c2 and m2 is None and sess2 is not None and sess2.id == s2 and q2 is None
+    # The sessions as the closes read them back are the sessions as stored.
+    assert sess1 == db.get_session(s1) and sess1.queued_count == 1 and not sess1.auto_run
+    assert sess2 == db.get_session(s2) and sess2.workspace_id == sess1.workspace_id
+    assert q1 == db.queue_state(s1)
     assert db.get_turn(t1).state == "cancelled"  # type: ignore[union-attr]
     assert db.get_turn(t2).state == "completed"  # type: ignore[union-attr]
     assert db.count_status_messages(t1) == 1 and db.count_status_messages(t3) == 0

@@ -96,3 +96,15 @@ def test_recovery_reconciles_running_sessions_and_sweeps_groups(tmp_path: Path) 
     assert db.get_turn(turn.id).state == "interrupted"  # type: ignore[union-attr]
     assert db.agent_groups() == []
     assert recover(db) == {"swept_groups": 0, "reconciled_sessions": 0}
+
+
+def test_the_sessions_index_is_not_rewritten_by_state_changes(tmp_path: Path) -> None:
+    """Sessions are listed by creation; an index on updated_at was moved by every
+    turn's open and close (a page more in each of their commits)."""
+    db, _ = _db(tmp_path)
+    cols = [r["name"] for r in db.conn.execute("PRAGMA index_info(sessions_by_task)")]
+    assert cols == ["task_id", "created_at"]
+    plan = " ".join(r["detail"] for r in db.conn.execute(
+        "EXPLAIN QUERY PLAN SELECT id FROM task_sessions WHERE task_id = ? ORDER BY created_at",
+        ("t",)))
+    assert "sessions_by_task" in plan and "TEMP B-TREE" not in plan
