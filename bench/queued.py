@@ -11,11 +11,18 @@ The user cancel parks the queue (``auto_run`` false, as designed): after each
 queued sample the entry is removed (``queue.remove``) and the queue resumed
 (``queue.set_auto_run`` true); after a plain sample it is resumed too, so that
 both kinds start from the same state: an empty queue that runs.
+
+Each kind's server stages (the orchestrator's marks, paired to its samples by
+time) are reported too: the queue's own cost would show there, apart from the
+machine's (the queued kind's cancel follows its ``message.add`` round trip at
+once, and what the agent and the client were doing just before a cancel moves
+its e2e by a tenth of a millisecond either way: docs/performance.md, run P).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import statistics
+from typing import TYPE_CHECKING, Any, Final
 
 from .interleave import Sample, interleave
 from .measure import log
@@ -27,6 +34,31 @@ if TYPE_CHECKING:
 __all__ = ["queued"]
 
 QUEUED_CONTENT = "queued behind the cancelled turn"
+#: The server's marks of an operation, in order (``/api/v1/debug/cancel-stages``).
+MARKS: Final = ("admitted", "adapter_sent", "agent_answered", "reconciled", "published")
+
+
+def stages_by_kind(ops: list[dict[str, Any]],
+                   windows: list[tuple[str, float, float]]) -> dict[str, dict[str, float]]:
+    """Median ms of each server stage per kind of sample: an operation belongs
+    to the sample whose send and answer (the client's clock) bracket its
+    ``received_s`` (the same clock)."""
+    per: dict[str, dict[str, list[float]]] = {}
+    for op in ops:
+        received = op.get("received_s")
+        if received is None:
+            continue
+        kind = next((k for k, sent, answered in windows if sent <= received <= answered), None)
+        if kind is None:
+            continue
+        into = per.setdefault(kind, {})
+        marks, last = op["marks_ms"], 0.0
+        for mark in MARKS:
+            if mark in marks:
+                into.setdefault(mark, []).append(marks[mark] - last)
+                last = marks[mark]
+    return {kind: {mark: round(statistics.median(v), 3) for mark, v in d.items()} | {
+        "n": len(d.get("admitted", []))} for kind, d in per.items()}
 
 
 async def queued(bench: Bench, sessions: dict[str, str]) -> dict[str, Any]:
@@ -35,12 +67,19 @@ async def queued(bench: Bench, sessions: dict[str, str]) -> dict[str, Any]:
     for agent in bench.mock_agents():
         sid = sessions[agent]
         parked: list[bool] = []
+        windows: list[tuple[str, float, float]] = []
 
         async def resume(sid: str = sid) -> None:
             await main.call("queue.set_auto_run", {"session_id": sid, "auto_run": True})
 
+        def window(kind: str, sid: str = sid,
+                   windows: list[tuple[str, float, float]] = windows) -> None:
+            sent, answered = bench.e2e_clock[sid][-1]
+            windows.append((kind, sent, answered))
+
         async def plain(sid: str = sid) -> Sample:
             sample = await bench.e2e_sample(main, sid)
+            window("plain")
             await resume()
             return sample
 
@@ -55,6 +94,7 @@ async def queued(bench: Bench, sessions: dict[str, str]) -> dict[str, Any]:
                 entry.update(added["entry"])
 
             sample = await bench.e2e_sample(main, sid, before_cancel=enqueue)
+            window("queued")
             state = await main.call("queue.remove", {"session_id": sid,
                                                      "entry_id": entry["id"]})
             if state.get("entries"):
@@ -74,6 +114,8 @@ async def queued(bench: Bench, sessions: dict[str, str]) -> dict[str, Any]:
         d["queue_parked_by_cancel"] = sum(parked[-len(queued_s):])
         d["samples_ms"] = {"plain": [s["response"] for s in plain_s],
                            "queued": [s["response"] for s in queued_s]}
+        # (The server keeps its last 256 operations: the last pairs' share.)
+        d["server_stages_ms"] = stages_by_kind(await bench.stages(sid), windows)
         out["dialects"][agent] = d
         log(f"queued {agent}: e2e p50 plain {d['plain_ms']['p50']} ms, queued "
             f"{d['queued_ms']['p50']} ms (ratio {d['ratio_p50']}); queue parked by "

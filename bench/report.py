@@ -184,6 +184,9 @@ def _variants(r: dict[str, Any]) -> list[str]:
             if phase == "restored":
                 lines.append(f"  restored prompt → first chunk: "
                              f"{fmt(d['prompt_to_first_chunk_on_restore_ms'])}")
+            for kind, st in d.get("server_stages_ms", {}).items():
+                lines.append(f"  server stages, {kind} (median ms, {st['n']} cancels): "
+                             + ", ".join(f"{k} {v}" for k, v in st.items() if k != "n"))
     p = r.get("peer")
     if p:
         lines.append(f"adapter vs ACP SDK (cancel→cancelled): turnvisor "

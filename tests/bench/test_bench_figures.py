@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from bench.cancel_latency import outside_stages
+from bench.queued import stages_by_kind
 from bench.report import report, targets
 from bench.stats import paired
 from bench.streaming import ChunkCounter
@@ -141,3 +142,27 @@ def test_outside_stages_skip_what_does_not_pair() -> None:
     old = _op(2.001, 1.0)
     del old["received_s"]
     assert outside_stages([old], clock)["paired"] == 0
+
+
+def test_server_stages_are_split_by_the_kind_of_sample_that_bracketed_them() -> None:
+    def op(received: float, marks: dict[str, float]) -> dict[str, object]:
+        return {"received_s": received, "marks_ms": marks}
+
+    windows = [("plain", 1.0, 1.01), ("queued", 2.0, 2.01), ("plain", 3.0, 3.01)]
+    ops = [
+        op(1.001, {"admitted": 0.01, "adapter_sent": 0.1, "agent_answered": 1.0,
+                   "reconciled": 1.3, "published": 1.31}),
+        op(2.001, {"admitted": 0.02, "adapter_sent": 0.2, "agent_answered": 1.2,
+                   "reconciled": 1.6, "published": 1.61}),
+        op(3.001, {"admitted": 0.01, "adapter_sent": 0.1, "agent_answered": 1.1,
+                   "reconciled": 1.5, "published": 1.51}),
+        op(5.0, {"admitted": 9.0}),  # no sample brackets it: not counted
+        {"marks_ms": {"admitted": 9.0}},  # no received mark: not counted
+    ]
+    out = stages_by_kind(ops, windows)  # type: ignore[arg-type]
+    assert out["queued"] == {"admitted": 0.02, "adapter_sent": 0.18, "agent_answered": 1.0,
+                             "reconciled": 0.4, "published": 0.01, "n": 1}
+    plain = out["plain"]
+    assert plain["n"] == 2
+    # Each stage from the mark before it: the medians of (0.9, 1.0) and (0.3, 0.4).
+    assert plain["agent_answered"] == 0.95 and plain["reconciled"] == 0.35
