@@ -110,22 +110,18 @@ class Subscriber:
         self.overflowed = False
 
     def offer(self, frame: str) -> bool:
-        """Queue a frame without waiting; False (and marked overflowed) if full."""
+        """Queue a frame without waiting; False (and marked overflowed) if full.
+        With nothing ahead of it, it is written at once if it can be (``flush``)."""
         if self.overflowed or self._closed:
             return False
-        item: str | bytes = frame
-        if self.write_now is not None and not self._items and not self._bus.coalesce:
-            tail = self.write_now((frame,))
-            if tail is not None:
-                if not tail:
-                    return True
-                item = tail  # the rest goes out first, through the writer
         if len(self._items) >= self._queue_size:
             self.overflowed = True
             self._close_queue()
             return False
-        self._items.append(item)
-        if self._lot:
+        self._items.append(frame)
+        if len(self._items) == 1:
+            self.flush()
+        if self._items and self._lot:
             self._lot.unpark()
         return True
 

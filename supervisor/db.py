@@ -170,16 +170,10 @@ _MIGRATIONS: tuple[str, ...] = (
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
+# A session row with its task's workspace and its queue's summary, as a SELECT
+# from task_sessions and as an UPDATE of it returns it (hence no join and no
+# alias: the table's own name qualifies its columns in the subqueries).
 _SESSION_COLS = (
-    "s.id, s.task_id, t.workspace_id, s.agent, s.state, s.current_turn_id, "
-    "s.created_at, s.updated_at, s.title, s.archived, "
-    "(SELECT COUNT(*) FROM queue_entries q WHERE q.session_id = s.id) AS queued_count, "
-    "COALESCE((SELECT auto_run FROM session_queues sq WHERE sq.session_id = s.id), 1) "
-    "AS auto_run"
-)
-# The same, as an UPDATE of task_sessions returns it (no join: the task's
-# workspace by a subquery).
-_SESSION_RETURNING = (
     "id, task_id, (SELECT workspace_id FROM tasks t WHERE t.id = task_sessions.task_id) "
     "AS workspace_id, agent, state, current_turn_id, created_at, updated_at, title, archived, "
     "(SELECT COUNT(*) FROM queue_entries q WHERE q.session_id = task_sessions.id) "
@@ -349,15 +343,14 @@ class Db:
 
     def get_session(self, session_id: str) -> Session | None:
         row = self.conn.execute(
-            f"SELECT {_SESSION_COLS} FROM task_sessions s JOIN tasks t ON t.id = s.task_id "
-            "WHERE s.id = ?", (session_id,),
+            f"SELECT {_SESSION_COLS} FROM task_sessions WHERE id = ?", (session_id,),
         ).fetchone()
         return _session(row) if row else None
 
     def list_sessions(self, task_id: str) -> list[Session]:
         rows = self.conn.execute(
-            f"SELECT {_SESSION_COLS} FROM task_sessions s JOIN tasks t ON t.id = s.task_id "
-            "WHERE s.task_id = ? ORDER BY s.created_at", (task_id,),
+            f"SELECT {_SESSION_COLS} FROM task_sessions WHERE task_id = ? ORDER BY created_at",
+            (task_id,),
         ).fetchall()
         return [_session(r) for r in rows]
 
@@ -390,8 +383,7 @@ class Db:
         values = [s.value for s in states]
         marks = ",".join("?" * len(values))
         rows = self.conn.execute(
-            f"SELECT {_SESSION_COLS} FROM task_sessions s JOIN tasks t ON t.id = s.task_id "
-            f"WHERE s.state IN ({marks})", values,
+            f"SELECT {_SESSION_COLS} FROM task_sessions WHERE state IN ({marks})", values,
         ).fetchall()
         return [_session(r) for r in rows]
 
@@ -522,7 +514,7 @@ class Db:
         parked = close.park_queue and self._set_auto_run(session_id, False)
         moved = self.conn.execute(
             "UPDATE task_sessions SET state = ?, current_turn_id = NULL, updated_at = ? "
-            f"WHERE id = ? AND current_turn_id = ? RETURNING {_SESSION_RETURNING}",
+            f"WHERE id = ? AND current_turn_id = ? RETURNING {_SESSION_COLS}",
             (close.session_state.value, ts, session_id, close.turn_id),
         ).fetchall()
         return (True, msg, _session(moved[0]) if moved else None,

@@ -60,6 +60,11 @@ def frame_text(text: str) -> bytes:
     return header + payload
 
 
+def _framed_all(frames: Sequence[str | bytes]) -> bytes:
+    """Frames in order, one buffer (bytes: framed already)."""
+    return b"".join(f if isinstance(f, bytes) else frame_text(f) for f in frames)
+
+
 #: The last frame ``write_now`` framed, by its text's identity: a fan-out hands
 #: every subscriber the same text object, framed once instead of per subscriber.
 _last_framed: tuple[str | None, bytes] = (None, b"")
@@ -110,8 +115,7 @@ class ServerWebSocket:
         """Every frame, in order, in one write (bytes: already framed)."""
         if self._conn.state is not ConnectionState.OPEN:
             raise WebSocketClosed
-        await self._write(b"".join(f if isinstance(f, bytes) else frame_text(f)
-                                   for f in frames))
+        await self._write(_framed_all(frames))
 
     def write_now(self, frames: Sequence[str | bytes]) -> bytes | None:
         """Write frames (bytes: already framed) without waiting, if nothing is
@@ -124,7 +128,7 @@ class ServerWebSocket:
         if len(frames) == 1 and isinstance(frames[0], str):
             data = _framed_once(frames[0])
         else:
-            data = b"".join(f if isinstance(f, bytes) else frame_text(f) for f in frames)
+            data = _framed_all(frames)
         try:
             sent = os.write(self._fd, data)
         except BlockingIOError:
