@@ -6,9 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import frames_check
 from tests.support.server import Server, running_server
 
 os.environ.setdefault("TURNVISOR_LOG", "WARNING")
+# Every frame a WebSocket test exchanges is checked against the published schema.
+frames_check.enabled = True
 
 
 @pytest.fixture

@@ -7,35 +7,33 @@ connection and live in the gateway.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
+from importlib import metadata
 from typing import Any
 
+from supervisor.config import Limits
 from supervisor.orchestrator import Caller
-from supervisor.queue import DELIVERIES, Delivery
 from supervisor.root import Supervisor
 
-from .validate import (
-    BadInput,
-    opt_bool,
-    opt_flag,
-    opt_int,
-    opt_str,
-    opt_text,
-    req_bool,
-    req_int,
-    req_str,
-)
+from .contract import requests as rq
+from .contract.requests import parse
+from .contract.schema import PROTOCOL_VERSION
 
-__all__ = ["ACTIONS", "ORDERED_ACTIONS", "Handler", "cancel_result", "cancel_target",
-           "session_delete", "session_update", "task_delete", "task_update"]
+__all__ = ["ACTIONS", "FEATURES", "ORDERED_ACTIONS", "Handler", "cancel_result",
+           "cancel_target", "server_info", "session_delete", "session_update", "task_delete",
+           "task_update"]
 
 Handler = Callable[[Supervisor, Caller, dict[str, Any]], Awaitable[dict[str, Any]]]
 
-_ID = 64
+_LIMITS = Limits()
+#: What ``server.info`` offers beyond DESIGN.md §4 (a client may test for these).
+FEATURES = ("text_appends", "queue", "steer", "schema")
 
 
 async def task_create(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
-    task = await sup.orchestrator.create_task(caller, req_str(p, "title", max_len=500))
+    req = parse(rq.TaskCreate, p, sup.config.limits)
+    task = await sup.orchestrator.create_task(caller, req.title)
     return task.to_dto()
 
 
@@ -43,116 +41,95 @@ async def task_list(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[
     return {"tasks": [t.to_dto() for t in await sup.orchestrator.list_tasks(caller)]}
 
 
-def _changes(p: dict[str, Any], max_title: int) -> tuple[str | None, bool | None]:
-    return opt_text(p, "title", max_len=max_title), opt_flag(p, "archived")
-
-
 async def task_update(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
-    title, archived = _changes(p, 500)
-    task = await sup.catalog.update_task(caller, req_str(p, "task_id", max_len=_ID),
-                                         title=title, archived=archived)
+    req = parse(rq.TaskUpdate, p, sup.config.limits)
+    task = await sup.catalog.update_task(caller, req.task_id, title=req.title,
+                                         archived=req.archived)
     return task.to_dto()
 
 
 async def task_delete(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
-    task_id = req_str(p, "task_id", max_len=_ID)
+    task_id = parse(rq.TaskRef, p, sup.config.limits).task_id
     await sup.catalog.delete_task(caller, task_id)
     return {"success": True, "task_id": task_id}
 
 
 async def session_update(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
-    title, archived = _changes(p, 200)
-    session = await sup.catalog.update_session(caller, req_str(p, "session_id", max_len=_ID),
-                                               title=title, archived=archived)
+    req = parse(rq.SessionUpdate, p, sup.config.limits)
+    session = await sup.catalog.update_session(caller, req.session_id, title=req.title,
+                                               archived=req.archived)
     return sup.notify.session_dto(session)
 
 
 async def session_delete(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
-    session_id = req_str(p, "session_id", max_len=_ID)
+    session_id = parse(rq.SessionRef, p, sup.config.limits).session_id
     await sup.catalog.delete_session(caller, session_id)
     return {"success": True, "session_id": session_id}
 
 
 async def session_launch(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
-    limit = sup.config.limits.max_prompt_chars
-    return await sup.orchestrator.launch_session(
-        caller, req_str(p, "task_id", max_len=_ID), opt_str(p, "agent", max_len=100),
-        opt_str(p, "prompt", max_len=limit),
-    )
+    req = parse(rq.SessionLaunch, p, sup.config.limits)
+    return await sup.orchestrator.launch_session(caller, req.task_id, req.agent, req.prompt)
 
 
 async def session_list(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
-    sessions = await sup.orchestrator.list_sessions(caller, req_str(p, "task_id", max_len=_ID))
-    return {"sessions": sessions}
-
-
-def _delivery(p: dict[str, Any]) -> Delivery:
-    value = p.get("delivery")
-    if value is None:
-        return "auto"
-    for delivery in DELIVERIES:
-        if value == delivery:
-            return delivery
-    raise BadInput("VALIDATION_ERROR", f"delivery must be one of {', '.join(DELIVERIES)}")
+    task_id = parse(rq.TaskRef, p, sup.config.limits).task_id
+    return {"sessions": await sup.orchestrator.list_sessions(caller, task_id)}
 
 
 async def message_add(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
     """DESIGN.md §9: ``{delivery:"started", ...message}``, ``{delivery:"queued",
     entry}``, ``{delivery:"interrupting", entry}`` or ``{delivery:"steered", ...message}``."""
-    return await sup.orchestrator.add_message(
-        caller, req_str(p, "session_id", max_len=_ID),
-        req_str(p, "content", max_len=sup.config.limits.max_prompt_chars), _delivery(p),
-    )
+    req = parse(rq.MessageAdd, p, sup.config.limits)
+    return await sup.orchestrator.add_message(caller, req.session_id, req.content,
+                                              req.delivery)
 
 
 # -- the queue (DESIGN.md §9): each answers with the queue as it now is ----------
 
 
 async def queue_list(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
-    state = await sup.orchestrator.queue_list(caller, req_str(p, "session_id", max_len=_ID))
-    return state.payload()
+    session_id = parse(rq.SessionRef, p, sup.config.limits).session_id
+    return (await sup.orchestrator.queue_list(caller, session_id)).payload()
 
 
 async def queue_update(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
-    state = await sup.orchestrator.queue_update(
-        caller, req_str(p, "session_id", max_len=_ID), req_str(p, "entry_id", max_len=_ID),
-        req_str(p, "content", max_len=sup.config.limits.max_prompt_chars))
+    req = parse(rq.QueueUpdate, p, sup.config.limits)
+    state = await sup.orchestrator.queue_update(caller, req.session_id, req.entry_id,
+                                                req.content)
     return state.payload()
 
 
 async def queue_remove(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
-    state = await sup.orchestrator.queue_remove(
-        caller, req_str(p, "session_id", max_len=_ID), req_str(p, "entry_id", max_len=_ID))
-    return state.payload()
+    req = parse(rq.QueueEntryRef, p, sup.config.limits)
+    return (await sup.orchestrator.queue_remove(caller, req.session_id, req.entry_id)).payload()
 
 
 async def queue_move(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
-    state = await sup.orchestrator.queue_move(
-        caller, req_str(p, "session_id", max_len=_ID), req_str(p, "entry_id", max_len=_ID),
-        req_int(p, "position", lo=0, hi=sup.config.limits.max_queue))
+    req = parse(rq.QueueMove, p, sup.config.limits)
+    state = await sup.orchestrator.queue_move(caller, req.session_id, req.entry_id,
+                                              req.position)
     return state.payload()
 
 
 async def queue_send_now(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
     """Idle: ``{delivery:"started", ...message}``; a turn running:
     ``{delivery:"interrupting", entry}``."""
-    return await sup.orchestrator.queue_send_now(
-        caller, req_str(p, "session_id", max_len=_ID), req_str(p, "entry_id", max_len=_ID))
+    req = parse(rq.QueueEntryRef, p, sup.config.limits)
+    return await sup.orchestrator.queue_send_now(caller, req.session_id, req.entry_id)
 
 
 async def queue_set_auto_run(sup: Supervisor, caller: Caller,
                              p: dict[str, Any]) -> dict[str, Any]:
-    state = await sup.orchestrator.queue_set_auto_run(
-        caller, req_str(p, "session_id", max_len=_ID), req_bool(p, "auto_run"))
+    req = parse(rq.QueueSetAutoRun, p, sup.config.limits)
+    state = await sup.orchestrator.queue_set_auto_run(caller, req.session_id, req.auto_run)
     return state.payload()
 
 
 async def message_list(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
-    msgs = await sup.orchestrator.list_messages(
-        caller, req_str(p, "session_id", max_len=_ID),
-        limit=opt_int(p, "limit", lo=1, hi=1000) or 200,
-        before=opt_str(p, "before", max_len=_ID),
-    )
+    req = parse(rq.MessageListQuery, p, sup.config.limits)
+    msgs = await sup.orchestrator.list_messages(caller, req.session_id, limit=req.limit,
+                                                before=req.before)
     return {"messages": [m.to_dto() for m in msgs]}
 
 
@@ -161,8 +138,10 @@ def cancel_result(session_id: str) -> dict[str, Any]:
 
 
 def cancel_target(p: dict[str, Any]) -> tuple[str, str | None]:
-    """``agent.cancel``'s session and optional task (``BadInput`` if invalid)."""
-    return req_str(p, "session_id", max_len=_ID), opt_str(p, "task_id", max_len=_ID)
+    """``agent.cancel``'s session and optional task (``BadInput`` if invalid).
+    Its fields have no configured bounds: the default limits serve."""
+    req = parse(rq.AgentCancel, p, _LIMITS)
+    return req.session_id, req.task_id
 
 
 async def agent_cancel(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
@@ -173,11 +152,30 @@ async def agent_cancel(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> di
 
 async def permission_respond(sup: Supervisor, caller: Caller,
                              p: dict[str, Any]) -> dict[str, Any]:
-    session_id = req_str(p, "session_id", max_len=_ID)
-    request_id = req_str(p, "request_id", max_len=200)
-    option_id = None if opt_bool(p, "cancelled") else req_str(p, "option_id", max_len=200)
-    await sup.orchestrator.respond_permission(caller, session_id, request_id, option_id)
+    req = parse(rq.PermissionRespond, p, sup.config.limits)
+    option_id = None if req.cancelled else req.option_id
+    await sup.orchestrator.respond_permission(caller, req.session_id, req.request_id,
+                                              option_id)
     return {"success": True}
+
+
+@functools.cache
+def _version() -> str:
+    try:
+        return metadata.version("turnvisor")
+    except metadata.PackageNotFoundError:  # run from a checkout never installed
+        return "0+unknown"
+
+
+def server_info(sup: Supervisor) -> dict[str, Any]:
+    """DESIGN.md §14: ``server.info`` and ``GET /api/v1/info``."""
+    return {"version": _version(), "protocol_version": PROTOCOL_VERSION,
+            "features": list(FEATURES), "agents": sorted(sup.config.profiles)}
+
+
+async def server_info_action(sup: Supervisor, caller: Caller,
+                             p: dict[str, Any]) -> dict[str, Any]:
+    return server_info(sup)
 
 
 async def ping(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
@@ -204,6 +202,7 @@ ACTIONS: dict[str, Handler] = {
     "queue.set_auto_run": queue_set_auto_run,
     "agent.cancel": agent_cancel,
     "permission.respond": permission_respond,
+    "server.info": server_info_action,
     "ping": ping,
 }
 

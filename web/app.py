@@ -34,6 +34,7 @@ from .actions import (
 )
 from .auth import COOKIE, Tokens, cross_site_refusal, origin_allowed
 from .boot import task_boot, tasks_boot
+from .contract_routes import add_contract_routes
 from .front import WsRoute, ws_max_message
 from .gateway import Gateway
 from .pages import (
@@ -244,6 +245,7 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
         return _json(await agent_cancel(sup, await me(), payload))
 
     add_queue_routes(app, sup, me, body)
+    add_contract_routes(app, sup, me)
 
     # -- diagnostics (not in DESIGN §5; read by bench/cancel_latency.py) -------
 

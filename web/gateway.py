@@ -43,7 +43,8 @@ from supervisor.orchestrator import Caller, CancelOperation
 from supervisor.root import Supervisor
 
 from .actions import ACTIONS, ORDERED_ACTIONS, cancel_result, cancel_target
-from .validate import BadInput, opt_bool, req_str
+from .contract.requests import SessionRef, SessionSubscribe, parse
+from .validate import BadInput
 from .wsconn import ServerWebSocket, WebSocketClosed
 
 __all__ = ["Gateway"]
@@ -234,7 +235,7 @@ class Gateway:
                 await self._subscribe(sub, caller, req_id, payload)
                 return
             if action == "session.unsubscribe":
-                sub.unsubscribe(req_str(payload, "session_id", max_len=64))
+                sub.unsubscribe(parse(SessionRef, payload, self.sup.config.limits).session_id)
                 result: dict[str, Any] = {"success": True}
             else:
                 result = await ACTIONS[action](self.sup, caller, payload)
@@ -295,10 +296,11 @@ class Gateway:
 
     async def _subscribe(self, sub: Subscriber, caller: Caller, req_id: str,
                          payload: dict[str, Any]) -> None:
-        session_id = req_str(payload, "session_id", max_len=64)
+        req = parse(SessionSubscribe, payload, self.sup.config.limits)
+        session_id = req.session_id
         # Opt-in (docs/contract-notes.md): a streamed text message's growth comes
         # as session.message.appended instead of the whole message.
-        text_appends = opt_bool(payload, "text_appends")
+        text_appends = req.text_appends
         # Authorize before subscribing: another workspace's session is not found.
         await self.sup.orchestrator.session(caller, session_id)
         sub.subscribe(session_id, text_appends=text_appends)

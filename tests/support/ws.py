@@ -33,6 +33,8 @@ from trio_websocket import (
     open_websocket_url,
 )
 
+from . import frames_check
+
 __all__ = [
     "Endpoint",
     "Frame",
@@ -82,6 +84,9 @@ class Pending:
 
     action: str
     rid: str = ""
+    #: The payload sent, and whether the published schema refuses it.
+    payload: dict[str, Any] | None = None
+    refused: bool = False
     sent_at: float = 0.0
     answered_at: float = 0.0
     frame: Frame | None = None
@@ -150,9 +155,14 @@ class WsClient:
                 if self.inspect is not None:
                     self.inspect(text)
                 frame = json.loads(text)
+                frames_check.check_received(frame)
                 if frame.get("type") in ("response", "error"):
                     pending = self._pending.pop(frame.get("id"), None)
                     if pending is not None:
+                        if pending.refused and frame["type"] != "error":
+                            raise frames_check.SchemaMismatch(
+                                f"the schema refuses {pending.action} {pending.payload}, "
+                                f"the server accepted it: {frame}")
                         pending.answered_at, pending.frame = at, frame
                         pending.done.set()
                         self._wake()
@@ -194,9 +204,11 @@ class WsClient:
 
     async def send(self, action: str, payload: dict[str, Any] | None = None) -> Pending:
         rid = f"r{next(_ids)}"
-        pending = self._pending[rid] = Pending(action, rid)
-        frame = json.dumps({"id": rid, "type": "request", "action": action,
-                            "payload": payload or {}, "timestamp": "2026-01-01T00:00:00Z"})
+        pending = self._pending[rid] = Pending(action, rid, payload)
+        envelope = {"id": rid, "type": "request", "action": action,
+                    "payload": payload or {}, "timestamp": "2026-01-01T00:00:00Z"}
+        pending.refused = frames_check.refused_by_schema(envelope)
+        frame = json.dumps(envelope)
         pending.sent_at = now()
         await self.conn.send_message(frame)
         return pending

@@ -1,0 +1,78 @@
+"""The objects the server sends (DESIGN.md §4, §9): tasks, sessions, messages,
+queue entries.  Declared for the published schema; ``extra="forbid"`` so that a
+field the server starts sending without declaring it here fails the schema
+check every WebSocket test runs (tests/support/ws.py), not a client later."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["DTO", "MessageDTO", "QueueEntryDTO", "QueueStateDTO", "SessionDTO", "TaskDTO"]
+
+SessionStateName = Literal["CREATED", "STARTING", "RUNNING", "WAITING_FOR_INPUT", "COMPLETED",
+                           "FAILED", "CANCELLED"]
+
+
+class DTO(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TaskDTO(DTO):
+    id: str
+    workspace_id: str
+    title: str
+    created_at: str
+    updated_at: str
+    archived: bool
+    session_count: int
+    running_count: int
+
+
+class SessionDTO(DTO):
+    id: str
+    task_id: str
+    state: SessionStateName
+    agent: str
+    created_at: str
+    updated_at: str
+    #: DESIGN.md §6: a cancel is in flight; accept a value only if its revision
+    #: is >= the one held.
+    cancellation_pending: bool
+    cancellation_revision: int = Field(ge=0)
+    title: str | None
+    archived: bool
+    #: The session's agent process is running (the next prompt starts one if not).
+    agent_live: bool
+    queued_count: int
+    auto_run: bool
+
+
+class MessageDTO(DTO):
+    id: str
+    session_id: str
+    turn_id: str | None
+    role: Literal["user", "agent", "system"]
+    kind: Literal["text", "tool_call", "permission", "plan", "status"]
+    content: str
+    #: Kind-specific details (tool call status, permission options, a status
+    #: message's variant …); docs/contract-notes.md lists them.
+    metadata: dict[str, Any]
+    created_at: str
+
+
+class QueueEntryDTO(DTO):
+    id: str
+    session_id: str
+    content: str
+    created_at: str
+    position: int
+
+
+class QueueStateDTO(DTO):
+    session_id: str
+    entries: list[QueueEntryDTO]
+    auto_run: bool
+    #: Grows with every change; never goes back, even across a restart.
+    queue_revision: int

@@ -1,0 +1,242 @@
+"""What each action answers and what each notification carries (DESIGN.md §4,
+§9, §14), and the envelope around them.  Declarations only: the server builds
+its frames where it always has (supervisor/notify.py, the action handlers);
+every frame the WebSocket tests send and receive is checked against the schema
+made from these (tests/support/ws.py), so the two cannot drift apart."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, RootModel
+
+from .dtos import DTO, MessageDTO, QueueEntryDTO, QueueStateDTO, SessionDTO, TaskDTO
+
+__all__ = ["ERROR_CODES", "NOTIFICATIONS", "RESPONSES", "Envelope", "ErrorPayload"]
+
+ERROR_CODES = ("BAD_REQUEST", "UNAUTHORIZED", "FORBIDDEN", "NOT_FOUND", "CONFLICT",
+               "VALIDATION_ERROR", "UNKNOWN_ACTION", "UNAVAILABLE", "INTERNAL_ERROR")
+
+
+class Envelope(BaseModel):
+    """Every frame, either way."""
+
+    model_config = ConfigDict(extra="forbid")
+    #: A request's id is echoed by its response or error; notifications get a fresh one.
+    id: str | int | None = None
+    type: Literal["request", "response", "error", "notification"]
+    action: str = Field(max_length=100)
+    payload: dict[str, Any] | None = None
+    timestamp: str | None = None
+
+
+class ErrorPayload(DTO):
+    code: Literal["BAD_REQUEST", "UNAUTHORIZED", "FORBIDDEN", "NOT_FOUND", "CONFLICT",
+                  "VALIDATION_ERROR", "UNKNOWN_ACTION", "UNAVAILABLE", "INTERNAL_ERROR"]
+    message: str
+
+
+# -- responses -------------------------------------------------------------------
+
+
+class Success(DTO):
+    success: Literal[True]
+
+
+class TaskDeleted(Success):
+    task_id: str
+
+
+class SessionDeleted(Success):
+    session_id: str
+
+
+class TaskList(DTO):
+    tasks: list[TaskDTO]
+
+
+class SessionList(DTO):
+    sessions: list[SessionDTO]
+
+
+class MessagePage(DTO):
+    messages: list[MessageDTO]
+
+
+class Started(MessageDTO):
+    """The message went to the agent: a new turn (``started``) or into the
+    running one (``steered``)."""
+
+    delivery: Literal["started", "steered"]
+
+
+class Queued(DTO):
+    delivery: Literal["queued"]
+    entry: QueueEntryDTO
+    #: A steer was asked for where the agent takes none: it was queued instead.
+    steer_unsupported: bool = False
+
+
+class Interrupting(DTO):
+    delivery: Literal["interrupting"]
+    entry: QueueEntryDTO
+
+
+class CancelAnswer(Success):
+    session_id: str
+
+
+class ServerInfo(DTO):
+    version: str
+    #: The wire contract's version; grows when a change could break a client.
+    protocol_version: int
+    #: Named capabilities beyond DESIGN.md §4 a client may test for.
+    features: list[str]
+    #: The agent profiles a session may be launched with.
+    agents: list[str]
+
+
+class EmptyAnswer(DTO):
+    pass
+
+
+class MessageAddAnswer(RootModel[Started | Queued | Interrupting]):
+    pass
+
+
+class SendNowAnswer(RootModel[Started | Interrupting]):
+    pass
+
+
+RESPONSES: dict[str, type[BaseModel]] = {
+    "task.create": TaskDTO,
+    "task.list": TaskList,
+    "task.update": TaskDTO,
+    "task.delete": TaskDeleted,
+    "session.update": SessionDTO,
+    "session.delete": SessionDeleted,
+    "session.launch": SessionDTO,
+    "session.list": SessionList,
+    "session.subscribe": Success,
+    "session.unsubscribe": Success,
+    "message.add": MessageAddAnswer,
+    "message.list": MessagePage,
+    "queue.list": QueueStateDTO,
+    "queue.update": QueueStateDTO,
+    "queue.remove": QueueStateDTO,
+    "queue.move": QueueStateDTO,
+    "queue.send_now": SendNowAnswer,
+    "queue.set_auto_run": QueueStateDTO,
+    "agent.cancel": CancelAnswer,
+    "permission.respond": Success,
+    "server.info": ServerInfo,
+    "ping": EmptyAnswer,
+}
+
+
+# -- notifications ---------------------------------------------------------------
+
+
+class StateChanged(DTO):
+    session_id: str
+    task_id: str
+    new_state: str
+    updated_at: str
+    cancellation_pending: bool
+    cancellation_revision: int
+    agent_live: bool
+
+
+class TaskChanged(DTO):
+    task: TaskDTO
+
+
+class TaskRemoved(DTO):
+    task_id: str
+
+
+class SessionChanged(DTO):
+    session: SessionDTO
+
+
+class SessionRemoved(DTO):
+    session_id: str
+    task_id: str
+
+
+class CancellationChanged(DTO):
+    session_id: str
+    cancellation_pending: bool
+    cancellation_revision: int
+
+
+class MessageEvent(DTO):
+    session_id: str
+    message: MessageDTO
+
+
+class MessageAppended(DTO):
+    """A streamed text message grew by ``text`` at ``offset`` (UTF-16 code
+    units); only to connections subscribed with ``text_appends``."""
+
+    session_id: str
+    message_id: str
+    turn_id: str | None
+    offset: int
+    text: str
+
+
+class PermissionRequested(DTO):
+    session_id: str
+    request_id: str | None
+    message_id: str
+    title: str
+    options: list[dict[str, Any]]
+
+
+class PermissionCancelled(DTO):
+    session_id: str
+    request_id: str
+
+
+class TurnCompleted(DTO):
+    session_id: str
+    turn_id: str
+    stop_reason: str
+
+
+class CancelProgress(DTO):
+    session_id: str
+    turn_id: str
+    phase: Literal["sent", "late", "escalated"]
+
+
+class TurnStalled(DTO):
+    session_id: str
+    turn_id: str
+    silent_s: int
+
+
+class AgentCancelled(DTO):
+    session_id: str
+    turn_id: str
+
+
+NOTIFICATIONS: dict[str, type[DTO]] = {
+    "session.state_changed": StateChanged,
+    "task.changed": TaskChanged,
+    "task.removed": TaskRemoved,
+    "session.changed": SessionChanged,
+    "session.removed": SessionRemoved,
+    "session.cancellation_changed": CancellationChanged,
+    "session.message.added": MessageEvent,
+    "session.message.updated": MessageEvent,
+    "session.message.appended": MessageAppended,
+    "session.permission.requested": PermissionRequested,
+    "session.permission.cancelled": PermissionCancelled,
+    "session.turn.completed": TurnCompleted,
+    "session.cancel.progress": CancelProgress,
+    "session.queue.changed": QueueStateDTO,
+    "session.turn.stalled": TurnStalled,
+    "session.agent.cancelled": AgentCancelled,
+}

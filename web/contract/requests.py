@@ -1,0 +1,260 @@
+"""The request payloads of every action (DESIGN.md §4, §9, §14): the models the
+gateway and REST validate with, and from which ``GET /api/v1/schema`` is made.
+
+Unknown fields are ignored (older and newer clients keep working); every
+declared field is strict: no coercion of ``"5"`` into 5 or of 1 into true.
+Limits that come from the configuration (the longest prompt, the queue's
+size) are checked against it at validation time (``parse``'s ``limits``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from supervisor.config import Limits
+
+from ..validate import BadInput
+
+__all__ = ["REQUESTS", "Request", "parse"]
+
+
+def _unicode(value: str) -> str:
+    # JSON may spell a lone surrogate ("\ud800"), which has no UTF-8 form:
+    # SQLite (and an agent's stdin) would refuse it later, as an internal error.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise PydanticCustomError("unicode", "is not valid Unicode") from None
+    return value
+
+
+#: Non-empty strings of bounded length.
+Id = Annotated[str, Field(min_length=1, max_length=64), AfterValidator(_unicode)]
+Name = Annotated[str, Field(min_length=1, max_length=100), AfterValidator(_unicode)]
+Key = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_unicode)]
+Title = Annotated[str, Field(min_length=1, max_length=500), AfterValidator(_unicode)]
+#: A title that may be "" (clearing it).
+TaskTitleEdit = Annotated[str, Field(max_length=500), AfterValidator(_unicode)]
+SessionTitleEdit = Annotated[str, Field(max_length=200), AfterValidator(_unicode)]
+#: What a field may hold where the server's configuration sets the bound.
+Prompt = Annotated[str, Field(min_length=1, description="at most limits.max_prompt_chars"),
+                   AfterValidator(_unicode)]
+Delivery = Literal["auto", "queue", "interrupt", "steer"]
+
+
+def _limits(info: ValidationInfo) -> Limits:
+    ctx = info.context
+    return ctx["limits"] if isinstance(ctx, dict) and "limits" in ctx else Limits()
+
+
+def _prompt_limit(value: str | None, info: ValidationInfo) -> str | None:
+    limit = _limits(info).max_prompt_chars
+    if value is not None and len(value) > limit:
+        raise PydanticCustomError("too_long", "must be 1 to {max} characters", {"max": limit})
+    return value
+
+
+class Request(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+
+class NoPayload(Request):
+    pass
+
+
+class TaskCreate(Request):
+    title: Title
+
+
+class TaskRef(Request):
+    task_id: Id
+
+
+class TaskUpdate(Request):
+    task_id: Id
+    #: "" clears the title.
+    title: TaskTitleEdit | None = None
+    archived: StrictBool | None = None
+
+
+class SessionRef(Request):
+    session_id: Id
+
+
+class SessionUpdate(Request):
+    session_id: Id
+    title: SessionTitleEdit | None = None
+    archived: StrictBool | None = None
+
+
+class SessionLaunch(Request):
+    task_id: Id
+    agent: Name | None = None
+    prompt: Prompt | None = None
+
+    _check_prompt = field_validator("prompt")(_prompt_limit)
+
+
+class SessionSubscribe(Request):
+    session_id: Id
+    #: docs/contract-notes.md: a streamed text message's growth as session.message.appended.
+    text_appends: StrictBool = False
+
+
+class MessageAdd(Request):
+    session_id: Id
+    content: Prompt
+    delivery: Delivery = "auto"
+
+    _check_content = field_validator("content")(_prompt_limit)
+
+
+class MessageListQuery(Request):
+    session_id: Id
+    limit: Annotated[StrictInt, Field(ge=1, le=1000)] = 200
+    before: Id | None = None
+
+
+class QueueEntryRef(Request):
+    session_id: Id
+    entry_id: Id
+
+
+class QueueUpdate(QueueEntryRef):
+    content: Prompt
+
+    _check_content = field_validator("content")(_prompt_limit)
+
+
+class QueueMove(QueueEntryRef):
+    position: Annotated[StrictInt, Field(ge=0, description="at most limits.max_queue")]
+
+    @field_validator("position")
+    @classmethod
+    def _in_queue(cls, value: int, info: ValidationInfo) -> int:
+        hi = _limits(info).max_queue
+        if value > hi:
+            raise PydanticCustomError("range", "must be an integer from 0 to {hi}", {"hi": hi})
+        return value
+
+
+class QueueSetAutoRun(Request):
+    session_id: Id
+    auto_run: StrictBool
+
+
+class AgentCancel(Request):
+    session_id: Id
+    #: Optional: a cancel naming another task's session is refused.
+    task_id: Id | None = None
+
+
+class PermissionRespond(Request):
+    session_id: Id
+    request_id: Key
+    option_id: Key | None = None
+    #: True: the request is declined without choosing an option.
+    cancelled: StrictBool = False
+
+    @model_validator(mode="after")
+    def _option_or_cancelled(self) -> PermissionRespond:
+        if not self.cancelled and self.option_id is None:
+            raise PydanticCustomError("missing_option", "option_id is required")
+        return self
+
+
+#: Each action's request payload model.
+REQUESTS: dict[str, type[Request]] = {
+    "task.create": TaskCreate,
+    "task.list": NoPayload,
+    "task.update": TaskUpdate,
+    "task.delete": TaskRef,
+    "session.update": SessionUpdate,
+    "session.delete": SessionRef,
+    "session.launch": SessionLaunch,
+    "session.list": TaskRef,
+    "session.subscribe": SessionSubscribe,
+    "session.unsubscribe": SessionRef,
+    "message.add": MessageAdd,
+    "message.list": MessageListQuery,
+    "queue.list": SessionRef,
+    "queue.update": QueueUpdate,
+    "queue.remove": QueueEntryRef,
+    "queue.move": QueueMove,
+    "queue.send_now": QueueEntryRef,
+    "queue.set_auto_run": QueueSetAutoRun,
+    "agent.cancel": AgentCancel,
+    "permission.respond": PermissionRespond,
+    "server.info": NoPayload,
+    "ping": NoPayload,
+}
+
+# One clear sentence per kind of failure, worded as the hand-written checks were.
+_MESSAGES: dict[str, str] = {
+    "missing": "{name} is required",
+    "string_type": "{name} must be a string",
+    "int_type": "{name} must be an integer",
+    "bool_type": "{name} must be true or false",
+    "literal_error": "{name} must be one of {expected}",
+    "string_unicode": "{name} is not valid Unicode",
+}
+
+
+def _message(model: type[Request], err: Any) -> str:
+    loc = err.get("loc", ())
+    name = str(loc[0]) if loc else "payload"
+    kind = err.get("type", "")
+    if kind in ("string_too_short", "string_too_long"):
+        field = model.model_fields.get(name)
+        top = next((m.max_length for m in (field.metadata if field else ())
+                    if getattr(m, "max_length", None) is not None), None)
+        return (f"{name} must be 1 to {top} characters" if top is not None
+                else f"{name} must not be empty")
+    if kind in ("greater_than_equal", "less_than_equal", "int_type"):
+        field = model.model_fields.get(name)
+        meta = field.metadata if field else ()
+        lo = next((m.ge for m in meta if getattr(m, "ge", None) is not None), None)
+        hi = next((m.le for m in meta if getattr(m, "le", None) is not None), None)
+        if lo is not None and hi is not None:
+            return f"{name} must be an integer from {lo} to {hi}"
+        if lo is not None:
+            return f"{name} must be an integer from {lo}"
+    if kind == "literal_error":
+        expected = str(err.get("ctx", {}).get("expected", "")).replace("'", "")
+        return _MESSAGES[kind].format(name=name, expected=expected.replace(" or ", ", "))
+    if kind in _MESSAGES:
+        return _MESSAGES[kind].format(name=name)
+    if kind == "missing_option":
+        return str(err.get("msg"))
+    if kind == "range":
+        return f"{name} {err.get('msg')}"
+    if kind == "model_type" or kind == "dict_type":
+        return "payload must be a JSON object"
+    return f"{name} {err.get('msg', 'is invalid')}"
+
+
+M = TypeVar("M", bound=Request)
+
+
+def parse(model: type[M], payload: dict[str, Any], limits: Limits) -> M:
+    """``payload`` as ``model``, or ``BadInput`` (VALIDATION_ERROR) naming the
+    first field at fault."""
+    try:
+        return model.model_validate(payload, context={"limits": limits})
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        raise BadInput("VALIDATION_ERROR", _message(model, errors[0])) from None
