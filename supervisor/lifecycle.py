@@ -799,6 +799,13 @@ class LifecycleManager:
         ex = self.executions.get(session_id)
         return ex.turn.id or None if ex is not None and ex.turn is not None else None
 
+    def live_and_idle(self, session_id: str) -> bool:
+        """The session's agent runs here and no turn is running or being opened
+        in it: what memory says is the whole truth (no store to reconcile)."""
+        ex = self.executions.get(session_id)
+        return (session_id not in self._taking_over and ex is not None
+                and ex.status is not ExecutionStatus.STOPPED and ex.turn is None)
+
     def mark_user_stop(self, session_id: str) -> None:
         """A user cancel joined a cancel in flight (a send now's): the turn
         ends as the user's cancel."""

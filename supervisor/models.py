@@ -104,6 +104,7 @@ class Session:
             "title": self.title, "archived": self.archived,
             "agent_live": agent_live,
             "queued_count": self.queued_count, "auto_run": self.auto_run,
+            "current_turn_id": self.current_turn_id,
         }
 
 

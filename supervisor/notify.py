@@ -39,6 +39,7 @@ class Notifier:
             "cancellation_pending": progress.pending,
             "cancellation_revision": progress.revision,
             "agent_live": self.agent_live(session.id),
+            "current_turn_id": session.current_turn_id,
         }
 
     def state_changed(self, session: Session) -> None:

@@ -63,6 +63,8 @@ class CancelOperation:
     turn_id: str | None = None
     done: trio.Event = field(default_factory=trio.Event)
     outcome: CancelOutcome | None = None
+    #: The turn the cancel acted on (None: none was running).
+    acted_on: str | None = None
     error: SupervisorError | None = None
     joined: int = 0
     #: Told once the operation settled (right after ``done``): joined requests
@@ -243,10 +245,20 @@ class Orchestrator:
         """Cancel the session's running turn; returns once the operation settled.
 
         Cancelling the caller (a disconnect) abandons only this wait."""
+        op = await self.cancel_operation(caller, session_id, task_id)
+        assert op.outcome is not None
+        return op.outcome
+
+    async def cancel_operation(self, caller: Caller, session_id: str,
+                               task_id: str | None = None,
+                               turn_id: str | None = None) -> CancelOperation:
+        """``cancel`` (only of ``turn_id``, when given), answered with the
+        settled operation: its outcome and the turn it acted on."""
         received = trio.current_time()
-        op = self.admit_known(caller, session_id, task_id)
+        op = self.admit_known(caller, session_id, task_id, turn_id)
         if op is not None:
-            return await op.wait()
+            await op.wait()
+            return op
         owner = self._owners.get(session_id)
         if owner is None:
             session = await self.session(caller, session_id)
@@ -254,25 +266,56 @@ class Orchestrator:
         if not _may_cancel(owner, caller, task_id):
             raise NotFound(f"session {session_id} not found" + (
                 f" in task {task_id}" if owner[0] == caller.workspace_id else ""))
-        op = self._admit(session_id, owner, received)
-        self._user_joins(op)
-        return await op.wait()
+        op = self._fenced(session_id, owner, turn_id)
+        if op is None:
+            op = self._admit(session_id, owner, received, turn_id=turn_id)
+            self._user_joins(op)
+        await op.wait()
+        return op
 
-    def admit_known(self, caller: Caller, session_id: str,
-                    task_id: str | None = None) -> CancelOperation | None:
+    def admit_known(self, caller: Caller, session_id: str, task_id: str | None = None,
+                    turn_id: str | None = None) -> CancelOperation | None:
         """``cancel`` without a wait when it needs no store read: the operation
         in flight joined, or one started for a session whose owner is known
         and is the caller's.  None: ``cancel`` reads the store (and admits, or
-        refuses)."""
+        refuses).  The operation may be settled already (a cancel aimed at a
+        turn that has ended)."""
         received = trio.current_time()
+        owner = self._owners.get(session_id)
+        if owner is not None and _may_cancel(owner, caller, task_id):
+            fenced = self._fenced(session_id, owner, turn_id)
+            if fenced is not None:
+                return fenced
         op = self.join(caller, session_id, task_id)
         if op is not None:
             return op
-        owner = self._owners.get(session_id)
         if owner is None or not _may_cancel(owner, caller, task_id):
             return None
-        op = self._admit(session_id, owner, received)
+        op = self._admit(session_id, owner, received, turn_id=turn_id)
         self._user_joins(op)
+        return op
+
+    def _fenced(self, session_id: str, owner: tuple[str, str],
+                turn_id: str | None) -> CancelOperation | None:
+        """DESIGN.md §14: a cancel aimed at ``turn_id`` while another turn runs
+        (or is being cancelled) never touches it: settled at once as
+        ``turn_ended``, with nothing pending published.  None: go on."""
+        if turn_id is None:
+            return None
+        in_flight = self.operations.get(session_id)
+        running = self.lifecycle.running_turn_id(session_id)
+        if in_flight is None and running is None:
+            # Nothing runs: the named turn is over, unless the agent is gone and
+            # the store may still show it running (the cancel reconciles it).
+            over = self.lifecycle.live_and_idle(session_id)
+        else:
+            over = ((in_flight is not None and in_flight.turn_id not in (None, turn_id))
+                    or (running is not None and running != turn_id))
+        if not over:
+            return None
+        op = CancelOperation(session_id=session_id, workspace_id=owner[0], task_id=owner[1],
+                             turn_id=turn_id, outcome=CancelOutcome.IDLE)
+        op.done.set()
         return op
 
     def join(self, caller: Caller, session_id: str,
@@ -370,6 +413,7 @@ class Orchestrator:
     @staticmethod
     def _record(op: CancelOperation, result: CancelResult) -> None:
         op.outcome = result.outcome
+        op.acted_on = result.turn_id
         if result.sent_at is not None:
             op.marks["adapter_sent"] = result.sent_at
         if result.answered_at is not None:

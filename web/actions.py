@@ -13,7 +13,8 @@ from importlib import metadata
 from typing import Any
 
 from supervisor.config import Limits
-from supervisor.orchestrator import Caller
+from supervisor.lifecycle import CancelOutcome
+from supervisor.orchestrator import Caller, CancelOperation
 from supervisor.root import Supervisor
 
 from .contract import requests as rq
@@ -133,21 +134,37 @@ async def message_list(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> di
     return {"messages": [m.to_dto() for m in msgs]}
 
 
-def cancel_result(session_id: str) -> dict[str, Any]:
-    return {"success": True, "session_id": session_id}
+#: DESIGN.md §14: a settled cancel's outcome on the wire.
+_OUTCOMES: dict[CancelOutcome, str] = {
+    CancelOutcome.ACKNOWLEDGED: "cancelled", CancelOutcome.LATE: "cancelled",
+    CancelOutcome.ESCALATED: "escalated", CancelOutcome.NO_EXECUTION: "reconciled",
+    CancelOutcome.IDLE: "nothing_running",
+}
 
 
-def cancel_target(p: dict[str, Any]) -> tuple[str, str | None]:
-    """``agent.cancel``'s session and optional task (``BadInput`` if invalid).
-    Its fields have no configured bounds: the default limits serve."""
-    req = parse(rq.AgentCancel, p, _LIMITS)
-    return req.session_id, req.task_id
+def cancel_result(op: CancelOperation) -> dict[str, Any]:
+    """Every cancel's answer: ``outcome`` says what happened, ``turn_id`` which
+    turn it acted on (the one asked for, if it had already ended)."""
+    outcome = "nothing_running" if op.outcome is None else _OUTCOMES[op.outcome]
+    if op.acted_on is None and outcome == "reconciled":
+        outcome = "nothing_running"  # no execution, and nothing shown running either
+    if outcome == "nothing_running" and op.turn_id is not None:
+        outcome = "turn_ended"  # the turn it was aimed at is over
+    return {"success": True, "session_id": op.session_id, "outcome": outcome,
+            "turn_id": op.acted_on or op.turn_id}
+
+
+def cancel_target(p: dict[str, Any]) -> rq.AgentCancel:
+    """``agent.cancel``'s payload (``BadInput`` if invalid).  Its fields have no
+    configured bounds: the default limits serve."""
+    return parse(rq.AgentCancel, p, _LIMITS)
 
 
 async def agent_cancel(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
-    session_id, task_id = cancel_target(p)
-    await sup.orchestrator.cancel(caller, session_id, task_id)
-    return cancel_result(session_id)
+    req = cancel_target(p)
+    op = await sup.orchestrator.cancel_operation(caller, req.session_id, req.task_id,
+                                                 req.turn_id)
+    return cancel_result(op)
 
 
 async def permission_respond(sup: Supervisor, caller: Caller,

@@ -241,7 +241,8 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
     @app.post("/api/v1/task-sessions/<session_id>/cancel")
     async def cancel(session_id: str) -> Response:
         data = await body()
-        payload = {"session_id": session_id, "task_id": data.get("task_id")}
+        payload = {"session_id": session_id, "task_id": data.get("task_id"),
+                   "turn_id": data.get("turn_id")}
         return _json(await agent_cancel(sup, await me(), payload))
 
     add_queue_routes(app, sup, me, body)

@@ -62,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
 
     add_arguments(agentctl)
     agentctl.set_defaults(run=_agentctl)
+    from .client.cli import add_client_commands
+
+    add_client_commands(sub, default_data_dir())
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

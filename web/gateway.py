@@ -265,10 +265,11 @@ class Gateway:
         any request (a session not seen yet is read from the store; refused
         there if not the caller's)."""
         try:
-            session_id, task_id = cancel_target(payload)
+            req = cancel_target(payload)
         except BadInput:
             return False  # the request task answers with the error
-        op = self.sup.orchestrator.admit_known(caller, session_id, task_id)
+        op = self.sup.orchestrator.admit_known(caller, req.session_id, req.task_id,
+                                               req.turn_id)
         if op is None:
             return False
 
@@ -282,16 +283,19 @@ class Gateway:
                 # Every joined answer is the same but for its id: encoded once.
                 tail = self._answers.get(op)
                 if tail is None:
-                    whole = envelope("response", "agent.cancel", cancel_result(session_id), "x")
+                    whole = envelope("response", "agent.cancel", cancel_result(op), "x")
                     tail = self._answers[op] = whole[len('{"id":"x"'):]
                 sub.offer('{"id":' + json.dumps(req_id) + tail)
             else:
-                sub.offer(envelope("response", "agent.cancel", cancel_result(session_id)))
+                sub.offer(envelope("response", "agent.cancel", cancel_result(op)))
             # Settled in the turn's close: its notifications and this answer go
             # out now, in one write from this step, not at the writer's turn.
             sub.flush()
 
-        op.on_settled.append(answer)
+        if op.done.is_set():
+            answer(op)  # aimed at a turn that has ended: answered at once
+        else:
+            op.on_settled.append(answer)
         return True
 
     async def _subscribe(self, sub: Subscriber, caller: Caller, req_id: str,

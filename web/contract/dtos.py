@@ -47,6 +47,9 @@ class SessionDTO(DTO):
     agent_live: bool
     queued_count: int
     auto_run: bool
+    #: The running turn (null when none runs): what ``agent.cancel``'s
+    #: ``turn_id`` aims at.
+    current_turn_id: str | None
 
 
 class MessageDTO(DTO):

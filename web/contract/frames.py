@@ -84,6 +84,12 @@ class Interrupting(DTO):
 
 class CancelAnswer(Success):
     session_id: str
+    #: cancelled: the agent stopped the turn; escalated: it had to be stopped;
+    #: reconciled: no live execution, the record was repaired; nothing_running;
+    #: turn_ended: the turn asked for had already ended (nothing was touched).
+    outcome: Literal["cancelled", "escalated", "reconciled", "nothing_running", "turn_ended"]
+    #: The turn the cancel acted on (or was aimed at); null: none.
+    turn_id: str | None
 
 
 class ServerInfo(DTO):
@@ -145,6 +151,7 @@ class StateChanged(DTO):
     cancellation_pending: bool
     cancellation_revision: int
     agent_live: bool
+    current_turn_id: str | None
 
 
 class TaskChanged(DTO):

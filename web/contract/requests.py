@@ -161,6 +161,9 @@ class AgentCancel(Request):
     session_id: Id
     #: Optional: a cancel naming another task's session is refused.
     task_id: Id | None = None
+    #: Optional: the turn the client shows; a cancel of a turn that has ended
+    #: never stops the one after it (answered ``turn_ended``).
+    turn_id: Id | None = None
 
 
 class PermissionRespond(Request):
