@@ -167,6 +167,16 @@ _MIGRATIONS: tuple[str, ...] = (
     DROP INDEX sessions_by_task;
     CREATE INDEX sessions_by_task ON task_sessions(task_id, created_at);
     """,
+    # DESIGN.md §14: a message.add's client_message_id, kept with what it made
+    # (the user message's metadata, or the queue entry), so a repeat finds it.
+    """
+    ALTER TABLE queue_entries ADD COLUMN client_message_id TEXT;
+    CREATE INDEX queue_by_client_id ON queue_entries(session_id, client_message_id)
+        WHERE client_message_id IS NOT NULL;
+    CREATE INDEX messages_by_client_id
+        ON messages(session_id, json_extract(metadata, '$.client_message_id'))
+        WHERE role = 'user';
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -427,6 +437,7 @@ class Db:
     # -- turns --------------------------------------------------------------
 
     def open_turn(self, session_id: str, prompt: str, *, resume_queue: bool = False,
+                  client_message_id: str | None = None,
                   ) -> tuple[Turn, Message, Session, QueueState | None]:
         """Start a turn: the turn row, the user's message, session RUNNING — atomically.
 
@@ -435,8 +446,9 @@ class Db:
         ts = now()
         turn = Turn(id=new_id(), session_id=session_id, state="running", stop_reason=None,
                     started_at=ts, ended_at=None)
+        meta = {} if client_message_id is None else {"client_message_id": client_message_id}
         msg = Message(id=new_id(), session_id=session_id, turn_id=turn.id, role="user",
-                      kind="text", content=prompt, metadata={}, created_at=ts)
+                      kind="text", content=prompt, metadata=meta, created_at=ts)
         with self._tx():
             self.conn.execute("INSERT INTO turns VALUES (?, ?, 'running', NULL, ?, NULL)",
                               (turn.id, session_id, ts))
@@ -610,7 +622,8 @@ class Db:
             "SELECT * FROM queue_entries WHERE session_id = ? ORDER BY position",
             (session_id,)).fetchall()
         entries = tuple(QueueEntry(id=r["id"], session_id=session_id, content=r["content"],
-                                   created_at=r["created_at"], position=i)
+                                   created_at=r["created_at"], position=i,
+                                   client_message_id=r["client_message_id"])
                         for i, r in enumerate(rows))
         return QueueState(session_id=session_id, entries=entries,
                           auto_run=bool(row["auto_run"]) if row else True,
@@ -637,7 +650,8 @@ class Db:
 
     def queue_add(self, session_id: str, content: str, *, max_entries: int,
                   head: bool = False, entry_id: str | None = None,
-                  created_at: str | None = None) -> tuple[QueueEntry, QueueState]:
+                  created_at: str | None = None, client_message_id: str | None = None,
+                  ) -> tuple[QueueEntry, QueueState]:
         """Append (or, with ``head``, put first) an entry; ``QueueFull`` beyond ``max_entries``."""
         eid = entry_id or new_id()
         with self._tx():
@@ -645,9 +659,10 @@ class Db:
             if len(ids) >= max_entries:
                 raise QueueFull(f"the queue already holds {max_entries} messages")
             self.conn.execute(
-                "INSERT INTO queue_entries (id, session_id, content, position, created_at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (eid, session_id, storable(content), len(ids), created_at or now()))
+                "INSERT INTO queue_entries (id, session_id, content, position, created_at, "
+                "client_message_id) VALUES (?, ?, ?, ?, ?, ?)",
+                (eid, session_id, storable(content), len(ids), created_at or now(),
+                 client_message_id))
             self._queue_commit(session_id, [eid, *ids] if head else None)
         state = self.queue_state(session_id)
         entry = next(e for e in state.entries if e.id == eid)
@@ -689,11 +704,26 @@ class Db:
                                         (target,)).fetchone()
                 taken = QueueEntry(id=row["id"], session_id=session_id,
                                    content=row["content"], created_at=row["created_at"],
-                                   position=ids.index(target))
+                                   position=ids.index(target),
+                                   client_message_id=row["client_message_id"])
                 self.conn.execute("DELETE FROM queue_entries WHERE id = ?", (target,))
                 ids.remove(target)
                 self._queue_commit(session_id, ids)
         return taken, self.queue_state(session_id)
+
+    def find_client_message(self, session_id: str,
+                            client_message_id: str) -> Message | QueueEntry | None:
+        """What an earlier ``message.add`` with this id made: the user message
+        (started or steered), else the entry still queued."""
+        row = self.conn.execute(
+            "SELECT * FROM messages WHERE session_id = ? AND role = 'user' AND "
+            "json_extract(metadata, '$.client_message_id') = ? ORDER BY seq LIMIT 1",
+            (session_id, client_message_id)).fetchone()
+        if row is not None:
+            return Message.from_row(row)
+        entry = next((e for e in self.queue_state(session_id).entries
+                      if e.client_message_id == client_message_id), None)
+        return entry
 
     def queue_set_auto_run(self, session_id: str, auto_run: bool) -> QueueState | None:
         """Set the flag; the new state if it changed, else None."""

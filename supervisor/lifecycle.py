@@ -815,7 +815,8 @@ class LifecycleManager:
 
     async def send_prompt(self, session: Session, text: str, *,
                           guard: Callable[[], bool] | None = None,
-                          resume_queue: bool = False) -> Message:
+                          resume_queue: bool = False,
+                          client_message_id: str | None = None) -> Message:
         """Open a turn (one at a time per session) and send the prompt.
         Returns the stored user message; the turn runs in the execution nursery.
         ``guard`` is asked at the moment the turn is claimed (no checkpoint
@@ -839,7 +840,8 @@ class LifecycleManager:
             # Armed now: a cancel that comes before the restore begins abandons it too.
             handle.restoring = trio.CancelScope()
         try:
-            turn, msg = await self.store.open_turn(session.id, text, resume_queue=resume_queue)
+            turn, msg = await self.store.open_turn(session.id, text, resume_queue=resume_queue,
+                                                   client_message_id=client_message_id)
         except BaseException:
             ex.turn = None
             raise
@@ -851,7 +853,8 @@ class LifecycleManager:
         ex.nursery.start_soon(self._watch, ex, handle)
         return msg
 
-    async def steer(self, session_id: str, text: str) -> Message:
+    async def steer(self, session_id: str, text: str,
+                    client_message_id: str | None = None) -> Message:
         """Deliver ``text`` into the running turn (Codex ``turn/steer``, ACP
         ``_session/steering`` where offered) and
         store it as a user message with ``metadata.delivery: "steer"``.
@@ -865,6 +868,8 @@ class LifecycleManager:
         if ex is None or turn is None or not turn.id or turn.cancel_phase is not None:
             raise Conflict("no running turn to steer")
         meta: dict[str, Any] = {"delivery": "steer"}
+        if client_message_id is not None:
+            meta["client_message_id"] = client_message_id
         try:
             await ex.adapter.steer(text)
         except (LocalProtocolError, AgentRefused) as exc:

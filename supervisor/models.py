@@ -186,10 +186,13 @@ class QueueEntry:
     content: str
     created_at: str
     position: int
+    #: The ``message.add`` that queued it (DESIGN.md §14), carried to its turn.
+    client_message_id: str | None = None
 
     def to_dto(self) -> dict[str, Any]:
         return {"id": self.id, "session_id": self.session_id, "content": self.content,
-                "created_at": self.created_at, "position": self.position}
+                "created_at": self.created_at, "position": self.position,
+                "client_message_id": self.client_message_id}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -33,9 +33,9 @@ import trio
 from protocols.transport import AgentTimeout
 
 from .config import Config
-from .errors import CancelFailed, InvalidRequest, NotFound, SupervisorError
+from .errors import CancelFailed, Conflict, InvalidRequest, NotFound, SupervisorError
 from .lifecycle import CancelOutcome, CancelResult, LifecycleManager, StopRequest
-from .models import Message, QueueState, Session, Task
+from .models import Message, QueueEntry, QueueState, Session, Task
 from .notify import Notifier
 from .queue import Delivery, TurnQueue
 from .store import Store
@@ -92,6 +92,8 @@ class Orchestrator:
         self.projection = notifier.projection
         self.lifecycle = lifecycle
         self.operations: dict[str, CancelOperation] = {}
+        #: message.add calls in flight by (session, client_message_id).
+        self._adding: dict[tuple[str, str], trio.Event] = {}
         #: session → (workspace, task): immutable once created, so cancel's
         #: authorization needs no store read after the first.
         self._owners: dict[str, tuple[str, str]] = {}
@@ -176,11 +178,31 @@ class Orchestrator:
             raise InvalidRequest(f"content longer than {self.config.limits.max_prompt_chars}")
 
     async def add_message(self, caller: Caller, session_id: str, content: str,
-                          delivery: Delivery = "auto") -> dict[str, Any]:
-        """``message.add`` (DESIGN.md §9): start, queue, send now or steer."""
+                          delivery: Delivery = "auto",
+                          client_message_id: str | None = None) -> dict[str, Any]:
+        """``message.add`` (DESIGN.md §9): start, queue, send now or steer.
+
+        DESIGN.md §14: with ``client_message_id``, a repeat (a retry after a
+        dropped connection, a duplicate from another connection, a retry after
+        a restart) answers what the first made and starts, queues or steers
+        nothing again.  Duplicates in flight wait for the first."""
         self._check_content(content)
         session = await self.session(caller, session_id)
-        return await self.queue.add(session, content, delivery)
+        if client_message_id is None:
+            return await self.queue.add(session, content, delivery)
+        key = (session_id, client_message_id)
+        while (first := self._adding.get(key)) is not None:
+            await first.wait()
+        # Claimed before the store is read (no checkpoint since the loop).
+        self._adding[key] = done = trio.Event()
+        try:
+            earlier = await self.store.find_client_message(session_id, client_message_id)
+            if earlier is not None:
+                return _repeat_answer(earlier, content, client_message_id)
+            return await self.queue.add(session, content, delivery, client_message_id)
+        finally:
+            del self._adding[key]
+            done.set()
 
     # -- the queue (DESIGN.md §9) ---------------------------------------------------
 
@@ -451,6 +473,18 @@ class Orchestrator:
             except Exception:
                 log.exception("answering a joined cancel of session %s failed",
                               op.session_id)
+
+
+def _repeat_answer(earlier: Message | QueueEntry, content: str,
+                   client_message_id: str) -> dict[str, Any]:
+    """A repeated ``message.add``'s answer: what the first one made."""
+    if earlier.content != content:
+        raise Conflict(f"client_message_id {client_message_id!r} was already used for "
+                       "another message in this session")
+    if isinstance(earlier, QueueEntry):
+        return {"delivery": "queued", "entry": earlier.to_dto(), "repeated": True}
+    delivery = "steered" if earlier.metadata.get("delivery") == "steer" else "started"
+    return {**earlier.to_dto(), "delivery": delivery, "repeated": True}
 
 
 def _may_cancel(owner: tuple[str, str], caller: Caller, task_id: str | None) -> bool:

@@ -101,12 +101,14 @@ class TurnQueue:
 
     # -- message.add -------------------------------------------------------------
 
-    async def add(self, session: Session, content: str, delivery: Delivery) -> dict[str, Any]:
+    async def add(self, session: Session, content: str, delivery: Delivery,
+                  client_message_id: str | None = None) -> dict[str, Any]:
         sid = session.id
+        cid = client_message_id
         steer_unsupported = False
         if delivery == "steer" and self.busy(sid):
             try:
-                msg = await self.lifecycle.steer(sid, content)
+                msg = await self.lifecycle.steer(sid, content, cid)
             except (SteerUnsupported, Conflict) as exc:
                 log.info("session %s: steer queued instead (%s)", sid, exc)
                 steer_unsupported = True
@@ -114,7 +116,7 @@ class TurnQueue:
                 return {**msg.to_dto(), "delivery": "steered"}
         if not self.busy(sid):
             try:
-                started = await self._start_direct(session, content)
+                started = await self._start_direct(session, content, cid)
             except AgentStartError:
                 raise
             except Conflict as exc:
@@ -124,7 +126,7 @@ class TurnQueue:
                 started = None
             if started is not None:
                 return started
-        entry = await self._enqueue(sid, content, head=delivery == "interrupt")
+        entry = await self._enqueue(sid, content, head=delivery == "interrupt", cid=cid)
         if delivery == "interrupt":
             self._interrupt(sid, entry.id)
             return {"delivery": "interrupting", "entry": entry.to_dto()}
@@ -135,14 +137,16 @@ class TurnQueue:
             result["steer_unsupported"] = True
         return result
 
-    async def _enqueue(self, sid: str, content: str, *, head: bool = False) -> Any:
+    async def _enqueue(self, sid: str, content: str, *, head: bool = False,
+                       cid: str | None = None) -> Any:
         try:
             return await self.store.queue_add(sid, content, max_entries=self.max_queue,
-                                              head=head)
+                                              head=head, client_message_id=cid)
         except QueueFull as exc:
             raise InvalidRequest(str(exc)) from None
 
-    async def _start_direct(self, session: Session, content: str) -> dict[str, Any] | None:
+    async def _start_direct(self, session: Session, content: str,
+                            cid: str | None = None) -> dict[str, Any] | None:
         """Start a turn with ``content`` now; None when queued entries that
         auto-run must go first (then the caller queues it behind them)."""
         sid = session.id
@@ -156,7 +160,7 @@ class TurnQueue:
             # resumes a parked queue, in the turn's own transaction.
             msg = await self.lifecycle.send_prompt(
                 session, content, guard=lambda: self._epoch.get(sid, 0) == epoch,
-                resume_queue=not state.entries and not state.auto_run)
+                resume_queue=not state.entries and not state.auto_run, client_message_id=cid)
             return {**msg.to_dto(), "delivery": "started"}
         finally:
             self._starting.discard(sid)
@@ -185,7 +189,8 @@ class TurnQueue:
                 if session is None:
                     return None
                 msg = await self.lifecycle.send_prompt(
-                    session, entry.content, guard=lambda: self._epoch.get(sid, 0) == epoch)
+                    session, entry.content, guard=lambda: self._epoch.get(sid, 0) == epoch,
+                    client_message_id=entry.client_message_id)
             except (SupervisorError, StoreError) as exc:
                 cancelled = self._epoch.get(sid, 0) != epoch
                 log.warning("session %s: queued message not started (%s)", sid,

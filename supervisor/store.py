@@ -308,12 +308,13 @@ class Store:
             self.notify.state_changed(session)
         return session
 
-    async def open_turn(self, session_id: str, prompt: str, *,
-                        resume_queue: bool = False) -> tuple[Turn, Message]:
+    async def open_turn(self, session_id: str, prompt: str, *, resume_queue: bool = False,
+                        client_message_id: str | None = None) -> tuple[Turn, Message]:
         """The turn, the user's message and the session RUNNING, atomically
         (and a parked queue resumed, with ``resume_queue``)."""
         turn, msg, session, queue = await self.call(self.db.open_turn, session_id, prompt,
-                                                    resume_queue=resume_queue)
+                                                    resume_queue=resume_queue,
+                                                    client_message_id=client_message_id)
         self.notify.message_added(msg)
         self.notify.state_changed(session)
         if queue is not None:
@@ -387,10 +388,12 @@ class Store:
         return await self.call(self.db.queue_state, session_id)
 
     async def queue_add(self, session_id: str, content: str, *, max_entries: int,
-                        head: bool = False) -> QueueEntry:
+                        head: bool = False, client_message_id: str | None = None,
+                        ) -> QueueEntry:
         """``db.QueueFull`` beyond ``max_entries``."""
         entry, state = await self.call(self.db.queue_add, session_id, content,
-                                       max_entries=max_entries, head=head)
+                                       max_entries=max_entries, head=head,
+                                       client_message_id=client_message_id)
         self.notify.queue_changed(state)
         return entry
 
@@ -399,7 +402,8 @@ class Store:
         (same id and time; admitted even over the limit: it was there)."""
         _, state = await self.call(self.db.queue_add, entry.session_id, entry.content,
                                    max_entries=10**9, head=True, entry_id=entry.id,
-                                   created_at=entry.created_at)
+                                   created_at=entry.created_at,
+                                   client_message_id=entry.client_message_id)
         self.notify.queue_changed(state)
 
     async def queue_update(self, session_id: str, entry_id: str,
@@ -415,6 +419,10 @@ class Store:
         if state is not None:
             self.notify.queue_changed(state)
         return state
+
+    async def find_client_message(self, session_id: str, client_message_id: str,
+                                  ) -> Message | QueueEntry | None:
+        return await self.call(self.db.find_client_message, session_id, client_message_id)
 
     async def queue_take(self, session_id: str, entry_id: str | None = None, *,
                          only_if_auto_run: bool = False) -> QueueEntry | None:

@@ -22,6 +22,14 @@ def completed(sid: str, turn_id: str) -> Any:
     return pred
 
 
+def next_user_turn(previous: str) -> Any:
+    def pred(f: Frame) -> bool:
+        msg = (f.get("payload") or {}).get("message") or {}
+        return (f["action"] == "session.message.added" and msg.get("role") == "user"
+                and msg.get("turn_id") not in (None, previous))
+    return pred
+
+
 async def started_turn(ws: WsClient, sid: str, content: str) -> str:
     answer = await ws.call("message.add", {"session_id": sid, "content": content})
     assert answer["delivery"] == "started", answer
@@ -104,10 +112,7 @@ async def test_cancels_timed_around_a_turns_end_never_stop_the_queued_turn(
             if ended_a["payload"]["stop_reason"] == "cancelled":
                 # A user cancel pauses the queue: the person resumes it.
                 await ws.call("queue.set_auto_run", {"session_id": sid, "auto_run": True})
-            b = await ws.wait_for(
-                lambda f, a=a: f["action"] == "session.message.added"
-                and f["payload"]["message"]["role"] == "user"
-                and f["payload"]["message"]["turn_id"] not in (None, a), timeout=15, after=mark)
+            b = await ws.wait_for(next_user_turn(a), timeout=15, after=mark)
             b_turn = b["payload"]["message"]["turn_id"]
             ended_b = await ws.wait_for(completed(sid, b_turn), timeout=15)
             assert ended_b["payload"]["stop_reason"] == "end_turn", (offset_ms, answers)

@@ -71,6 +71,7 @@ class QueueEntryDTO(DTO):
     content: str
     created_at: str
     position: int
+    client_message_id: str | None
 
 
 class QueueStateDTO(DTO):

@@ -68,6 +68,8 @@ class Started(MessageDTO):
     running one (``steered``)."""
 
     delivery: Literal["started", "steered"]
+    #: A repeat of an earlier message.add (same client_message_id): nothing new ran.
+    repeated: bool = False
 
 
 class Queued(DTO):
@@ -75,6 +77,7 @@ class Queued(DTO):
     entry: QueueEntryDTO
     #: A steer was asked for where the agent takes none: it was queued instead.
     steer_unsupported: bool = False
+    repeated: bool = False
 
 
 class Interrupting(DTO):

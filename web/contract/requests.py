@@ -119,6 +119,10 @@ class MessageAdd(Request):
     session_id: Id
     content: Prompt
     delivery: Delivery = "auto"
+    #: DESIGN.md §14: a repeat with the same id in the same session answers
+    #: what the first made and starts, queues or steers nothing again.
+    client_message_id: Annotated[str, Field(min_length=1, max_length=128),
+                                 AfterValidator(_unicode)] | None = None
 
     _check_content = field_validator("content")(_prompt_limit)
 
