@@ -64,6 +64,9 @@ class CancelOperation:
     done: trio.Event = field(default_factory=trio.Event)
     outcome: CancelOutcome | None = None
     error: SupervisorError | None = None
+    #: The agent stopped but the store refused the record of it (why); the
+    #: record is written when the store can again (``LifecycleManager.retries``).
+    record_error: str | None = None
     joined: int = 0
     #: Told once the operation settled (right after ``done``): joined requests
     #: answered from here, with no task of their own waiting (a storm of
@@ -243,10 +246,18 @@ class Orchestrator:
         """Cancel the session's running turn; returns once the operation settled.
 
         Cancelling the caller (a disconnect) abandons only this wait."""
+        op = await self.cancel_operation(caller, session_id, task_id)
+        assert op.outcome is not None
+        return op.outcome
+
+    async def cancel_operation(self, caller: Caller, session_id: str,
+                               task_id: str | None = None) -> CancelOperation:
+        """``cancel``, answered with the settled operation (its ``record_error``)."""
         received = trio.current_time()
         op = self.admit_known(caller, session_id, task_id)
         if op is not None:
-            return await op.wait()
+            await op.wait()
+            return op
         owner = self._owners.get(session_id)
         if owner is None:
             session = await self.session(caller, session_id)
@@ -256,7 +267,8 @@ class Orchestrator:
                 f" in task {task_id}" if owner[0] == caller.workspace_id else ""))
         op = self._admit(session_id, owner, received)
         self._user_joins(op)
-        return await op.wait()
+        await op.wait()
+        return op
 
     def admit_known(self, caller: Caller, session_id: str,
                     task_id: str | None = None) -> CancelOperation | None:
@@ -370,6 +382,7 @@ class Orchestrator:
     @staticmethod
     def _record(op: CancelOperation, result: CancelResult) -> None:
         op.outcome = result.outcome
+        op.record_error = result.record_error
         if result.sent_at is not None:
             op.marks["adapter_sent"] = result.sent_at
         if result.answered_at is not None:

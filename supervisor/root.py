@@ -1,6 +1,7 @@
 """The root of the nursery tree (DESIGN.md §2), in one function.
 
     open_supervisor                 root nursery
+    ├── Retries.run                 store retries nursery → records the store refused
     ├── LifecycleManager.run        executions nursery → one nursery per agent
     │   └── take_over               per turn an agentctl ran on through a restart
     ├── Orchestrator.run            operations nursery → accepted cancels
@@ -94,6 +95,8 @@ async def open_supervisor(
         orchestrator = Orchestrator(config, store, notify, lifecycle)
         async with trio.open_nursery() as root:
             await root.start(store.run)
+            # Before anything can hand it a write the store refused.
+            await root.start(lifecycle.retries.run)
             await root.start(lifecycle.run)
             # Before the queue runs: its starts wait for these sessions' takeovers.
             for handover in handed_over:

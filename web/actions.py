@@ -7,9 +7,11 @@ connection and live in the gateway.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from supervisor.db import StoreError
 from supervisor.orchestrator import Caller
 from supervisor.queue import DELIVERIES, Delivery
 from supervisor.root import Supervisor
@@ -26,8 +28,22 @@ from .validate import (
     req_str,
 )
 
-__all__ = ["ACTIONS", "ORDERED_ACTIONS", "Handler", "cancel_result", "cancel_target",
-           "session_delete", "session_update", "task_delete", "task_update"]
+__all__ = ["ACTIONS", "ORDERED_ACTIONS", "STORE_ERRORS", "Handler", "cancel_result",
+           "cancel_target", "session_delete", "session_update", "store_failed", "task_delete",
+           "task_update"]
+
+#: What the store raises when the database cannot do what a request asked.
+STORE_ERRORS = (StoreError, sqlite3.Error)
+
+
+def store_failed(exc: BaseException) -> str:
+    """The ``INTERNAL_ERROR`` message of a request the database could not
+    serve: what SQLite said and what to do about it (never "internal error")."""
+    why = str(exc) or type(exc).__name__
+    if "full" in why:
+        return (f"the database could not write: {why}; free space on the data dir's disk "
+                "and try again (what was saved before is kept)")
+    return f"the database could not complete the request: {why}; try again"
 
 Handler = Callable[[Supervisor, Caller, dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -156,8 +172,16 @@ async def message_list(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> di
     return {"messages": [m.to_dto() for m in msgs]}
 
 
-def cancel_result(session_id: str) -> dict[str, Any]:
-    return {"success": True, "session_id": session_id}
+def cancel_result(session_id: str, record_error: str | None = None) -> dict[str, Any]:
+    """``agent.cancel``'s answer (DESIGN.md §4); when the store refused the
+    record of the stop, it says so (added fields: the agent stopped all the
+    same, and the record is written once the store can again)."""
+    result: dict[str, Any] = {"success": True, "session_id": session_id}
+    if record_error is not None:
+        result |= {"agent_stopped": True, "record_written": False,
+                   "record_error": f"the agent stopped, but its record could not be written "
+                                   f"({record_error}); it is written when the store can again"}
+    return result
 
 
 def cancel_target(p: dict[str, Any]) -> tuple[str, str | None]:
@@ -167,8 +191,8 @@ def cancel_target(p: dict[str, Any]) -> tuple[str, str | None]:
 
 async def agent_cancel(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
     session_id, task_id = cancel_target(p)
-    await sup.orchestrator.cancel(caller, session_id, task_id)
-    return cancel_result(session_id)
+    op = await sup.orchestrator.cancel_operation(caller, session_id, task_id)
+    return cancel_result(session_id, op.record_error)
 
 
 async def permission_respond(sup: Supervisor, caller: Caller,

@@ -42,7 +42,14 @@ from supervisor.notify import workspace_channel
 from supervisor.orchestrator import Caller, CancelOperation
 from supervisor.root import Supervisor
 
-from .actions import ACTIONS, ORDERED_ACTIONS, cancel_result, cancel_target
+from .actions import (
+    ACTIONS,
+    ORDERED_ACTIONS,
+    STORE_ERRORS,
+    cancel_result,
+    cancel_target,
+    store_failed,
+)
 from .validate import BadInput, opt_bool, req_str
 from .wsconn import ServerWebSocket, WebSocketClosed
 
@@ -244,6 +251,11 @@ class Gateway:
             message = exc.message if isinstance(exc, BadInput) else str(exc)
             sub.offer(envelope("error", action, {"code": code, "message": message},
                                req_id or None))
+        except STORE_ERRORS as exc:
+            log.warning("action %s: %s", action, exc)
+            sub.offer(envelope("error", action,
+                               {"code": "INTERNAL_ERROR", "message": store_failed(exc)},
+                               req_id or None))
         except Exception:
             log.exception("action %s failed", action)
             sub.offer(envelope("error", action,
@@ -281,11 +293,13 @@ class Gateway:
                 # Every joined answer is the same but for its id: encoded once.
                 tail = self._answers.get(op)
                 if tail is None:
-                    whole = envelope("response", "agent.cancel", cancel_result(session_id), "x")
+                    whole = envelope("response", "agent.cancel",
+                                     cancel_result(session_id, op.record_error), "x")
                     tail = self._answers[op] = whole[len('{"id":"x"'):]
                 sub.offer('{"id":' + json.dumps(req_id) + tail)
             else:
-                sub.offer(envelope("response", "agent.cancel", cancel_result(session_id)))
+                sub.offer(envelope("response", "agent.cancel",
+                                   cancel_result(session_id, op.record_error)))
             # Settled in the turn's close: its notifications and this answer go
             # out now, in one write from this step, not at the writer's turn.
             sub.flush()
