@@ -455,7 +455,13 @@ class LifecycleManager:
             # write) ends this agent, never the executions nursery and with it
             # the supervisor.  A turn the store could not close is reconciled
             # by the next cancel, or at the next start.
-            log.exception("execution of session %s failed; stopping its agent", session_id)
+            leaf = _leaf(exc)
+            if isinstance(leaf, StoreError):
+                # An outage (a full disk), not a bug: said in a line, no traceback.
+                log.warning("session %s: the store refused a write (%s); stopping its agent",
+                            session_id, leaf)
+            else:
+                log.exception("execution of session %s failed; stopping its agent", session_id)
         finally:
             if ex is not None:
                 ex.status = ExecutionStatus.STOPPED
