@@ -213,3 +213,43 @@ async def test_streamed_text_refused_stops_that_agent_only(tmp_path: Any) -> Non
         assert turn is not None and turn.stop_reason == "error"
         await _still_serving(sup, caller, other)
         await _still_serving(sup, caller, sid)
+
+
+async def test_a_send_now_whose_start_is_refused_keeps_its_message(tmp_path: Any) -> None:
+    """The queue's start after a send now's cancel (``_start_after``) meets the
+    refusing store: the message stays queued, nothing ends."""
+    async with failing_supervisor(tmp_path / "data") as (sup, db):
+        caller, (sid, other) = await _sessions(sup, "mock")
+        orch = sup.orchestrator
+        await orch.send_message(caller, sid, "/tool 60000")
+        await _wait_message(sup, caller, sid, "tool_call")
+        queued = await orch.add_message(caller, sid, "next", "queue")
+        entry_id = queued["entry"]["id"]
+        answer = await orch.queue_send_now(caller, sid, entry_id)
+        assert answer["delivery"] == "interrupting"
+        db.full = True
+        with trio.fail_after(10):
+            while sid in orch.operations or sup.lifecycle.running_turn_id(sid) is not None:
+                await trio.sleep(0.02)
+        await trio.sleep(1.0)
+        await _recovered(sup, db)
+        queue = await orch.queue_list(caller, sid)
+        started = [m for m in await orch.list_messages(caller, sid)
+                   if m.role == "user" and m.content == "next"]
+        assert [e.id for e in queue.entries] == [entry_id] or len(started) == 1
+        await _still_serving(sup, caller, other)
+
+
+async def test_a_shutdown_with_the_store_failing_stops_every_agent(tmp_path: Any) -> None:
+    """The shutdown's nurseries (a running turn stopped, every agent stopped)
+    with every write refused: the supervisor closes, within its bound."""
+    started = trio.current_time()
+    async with failing_supervisor(tmp_path / "data", shutdown_s=8) as (sup, db):
+        caller, (sid, _idle) = await _sessions(sup, "mock")
+        await sup.orchestrator.send_message(caller, sid, "/tool 60000")
+        await _wait_message(sup, caller, sid, "tool_call")
+        agents = [ex.agent for ex in sup.lifecycle.executions.values()]
+        db.full = True
+        started = trio.current_time()
+    assert trio.current_time() - started < 12
+    assert all(a.returncode is not None for a in agents)
