@@ -69,9 +69,15 @@ class Retries:
         if key in self.pending:
             return False
         assert self._nursery is not None, "Retries.run is not running"
+        try:
+            self._nursery.start_soon(self._run, key, write, what, done)
+        except RuntimeError:
+            # Closed: the supervisor is stopping (the next start's recovery closes
+            # what is left open).
+            log.warning("%s: not written (the server is stopping)", what)
+            return False
         self.pending.add(key)
         self._idle = trio.Event()
-        self._nursery.start_soon(self._run, key, write, what, done)
         return True
 
     async def wait_idle(self) -> None:
