@@ -39,6 +39,9 @@ async def contained(what: str, fn: Callable[..., Awaitable[Any]], *args: Any) ->
     (a shared nursery must outlive one session's failure)."""
     try:
         await fn(*args)
+    except StoreError as exc:
+        # An outage (a full disk), not a bug: a line, no traceback.
+        log.warning("%s: the store refused it (%s); the server goes on", what, exc)
     except Exception:
         log.exception("%s failed; the server goes on", what)
 
