@@ -52,6 +52,15 @@ class StoreUnavailable(StoreError):
     """The database did not take a write in time (locked elsewhere, disk trouble)."""
 
 
+class SchemaTooNew(StoreError):
+    """The database was written by a newer Turnvisor (a schema this one does not know)."""
+
+    def __init__(self, version: int) -> None:
+        super().__init__(f"database schema {version} is newer than this Turnvisor's "
+                         f"({SCHEMA_VERSION})")
+        self.version = version
+
+
 class QueueFull(StoreError):
     """The session's queue already holds its maximum of entries."""
 
@@ -272,7 +281,7 @@ class Db:
     def _migrate(self) -> None:
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
-            raise StoreError(f"database schema {version} is newer than this Turnvisor's")
+            raise SchemaTooNew(version)
         for i in range(version, SCHEMA_VERSION):
             # executescript commits first, so the transaction is spelled out in the script.
             self.conn.executescript(

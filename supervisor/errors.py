@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 __all__ = ["AgentStartError", "CancelFailed", "Conflict", "InvalidRequest", "NotFound",
-           "SupervisorError"]
+           "StartError", "SupervisorError"]
 
 
 class SupervisorError(Exception):
@@ -32,3 +32,8 @@ class AgentStartError(Conflict):
 
 class CancelFailed(Conflict):
     """The cancel did not complete; the session is still RUNNING and may be retried."""
+
+
+class StartError(Exception):
+    """The server cannot start: one line saying what is wrong and what to do
+    (``turnvisor serve`` prints it and exits with status 2)."""

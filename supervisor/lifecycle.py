@@ -44,6 +44,7 @@ its real end, cancellable again (a cancel that was pending is gone).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import logging
 import os
@@ -70,7 +71,7 @@ from protocols.jsonrpc import LocalProtocolError
 from protocols.process import drain_stderr
 
 from .config import Config
-from .db import StoreUnavailable
+from .db import StoreError, StoreUnavailable
 from .errors import AgentStartError, CancelFailed, Conflict, NotFound
 from .executors import LaunchedAgent, Launcher, default_launcher
 from .models import (
@@ -88,6 +89,7 @@ from .notify import Notifier
 from .profiles import AgentProfile
 from .recovery import RESTART_META, RESTART_STATUS, Handover
 from .restore import RESTORE_FAILED_META, RESTORE_FAILED_STATUS, reopen
+from .retries import Retries, contained
 from .store import Store
 from .text_writer import TextWriter
 from .transcript import Transcript, TurnText
@@ -176,6 +178,9 @@ class CancelResult:
     #: agent's end of turn reached the pump (the cancel's stage breakdown).
     sent_at: float | None = None
     answered_at: float | None = None
+    #: The agent stopped, but the store refused the record of it (why): the
+    #: record is written by the store retries nursery when the store can again.
+    record_error: str | None = None
 
 
 @dataclass(eq=False)
@@ -286,6 +291,9 @@ class LifecycleManager:
         notifier.agent_live = self.agent_live
         #: Writes the streamed text of every session's turn together.
         self.texts = TextWriter(store, self.timeouts.stream_flush_s)
+        #: What the store refused (a turn's close, a cancel's record), written
+        #: when it can again; run by the supervisor root beside this.
+        self.retries = Retries(self.timeouts.store_retry_s)
 
     def agent_live(self, session_id: str) -> bool:
         """Whether the session's agent process is running (the session DTO's
@@ -389,7 +397,7 @@ class LifecycleManager:
         when the session's state did not change (an idle stop)."""
         if session_id in self.executions:
             return  # a successor already runs (and its start was announced)
-        with contextlib.suppress(StoreUnavailable):
+        with contextlib.suppress(StoreError):
             session = await self.store.get_session(session_id)
             if session is not None:
                 self.notify.state_changed(session)
@@ -447,7 +455,13 @@ class LifecycleManager:
             # write) ends this agent, never the executions nursery and with it
             # the supervisor.  A turn the store could not close is reconciled
             # by the next cancel, or at the next start.
-            log.exception("execution of session %s failed; stopping its agent", session_id)
+            leaf = _leaf(exc)
+            if isinstance(leaf, StoreError):
+                # An outage (a full disk), not a bug: said in a line, no traceback.
+                log.warning("session %s: the store refused a write (%s); stopping its agent",
+                            session_id, leaf)
+            else:
+                log.exception("execution of session %s failed; stopping its agent", session_id)
         finally:
             if ex is not None:
                 ex.status = ExecutionStatus.STOPPED
@@ -464,7 +478,8 @@ class LifecycleManager:
         # Registered at once: a prompt or cancel that comes before the task runs waits too.
         self._starting[handover.session_id] = self._taking_over[handover.session_id] = \
             trio.Event()
-        self._nursery.start_soon(self.take_over, handover)
+        self._nursery.start_soon(contained, f"session {handover.session_id}: takeover",
+                                 self.take_over, handover)
 
     async def take_over(self, handover: Handover) -> None:
         """After a restart: re-attach the agent (behind an agentctl at a configured
@@ -551,14 +566,23 @@ class LifecycleManager:
         restart cut: interrupted, ``RESTART_STATUS``, the session's queue parked."""
         with trio.CancelScope(shield=True,
                               deadline=trio.current_time() + self.timeouts.cancel_cleanup_s):
-            if text is not None and ex is not None:
-                await ex.transcript.flush(text)
-            closed = await self.store.close_turn(
-                turn_id, state="interrupted", stop_reason="cancelled",
-                status=(RESTART_STATUS, dict(RESTART_META)))
-            if closed is None:
-                return
-            await self.store.queue_set_auto_run(session_id, False)
+            try:
+                if text is not None and ex is not None:
+                    await ex.transcript.flush(text)
+                await self._close_restarted(session_id, turn_id)
+            except StoreError as exc:
+                log.warning("session %s: the store refused to close turn %s (%s); retrying "
+                            "in the background", session_id, turn_id, exc)
+                self.retries.retry(("close", turn_id),
+                                   functools.partial(self._close_restarted, session_id, turn_id),
+                                   f"session {session_id}: turn {turn_id}'s close")
+
+    async def _close_restarted(self, session_id: str, turn_id: str) -> None:
+        """The turn interrupted by the restart, its queue parked, in one transaction."""
+        closed = await self.store.close_turn(
+            turn_id, state="interrupted", stop_reason="cancelled",
+            status=(RESTART_STATUS, dict(RESTART_META)), park_queue=True)
+        if closed is not None:
             self.notify.turn_completed(session_id, turn_id, "cancelled")
 
     async def _conversation(self, session_id: str) -> AgentSessionRef | None:
@@ -1031,15 +1055,18 @@ class LifecycleManager:
                     turn.session_id, turn.id, ended.stop_reason, request=turn.stop_request,
                     error=ended.error, escalated=escalated, never_started=turn.never_started,
                     text=text)
-        except StoreUnavailable as exc:
+        except StoreError as exc:
             # Not left RUNNING until someone cancels: closed as soon as the store answers,
             # its last text with it (whole: its appends were never announced).
             log.warning("session %s: the store refused to close turn %s (%s); retrying in "
                         "the background", turn.session_id, turn.id, exc)
-            assert self._nursery is not None
-            self._nursery.start_soon(self._close_when_store_answers, turn.session_id, turn.id,
-                                     ended, turn.stop_request, escalated,
-                                     [(msg, None) for msg, _ in text])
+            self.retries.retry(
+                ("close", turn.id),
+                functools.partial(self.close_turn, turn.session_id, turn.id, ended.stop_reason,
+                                  request=turn.stop_request, error=ended.error,
+                                  escalated=escalated, never_started=turn.never_started,
+                                  text=[(msg, None) for msg, _ in text]),
+                f"session {turn.session_id}: turn {turn.id}'s close")
         finally:
             turn.stop_reason = ended.stop_reason
             if ex.turn is turn:
@@ -1065,27 +1092,6 @@ class LifecycleManager:
             told(CancelResult(outcome, turn.id, turn.cancel_sent_at, turn.answered_at))
         except Exception:
             log.exception("settling the cancel of session %s failed", turn.session_id)
-
-    async def _close_when_store_answers(
-            self, session_id: str, turn_id: str, ended: TurnEnded, request: StopRequest | None,
-            escalated: bool, text: Sequence[tuple[Message, TextAppend | None]] = ()) -> None:
-        """Close a turn the store refused, with backoff, bounded by ``store_retry_s``."""
-        delay = 0.5
-        with trio.move_on_after(self.timeouts.store_retry_s):
-            while True:
-                await trio.sleep(delay)
-                try:
-                    await self.close_turn(session_id, turn_id, ended.stop_reason,
-                                          request=request, error=ended.error, escalated=escalated,
-                                          text=text)
-                except StoreUnavailable:
-                    delay = min(delay * 2, 10.0)
-                    continue
-                log.info("session %s: turn %s closed once the store answered", session_id,
-                         turn_id)
-                return
-        log.error("session %s: turn %s could not be closed within %gs; the next cancel or "
-                  "start reconciles it", session_id, turn_id, self.timeouts.store_retry_s)
 
     async def close_turn(self, session_id: str, turn_id: str, stop_reason: StopReason, *,
                          request: StopRequest | None, error: str | None = None,
@@ -1321,7 +1327,25 @@ class LifecycleManager:
 
     async def _reconcile(self, session_id: str, result: CancelResult,
                          request: StopRequest = StopRequest.USER) -> CancelResult:
-        """After a cancel: the store agrees that no turn of this cancel runs."""
+        """After a cancel: the store agrees that no turn of this cancel runs.
+
+        The agent has stopped the turn by now (or runs none): a store that
+        refuses the record does not undo that, nor fail the cancel.  The result
+        then says why the record is missing, and the record is written by the
+        store retries nursery (its turn's close, if one is retried already)."""
+        try:
+            return await self._record_cancel(session_id, result, request)
+        except StoreError as exc:
+            log.warning("session %s: the cancel stopped the agent, but the store refused its "
+                        "record (%s); retrying in the background", session_id, exc)
+            key = ("close", result.turn_id) if result.turn_id else ("reconcile", session_id)
+            self.retries.retry(key, functools.partial(self._record_cancel, session_id, result,
+                                                      request),
+                               f"session {session_id}: the cancel's record")
+            return dataclasses.replace(result, record_error=str(exc))
+
+    async def _record_cancel(self, session_id: str, result: CancelResult,
+                             request: StopRequest) -> CancelResult:
         turn_id = result.turn_id
         if turn_id is None:
             session = await self.store.get_session(session_id)

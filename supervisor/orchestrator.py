@@ -66,6 +66,9 @@ class CancelOperation:
     #: The turn the cancel acted on (None: none was running).
     acted_on: str | None = None
     error: SupervisorError | None = None
+    #: The agent stopped but the store refused the record of it (why); the
+    #: record is written when the store can again (``LifecycleManager.retries``).
+    record_error: str | None = None
     joined: int = 0
     #: Told once the operation settled (right after ``done``): joined requests
     #: answered from here, with no task of their own waiting (a storm of
@@ -436,6 +439,7 @@ class Orchestrator:
     def _record(op: CancelOperation, result: CancelResult) -> None:
         op.outcome = result.outcome
         op.acted_on = result.turn_id
+        op.record_error = result.record_error
         if result.sent_at is not None:
             op.marks["adapter_sent"] = result.sent_at
         if result.answered_at is not None:

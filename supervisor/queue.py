@@ -28,6 +28,7 @@ start is in progress, the lifecycle's running turn, the cancel in flight).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any, Literal, Protocol
@@ -41,6 +42,7 @@ from .db import QueueFull, StoreError
 from .errors import AgentStartError, Conflict, InvalidRequest, NotFound, SupervisorError
 from .lifecycle import LifecycleManager, StopRequest
 from .models import QueueState, Session, StopReason
+from .retries import contained
 from .store import Store
 
 __all__ = ["DELIVERIES", "Delivery", "TurnQueue"]
@@ -96,8 +98,11 @@ class TurnQueue:
                 or self._cancelling(session_id))
 
     def _spawn(self, fn: Callable[..., Any], *args: Any) -> None:
+        """``fn`` in the queue's nursery, which every session shares: whatever
+        it raises (the store refusing a write, say) ends that task only."""
         assert self._nursery is not None, "TurnQueue.run is not running"
-        self._nursery.start_soon(fn, *args)
+        self._nursery.start_soon(contained, f"queue task {fn.__name__} of {args[0]}", fn,
+                                 *args)
 
     # -- message.add -------------------------------------------------------------
 
@@ -195,7 +200,7 @@ class TurnQueue:
                 cancelled = self._epoch.get(sid, 0) != epoch
                 log.warning("session %s: queued message not started (%s)", sid,
                             "a user cancel came first" if cancelled else exc)
-                await self.store.queue_restore(entry)
+                await self._restore(entry)
                 if not cancelled:
                     await self.park(sid)  # it failed: the user decides what runs next
                 return None
@@ -206,6 +211,18 @@ class TurnQueue:
                 # Its turn may already have ended while it was being started
                 # (the close found the session busy): the next head runs now.
                 self._spawn(self._kick, sid)
+
+    async def _restore(self, entry: Any) -> None:
+        """Put a taken entry back; if the store refuses, it is put back when it
+        can again (a queued message is never lost to a failed start)."""
+        try:
+            await self.store.queue_restore(entry)
+        except StoreError as exc:
+            log.warning("session %s: queued message %s not put back yet (%s); retrying",
+                        entry.session_id, entry.id, exc)
+            self.lifecycle.retries.retry(
+                ("restore", entry.id), functools.partial(self.store.queue_restore, entry),
+                f"session {entry.session_id}: queued message {entry.id}'s return")
 
     def _interrupt(self, sid: str, entry_id: str) -> None:
         """Send now: the running turn is cancelled through the single-flight
@@ -248,10 +265,24 @@ class TurnQueue:
         self._spawn(self._park_for_cancel, session_id)
 
     async def _park_for_cancel(self, session_id: str) -> None:
+        """The user cancel's park; one the store refuses is written when it can
+        again, and until then the session counts as parking (nothing queued starts)."""
         try:
             await self.park(session_id)
-        finally:
-            self._parking.discard(session_id)
+        except StoreError as exc:
+            log.warning("session %s: the cancel's queue park not written yet (%s); retrying",
+                        session_id, exc)
+            if self.lifecycle.retries.retry(
+                    ("park", session_id), functools.partial(self.park, session_id),
+                    f"session {session_id}: the queue's park",
+                    done=lambda _landed: self._parked(session_id)):
+                return
+        self._parked(session_id)
+
+    def _parked(self, session_id: str) -> None:
+        self._parking.discard(session_id)
+        # (A retried close of the cancelled turn may have parked it meanwhile.)
+        self._parked_by_close.discard(session_id)
 
     async def park(self, session_id: str) -> None:
         await self.store.queue_set_auto_run(session_id, False)

@@ -1,6 +1,7 @@
 """The root of the nursery tree (DESIGN.md §2), in one function.
 
     open_supervisor                 root nursery
+    ├── Retries.run                 store retries nursery → records the store refused
     ├── LifecycleManager.run        executions nursery → one nursery per agent
     │   └── take_over               per turn an agentctl ran on through a restart
     ├── Orchestrator.run            operations nursery → accepted cancels
@@ -16,8 +17,8 @@ is cancelled.
 
 from __future__ import annotations
 
-import functools
 import logging
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ from protocols.acp import load_schema
 from .bus import EventBus
 from .catalog import Catalog
 from .config import Config
+from .db import SCHEMA_VERSION, SchemaTooNew
+from .errors import StartError
 from .executors import Launcher, outlives_backend
 from .executors.container import sweep_containers
 from .lifecycle import LifecycleManager
@@ -66,6 +69,24 @@ async def _warm_up_schema() -> None:
     await trio.to_thread.run_sync(load_schema)
 
 
+def _open_store(config: Config) -> Store:
+    """The data dir's database, or a ``StartError`` saying why it cannot be used."""
+    path = config.db_path
+    try:
+        return Store.open(path, wait_s=config.timeouts.store_wait_s)
+    except SchemaTooNew as exc:
+        raise StartError(
+            f"the database {path} was written by a newer Turnvisor (schema {exc.version}, "
+            f"this one knows up to {SCHEMA_VERSION}): run that version, or restore a backup "
+            "made by this one") from None
+    except sqlite3.DatabaseError as exc:
+        # (OperationalError included: unreadable, or a disk that takes no write.)
+        raise StartError(
+            f"the database {path} cannot be opened ({exc}): if it is corrupt, move it away "
+            "(a new one is made) or restore a backup; otherwise free space or fix its "
+            "permissions") from None
+
+
 @asynccontextmanager
 async def open_supervisor(
     config: Config, *, launcher: Launcher | None = None, store: Store | None = None
@@ -75,8 +96,7 @@ async def open_supervisor(
     config.data_dir.mkdir(parents=True, exist_ok=True)
     config.work_dir.mkdir(parents=True, exist_ok=True)
     if store is None:
-        store = await trio.to_thread.run_sync(
-            functools.partial(Store.open, config.db_path, wait_s=config.timeouts.store_wait_s))
+        store = await trio.to_thread.run_sync(_open_store, config)
     try:
         # Turns an agent that outlives us still runs (agentctl at a configured
         # URL) stay open: the lifecycle takes them over once it runs.
@@ -94,6 +114,8 @@ async def open_supervisor(
         orchestrator = Orchestrator(config, store, notify, lifecycle)
         async with trio.open_nursery() as root:
             await root.start(store.run)
+            # Before anything can hand it a write the store refused.
+            await root.start(lifecycle.retries.run)
             await root.start(lifecycle.run)
             # Before the queue runs: its starts wait for these sessions' takeovers.
             for handover in handed_over:

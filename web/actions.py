@@ -8,11 +8,13 @@ connection and live in the gateway.
 from __future__ import annotations
 
 import functools
+import sqlite3
 from collections.abc import Awaitable, Callable
 from importlib import metadata
 from typing import Any
 
 from supervisor.config import Limits
+from supervisor.db import StoreError
 from supervisor.lifecycle import CancelOutcome
 from supervisor.orchestrator import Caller, CancelOperation
 from supervisor.root import Supervisor
@@ -21,9 +23,22 @@ from .contract import requests as rq
 from .contract.requests import parse
 from .contract.schema import PROTOCOL_VERSION
 
-__all__ = ["ACTIONS", "FEATURES", "ORDERED_ACTIONS", "Handler", "cancel_result",
-           "cancel_target", "server_info", "session_delete", "session_update", "task_delete",
-           "task_update"]
+__all__ = ["ACTIONS", "FEATURES", "ORDERED_ACTIONS", "STORE_ERRORS", "Handler",
+           "cancel_result", "cancel_target", "server_info", "session_delete", "session_update",
+           "store_failed", "task_delete", "task_update"]
+
+#: What the store raises when the database cannot do what a request asked.
+STORE_ERRORS = (StoreError, sqlite3.Error)
+
+
+def store_failed(exc: BaseException) -> str:
+    """The ``INTERNAL_ERROR`` message of a request the database could not
+    serve: what SQLite said and what to do about it (never "internal error")."""
+    why = str(exc) or type(exc).__name__
+    if "full" in why:
+        return (f"the database could not write: {why}; free space on the data dir's disk "
+                "and try again (what was saved before is kept)")
+    return f"the database could not complete the request: {why}; try again"
 
 Handler = Callable[[Supervisor, Caller, dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -150,8 +165,16 @@ def cancel_result(op: CancelOperation) -> dict[str, Any]:
         outcome = "nothing_running"  # no execution, and nothing shown running either
     if outcome == "nothing_running" and op.turn_id is not None:
         outcome = "turn_ended"  # the turn it was aimed at is over
-    return {"success": True, "session_id": op.session_id, "outcome": outcome,
-            "turn_id": op.acted_on or op.turn_id}
+    result: dict[str, Any] = {"success": True, "session_id": op.session_id,
+                              "outcome": outcome, "turn_id": op.acted_on or op.turn_id}
+    if op.record_error is not None:
+        # The store refused the record of the stop: the agent stopped all the
+        # same, and the record is written once the store can again.
+        result |= {"agent_stopped": True, "record_written": False,
+                   "record_error": f"the agent stopped, but its record could not be written "
+                                   f"({op.record_error}); it is written when the store can "
+                                   "again"}
+    return result
 
 
 def cancel_target(p: dict[str, Any]) -> rq.AgentCancel:

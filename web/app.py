@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any, Final
@@ -19,6 +20,7 @@ from quart import Response, redirect, request, send_from_directory, websocket
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException, NotFound
 
+from supervisor.db import StoreError
 from supervisor.errors import NotFound as SupervisorNotFound
 from supervisor.errors import SupervisorError
 from supervisor.orchestrator import Caller, CancelOperation
@@ -29,6 +31,7 @@ from .actions import (
     message_list,
     session_delete,
     session_update,
+    store_failed,
     task_delete,
     task_update,
 )
@@ -130,6 +133,16 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
     @app.errorhandler(SupervisorError)
     async def on_supervisor_error(exc: SupervisorError) -> Response:
         return _error(exc.code, str(exc))
+
+    @app.errorhandler(StoreError)
+    async def on_store_error(exc: StoreError) -> Response:
+        log.warning("request %s: %s", request.path, exc)
+        return _error("INTERNAL_ERROR", store_failed(exc))
+
+    @app.errorhandler(sqlite3.Error)
+    async def on_sqlite_error(exc: sqlite3.Error) -> Response:
+        log.warning("request %s: %s", request.path, exc)
+        return _error("INTERNAL_ERROR", store_failed(exc))
 
     @app.errorhandler(HTTPException)
     async def on_http(exc: HTTPException) -> Response:

@@ -24,17 +24,35 @@ def default_data_dir() -> Path:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from .startup import check_port, hold_data_dir, start_failure
+
+    data_dir = Path(args.data_dir).expanduser().resolve()
+    listening: list[bool] = []
+    try:
+        check_port(args.port)
+        # One server per data dir, decided before anything touches it (docs/reliability.md).
+        with hold_data_dir(data_dir):
+            return _serve_held(args, data_dir, listening)
+    except Exception as exc:
+        line = None if listening else start_failure(exc, host=args.host, port=args.port)
+        if line is None:
+            raise
+        print(f"turnvisor: {line}", file=sys.stderr)
+        return 2
+
+
+def _serve_held(args: argparse.Namespace, data_dir: Path, listening: list[bool]) -> int:
     from .auth import load_default_token
     from .server import serve
 
-    data_dir = Path(args.data_dir).expanduser().resolve()
     try:
         config = Config.load(data_dir, default_agent=args.agent)
     except ConfigError as exc:
         print(f"turnvisor: configuration error: {exc}", file=sys.stderr)
         return 2
     token = load_default_token(data_dir)
-    trio.run(lambda: serve(config, host=args.host, port=args.port, token=token, tune_gc=True))
+    trio.run(lambda: serve(config, host=args.host, port=args.port, token=token, tune_gc=True,
+                           on_ready=lambda _url, _sup: listening.append(True)))
     return 0
 
 

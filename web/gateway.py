@@ -42,7 +42,14 @@ from supervisor.notify import workspace_channel
 from supervisor.orchestrator import Caller, CancelOperation
 from supervisor.root import Supervisor
 
-from .actions import ACTIONS, ORDERED_ACTIONS, cancel_result, cancel_target
+from .actions import (
+    ACTIONS,
+    ORDERED_ACTIONS,
+    STORE_ERRORS,
+    cancel_result,
+    cancel_target,
+    store_failed,
+)
 from .contract.requests import SessionRef, SessionSubscribe, parse
 from .validate import BadInput
 from .wsconn import ServerWebSocket, WebSocketClosed
@@ -244,6 +251,11 @@ class Gateway:
             code = exc.code
             message = exc.message if isinstance(exc, BadInput) else str(exc)
             sub.offer(envelope("error", action, {"code": code, "message": message},
+                               req_id or None))
+        except STORE_ERRORS as exc:
+            log.warning("action %s: %s", action, exc)
+            sub.offer(envelope("error", action,
+                               {"code": "INTERNAL_ERROR", "message": store_failed(exc)},
                                req_id or None))
         except Exception:
             log.exception("action %s failed", action)

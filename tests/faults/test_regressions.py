@@ -74,7 +74,7 @@ async def test_store_failure_in_a_running_execution_does_not_stop_the_server(
             finally:
                 del db.update_message, db.update_messages
                 del db.add_message
-            assert "execution of session" in caplog.text
+            assert "stopping its agent" in caplog.text
             # The server and the other sessions are fine.
             assert (await bystander.call("task.list"))["tasks"]
             assert other in sup.lifecycle.executions

@@ -93,6 +93,11 @@ class CancelAnswer(Success):
     outcome: Literal["cancelled", "escalated", "reconciled", "nothing_running", "turn_ended"]
     #: The turn the cancel acted on (or was aimed at); null: none.
     turn_id: str | None
+    #: Only when the store refused the record of the stop (the disk is full):
+    #: the agent stopped all the same; the record is written when it can be.
+    agent_stopped: bool | None = None
+    record_written: bool | None = None
+    record_error: str | None = None
 
 
 class ServerInfo(DTO):
