@@ -228,7 +228,7 @@ class E2E:
         t0 = trio.current_time()
         frame = await self.ws.request("agent.cancel", {"session_id": self.sid}, timeout=STEP_S)
         assert frame["type"] == "response", frame
-        assert frame["payload"] == {"success": True, "session_id": self.sid}
+        assert (frame["payload"]["success"], frame["payload"]["session_id"]) == (True, self.sid)
         return (trio.current_time() - t0) * 1000
 
     async def assert_cancelled(self, mark: int, turn_id: str, rev: int) -> None:

@@ -97,7 +97,7 @@ async def test_cancel_is_seen_by_every_subscriber_in_order(tmp_path: Path, agent
             assert n == 0
 
             result = await a.call("agent.cancel", {"session_id": sid})
-            assert result == {"success": True, "session_id": sid}
+            assert (result["success"], result["session_id"]) == (True, sid)
             # The response follows the settled operation: `false` is already here.
             assert cancellation_changes(a, sid) == [(True, n + 1), (False, n + 2)]
             await b.wait_for(is_cancellation(sid, False))
@@ -210,7 +210,7 @@ async def test_duplicate_cancels_join_one_operation_and_sessions_stay_independen
             assert len(results) == 10
             for r in results:
                 assert r["type"] == "response", r
-                assert r["payload"] == {"success": True, "session_id": sid}
+                assert (r["payload"]["success"], r["payload"]["session_id"]) == (True, sid)
             orch = srv.sup.orchestrator
             assert orch.operations_started == 1
             assert orch.settled[-1].joined == 9
@@ -289,7 +289,7 @@ async def test_timed_out_cancel_clears_pending_and_is_retryable(tmp_path: Path) 
 
             r = await h.post(f"/api/v1/task-sessions/{sid}/cancel")
             assert r.status_code == 200, r.text
-            assert r.json() == {"success": True, "session_id": sid}
+            assert (r.json()["success"], r.json()["session_id"]) == (True, sid)
             await a.wait_for(is_revision(sid, 4))
             assert cancellation_changes(a, sid) == [(True, 1), (False, 2), (True, 3), (False, 4)]
             assert srv.sup.orchestrator.operations_started == 2
@@ -308,7 +308,7 @@ async def test_idle_cancel_is_a_harmless_success(server: Any) -> None:
             sid = await launch(ws, task_id)
             await ws.call("session.subscribe", {"session_id": sid})
             result = await ws.call("agent.cancel", {"session_id": sid, "task_id": task_id})
-            assert result == {"success": True, "session_id": sid}
+            assert (result["success"], result["session_id"]) == (True, sid)
             assert cancellation_changes(ws, sid) == [(True, 1), (False, 2)]
             messages = (await ws.call("message.list", {"session_id": sid}))["messages"]
             assert status_messages(messages) == []
@@ -361,7 +361,7 @@ async def test_restart_exposes_nothing_pending_and_running_row_is_cancellable(
             assert progress(r.json()) == ("RUNNING", False, 0)
 
             result = await ws.call("agent.cancel", {"session_id": sid})
-            assert result == {"success": True, "session_id": sid}
+            assert (result["success"], result["session_id"]) == (True, sid)
             assert cancellation_changes(ws, sid) == [(True, 1), (False, 2)]
             for dto in await rest_views(h, task_id, sid):
                 assert progress(dto) == ("WAITING_FOR_INPUT", False, 2)
