@@ -70,6 +70,7 @@ CONFIG: Final = """[core]
 \tlooseCompression = 1
 [index]
 \tthreads = true
+\tversion = 4
 [gc]
 \tauto = 0
 [color]
@@ -79,6 +80,8 @@ _SAFE_NAME: Final = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 #: Blobs read per ``git cat-file --batch`` during a restore: bounds its memory.
 _BLOBS_PER_BATCH: Final = 64
 _JOURNAL: Final = "restore-journal.json"
+#: More changed paths than this are staged by one ``add -A`` of the whole tree.
+_PATHSPEC_MAX: Final = 2000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -192,22 +195,28 @@ class ShadowRepo:
             with trio.fail_after(limit):
                 await self._ensure_ready()
                 self._write_excludes()
-                listing = await self._git("ls-files", "-z", "-t", "-o", "-m",
-                                          "--exclude-standard")
-                skipped, tracked_large = await trio.to_thread.run_sync(
-                    _large_files, self.work_tree, listing,
+                # One pass over the work tree (status: the untracked cache, the
+                # preloaded index): what changed since the last snapshot ...
+                status = await self._git("status", "--porcelain=v2", "-z", "-uall",
+                                         "--no-renames", "--ignore-submodules=dirty")
+                changed = await trio.to_thread.run_sync(
+                    _changed_files, self.work_tree, status,
                     int(self.settings.max_file_mb * 1024 * 1024))
-                if tracked_large:
+                skipped = changed.skipped
+                if changed.tracked_large:
                     await self._git("update-index", "-z", "--force-remove", "--stdin",
-                                    stdin=b"\0".join(_bytes(p) for p in tracked_large) + b"\0")
-                if skipped:
-                    specs = [b"."] + [f":(top,exclude,literal){s.path}".encode(
-                        "utf-8", "surrogateescape") for s in skipped]
+                                    stdin=_nul_list(changed.tracked_large))
+                # ... then only those paths are staged (all of them, the first time).
+                if self._head is None or len(changed.paths) > _PATHSPEC_MAX:
+                    specs = [b"."] + [_bytes(f":(top,exclude,literal){s.path}") for s in skipped]
                     await self._git("add", "-A", "--pathspec-from-file=-",
-                                    "--pathspec-file-nul", stdin=b"\0".join(specs) + b"\0",
+                                    "--pathspec-file-nul", stdin=_nul_list(specs),
                                     literal=False)
-                else:
-                    await self._git("add", "-A")
+                elif changed.paths:
+                    specs = [_bytes(f":(top,literal){p}") for p in changed.paths]
+                    await self._git("add", "-A", "--pathspec-from-file=-",
+                                    "--pathspec-file-nul", stdin=_nul_list(specs),
+                                    literal=False)
                 tree = (await self._git("write-tree")).decode().strip()
                 parent = ["-p", self._head] if self._head else []
                 commit = (await self._git("commit-tree", tree, *parent,
@@ -385,26 +394,50 @@ def _user_exclude(work_tree: Path) -> str:
         return ""
 
 
-def _large_files(work_tree: Path, listing: bytes,
-                 limit: int) -> tuple[tuple[SkippedFile, ...], list[str]]:
-    """From ``ls-files -t -o -m``: the files over ``limit`` bytes, and those of them the
-    shadow index tracks (they leave it)."""
+@dataclass(frozen=True, slots=True)
+class _Changed:
+    #: Paths to stage (changed, added or deleted since the shadow index), large ones out.
+    paths: list[str]
+    skipped: tuple[SkippedFile, ...]
+    #: Large files the shadow index still tracks: they leave it.
+    tracked_large: list[str]
+
+
+def _changed_files(work_tree: Path, status: bytes, limit: int) -> _Changed:
+    """From ``status --porcelain=v2 -z --no-renames``: what to stage, and the files over
+    ``limit`` bytes (left out; untracked large files are listed by every snapshot)."""
+    paths: list[str] = []
     skipped: dict[str, SkippedFile] = {}
     tracked: list[str] = []
     root = os.fspath(work_tree)
-    for record in listing.split(b"\0"):
-        if len(record) < 3:
+    for record in status.split(b"\0"):
+        kind = record[:2]
+        if kind == b"? ":
+            path, tracked_now = record[2:].decode("utf-8", "surrogateescape"), False
+        elif kind == b"1 ":
+            # "1 XY sub mH mI mW hH hI path": the path is the 9th field (it may hold spaces).
+            fields = record.split(b" ", 8)
+            if len(fields) < 9 or fields[1][1:2] == b".":
+                continue  # the work tree matches the shadow index
+            path, tracked_now = fields[8].decode("utf-8", "surrogateescape"), True
+        else:
             continue
-        tag, path = record[:1], record[2:].decode("utf-8", "surrogateescape")
         try:
             st = os.lstat(os.path.join(root, path))
         except OSError:
-            continue  # deleted since (or never there): nothing to weigh
-        if st.st_size > limit and stat.S_ISREG(st.st_mode) and path not in skipped:
+            paths.append(path)  # deleted: staged as a removal
+            continue
+        if st.st_size > limit and stat.S_ISREG(st.st_mode):
             skipped[path] = SkippedFile(path=path, size=st.st_size)
-            if tag != b"?":
+            if tracked_now:
                 tracked.append(path)
-    return tuple(skipped[p] for p in sorted(skipped)), tracked
+        else:
+            paths.append(path)
+    return _Changed(paths, tuple(skipped[p] for p in sorted(skipped)), tracked)
+
+
+def _nul_list(items: Sequence[bytes | str]) -> bytes:
+    return b"".join((i if isinstance(i, bytes) else _bytes(i)) + b"\0" for i in items)
 
 
 def _parse_batch(out: bytes) -> dict[str, bytes]:
