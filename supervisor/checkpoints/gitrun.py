@@ -176,14 +176,28 @@ class GitRunner:
                     deliver_cancel=_deliver_cancel,
                 )
         except trio.TooSlowError:
-            raise GitError(f"git {args[0]} took longer than {timeout_s:g} s") from None
+            raise GitError(f"git {_subcommand(args)} took longer than {timeout_s:g} s"
+                           ) from None
         except OSError as exc:
             raise GitError(f"cannot run git: {exc}") from exc
         if check and done.returncode != 0:
             err = done.stderr.decode("utf-8", "replace").strip()[-_ERROR_CHARS:]
-            raise GitError(f"git {args[0]} failed (status {done.returncode}): {err}",
+            raise GitError(f"git {_subcommand(args)} failed (status {done.returncode}): {err}",
                            returncode=done.returncode, stderr=err)
         return done.stdout
+
+
+def _subcommand(args: Sequence[str]) -> str:
+    """The subcommand's name in ``args`` (after the global options and their values)."""
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in ("--git-dir", "--work-tree", "-C", "-c"):
+            skip = True
+        elif not arg.startswith("-"):
+            return arg
+    return "command"
 
 
 def driver_overrides(config_names: bytes) -> list[str]:

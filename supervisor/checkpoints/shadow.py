@@ -203,9 +203,9 @@ class ShadowRepo:
                     _changed_files, self.work_tree, status,
                     int(self.settings.max_file_mb * 1024 * 1024))
                 skipped = changed.skipped
-                if changed.tracked_large:
+                if changed.removals:
                     await self._git("update-index", "-z", "--force-remove", "--stdin",
-                                    stdin=_nul_list(changed.tracked_large))
+                                    stdin=_nul_list(changed.removals))
                 # ... then only those paths are staged (all of them, the first time).
                 if self._head is None or len(changed.paths) > _PATHSPEC_MAX:
                     specs = [b"."] + [_bytes(f":(top,exclude,literal){s.path}") for s in skipped]
@@ -396,11 +396,12 @@ def _user_exclude(work_tree: Path) -> str:
 
 @dataclass(frozen=True, slots=True)
 class _Changed:
-    #: Paths to stage (changed, added or deleted since the shadow index), large ones out.
+    #: Paths to stage (changed or added since the shadow index), large ones out.
     paths: list[str]
     skipped: tuple[SkippedFile, ...]
-    #: Large files the shadow index still tracks: they leave it.
-    tracked_large: list[str]
+    #: Paths that leave the shadow index: deleted (or now behind a symlink, where git
+    #: sees them deleted too), and tracked files grown too large.
+    removals: list[str]
 
 
 def _changed_files(work_tree: Path, status: bytes, limit: int) -> _Changed:
@@ -408,8 +409,9 @@ def _changed_files(work_tree: Path, status: bytes, limit: int) -> _Changed:
     ``limit`` bytes (left out; untracked large files are listed by every snapshot)."""
     paths: list[str] = []
     skipped: dict[str, SkippedFile] = {}
-    tracked: list[str] = []
+    removals: list[str] = []
     root = os.fspath(work_tree)
+    real_dirs: dict[str, bool] = {"": True}
     for record in status.split(b"\0"):
         kind = record[:2]
         if kind == b"? ":
@@ -422,18 +424,36 @@ def _changed_files(work_tree: Path, status: bytes, limit: int) -> _Changed:
             path, tracked_now = fields[8].decode("utf-8", "surrogateescape"), True
         else:
             continue
+        if not _in_real_dirs(root, path.rpartition("/")[0], real_dirs):
+            removals.append(path)
+            continue
         try:
             st = os.lstat(os.path.join(root, path))
         except OSError:
-            paths.append(path)  # deleted: staged as a removal
+            removals.append(path)
             continue
         if st.st_size > limit and stat.S_ISREG(st.st_mode):
             skipped[path] = SkippedFile(path=path, size=st.st_size)
             if tracked_now:
-                tracked.append(path)
+                removals.append(path)
         else:
             paths.append(path)
-    return _Changed(paths, tuple(skipped[p] for p in sorted(skipped)), tracked)
+    return _Changed(paths, tuple(skipped[p] for p in sorted(skipped)), removals)
+
+
+def _in_real_dirs(root: str, directory: str, known: dict[str, bool]) -> bool:
+    """Whether ``directory`` (relative) and each directory above it are real
+    directories, no symlink among them (memoized in ``known``)."""
+    if directory not in known:
+        parent = directory.rpartition("/")[0]
+        ok = _in_real_dirs(root, parent, known)
+        if ok:
+            try:
+                ok = stat.S_ISDIR(os.lstat(os.path.join(root, directory)).st_mode)
+            except OSError:
+                ok = False
+        known[directory] = ok
+    return known[directory]
 
 
 def _nul_list(items: Sequence[bytes | str]) -> bytes:
