@@ -141,6 +141,7 @@ class ShadowRepo:
                                      timeout_s=timeout_s or self.settings.git_s)
 
     async def _ensure_ready(self) -> None:
+        """Create the repository if need be (the caller holds the lock)."""
         if not self.work_tree.is_dir():
             raise CheckpointError(f"the working directory {self.work_tree} does not exist")
         if not self._ready:
@@ -251,7 +252,9 @@ class ShadowRepo:
     async def changes(self, old: Checkpoint, new: Checkpoint) -> list[FileChange]:
         """Each file that differs from ``old`` to ``new`` (renames detected)."""
         try:
-            await self._ensure_ready()
+            if not self._ready:
+                async with self._lock:
+                    await self._ensure_ready()
             out = await self._git("diff-tree", "-r", "-z", "-M", "--raw", "--numstat",
                                   "--no-ext-diff", "--no-textconv", old.commit, new.commit)
         except GitError as exc:
