@@ -24,8 +24,8 @@ ChangeStatus = Literal["added", "modified", "deleted", "renamed"]
 _STATUS: Final[dict[str, ChangeStatus]] = {
     "A": "added", "M": "modified", "D": "deleted", "R": "renamed", "T": "modified",
 }
-#: A nested repository (submodule or embedded clone) recorded by its commit: its files
-#: are not in the checkpoint, so it is neither listed as a change nor restored.
+#: A nested repository (a submodule the shadow index took over from an earlier version):
+#: its files are not in the checkpoint, so it is neither listed as a change nor restored.
 GITLINK_MODE: Final = "160000"
 #: First line of a checkpoint commit's body: the JSON of what it skipped.
 _META_PREFIX: Final = "turnvisor-checkpoint: "
@@ -37,11 +37,12 @@ class CheckpointError(RuntimeError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SkippedFile:
-    """A file left out of a snapshot, and why (``too_large``: over the size limit)."""
+    """A file left out of a snapshot, and why: ``too_large`` (over the size limit), or
+    ``repository`` (a nested git repository, ``size`` 0: its files are not snapshotted)."""
 
     path: str
     size: int
-    reason: Literal["too_large"] = "too_large"
+    reason: Literal["too_large", "repository"] = "too_large"
 
     def to_json(self) -> dict[str, Any]:
         return {"path": self.path, "size": self.size, "reason": self.reason}
@@ -174,7 +175,9 @@ def parse_message(message: str) -> tuple[str, tuple[SkippedFile, ...]]:
         if line.startswith(_META_PREFIX):
             try:
                 meta = json.loads(line[len(_META_PREFIX):])
-                skipped = [SkippedFile(path=str(s["path"]), size=int(s["size"]))
+                skipped = [SkippedFile(path=str(s["path"]), size=int(s["size"]),
+                                       reason="repository" if s.get("reason") == "repository"
+                                       else "too_large")
                            for s in meta.get("skipped", [])]
             except (ValueError, KeyError, TypeError, AttributeError):
                 skipped = []

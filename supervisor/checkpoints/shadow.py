@@ -11,8 +11,8 @@ conversion, so a checkpoint holds the files' bytes as they are.
 A snapshot is ``git add -A`` into the shadow index, a tree, and a commit whose parent is
 the previous snapshot (one chain under ``refs/heads/checkpoints`` keeps them all).
 Ignored files (``.gitignore`` files of the cwd, and the cwd's repository's
-``info/exclude``) are left out, as are files over ``max_file_mb`` (listed in the
-checkpoint).  Nested repositories are recorded by their commit only, never restored.
+``info/exclude``) are left out, as are files over ``max_file_mb`` and nested
+repositories (both listed in the checkpoint).
 
 One lock per repository orders snapshots and restores; it is never held across agent I/O.
 """
@@ -408,8 +408,8 @@ class _Changed:
 
 
 def _changed_files(work_tree: Path, status: bytes, limit: int) -> _Changed:
-    """From ``status --porcelain=v2 -z --no-renames``: what to stage, and the files over
-    ``limit`` bytes (left out; untracked large files are listed by every snapshot)."""
+    """From ``status --porcelain=v2 -z --no-renames``: what to stage, and what is left
+    out (listed by every snapshot): files over ``limit`` bytes, nested repositories."""
     paths: list[str] = []
     skipped: dict[str, SkippedFile] = {}
     removals: list[str] = []
@@ -419,6 +419,12 @@ def _changed_files(work_tree: Path, status: bytes, limit: int) -> _Changed:
         kind = record[:2]
         if kind == b"? ":
             path, tracked_now = record[2:].decode("utf-8", "surrogateescape"), False
+            if path.endswith("/"):
+                # With -uall only a nested repository is listed as a directory: its
+                # files are its own repository's business (and staging one with no
+                # commit fails), so it is left out and listed.
+                skipped[path[:-1]] = SkippedFile(path=path[:-1], size=0, reason="repository")
+                continue
         elif kind == b"1 ":
             # "1 XY sub mH mI mW hH hI path": the path is the 9th field (it may hold spaces).
             fields = record.split(b" ", 8)

@@ -137,3 +137,28 @@ def test_the_planted_programs_are_live(tmp_path: Path,
     ran = [(markers / name).read_text().split(" ", 1)[1] for name in os.listdir(markers)]
     assert any(r.startswith("process") for r in ran), ran  # the filter driver
     assert any(r.startswith("2 ") for r in ran), ran  # core.fsmonitor (hook version 2)
+
+
+async def test_nested_repositories_are_left_out_listed_and_run_nothing(
+        tmp_path: Path, hostile: tuple[Path, Path]) -> None:
+    project, markers = hostile
+    inner = project / "vendor" / "inner"
+    inner.mkdir(parents=True)
+    (inner / "lib.py").write_text("x = 1\n")
+    plant(inner, tmp_path / "inner-markers")
+    empty = project / "scratch"
+    empty.mkdir()
+    git(empty, "init", "-q")  # a repository without a commit
+    (empty / "draft.txt").write_text("draft\n")
+    repo = repo_for(tmp_path, project)
+    start = await repo.snapshot("start")
+    assert {(s.path, s.reason) for s in start.skipped} == {
+        ("vendor/inner", "repository"), ("scratch", "repository")}
+    (inner / "lib.py").write_text("x = 2\n")
+    (project / "app.py").write_text("print(4)\n")
+    end = await repo.snapshot("end")
+    assert [c.path for c in await repo.changes(start, end)] == ["app.py"]
+    await repo.restore(start)
+    assert (inner / "lib.py").read_text() == "x = 2\n"
+    assert (project / "app.py").read_text() == "print(1)\n"
+    assert os.listdir(markers) == [] and os.listdir(tmp_path / "inner-markers") == []
