@@ -13,9 +13,9 @@ editors, signing programs.  Two runners:
 - ``safe_git``: for the user's repository (``git worktree add/remove`` ...), whose config
   git must read.  The same environment and overrides, and in addition every driver the
   repository's effective config defines (``filter.X.*``, ``diff.X.*``, ``merge.X.*``) is
-  overridden to nothing by name.  Residual risk, documented in docs/checkpoints.md: a
-  process writing that config between the listing and the command (milliseconds) could
-  add a driver under a new name.
+  overridden to nothing by name (through ``GIT_CONFIG_KEY_n``: a name may hold ``=``).
+  Residual risk, documented in docs/checkpoints.md: a process writing that config between
+  the listing and the command (milliseconds) could add a driver under a new name.
 
 The environment is built from scratch, not filtered: no ``GIT_*`` variable of ours leaks
 in (``GIT_DIR``, ``GIT_CONFIG_PARAMETERS``, ``GIT_EXTERNAL_DIFF``, ``GIT_SSH_COMMAND`` ...).
@@ -36,6 +36,7 @@ __all__ = [
     "GIT_OVERRIDES",
     "GitError",
     "GitRunner",
+    "config_environment",
     "driver_overrides",
     "git_environment",
     "safe_git",
@@ -75,7 +76,8 @@ GIT_OVERRIDES: Final[tuple[str, ...]] = (
     "gc.auto=0",
     "maintenance.auto=false",
     "init.templateDir=",
-    "safe.bareRepository=all",
+    # A bare repository planted in the project is never found by discovery.
+    "safe.bareRepository=explicit",
 )
 
 #: Config sections whose subsections name programs: every ``<section>.<name>.<key>``
@@ -200,10 +202,10 @@ def _subcommand(args: Sequence[str]) -> str:
     return "command"
 
 
-def driver_overrides(config_names: bytes) -> list[str]:
-    """Overrides for every driver a repository's config defines, from
+def driver_overrides(config_names: bytes) -> list[tuple[str, str]]:
+    """Overrides ``(key, value)`` for every driver a repository's config defines, from
     ``git config --list --name-only -z`` output."""
-    out: list[str] = []
+    out: list[tuple[str, str]] = []
     seen: set[tuple[str, str]] = set()
     for raw in config_names.split(b"\0"):
         name = raw.decode("utf-8", "surrogateescape")
@@ -215,8 +217,19 @@ def driver_overrides(config_names: bytes) -> list[str]:
         if not dot or not subsection or (section, subsection) in seen:
             continue
         seen.add((section, subsection))
-        out += [f"{section}.{subsection}.{key}={value}" for key, value in _DRIVER_KEYS[section]]
+        out += [(f"{section}.{subsection}.{key}", value) for key, value in _DRIVER_KEYS[section]]
     return out
+
+
+def config_environment(pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """``pairs`` as command-scope config through the environment
+    (``GIT_CONFIG_COUNT``/``KEY_n``/``VALUE_n``): unlike ``-c name=value``, a key may
+    hold ``=`` (a driver named ``x=y`` by an attribute ``filter=x=y``)."""
+    env = {"GIT_CONFIG_COUNT": str(len(pairs))}
+    for n, (key, value) in enumerate(pairs):
+        env[f"GIT_CONFIG_KEY_{n}"] = key
+        env[f"GIT_CONFIG_VALUE_{n}"] = value
+    return env
 
 
 async def safe_git(runner: GitRunner, repo: Path, args: Sequence[str], *,
@@ -232,5 +245,5 @@ async def safe_git(runner: GitRunner, repo: Path, args: Sequence[str], *,
         raise GitError(f"cannot read the git config of {repo}: {exc}",
                        returncode=exc.returncode, stderr=exc.stderr) from exc
     return await runner.run(args, cwd=repo, stdin=stdin, timeout_s=timeout_s,
-                            extra_env=ceiling, overrides=driver_overrides(names))
+                            extra_env=ceiling | config_environment(driver_overrides(names)))
 

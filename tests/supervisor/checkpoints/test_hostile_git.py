@@ -50,6 +50,9 @@ def plant(project: Path, markers: Path) -> None:
 \tsmudge = {evil} smudge
 \tprocess = {evil} process
 \trequired = true
+[filter "x=y"]
+\tsmudge = {evil} equals-smudge
+\tclean = {evil} equals-clean
 [filter "lfs"]
 \tclean = {evil} lfs-clean
 \tsmudge = {evil} lfs-smudge
@@ -67,7 +70,7 @@ def plant(project: Path, markers: Path) -> None:
 [credential]
 \thelper = !{evil} credential
 """)
-    attributes = "* filter=evil diff=evil merge=evil\n*.txt filter=lfs\n"
+    attributes = "* filter=evil diff=evil merge=evil\n*.txt filter=lfs\n*.py filter=x=y\n"
     (project / ".gitattributes").write_text(attributes)
     (project / ".git" / "info").mkdir(exist_ok=True)
     (project / ".git" / "info" / "attributes").write_text(attributes)
@@ -135,7 +138,7 @@ def test_the_planted_programs_are_live(tmp_path: Path,
     subprocess.run(["git", "diff"], cwd=project, env=GIT_ENV, capture_output=True,
                    check=False)
     ran = [(markers / name).read_text().split(" ", 1)[1] for name in os.listdir(markers)]
-    assert any(r.startswith("process") for r in ran), ran  # the filter driver
+    assert any(r.startswith(("process", "equals-clean")) for r in ran), ran  # a filter
     assert any(r.startswith("2 ") for r in ran), ran  # core.fsmonitor (hook version 2)
 
 
