@@ -21,6 +21,8 @@ __all__ = [
 ]
 
 ChangeStatus = Literal["added", "modified", "deleted", "renamed"]
+SkipReason = Literal["too_large", "unreadable", "repository"]
+_SKIP_REASONS: Final[tuple[SkipReason, ...]] = ("too_large", "unreadable", "repository")
 _STATUS: Final[dict[str, ChangeStatus]] = {
     "A": "added", "M": "modified", "D": "deleted", "R": "renamed", "T": "modified",
 }
@@ -37,12 +39,13 @@ class CheckpointError(RuntimeError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SkippedFile:
-    """A file left out of a snapshot, and why: ``too_large`` (over the size limit), or
-    ``repository`` (a nested git repository, ``size`` 0: its files are not snapshotted)."""
+    """A file left out of a snapshot, and why: ``too_large`` (over the size limit),
+    ``unreadable`` (no read permission), or ``repository`` (a nested git repository,
+    ``size`` 0: its files are not snapshotted)."""
 
     path: str
     size: int
-    reason: Literal["too_large", "repository"] = "too_large"
+    reason: SkipReason = "too_large"
 
     def to_json(self) -> dict[str, Any]:
         return {"path": self.path, "size": self.size, "reason": self.reason}
@@ -176,8 +179,8 @@ def parse_message(message: str) -> tuple[str, tuple[SkippedFile, ...]]:
             try:
                 meta = json.loads(line[len(_META_PREFIX):])
                 skipped = [SkippedFile(path=str(s["path"]), size=int(s["size"]),
-                                       reason="repository" if s.get("reason") == "repository"
-                                       else "too_large")
+                                       reason=next((r for r in _SKIP_REASONS
+                                                    if r == s.get("reason")), "too_large"))
                            for s in meta.get("skipped", [])]
             except (ValueError, KeyError, TypeError, AttributeError):
                 skipped = []

@@ -441,8 +441,12 @@ def _changed_files(work_tree: Path, status: bytes, limit: int) -> _Changed:
         except OSError:
             removals.append(path)
             continue
-        if st.st_size > limit and stat.S_ISREG(st.st_mode):
-            skipped[path] = SkippedFile(path=path, size=st.st_size)
+        if stat.S_ISREG(st.st_mode) and (
+                st.st_size > limit or not os.access(os.path.join(root, path), os.R_OK)):
+            # One unreadable file must not fail the whole snapshot (git add would).
+            skipped[path] = SkippedFile(path=path, size=st.st_size,
+                                        reason="too_large" if st.st_size > limit
+                                        else "unreadable")
             if tracked_now:
                 removals.append(path)
         else:

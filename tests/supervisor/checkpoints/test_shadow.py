@@ -339,3 +339,13 @@ async def test_a_restore_leaves_no_journal_and_a_bad_id_is_refused(tmp_path: Pat
         await repo.load("HEAD~1")
     with pytest.raises(CheckpointError, match="not a usable session id"):
         ShadowRepo.for_session(tmp_path, "../escape", project)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file")
+async def test_an_unreadable_file_is_skipped_not_a_failed_snapshot(tmp_path: Path,
+                                                                   project: Path) -> None:
+    secret = write(project, "secret.txt", "no\n")
+    secret.chmod(0)
+    repo = repo_for(tmp_path, project)
+    start = await repo.snapshot("start")
+    assert [(s.path, s.reason) for s in start.skipped] == [("secret.txt", "unreadable")]
