@@ -10,9 +10,9 @@ conversion, so a checkpoint holds the files' bytes as they are.
 
 A snapshot is ``git add -A`` into the shadow index, a tree, and a commit whose parent is
 the previous snapshot (one chain under ``refs/heads/checkpoints`` keeps them all).
-Ignored files (``.gitignore`` files of the cwd, and the cwd's repository's
-``info/exclude``) are left out, as are files over ``max_file_mb`` and nested
-repositories (both listed in the checkpoint).
+Ignored files (the cwd's ``.gitignore`` files, and the rules of the repository around
+the cwd: ``supervisor.checkpoints.ignores``) are left out, as are files over
+``max_file_mb``, unreadable files and nested repositories (listed in the checkpoint).
 
 One lock per repository orders snapshots and restores; it is never held across agent I/O.
 """
@@ -32,6 +32,7 @@ import trio
 
 from . import files
 from .gitrun import GitError, GitRunner
+from .ignores import repository_excludes
 from .model import (
     GITLINK_MODE,
     Checkpoint,
@@ -174,9 +175,9 @@ class ShadowRepo:
                 continue
             if rel.parts:
                 lines.append("/" + _escape_pattern(rel.as_posix()) + "/")
-        user = _user_exclude(self.work_tree)
+        user = repository_excludes(self.work_tree)
         if user:
-            lines += ["# the repository's info/exclude", user]
+            lines += ["# the rules of the repository around the cwd", user]
         text = "\n".join(lines) + "\n"
         path = self.git_dir / "info" / "exclude"
         if not path.exists() or path.read_text("utf-8", "surrogateescape") != text:
@@ -195,7 +196,7 @@ class ShadowRepo:
         try:
             with trio.fail_after(limit):
                 await self._ensure_ready()
-                self._write_excludes()
+                await trio.to_thread.run_sync(self._write_excludes)
                 # One pass over the work tree (status: the untracked cache, the
                 # preloaded index): what changed since the last snapshot ...
                 status = await self._git("status", "--porcelain=v2", "-z", "-uall",
@@ -370,31 +371,6 @@ def _bytes(path: str) -> bytes:
 
 def _escape_pattern(path: str) -> str:
     return re.sub(r"([\\*?\[\]!# ])", r"\\\1", path)
-
-
-def _user_exclude(work_tree: Path) -> str:
-    """The ``info/exclude`` of the repository whose top level is ``work_tree`` (a
-    worktree's ``.git`` file leads to its common dir), read as data; '' if none."""
-    dot_git = work_tree / ".git"
-    try:
-        if dot_git.is_file():
-            line = dot_git.read_text("utf-8", "replace").strip()
-            if not line.startswith("gitdir:"):
-                return ""
-            git_dir = (work_tree / line.removeprefix("gitdir:").strip())
-            common = git_dir / "commondir"
-            if common.is_file():
-                git_dir = git_dir / common.read_text().strip()
-        elif dot_git.is_dir():
-            git_dir = dot_git
-        else:
-            return ""
-        exclude = git_dir / "info" / "exclude"
-        if not exclude.is_file() or exclude.stat().st_size > 1024 * 1024:
-            return ""
-        return exclude.read_text("utf-8", "surrogateescape")
-    except OSError:
-        return ""
 
 
 @dataclass(frozen=True, slots=True)
