@@ -59,8 +59,16 @@ def _parent(root_fd: int, path: str, *, create: bool) -> tuple[int, str] | None:
                 if not create:
                     os.close(fd)
                     return None
-                os.mkdir(part, 0o777, dir_fd=fd)
-                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                try:
+                    os.mkdir(part, 0o777, dir_fd=fd)
+                except FileExistsError:
+                    pass  # made meanwhile: opened (and checked) below like any other
+                try:
+                    child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                        raise Blocked(f"{'/'.join(parts[: n + 1])} is not a directory") from None
+                    raise
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                     where = "/".join(parts[: n + 1])
@@ -157,12 +165,12 @@ def write_files(root: Path, files: list[FileWrite]) -> tuple[list[str], list[tup
             assert found is not None
             fd, name = found
             try:
+                if not _clear_directory_in_the_way(fd, name):
+                    kept.append((item.path, "a directory with unsaved files is in the way"))
+                    continue
                 if item.must_be_absent and _exists(fd, name):
                     kept.append((item.path, "its current content was not saved (too large "
                                             "or ignored), so it was left as it is"))
-                    continue
-                if not _clear_directory_in_the_way(fd, name):
-                    kept.append((item.path, "a directory with unsaved files is in the way"))
                     continue
                 _replace(fd, name, item)
                 written.append(item.path)

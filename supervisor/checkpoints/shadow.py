@@ -99,10 +99,6 @@ class CheckpointSettings:
     diff_max_bytes: int = 4 * 1024 * 1024
 
 
-def _literal(path: str) -> bytes:
-    return f":(top,literal){path}".encode("utf-8", "surrogateescape")
-
-
 class ShadowRepo:
     """Checkpoints of ``work_tree`` in the shadow repository ``git_dir``.
 
@@ -150,9 +146,12 @@ class ShadowRepo:
                 self.git_dir.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
                 await self.runner.run(["init", "-q", "--bare", "--template=", str(self.git_dir)],
                                       cwd=self.git_dir.parent, timeout_s=self.settings.git_s)
-                (self.git_dir / "config").write_text(CONFIG)
-                (self.git_dir / "info").mkdir(exist_ok=True)
-                (self.git_dir / "info" / "attributes").write_text(ATTRIBUTES)
+            # Rewritten at every open: a crash right after the init must not leave git's
+            # default config (or no attributes) in place.
+            (self.git_dir / "config").write_text(CONFIG)
+            (self.git_dir / "info").mkdir(exist_ok=True)
+            (self.git_dir / "info" / "attributes").write_text(ATTRIBUTES)
+            if (self.git_dir / "HEAD").read_text().strip() != f"ref: {REF}":
                 await self.runner.run(
                     ["--git-dir", str(self.git_dir), "symbolic-ref", "HEAD", REF],
                     cwd=self.git_dir, timeout_s=self.settings.git_s)
@@ -336,7 +335,8 @@ class ShadowRepo:
                         f"the restore did not finish in {self.settings.restore_s:g} s; "
                         "recover() finishes it")
                 (self.git_dir / _JOURNAL).unlink(missing_ok=True)
-            except GitError as exc:
+            except (GitError, OSError) as exc:
+                # The journal stays if the writes had begun: recover() tries again.
                 raise CheckpointError(f"cannot restore: {exc}") from exc
         written, deleted, kept = result
         touched = set(written) | set(deleted)
