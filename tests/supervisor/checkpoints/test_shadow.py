@@ -349,3 +349,15 @@ async def test_an_unreadable_file_is_skipped_not_a_failed_snapshot(tmp_path: Pat
     repo = repo_for(tmp_path, project)
     start = await repo.snapshot("start")
     assert [(s.path, s.reason) for s in start.skipped] == [("secret.txt", "unreadable")]
+
+
+async def test_an_empty_directory_where_a_file_was_gives_way(tmp_path: Path,
+                                                             project: Path) -> None:
+    repo = repo_for(tmp_path, project)
+    start = await repo.snapshot("start")
+    before = tree_bytes(project)
+    (project / "README.md").unlink()
+    (project / "README.md").mkdir()  # no file in it: no checkpoint can hold it
+    result = await repo.restore(start)
+    assert result.kept == () and "README.md" in result.written
+    assert tree_bytes(project) == before
