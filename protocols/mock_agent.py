@@ -25,6 +25,13 @@ milliseconds.  The prompt text selects a behaviour (DESIGN.md §3):
     /recall          answers ``recall: <p1> | <p2> | ...``: the user prompts this
                      agent session saw before this one, oldest first
                      (``recall: (nothing)`` if none)
+    /write PATH TEXT writes TEXT (and a newline; ``\\n`` is one) to PATH under the
+                     session's cwd: a tool call carrying the diff, as real agents
+                     report edits (protocols/mock_edits.py)
+    /append PATH TEXT  the same, appended
+    /rm PATH         deletes PATH (a tool call with the diff)
+    /edits <n>       <n> writes (``edit-1.txt`` ...), one per 100 ms; honours
+                     cancel at once: a turn to cancel half-way
     anything else    echoes the text back in a few chunks
 
 Sessions survive the process: each agent session (ACP session, Codex thread)
@@ -71,6 +78,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from . import mock_edits
 from .jsonrpc import (
     Dialect,
     ErrorResponse,
@@ -202,6 +210,8 @@ class MockAgent:
         self.turn: Turn | None = None
         self.session_id: str | None = None
         self.thread_id: str | None = None
+        #: The session's working directory: where ``/write`` and friends edit.
+        self.cwd = os.getcwd()
         self.stdout_closed = False
 
     # -- output -------------------------------------------------------------
@@ -284,6 +294,12 @@ class MockAgent:
             case "/recall":
                 self.chunk(turn, "recall: " + (" | ".join(turn.earlier) or "(nothing)"))
                 self.end_turn(turn, "end_turn")
+            case "/write" | "/append" | "/rm":
+                planned = mock_edits.plan_edit(command, self.cwd, text.strip()[len(command):])
+                self.chunk(turn, planned if isinstance(planned, str) else self.edit(turn, planned))
+                self.end_turn(turn, "end_turn")
+            case "/edits":
+                self.many_edits(turn, arg or 5)
             case "/stderr":
                 block = b"mock agent stderr noise " * 43 + b"\n"
                 for _ in range(arg or 1024):
@@ -386,6 +402,46 @@ class MockAgent:
         self.chunk(turn, "tool finished")
         self.end_turn(turn, "end_turn")
 
+    def edit(self, turn: Turn, edit: mock_edits.Edit) -> str:
+        """Make one edit as a tool call carrying its diff; what happened, in a line."""
+        tool_id = f"edit_{uuid.uuid4().hex[:8]}"
+        if self.dialect is Dialect.JSONRPC2:
+            self.notify("session/update", {"sessionId": self.session_id,
+                                           "update": mock_edits.acp_tool_call(tool_id, edit)})
+        else:
+            self.notify("item/started", {
+                "threadId": self.thread_id, "turnId": turn.turn_id,
+                "item": mock_edits.codex_item(tool_id, edit, "inProgress")})
+        try:
+            edit.apply()
+            status, said = "completed", f"{edit.done} {edit.path}"
+        except OSError as exc:
+            status, said = "failed", f"cannot edit {edit.path}: {exc}"
+        if self.dialect is Dialect.JSONRPC2:
+            self.notify("session/update", {"sessionId": self.session_id, "update": {
+                "sessionUpdate": "tool_call_update", "toolCallId": tool_id, "status": status}})
+        else:
+            self.notify("item/completed", {
+                "threadId": self.thread_id, "turnId": turn.turn_id,
+                "item": mock_edits.codex_item(tool_id, edit, status)})
+        return said
+
+    def many_edits(self, turn: Turn, n: int) -> None:
+        for i in range(1, n + 1):
+            if turn.cancelled.is_set():
+                self.end_turn(turn, "cancelled")
+                return
+            planned = mock_edits.plan_edit("/write", self.cwd, f"edit-{i}.txt edit {i}")
+            if isinstance(planned, str):
+                self.chunk(turn, planned)
+                break
+            self.edit(turn, planned)
+            if i < n and turn.cancelled.wait(mock_edits.EDITS_INTERVAL_S):
+                self.end_turn(turn, "cancelled")
+                return
+        self.chunk(turn, f"{n} edits")
+        self.end_turn(turn, "end_turn")
+
     def ask_then_withdraw(self, turn: Turn) -> None:
         rid = self._send_permission_request(turn)
         if turn.permission_done.wait(WITHDRAW_AFTER_S) or turn.cancelled.is_set():
@@ -463,6 +519,8 @@ class MockAgent:
         protocol = "acp" if self.dialect is Dialect.JSONRPC2 else "codex"
         session: dict[str, Any] = {"id": session_id, "protocol": protocol,
                                    "cwd": cwd if isinstance(cwd, str) else None, "messages": []}
+        if isinstance(cwd, str) and cwd:
+            self.cwd = cwd
         with self.session_lock:
             self.session = session
             self.store.save(session)
@@ -497,6 +555,8 @@ class MockAgent:
             return None
         with self.session_lock:
             self.session = session
+        if isinstance(session.get("cwd"), str) and session["cwd"]:
+            self.cwd = session["cwd"]
         return session
 
     def replay(self, session: dict[str, Any]) -> None:

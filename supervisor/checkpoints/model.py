@@ -1,0 +1,187 @@
+"""The checkpoint engine's values, and the parser of git's tree-diff output (pure, no I/O)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+__all__ = [
+    "GITLINK_MODE",
+    "Checkpoint",
+    "CheckpointError",
+    "FileChange",
+    "RawEntry",
+    "RestoreResult",
+    "SkippedFile",
+    "changes_from",
+    "parse_message",
+    "parse_tree_diff",
+    "render_message",
+]
+
+ChangeStatus = Literal["added", "modified", "deleted", "renamed"]
+SkipReason = Literal["too_large", "unreadable", "repository"]
+_SKIP_REASONS: Final[tuple[SkipReason, ...]] = ("too_large", "unreadable", "repository")
+_STATUS: Final[dict[str, ChangeStatus]] = {
+    "A": "added", "M": "modified", "D": "deleted", "R": "renamed", "T": "modified",
+}
+#: A nested repository (a submodule the shadow index took over from an earlier version):
+#: its files are not in the checkpoint, so it is neither listed as a change nor restored.
+GITLINK_MODE: Final = "160000"
+#: First line of a checkpoint commit's body: the JSON of what it skipped.
+_META_PREFIX: Final = "turnvisor-checkpoint: "
+
+
+class CheckpointError(RuntimeError):
+    """A snapshot, diff or restore could not be done; the message is for the user."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SkippedFile:
+    """A file left out of a snapshot, and why: ``too_large`` (over the size limit),
+    ``unreadable`` (no read permission), or ``repository`` (a nested git repository,
+    ``size`` 0: its files are not snapshotted)."""
+
+    path: str
+    size: int
+    reason: SkipReason = "too_large"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "size": self.size, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Checkpoint:
+    """One snapshot of a session's cwd: a commit of the shadow repository."""
+
+    commit: str
+    tree: str
+    label: str
+    skipped: tuple[SkippedFile, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FileChange:
+    """One file between two checkpoints.  ``old_path`` is set for a rename; ``binary``
+    files count no lines."""
+
+    path: str
+    status: ChangeStatus
+    additions: int = 0
+    deletions: int = 0
+    old_path: str | None = None
+    binary: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"path": self.path, "status": self.status,
+                               "additions": self.additions, "deletions": self.deletions}
+        if self.old_path is not None:
+            out["old_path"] = self.old_path
+        if self.binary:
+            out["binary"] = True
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RestoreResult:
+    """What a restore did.  ``safety`` is the checkpoint taken first: restoring it undoes
+    the restore.  ``kept``: paths left as they were because their current content could
+    not be saved first (too large, ignored) or a directory in the way still holds such
+    files, each with the reason."""
+
+    target: Checkpoint
+    safety: Checkpoint
+    written: tuple[str, ...] = ()
+    deleted: tuple[str, ...] = ()
+    kept: tuple[tuple[str, str], ...] = field(default=())
+    #: Paths whose content changed after ``since`` (the checkpoint the caller named as
+    #: the last one it knew of): edits made meanwhile, overwritten too (the safety
+    #: checkpoint holds them).
+    edited_since: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RawEntry:
+    """One ``--raw`` record: modes and blob ids on both sides."""
+
+    status: str
+    src_mode: str
+    dst_mode: str
+    src_blob: str
+    dst_blob: str
+    path: str
+    old_path: str | None = None
+
+
+def _decode(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def parse_tree_diff(out: bytes) -> tuple[list[RawEntry], list[tuple[int, int, bool]]]:
+    """``git diff-tree -r -z [--raw] [--numstat]`` output: the raw records, then the
+    numstat counts in the same order ``(additions, deletions, binary)``."""
+    tokens = out.split(b"\0")
+    if tokens and tokens[-1] == b"":
+        tokens.pop()
+    raw: list[RawEntry] = []
+    counts: list[tuple[int, int, bool]] = []
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token.startswith(b":"):
+            src_mode, dst_mode, src_blob, dst_blob, status = _decode(token[1:]).split(" ")
+            if status[:1] in ("R", "C"):
+                old, new = _decode(tokens[i + 1]), _decode(tokens[i + 2])
+                raw.append(RawEntry(status=status[0], src_mode=src_mode, dst_mode=dst_mode,
+                                    src_blob=src_blob, dst_blob=dst_blob, path=new,
+                                    old_path=old))
+                i += 3
+            else:
+                raw.append(RawEntry(status=status[0], src_mode=src_mode, dst_mode=dst_mode,
+                                    src_blob=src_blob, dst_blob=dst_blob,
+                                    path=_decode(tokens[i + 1])))
+                i += 2
+            continue
+        added, deleted, path = token.split(b"\t", 2)
+        binary = added == b"-"
+        counts.append((0 if binary else int(added), 0 if binary else int(deleted), binary))
+        # A rename's numstat names its paths in the two tokens that follow.
+        i += 3 if path == b"" else 1
+    return raw, counts
+
+
+def changes_from(raw: list[RawEntry], counts: list[tuple[int, int, bool]]) -> list[FileChange]:
+    """The file list of a tree diff, nested repositories left out."""
+    files: list[FileChange] = []
+    for n, entry in enumerate(raw):
+        if GITLINK_MODE in (entry.src_mode, entry.dst_mode):
+            continue
+        added, deleted, binary = counts[n] if n < len(counts) else (0, 0, False)
+        files.append(FileChange(path=entry.path, status=_STATUS.get(entry.status, "modified"),
+                                additions=added, deletions=deleted, old_path=entry.old_path,
+                                binary=binary))
+    return files
+
+
+def render_message(label: str, skipped: tuple[SkippedFile, ...]) -> bytes:
+    meta = json.dumps({"skipped": [s.to_json() for s in skipped]}, separators=(",", ":"))
+    # The label is one line: a newline in it would move the metadata.
+    return f"{' '.join(label.split()) or 'checkpoint'}\n\n{_META_PREFIX}{meta}\n".encode()
+
+
+def parse_message(message: str) -> tuple[str, tuple[SkippedFile, ...]]:
+    """The label and skipped files of a commit message written by ``render_message``."""
+    label, _, rest = message.partition("\n")
+    skipped: list[SkippedFile] = []
+    for line in rest.splitlines():
+        if line.startswith(_META_PREFIX):
+            try:
+                meta = json.loads(line[len(_META_PREFIX):])
+                skipped = [SkippedFile(path=str(s["path"]), size=int(s["size"]),
+                                       reason=next((r for r in _SKIP_REASONS
+                                                    if r == s.get("reason")), "too_large"))
+                           for s in meta.get("skipped", [])]
+            except (ValueError, KeyError, TypeError, AttributeError):
+                skipped = []
+    return label, tuple(skipped)

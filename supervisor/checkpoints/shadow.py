@@ -1,0 +1,470 @@
+"""A session's shadow repository: checkpoints of its cwd in a git repository of our own.
+
+``GIT_DIR`` is under the data dir (where agents cannot write, so an agent cannot alter its
+own undo) and ``GIT_WORK_TREE`` is the session's cwd.  The cwd's own ``.git`` (if any) is
+never read or written: git skips every ``.git`` entry of a work tree, and the user's
+index, stash, branches, HEAD and hooks belong to a repository this one does not know.
+Git reads only our config (``supervisor.checkpoints.gitrun``), so what the work tree's
+``.gitattributes`` names runs nothing, and our ``info/attributes`` turns off every
+conversion, so a checkpoint holds the files' bytes as they are.
+
+A snapshot is ``git add -A`` into the shadow index, a tree, and a commit whose parent is
+the previous snapshot (one chain under ``refs/heads/checkpoints`` keeps them all).
+Ignored files (the cwd's ``.gitignore`` files, and the rules of the repository around
+the cwd: ``supervisor.checkpoints.ignores``) are left out, as are files over
+``max_file_mb``, unreadable files and nested repositories (listed in the checkpoint).
+
+One lock per repository orders snapshots and restores; it is never held across agent I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import trio
+
+from . import files
+from .gitrun import GitError, GitRunner
+from .ignores import repository_excludes
+from .model import (
+    GITLINK_MODE,
+    Checkpoint,
+    CheckpointError,
+    FileChange,
+    RawEntry,
+    RestoreResult,
+    SkippedFile,
+    changes_from,
+    parse_message,
+    parse_tree_diff,
+    render_message,
+)
+
+__all__ = ["CheckpointSettings", "ShadowRepo"]
+
+REF: Final = "refs/heads/checkpoints"
+EMPTY_TREE: Final = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+#: Highest precedence of all attribute sources: no filter, no end-of-line or encoding
+#: conversion, no keyword expansion, diffs decided by content alone.
+ATTRIBUTES: Final = (
+    "* -text -filter -ident !eol !working-tree-encoding !diff !merge -export-subst\n"
+)
+#: The shadow repository's whole config (written once, at creation).
+CONFIG: Final = """[core]
+\trepositoryformatversion = 0
+\tfilemode = true
+\tbare = false
+\tlogallrefupdates = false
+\tsymlinks = true
+\tignorecase = false
+\tautocrlf = false
+\tfsmonitor = false
+\tuntrackedCache = true
+\tpreloadIndex = true
+\tlooseCompression = 1
+[index]
+\tthreads = true
+\tversion = 4
+[gc]
+\tauto = 0
+[color]
+\tui = false
+"""
+_SAFE_NAME: Final = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+#: Blobs read per ``git cat-file --batch`` during a restore: bounds its memory.
+_BLOBS_PER_BATCH: Final = 64
+_JOURNAL: Final = "restore-journal.json"
+#: More changed paths than this are staged by one ``add -A`` of the whole tree.
+_PATHSPEC_MAX: Final = 2000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckpointSettings:
+    #: Files larger than this are not snapshotted (listed as skipped).
+    max_file_mb: float = 10.0
+    #: Bound of a whole snapshot.
+    snapshot_s: float = 20.0
+    #: Bound of one git command of a diff or a listing.
+    git_s: float = 30.0
+    #: Bound of a restore's file writes (run shielded: a cancel does not cut it short).
+    restore_s: float = 120.0
+    #: A diff longer than this is cut (with a note).
+    diff_max_bytes: int = 4 * 1024 * 1024
+
+
+class ShadowRepo:
+    """Checkpoints of ``work_tree`` in the shadow repository ``git_dir``.
+
+    ``exclude`` names directories inside the work tree that are never snapshotted (the
+    data dir, when the cwd contains it); ``git_dir`` is excluded if it is inside."""
+
+    def __init__(self, git_dir: Path, work_tree: Path, *, runner: GitRunner,
+                 settings: CheckpointSettings | None = None,
+                 exclude: Sequence[Path] = ()) -> None:
+        self.git_dir = git_dir
+        self.work_tree = work_tree
+        self.runner = runner
+        self.settings = settings or CheckpointSettings()
+        self._exclude = (git_dir, *exclude)
+        self._lock = trio.Lock()
+        self._head: str | None = None
+        self._ready = False
+
+    @classmethod
+    def for_session(cls, data_dir: Path, session_id: str, cwd: Path, *,
+                    settings: CheckpointSettings | None = None) -> ShadowRepo:
+        """The shadow repository of one session: ``DATA_DIR/checkpoints/<id>.git``."""
+        if not _SAFE_NAME.fullmatch(session_id) or session_id.startswith("."):
+            raise CheckpointError(f"not a usable session id for a checkpoint: {session_id!r}")
+        root = data_dir / "checkpoints"
+        return cls(root / f"{session_id}.git", cwd, runner=GitRunner(root / ".git-home"),
+                   settings=settings, exclude=(data_dir,))
+
+    # -- git ------------------------------------------------------------------
+
+    async def _git(self, *args: str, stdin: bytes = b"", timeout_s: float | None = None,
+                   literal: bool = True) -> bytes:
+        flags = ["--git-dir", str(self.git_dir), "--work-tree", str(self.work_tree)]
+        if literal:
+            flags.append("--literal-pathspecs")
+        return await self.runner.run([*flags, *args], cwd=self.work_tree, stdin=stdin,
+                                     timeout_s=timeout_s or self.settings.git_s)
+
+    async def _ensure_ready(self) -> None:
+        """Create the repository if need be (the caller holds the lock)."""
+        if not self.work_tree.is_dir():
+            raise CheckpointError(f"the working directory {self.work_tree} does not exist")
+        if not self._ready:
+            if not (self.git_dir / "HEAD").exists():
+                self.git_dir.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                await self.runner.run(["init", "-q", "--bare", "--template=", str(self.git_dir)],
+                                      cwd=self.git_dir.parent, timeout_s=self.settings.git_s)
+            # Rewritten at every open: a crash right after the init must not leave git's
+            # default config (or no attributes) in place.
+            (self.git_dir / "config").write_text(CONFIG)
+            (self.git_dir / "info").mkdir(exist_ok=True)
+            (self.git_dir / "info" / "attributes").write_text(ATTRIBUTES)
+            if (self.git_dir / "HEAD").read_text().strip() != f"ref: {REF}":
+                await self.runner.run(
+                    ["--git-dir", str(self.git_dir), "symbolic-ref", "HEAD", REF],
+                    cwd=self.git_dir, timeout_s=self.settings.git_s)
+            head = await self.runner.run(
+                ["--git-dir", str(self.git_dir), "rev-parse", "--verify", "-q", REF],
+                cwd=self.git_dir, timeout_s=self.settings.git_s, check=False)
+            self._head = head.decode().strip() or None
+            self._ready = True
+        # No git process of ours runs on this repository now (the lock is held, and
+        # every command is reaped): a lock file is a crash's leftover.
+        (self.git_dir / "index.lock").unlink(missing_ok=True)
+
+    def _write_excludes(self) -> None:
+        lines = ["# written by Turnvisor at each snapshot"]
+        root = self.work_tree.resolve()
+        for directory in self._exclude:
+            try:
+                rel = directory.resolve().relative_to(root)
+            except ValueError:
+                continue
+            if rel.parts:
+                lines.append("/" + _escape_pattern(rel.as_posix()) + "/")
+        user = repository_excludes(self.work_tree)
+        if user:
+            lines += ["# the rules of the repository around the cwd", user]
+        text = "\n".join(lines) + "\n"
+        path = self.git_dir / "info" / "exclude"
+        if not path.exists() or path.read_text("utf-8", "surrogateescape") != text:
+            path.write_text(text, "utf-8", "surrogateescape")
+
+    # -- snapshots ------------------------------------------------------------
+
+    async def snapshot(self, label: str) -> Checkpoint:
+        """Snapshot the cwd now; ``CheckpointError`` if it cannot be taken within
+        ``snapshot_s`` (or git fails), saying why."""
+        async with self._lock:
+            return await self._snapshot(label)
+
+    async def _snapshot(self, label: str) -> Checkpoint:
+        limit = self.settings.snapshot_s
+        try:
+            with trio.fail_after(limit):
+                await self._ensure_ready()
+                await trio.to_thread.run_sync(self._write_excludes)
+                # One pass over the work tree (status: the untracked cache, the
+                # preloaded index): what changed since the last snapshot ...
+                status = await self._git("status", "--porcelain=v2", "-z", "-uall",
+                                         "--no-renames", "--ignore-submodules=dirty")
+                changed = await trio.to_thread.run_sync(
+                    _changed_files, self.work_tree, status,
+                    int(self.settings.max_file_mb * 1024 * 1024))
+                skipped = changed.skipped
+                if changed.removals:
+                    await self._git("update-index", "-z", "--force-remove", "--stdin",
+                                    stdin=_nul_list(changed.removals))
+                # ... then only those paths are staged (all of them, the first time).
+                if self._head is None or len(changed.paths) > _PATHSPEC_MAX:
+                    specs = [b"."] + [_bytes(f":(top,exclude,literal){s.path}") for s in skipped]
+                    await self._git("add", "-A", "--pathspec-from-file=-",
+                                    "--pathspec-file-nul", stdin=_nul_list(specs),
+                                    literal=False)
+                elif changed.paths:
+                    specs = [_bytes(f":(top,literal){p}") for p in changed.paths]
+                    await self._git("add", "-A", "--pathspec-from-file=-",
+                                    "--pathspec-file-nul", stdin=_nul_list(specs),
+                                    literal=False)
+                tree = (await self._git("write-tree")).decode().strip()
+                parent = ["-p", self._head] if self._head else []
+                commit = (await self._git("commit-tree", tree, *parent,
+                                          stdin=render_message(label, skipped))
+                          ).decode().strip()
+                await self._git("update-ref", REF, commit, self._head or "")
+                self._head = commit
+        except trio.TooSlowError:
+            raise CheckpointError(
+                f"the checkpoint of {self.work_tree} took longer than {limit:g} s") from None
+        except (GitError, OSError) as exc:
+            raise CheckpointError(f"cannot checkpoint {self.work_tree}: {exc}") from exc
+        return Checkpoint(commit=commit, tree=tree, label=label, skipped=skipped)
+
+    async def load(self, commit: str) -> Checkpoint:
+        """The checkpoint ``commit`` of this repository, as ``snapshot`` returned it."""
+        if not re.fullmatch(r"[0-9a-f]{40,64}", commit):
+            raise CheckpointError(f"not a checkpoint id: {commit!r}")
+        try:
+            async with self._lock:
+                await self._ensure_ready()
+                body = await self._git("cat-file", "commit", commit)
+        except GitError as exc:
+            raise CheckpointError(f"no such checkpoint {commit}: {exc}") from exc
+        header, _, message = body.decode("utf-8", "replace").partition("\n\n")
+        tree = header.split("\n", 1)[0].removeprefix("tree ")
+        label, skipped = parse_message(message)
+        return Checkpoint(commit=commit, tree=tree, label=label, skipped=skipped)
+
+    # -- changes and diffs ------------------------------------------------------
+
+    async def changes(self, old: Checkpoint, new: Checkpoint) -> list[FileChange]:
+        """Each file that differs from ``old`` to ``new`` (renames detected)."""
+        try:
+            if not self._ready:
+                async with self._lock:
+                    await self._ensure_ready()
+            out = await self._git("diff-tree", "-r", "-z", "-M", "--raw", "--numstat",
+                                  "--no-ext-diff", "--no-textconv", old.commit, new.commit)
+        except GitError as exc:
+            raise CheckpointError(f"cannot list the changes: {exc}") from exc
+        raw, counts = parse_tree_diff(out)
+        return changes_from(raw, counts)
+
+    async def diff(self, old: Checkpoint, new: Checkpoint, path: str | None = None) -> str:
+        """The unified diff from ``old`` to ``new`` (of one file if ``path``; a renamed
+        file's diff shows the rename), cut at ``diff_max_bytes``."""
+        paths: list[str] = []
+        if path is not None:
+            renamed = [c for c in await self.changes(old, new)
+                       if c.path == path and c.old_path is not None]
+            paths = [path] + [c.old_path for c in renamed if c.old_path is not None]
+        try:
+            out = await self._git("diff-tree", "-r", "-p", "-M", "--no-ext-diff",
+                                  "--no-textconv", "--no-color", old.commit, new.commit,
+                                  *(["--", *paths] if paths else []))
+        except GitError as exc:
+            raise CheckpointError(f"cannot diff: {exc}") from exc
+        limit = self.settings.diff_max_bytes
+        if len(out) > limit:
+            cut = out.rfind(b"\n", 0, limit) + 1 or limit
+            return out[:cut].decode("utf-8", "replace") + "… (diff cut: too long)\n"
+        return out.decode("utf-8", "replace")
+
+    # -- restore --------------------------------------------------------------
+
+    def interrupted_restore(self) -> dict[str, Any] | None:
+        """The journal of a restore that did not finish (a crash, a kill), or None:
+        ``{"target", "safety", "label"}`` commit ids.  ``recover`` finishes it."""
+        try:
+            data = json.loads((self.git_dir / _JOURNAL).read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    async def recover(self) -> RestoreResult | None:
+        """Finish an interrupted restore (to its target); None if there was none."""
+        journal = self.interrupted_restore()
+        if journal is None:
+            return None
+        target = await self.load(str(journal.get("target")))
+        safety = await self.load(str(journal.get("safety")))
+        return await self.restore(target, first_safety=safety)
+
+    async def restore(self, target: Checkpoint, *, since: Checkpoint | None = None,
+                      first_safety: Checkpoint | None = None) -> RestoreResult:
+        """Put the cwd's files back to ``target``, byte for byte, after a safety
+        checkpoint of their current state (restoring that undoes this restore).
+
+        Every file the safety checkpoint holds is made as in ``target``: changed back,
+        deleted if ``target`` has no such file, created if it lacks it, edits made after
+        ``since`` included (listed in ``edited_since``).  Ignored and too-large files
+        are never touched (they cannot be saved first); see ``RestoreResult.kept``."""
+        async with self._lock:
+            safety = await self._snapshot(f"before restoring to: {target.label}")
+            journal = {"target": target.commit, "safety": (first_safety or safety).commit,
+                       "label": target.label}
+            try:
+                edited: list[str] = []
+                if since is not None:
+                    edited = [c.path for c in await self.changes(since, safety)]
+                out = await self._git("diff-tree", "-r", "-z", "--raw", "--no-renames",
+                                      safety.commit, target.commit)
+                entries = [e for e in parse_tree_diff(out)[0]
+                           if GITLINK_MODE not in (e.src_mode, e.dst_mode)]
+                _write_journal(self.git_dir, journal)
+                result = None
+                # Shielded (with its own deadline): a cancel must not leave the tree
+                # half-restored; the journal covers a kill or the deadline.
+                with trio.CancelScope(shield=True,
+                                      deadline=trio.current_time() + self.settings.restore_s):
+                    result = await self._apply(entries)
+                if result is None:
+                    raise CheckpointError(
+                        f"the restore did not finish in {self.settings.restore_s:g} s; "
+                        "recover() finishes it")
+                (self.git_dir / _JOURNAL).unlink(missing_ok=True)
+            except (GitError, OSError) as exc:
+                # The journal stays if the writes had begun: recover() tries again.
+                raise CheckpointError(f"cannot restore: {exc}") from exc
+        written, deleted, kept = result
+        touched = set(written) | set(deleted)
+        return RestoreResult(target=target, safety=first_safety or safety,
+                             written=tuple(written), deleted=tuple(deleted), kept=tuple(kept),
+                             edited_since=tuple(p for p in edited if p in touched))
+
+    async def _apply(self, entries: list[RawEntry]
+                     ) -> tuple[list[str], list[str], list[tuple[str, str]]]:
+        deletes = [e.path for e in entries if e.status == "D"]
+        deleted, kept = await trio.to_thread.run_sync(files.delete_files, self.work_tree,
+                                                      deletes)
+        writes = [e for e in entries if e.status != "D"]
+        written: list[str] = []
+        for start in range(0, len(writes), _BLOBS_PER_BATCH):
+            batch = writes[start:start + _BLOBS_PER_BATCH]
+            blobs = _parse_batch(await self._git(
+                "cat-file", "--batch", stdin=b"".join(e.dst_blob.encode() + b"\n"
+                                                      for e in batch)))
+            todo = [files.FileWrite(e.path, e.dst_mode, blobs[e.dst_blob],
+                                    must_be_absent=e.status == "A") for e in batch]
+            done, blocked = await trio.to_thread.run_sync(files.write_files, self.work_tree,
+                                                          todo)
+            written += done
+            kept += blocked
+        return written, deleted, kept
+
+
+def _bytes(path: str) -> bytes:
+    return path.encode("utf-8", "surrogateescape")
+
+
+def _escape_pattern(path: str) -> str:
+    return re.sub(r"([\\*?\[\]!# ])", r"\\\1", path)
+
+
+@dataclass(frozen=True, slots=True)
+class _Changed:
+    #: Paths to stage (changed or added since the shadow index), large ones out.
+    paths: list[str]
+    skipped: tuple[SkippedFile, ...]
+    #: Paths that leave the shadow index: deleted (or now behind a symlink, where git
+    #: sees them deleted too), and tracked files grown too large.
+    removals: list[str]
+
+
+def _changed_files(work_tree: Path, status: bytes, limit: int) -> _Changed:
+    """From ``status --porcelain=v2 -z --no-renames``: what to stage, and what is left
+    out (listed by every snapshot): files over ``limit`` bytes, nested repositories."""
+    paths: list[str] = []
+    skipped: dict[str, SkippedFile] = {}
+    removals: list[str] = []
+    root = os.fspath(work_tree)
+    real_dirs: dict[str, bool] = {"": True}
+    for record in status.split(b"\0"):
+        kind = record[:2]
+        if kind == b"? ":
+            path, tracked_now = record[2:].decode("utf-8", "surrogateescape"), False
+            if path.endswith("/"):
+                # With -uall only a nested repository is listed as a directory: its
+                # files are its own repository's business (and staging one with no
+                # commit fails), so it is left out and listed.
+                skipped[path[:-1]] = SkippedFile(path=path[:-1], size=0, reason="repository")
+                continue
+        elif kind == b"1 ":
+            # "1 XY sub mH mI mW hH hI path": the path is the 9th field (it may hold spaces).
+            fields = record.split(b" ", 8)
+            if len(fields) < 9 or fields[1][1:2] == b".":
+                continue  # the work tree matches the shadow index
+            path, tracked_now = fields[8].decode("utf-8", "surrogateescape"), True
+        else:
+            continue
+        if not _in_real_dirs(root, path.rpartition("/")[0], real_dirs):
+            removals.append(path)
+            continue
+        try:
+            st = os.lstat(os.path.join(root, path))
+        except OSError:
+            removals.append(path)
+            continue
+        if stat.S_ISREG(st.st_mode) and (
+                st.st_size > limit or not os.access(os.path.join(root, path), os.R_OK)):
+            # One unreadable file must not fail the whole snapshot (git add would).
+            skipped[path] = SkippedFile(path=path, size=st.st_size,
+                                        reason="too_large" if st.st_size > limit
+                                        else "unreadable")
+            if tracked_now:
+                removals.append(path)
+        else:
+            paths.append(path)
+    return _Changed(paths, tuple(skipped[p] for p in sorted(skipped)), removals)
+
+
+def _in_real_dirs(root: str, directory: str, known: dict[str, bool]) -> bool:
+    """Whether ``directory`` (relative) and each directory above it are real
+    directories, no symlink among them (memoized in ``known``)."""
+    if directory not in known:
+        parent = directory.rpartition("/")[0]
+        ok = _in_real_dirs(root, parent, known)
+        if ok:
+            try:
+                ok = stat.S_ISDIR(os.lstat(os.path.join(root, directory)).st_mode)
+            except OSError:
+                ok = False
+        known[directory] = ok
+    return known[directory]
+
+
+def _nul_list(items: Sequence[bytes | str]) -> bytes:
+    return b"".join((i if isinstance(i, bytes) else _bytes(i)) + b"\0" for i in items)
+
+
+def _parse_batch(out: bytes) -> dict[str, bytes]:
+    """``git cat-file --batch`` output: each ``<id> <type> <size>\\n<bytes>\\n``."""
+    blobs: dict[str, bytes] = {}
+    i = 0
+    while i < len(out):
+        end = out.index(b"\n", i)
+        header = out[i:end].split(b" ")
+        if len(header) != 3:
+            raise CheckpointError(f"checkpoint object missing: {out[i:end]!r}")
+        size = int(header[2])
+        blobs[header[0].decode()] = out[end + 1:end + 1 + size]
+        i = end + 1 + size + 1
+    return blobs
+
+
+def _write_journal(git_dir: Path, journal: dict[str, Any]) -> None:
+    tmp = git_dir / f"{_JOURNAL}.tmp"
+    tmp.write_text(json.dumps(journal))
+    os.replace(tmp, git_dir / _JOURNAL)
