@@ -39,6 +39,7 @@ from .auth import COOKIE, Tokens, cross_site_refusal, origin_allowed
 from .boot import task_boot, tasks_boot
 from .front import WsRoute, ws_max_message
 from .gateway import Gateway
+from .listener import close_after_refusals
 from .pages import (
     BAD_TOKEN_BODY,
     NOT_FOUND_BODY,
@@ -95,6 +96,7 @@ def cancel_stages(op: CancelOperation, clock_offset_s: float) -> dict[str, Any]:
 def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
     app = QuartTrio("turnvisor", static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = sup.config.limits.max_body_bytes
+    close_after_refusals(app)
     gateway = Gateway(sup)
     app.extensions["turnvisor"] = {"supervisor": sup, "gateway": gateway}
     workspaces: dict[str, Caller] = {}

@@ -31,6 +31,7 @@ from werkzeug.exceptions import HTTPException
 
 from protocols.agentctl_wire import CLOSE_FELL_BEHIND, CLOSE_GOING_AWAY
 
+from ..listener import close_after_refusals
 from .host import AgentHost, HostError, Subscriber, valid_turn_id
 
 __all__ = ["create_app"]
@@ -61,6 +62,7 @@ def _bearer(value: str | None) -> str | None:
 def create_app(host: AgentHost, token: str, *, heartbeat_s: float = HEARTBEAT_S) -> QuartTrio:
     app = QuartTrio("turnvisor-agentctl", static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    close_after_refusals(app)
     known = token.encode()
 
     def authorized(header: str | None) -> bool:
