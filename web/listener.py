@@ -300,6 +300,8 @@ class _Guarded(trio.abc.HalfCloseableStream):
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         if not self._upgraded and bytes(data[:13]) == b"HTTP/1.1 101 ":
             self._upgraded = True
+            if self._reading is not None:  # the read under way has no bound either
+                self._reading.deadline = math.inf
         await self._stream.send_all(data)
 
     async def wait_send_all_might_not_block(self) -> None:

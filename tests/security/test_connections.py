@@ -155,6 +155,34 @@ async def test_an_idle_websocket_that_answers_pings_stays(tmp_path: Path) -> Non
             assert '"task.list"' in str(await ws.get_message())
 
 
+async def test_a_websocket_upgraded_on_a_kept_alive_connection_is_not_timed_out(
+        tmp_path: Path) -> None:
+    """That one is Hypercorn's (the Quart route): after its 101 no read is bounded."""
+    async with running_server(tmp_path / "data",
+                              limits=Limits(idle_connection_s=IDLE_S)) as srv:
+        stream = await connect(srv)
+        host = srv.url.removeprefix("http://")
+        await stream.send_all(f"GET /api/v1/health HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+        first = b""
+        with trio.fail_after(5):
+            while not first.endswith(b"}"):
+                first += await stream.receive_some(65536)
+        assert first.startswith(b"HTTP/1.1 200")
+        key = base64.b64encode(os.urandom(16)).decode()
+        await stream.send_all(
+            f"GET /ws?token={srv.token} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\n"
+            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+            "Sec-WebSocket-Version: 13\r\n\r\n".encode())
+        with trio.fail_after(5):
+            upgraded = await stream.receive_some(65536)
+            assert upgraded.startswith(b"HTTP/1.1 101"), upgraded
+        await trio.sleep(IDLE_S * 4)
+        with trio.move_on_after(0.2) as still_open:
+            await stream.receive_some(65536)  # (a close would end this at once)
+        assert still_open.cancelled_caught
+        await stream.aclose()
+
+
 async def test_a_websocket_that_answers_nothing_is_closed(tmp_path: Path) -> None:
     async with running_server(tmp_path / "data",
                               limits=Limits(idle_connection_s=IDLE_S)) as srv:
