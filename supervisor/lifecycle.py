@@ -416,7 +416,9 @@ class LifecycleManager:
             async with trio.open_nursery() as nursery:
                 ex = Execution(session_id=session_id, profile=profile, agent=agent,
                                nursery=nursery, cwd=cwd,
-                               transcript=Transcript(self.store, self.notify, session_id))
+                               transcript=Transcript(
+                                   self.store, self.notify, session_id,
+                                   max_turn_output=self.config.limits.max_turn_output_bytes))
                 adopted = await self._adopt(ex, takeover) if takeover is not None else None
                 nursery.start_soon(adapter.connection.run)
                 if agent.stderr is not None:
