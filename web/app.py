@@ -151,7 +151,11 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
             return not_found_page()
         code = {400: "BAD_REQUEST", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND",
                 413: "BAD_REQUEST"}.get(exc.code or 500, "BAD_REQUEST")
-        resp = _error(code, exc.description or exc.name, exc.code)
+        message = exc.description or exc.name
+        if exc.code == 413:
+            message = (f"request body larger than {sup.config.limits.max_body_bytes} bytes "
+                       "(the server's [limits] max_body_bytes)")
+        resp = _error(code, message, exc.code)
         if exc.code == 413:
             # The body was refused unread: the connection cannot carry another
             # request (Hypercorn closes it), so tell the client not to reuse it.

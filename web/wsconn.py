@@ -205,7 +205,8 @@ class ServerWebSocket:
                     size += len(event.data)
                     if size > self._max_message:
                         texts, blobs, size = [], [], 0
-                        await self._close_for(CloseReason.MESSAGE_TOO_BIG, "message too big")
+                        await self._close_for(CloseReason.MESSAGE_TOO_BIG,
+                                              f"message larger than {self._max_message} bytes")
                     elif event.message_finished:
                         message = "".join(texts) if texts else b"".join(blobs)
                         texts, blobs, size = [], [], 0

@@ -1,10 +1,12 @@
-"""An agent floods one turn with text (issue 27, item 7).
+"""Floods (issue 27, item 7): an agent's text in one turn, a client's one message.
 
 The attack: 20 MiB of text in one turn grew the database by 394 MiB and
 pushed 215 MB to one subscriber.  Now the turn's text stops at the cap, one
 status message says so, the turn goes on and the user's cancel still lands;
 what the flood costs on disk and on a subscriber's connection is bounded by
-the cap, not by the flood.
+the cap, not by the flood.  A client's one message (a REST body, a
+WebSocket frame or message) above its limit gets a clear error, and the
+connection is kept where the protocol allows.
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
+import pytest
 import trio
 from trio_websocket import WebSocketConnection, open_websocket_url
 
 from supervisor.config import Limits
 from supervisor.transcript import OUTPUT_CUT_STATUS
 from tests.support.server import running_server
+from tests.support.ws import RequestFailed, ws_client
 
 CAP = 1024 * 1024
 FLOOD_MIB = 20
@@ -122,3 +127,32 @@ async def test_a_flood_of_text_costs_the_cap_not_the_flood(tmp_path: Path) -> No
     # are too), not by the flood: 20 MiB once cost 394 MiB and 215 MB.
     assert grown < 6 * CAP, f"the store grew by {grown / 2**20:.1f} MiB"
     assert pushed < 6 * CAP, f"the subscriber got {pushed / 2**20:.1f} MiB"
+
+
+async def test_one_message_above_its_limit_is_refused_clearly(tmp_path: Path) -> None:
+    limits = Limits(max_body_bytes=64 * 1024, max_ws_frame_bytes=32 * 1024)
+    async with running_server(tmp_path / "data", limits=limits) as srv:
+        async with httpx.AsyncClient(base_url=srv.url, headers=srv.auth) as http:
+            big = await http.post("/api/v1/tasks", json={"title": "x" * 100_000})
+            assert big.status_code == 413
+            assert big.json()["error"]["message"] == (
+                "request body larger than 65536 bytes (the server's [limits] max_body_bytes)")
+            assert big.headers["connection"] == "close"  # its body was never read
+            assert (await http.get("/api/v1/health")).status_code == 200
+        async with ws_client(srv) as ws:
+            # Above the frame limit: an error naming the limit, the connection kept.
+            with pytest.raises(RequestFailed) as refused:
+                await ws.call("task.create", {"title": "x" * 40_000})
+            error = refused.value.frame["payload"]
+            assert error["code"] == "BAD_REQUEST"
+            assert "frame larger than 32768 bytes" in error["message"]
+            assert "tasks" in await ws.call("task.list")
+            # Above the message limit (4 MiB at least): closed with 1009, unread.
+            await ws.send_raw("x" * (5 << 20))
+            with trio.fail_after(10):
+                while not ws.closed:
+                    await ws.changed()
+            assert ws.conn.closed is not None and ws.conn.closed.code == 1009
+            assert "larger than" in (ws.conn.closed.reason or "")
+        async with ws_client(srv) as again:
+            assert (await again.call("task.list"))["tasks"] == []

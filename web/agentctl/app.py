@@ -93,6 +93,8 @@ def create_app(host: AgentHost, token: str, *, heartbeat_s: float = HEARTBEAT_S)
 
     @app.errorhandler(HTTPException)
     async def on_http(exc: HTTPException) -> Response:
+        if exc.code == 413:
+            return _refuse(413, f"request body larger than {MAX_BODY_BYTES} bytes")
         return _refuse(exc.code or 400, exc.description or exc.name)
 
     @app.errorhandler(Exception)
