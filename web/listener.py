@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final
 
+import h11
 import trio
 from hypercorn.config import Config as HyperConfig
 from hypercorn.trio.lifespan import Lifespan
@@ -194,8 +195,10 @@ async def _connection(app: Any, config: HyperConfig, context: WorkerContext,
             if take is not None and await take(stream, head):
                 return
             guarded = _Guarded(stream, head, limits.idle_s)
-            await TCPServer(app, config, context, ConnectionState(state.copy()),
-                            guarded)  # type: ignore[arg-type]
+            server = TCPServer(app, config, context, ConnectionState(state.copy()),
+                               guarded)  # type: ignore[arg-type]
+            guarded.answering = partial(_answering, server)
+            await server.run()
         finally:
             await _close(stream, LINGER_S)
 
@@ -216,6 +219,16 @@ async def _read_head(stream: trio.SocketStream, within_s: float) -> tuple[bytes,
             head += data
         return head, True
     return head, False
+
+
+def _answering(server: TCPServer) -> bool:
+    """The client has sent a whole request and the app is still answering it
+    (a cancel waits up to its join window): the connection is not idle.
+    Read from Hypercorn's HTTP/1.1 protocol; anything else counts as idle."""
+    protocol = getattr(getattr(server, "protocol", None), "protocol", None)
+    connection = getattr(protocol, "connection", None)
+    return (getattr(protocol, "stream", None) is not None
+            and getattr(connection, "their_state", None) is h11.DONE)
 
 
 def _plain(status: int, text: str, extra: bytes = b"") -> bytes:
@@ -263,7 +276,8 @@ async def _close(stream: trio.SocketStream, linger_s: float) -> None:
 class _Guarded(trio.abc.HalfCloseableStream):
     """The socket as Hypercorn sees it: the bytes read before given back first;
     each read bounded by ``idle_s`` (a ``trio.TooSlowError``, which Hypercorn
-    takes as its own read timeout) until a 101 upgraded the connection; a
+    takes as its own read timeout) unless a request is being answered, and
+    none once a 101 upgraded the connection; a
     ``send_eof``/``aclose`` that cannot be cancelled before it has done its
     work (see the module's docstring).  ``aclose`` does not close the socket:
     it sends our FIN and ends the pending read (Hypercorn then sees the end of
@@ -277,6 +291,8 @@ class _Guarded(trio.abc.HalfCloseableStream):
         self._closing = False
         self._reading: trio.CancelScope | None = None
         self.socket = stream.socket
+        #: Whether a request is being answered (then a silent client is waiting, not idle).
+        self.answering: Callable[[], bool] = lambda: False
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         if self._first:
@@ -286,16 +302,18 @@ class _Guarded(trio.abc.HalfCloseableStream):
         if self._closing:
             await trio.lowlevel.checkpoint()
             return b""
-        deadline = trio.current_time() + self._idle_s if not self._upgraded else math.inf
-        with trio.CancelScope(deadline=deadline) as reading:
-            self._reading = reading
-            try:
-                return await self._stream.receive_some(max_bytes)
-            finally:
-                self._reading = None
-        if self._closing:
-            return b""
-        raise trio.TooSlowError(f"nothing received for {self._idle_s:g}s")
+        while True:
+            deadline = trio.current_time() + self._idle_s if not self._upgraded else math.inf
+            with trio.CancelScope(deadline=deadline) as reading:
+                self._reading = reading
+                try:
+                    return await self._stream.receive_some(max_bytes)
+                finally:
+                    self._reading = None
+            if self._closing:
+                return b""
+            if not self.answering():
+                raise trio.TooSlowError(f"nothing received for {self._idle_s:g}s")
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         if not self._upgraded and bytes(data[:13]) == b"HTTP/1.1 101 ":

@@ -13,12 +13,14 @@ import base64
 import os
 from pathlib import Path
 
+import httpx
 import pytest
 import trio
 from trio_websocket import open_websocket_url
 
 from supervisor.config import Limits
 from tests.support.server import Server, running_server
+from tests.support.ws import ws_client
 
 IDLE_S = 0.5
 CAP = 4
@@ -142,6 +144,23 @@ async def test_idle_connections_are_closed(tmp_path: Path) -> None:
         await read_to_eof(half_body, 5)  # closed (no answer is owed to half a body)
         for stream in (silent, half_head, kept_alive, half_body):
             await stream.aclose()
+
+
+async def test_a_request_answered_slowly_is_not_idle(tmp_path: Path) -> None:
+    """The client waits, silent, for longer than the idle timeout: its answer comes."""
+    async with running_server(tmp_path / "data",
+                              limits=Limits(idle_connection_s=IDLE_S)) as srv, \
+            ws_client(srv) as ws:
+        task = await ws.call("task.create", {"title": "t"})
+        sid = (await ws.call("session.launch", {"task_id": task["id"]}))["id"]
+        # Ignores the cancel for 1.5 s: the cancel's answer takes that long.
+        await ws.call("message.add", {"session_id": sid, "content": "/slow 1500"})
+        async with httpx.AsyncClient(base_url=srv.url, headers=srv.auth, timeout=20) as http:
+            started = trio.current_time()
+            with trio.fail_after(20):
+                answer = await http.post(f"/api/v1/task-sessions/{sid}/cancel", json={})
+            assert trio.current_time() - started > IDLE_S * 2  # it did wait
+            assert answer.status_code == 200, answer.text
 
 
 async def test_an_idle_websocket_that_answers_pings_stays(tmp_path: Path) -> None:
