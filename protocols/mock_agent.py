@@ -63,6 +63,9 @@ Faults for the reliability suite (not part of the DESIGN table):
     /badutf8         writes a line of invalid UTF-8, then echoes
     /wrongshape      writes JSON of the wrong shape and a reply to an unknown id
     /closeout        closes stdout but keeps running (until stdin ends)
+    /flood <mb>      streams <mb> MiB of text (16 KiB chunks) as fast as its
+                     stdout takes it, honouring cancel, then waits for the
+                     cancel (30 s at most) and ends the turn
 """
 
 from __future__ import annotations
@@ -96,6 +99,9 @@ CHUNK_INTERVAL_S = 0.1
 WITHDRAW_AFTER_S = 0.3
 WITHDRAW_ANSWER_S = 10.0
 STATE_DIR_ENV = "MOCK_AGENT_STATE_DIR"
+#: ``/flood``: the size of each chunk, and how long it then waits for a cancel.
+FLOOD_CHUNK = 16384
+FLOOD_WAIT_S = 30.0
 #: ACP "resource not found": the session asked for is not in the state directory.
 SESSION_NOT_FOUND = -32002
 #: What a session id must look like to name a file (ours are UUIDs).
@@ -322,6 +328,8 @@ class MockAgent:
                 self.notify("session/update" if self.dialect is Dialect.JSONRPC2
                             else "item/agentMessage/delta", {"unexpected": True})
                 self.echo(turn, text)
+            case "/flood":
+                self.flood(turn, arg or 20)
             case "/closeout":
                 with self.lock:
                     self.stdout_closed = True
@@ -341,6 +349,16 @@ class MockAgent:
             "threadId": self.thread_id, "turnId": turn.turn_id,
             "itemId": f"msg_{turn.turn_id}", "delta": text,
         })
+
+    def flood(self, turn: Turn, mib: int) -> None:
+        # Not in turn.reply: the session's history would keep all of it.
+        block = ("flood " * 2730 + "\n")[:FLOOD_CHUNK]
+        for _ in range(mib * 1024 * 1024 // FLOOD_CHUNK):
+            if turn.cancelled.is_set():
+                break
+            self.write(self._chunk_bytes(turn, block))
+        turn.cancelled.wait(FLOOD_WAIT_S)
+        self.end_turn(turn, "cancelled" if turn.cancelled.is_set() else "end_turn")
 
     def echo(self, turn: Turn, text: str) -> None:
         words = text.split(" ") or [""]

@@ -121,6 +121,16 @@ class Limits:
     max_prompt_chars: int = 100_000
     #: Messages waiting in one session's queue (DESIGN.md §9).
     max_queue: int = 100
+    #: A connection that sends nothing for this long is closed: no request head
+    #: yet, between keep-alive requests, in the middle of a body.  An idle
+    #: WebSocket is pinged instead, and closed if it answers nothing for as long.
+    idle_connection_s: float = 60.0
+    #: Open connections from one remote address; more are refused with a 503.
+    max_connections_per_peer: int = 64
+    #: Text one turn may stream (UTF-8 bytes, every channel together): the
+    #: agent's text beyond it is dropped, with one status message saying so; the
+    #: turn goes on.  Bounds what a flood costs on disk and on every connection.
+    max_turn_output_bytes: int = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

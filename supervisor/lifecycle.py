@@ -68,7 +68,7 @@ from protocols.events import (
     TurnEnded,
 )
 from protocols.jsonrpc import LocalProtocolError
-from protocols.process import drain_stderr
+from protocols.process import clean_stderr_line, drain_stderr
 
 from .config import Config
 from .db import StoreError, StoreUnavailable
@@ -416,7 +416,9 @@ class LifecycleManager:
             async with trio.open_nursery() as nursery:
                 ex = Execution(session_id=session_id, profile=profile, agent=agent,
                                nursery=nursery, cwd=cwd,
-                               transcript=Transcript(self.store, self.notify, session_id))
+                               transcript=Transcript(
+                                   self.store, self.notify, session_id,
+                                   max_turn_output=self.config.limits.max_turn_output_bytes))
                 adopted = await self._adopt(ex, takeover) if takeover is not None else None
                 nursery.start_soon(adapter.connection.run)
                 if agent.stderr is not None:
@@ -701,7 +703,8 @@ class LifecycleManager:
                 while chunk := await agent.stderr.receive_some(65536):
                     rest = (rest + chunk)[-8192:]
                 ex.stderr_tail.extend(
-                    line for line in rest.decode(errors="replace").splitlines() if line.strip())
+                    clean for line in rest.split(b"\n")
+                    if (clean := clean_stderr_line(line)).strip())
         return AgentStartError(f"agent {profile.name!r} exited with status {code} while "
                                "starting" + _tail(ex))
 

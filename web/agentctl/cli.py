@@ -49,6 +49,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="log entries kept for a client that reconnects, e.g. a backend that "
                         "restarted while the agent ran a turn (default 4096): a longer absence "
                         "during which the agent produced more loses that turn")
+    p.add_argument("--idle-timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="close a connection that sends nothing for this long (no request, "
+                        "a stalled body; default 60); event streams are exempt")
+    p.add_argument("--max-connections-per-peer", type=_positive_int, default=64, metavar="N",
+                   help="open connections allowed from one address; more get a 503 "
+                        "(default 64)")
     p.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("agent_command", nargs=argparse.REMAINDER,
                    help="-- COMMAND...: the agent to run (instead of --profile)")
@@ -84,6 +90,7 @@ def run_agentctl(args: argparse.Namespace, default_data_dir: Path) -> int:
     from protocols.agentctl_wire import TOKEN_ENV
     from supervisor.config import Config, ConfigError, Timeouts
 
+    from ..listener import ConnLimits
     from .host import AgentctlConfig
     from .server import parse_listen, serve_agentctl
 
@@ -127,6 +134,8 @@ def run_agentctl(args: argparse.Namespace, default_data_dir: Path) -> int:
         return fail(f"--cwd {cwd} is not a directory")
     if args.cancel_join < 0:
         return fail("--cancel-join must be >= 0")
+    if not args.idle_timeout > 0:
+        return fail("--idle-timeout must be > 0")
     token = args.token or os.environ.get(TOKEN_ENV)
     if not token:
         token = secrets.token_urlsafe(32)
@@ -150,6 +159,7 @@ def run_agentctl(args: argparse.Namespace, default_data_dir: Path) -> int:
                             sandbox_writable=tuple(writable),
                             replay_events=args.replay_events)
     _hide_environment()
+    limits = ConnLimits(idle_s=args.idle_timeout, per_peer=args.max_connections_per_peer)
     trio.run(lambda: serve_agentctl(config, host=host, port=port, token=token,
-                                    ready_fd=args.ready_fd))
+                                    ready_fd=args.ready_fd, limits=limits))
     return 0
