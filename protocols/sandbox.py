@@ -20,7 +20,7 @@ What the sandbox does, in order of the mounts (bwrap applies them in order):
 - Turnvisor's install read-only again *after* those binds (a writable
   ``$HOME`` above a checkout or a virtualenv does not make it writable): the
   directory holding the ``protocols``/``supervisor``/``web`` packages (the
-  checkout, or site-packages), ``sys.prefix``, site-packages and the user
+  checkout, or site-packages), ``sys.prefix``, ``sys.base_prefix``, site-packages and the user
   site.  A cwd or writable path inside them is refused (``SandboxError``);
 - each hidden directory (the data dir: token, database, turnvisor.toml) under
   an empty tmpfs; writable paths *inside* a hidden directory (a session's
@@ -182,10 +182,12 @@ class HiddenDir:
 def install_dirs() -> list[str]:
     """Turnvisor's own code and the Python it runs on, bound read-only: the
     directory holding the packages (a checkout, or site-packages),
-    ``sys.prefix``, the site-packages and the user site.  Real paths; ``/``
+    ``sys.prefix`` and ``sys.base_prefix`` (a virtualenv's Python, perhaps
+    under ``$HOME``), the site-packages and the user site.  Real paths; ``/``
     and missing ones left out."""
     packages = Path(__file__).resolve().parents[1]
-    candidates = [str(packages), sys.prefix, sys.exec_prefix, *site.getsitepackages()]
+    candidates = [str(packages), sys.prefix, sys.exec_prefix, sys.base_prefix,
+                  sys.base_exec_prefix, *site.getsitepackages()]
     if site.ENABLE_USER_SITE:
         candidates.append(site.getusersitepackages())
     out: list[str] = []
