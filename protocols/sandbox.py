@@ -20,8 +20,9 @@ What the sandbox does, in order of the mounts (bwrap applies them in order):
 - Turnvisor's install read-only again *after* those binds (a writable
   ``$HOME`` above a checkout or a virtualenv does not make it writable): the
   directory holding the ``protocols``/``supervisor``/``web`` packages (the
-  checkout, or site-packages), ``sys.prefix``, ``sys.base_prefix``, site-packages and the user
-  site.  A cwd or writable path inside them is refused (``SandboxError``);
+  checkout, or site-packages), ``sys.prefix``, ``sys.base_prefix``,
+  site-packages and the user site.  A cwd or writable path inside them (and
+  not inside a hidden directory) is refused (``SandboxError``);
 - each hidden directory (the data dir: token, database, turnvisor.toml) under
   an empty tmpfs; writable paths *inside* a hidden directory (a session's
   default cwd ``DATA_DIR/work/<workspace>/<session>``) are bound back on top of
