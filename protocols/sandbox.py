@@ -28,9 +28,10 @@ What the sandbox does, in order of the mounts (bwrap applies them in order):
   default cwd ``DATA_DIR/work/<workspace>/<session>``) are bound back on top of
   it, nothing else is;
 - new user, IPC and UTS namespaces (a root backend's agent runs as uid/gid
-  65534 there; another backend's keeps its uid; nested user namespaces are
-  disabled), every capability dropped, and a seccomp filter of the dangerous
-  calls (protocols/seccomp.py).  No ``--new-session``: it would move the agent
+  65534 there; another backend's keeps its uid), every capability dropped,
+  and a seccomp filter of the dangerous calls (protocols/seccomp.py; nested
+  user namespaces stay allowed: agents such as Codex sandbox their own
+  commands with bwrap).  No ``--new-session``: it would move the agent
   out of the process group the backend signals; the caller starts the outer
   leader in a new session instead (``start_agent_process``), and the filter
   refuses TIOCSTI anyway.
@@ -218,8 +219,8 @@ def _depth(path: str) -> int:
 
 def sandbox_argv(command: Sequence[str], *, cwd: str, hide: Iterable[str],
                  writable: Iterable[str], readonly: Iterable[str] = (),
-                 uid: int = 1000, disable_userns: bool = True,
-                 bwrap: str = "/usr/bin/bwrap", env_cmd: str = "/usr/bin/env") -> list[str]:
+                 uid: int = 1000, bwrap: str = "/usr/bin/bwrap",
+                 env_cmd: str = "/usr/bin/env") -> list[str]:
     """The argv that runs ``command`` in the sandbox (see the module docstring),
     bwrap's options inline (``Launch`` moves them into a descriptor).
 
@@ -276,8 +277,6 @@ def sandbox_argv(command: Sequence[str], *, cwd: str, hide: Iterable[str],
     argv += ["--chdir", real_cwd, "--unshare-user"]
     if uid == 0:
         argv += ["--uid", str(UNPRIVILEGED_ID), "--gid", str(UNPRIVILEGED_ID)]
-    if disable_userns:
-        argv += ["--disable-userns"]
     argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
              "--cap-drop", "ALL", "--", env_cmd, "--default-signal=TERM", *command]
     return argv
@@ -340,17 +339,6 @@ class Launch:
         self.close()
 
 
-@functools.cache
-def _supports_disable_userns(bwrap: str) -> bool:
-    """``--disable-userns`` came with bwrap 0.8; older ones refuse it."""
-    try:
-        done = subprocess.run([bwrap, "--help"], capture_output=True, timeout=PROBE_TIMEOUT_S,
-                              check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return b"--disable-userns" in done.stdout + done.stderr
-
-
 def _filter() -> bytes | None:
     arch = host_arch()
     return seccomp_filter(arch) if arch is not None else None
@@ -359,9 +347,7 @@ def _filter() -> bytes | None:
 def _bwrap_launch(command: Sequence[str], *, cwd: str, hide: Iterable[str],
                   writable: Iterable[str], bwrap: str) -> Launch:
     argv = sandbox_argv(command, cwd=cwd, hide=hide, writable=writable,
-                        readonly=install_dirs(), uid=os.getuid(),
-                        disable_userns=_supports_disable_userns(bwrap),
-                        bwrap=bwrap, env_cmd=_env_path())
+                        readonly=install_dirs(), uid=os.getuid(), bwrap=bwrap, env_cmd=_env_path())
     return Launch.sandboxed(argv, seccomp=_filter())
 
 

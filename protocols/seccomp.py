@@ -2,10 +2,10 @@
 that bwrap loads with ``--seccomp FD`` (protocols/sandbox.py).
 
 An agent has no use for the calls below; each is a way into the kernel (load
-a module, mount, trace the kernel, reach a keyring, make a namespace of its
-own, type into a terminal).  They fail with ``EPERM``; everything else is
-allowed.  The numbers are those of the kernel's tables for x86_64
-(``arch/x86/entry/syscalls/syscall_64.tbl``) and aarch64 (the generic
+a module or a new kernel, trace the kernel, reach a keyring, open any file
+by handle, join a namespace, set the clock).  They fail with ``EPERM``;
+everything else is allowed.  The numbers are those of the kernel's tables for
+x86_64 (``arch/x86/entry/syscalls/syscall_64.tbl``) and aarch64 (the generic
 ``include/uapi/asm-generic/unistd.h``).
 
 The program first checks the architecture the call was made in: a call of
@@ -15,18 +15,22 @@ slips past the list.
 
 Checked by argument (the low 32 bits: the kernel reads these as ``int``):
 
-- ``clone`` and ``unshare`` with ``CLONE_NEWUSER``: a user namespace of its
-  own would give the agent capabilities over its namespaces (bwrap's
-  ``--disable-userns`` says the same to the kernel).  ``clone3`` passes its
-  flags in memory a filter cannot read: it gets ``ENOSYS``, and the C
-  libraries fall back to ``clone``.
 - ``ioctl`` ``TIOCSTI`` (push input into a terminal) and ``TIOCLINUX``.
 - ``personality``: only querying it and the plain Linux personalities; no
   ``ADDR_NO_RANDOMIZE`` or ``READ_IMPLIES_EXEC``.
 
-``ptrace`` and ``process_vm_*`` stay allowed: debuggers and ``strace`` are
-ordinary tools, and in the sandbox's pid namespace (and user namespace,
-unable to gain capabilities) they reach only the agent's own processes.
+Allowed on purpose:
+
+- new user namespaces and the mount calls (``mount``, ``umount2``,
+  ``pivot_root``, the new mount API): agents sandbox their own commands with
+  them (Codex runs each command in its own bwrap), and no filter inherited
+  by that bwrap could let it work otherwise.  Inside a namespace of its own
+  the agent acts only on its own namespaces: the mounts it inherited are
+  locked together (the tmpfs over the data dir cannot be lifted off, nor its
+  parent bound without it) and nothing reaches the host's mount table.
+- ``ptrace`` and ``process_vm_*``: debuggers and ``strace`` are ordinary
+  tools, and in the sandbox's pid namespace they reach only the agent's own
+  processes.
 """
 
 from __future__ import annotations
@@ -49,9 +53,6 @@ BLOCKED: Final[dict[str, tuple[int, int | None]]] = {
     "kexec_load": (246, 104), "kexec_file_load": (320, 294),
     "init_module": (175, 105), "finit_module": (313, 273), "delete_module": (176, 106),
     "create_module": (174, None), "get_kernel_syms": (177, None), "query_module": (178, None),
-    "mount": (165, 40), "umount2": (166, 39), "pivot_root": (155, 41),
-    "fsopen": (430, 430), "fsconfig": (431, 431), "fsmount": (432, 432), "fspick": (433, 433),
-    "move_mount": (429, 429), "open_tree": (428, 428), "mount_setattr": (442, 442),
     "swapon": (167, 224), "swapoff": (168, 225), "reboot": (169, 142),
     "bpf": (321, 280), "perf_event_open": (298, 241), "userfaultfd": (323, 282),
     "keyctl": (250, 219), "add_key": (248, 217), "request_key": (249, 218),
@@ -63,12 +64,8 @@ BLOCKED: Final[dict[str, tuple[int, int | None]]] = {
     "adjtimex": (159, 171), "vhangup": (153, 58),
 }
 #: Checked by argument (see the module docstring).
-SPECIAL: Final[dict[str, tuple[int, int]]] = {
-    "clone": (56, 220), "unshare": (272, 97), "clone3": (435, 435),
-    "ioctl": (16, 29), "personality": (135, 92),
-}
+SPECIAL: Final[dict[str, tuple[int, int]]] = {"ioctl": (16, 29), "personality": (135, 92)}
 
-CLONE_NEWUSER: Final = 0x10000000
 TIOCSTI: Final = 0x5412
 TIOCLINUX: Final = 0x541C
 #: personality(2) values allowed: PER_LINUX, PER_LINUX32, their UNAME26
@@ -76,7 +73,6 @@ TIOCLINUX: Final = 0x541C
 PERSONALITIES: Final = (0x0, 0x8, 0x20000, 0x20008, 0xFFFFFFFF)
 X32_BIT: Final = 0x40000000
 EPERM: Final = 1
-ENOSYS: Final = 38
 
 SECCOMP_RET_ALLOW: Final = 0x7FFF0000
 SECCOMP_RET_ERRNO: Final = 0x00050000
@@ -85,7 +81,6 @@ SECCOMP_RET_ERRNO: Final = 0x00050000
 _LD_W_ABS: Final = 0x20
 _JEQ_K: Final = 0x15
 _JGE_K: Final = 0x35
-_JSET_K: Final = 0x45
 _RET_K: Final = 0x06
 # struct seccomp_data: int nr; u32 arch; u64 instruction_pointer; u64 args[6].
 _NR: Final = 0
@@ -135,18 +130,14 @@ def _program(arch: Arch) -> list[_Insn]:
         out.append(_Insn(_JGE_K, X32_BIT, "deny"))
     numbers = {nums[ARCHES.index(arch)] for nums in BLOCKED.values()}
     out += [_Insn(_JEQ_K, n, "deny") for n in sorted(n for n in numbers if n is not None)]
-    out += [_Insn(_JEQ_K, nr("clone"), "flags"), _Insn(_JEQ_K, nr("unshare"), "flags"),
-            _Insn(_JEQ_K, nr("clone3"), "enosys"), _Insn(_JEQ_K, nr("ioctl"), "ioctl"),
+    out += [_Insn(_JEQ_K, nr("ioctl"), "ioctl"),
             _Insn(_JEQ_K, nr("personality"), "personality"),
-            ret(SECCOMP_RET_ALLOW),
-            _Insn(_LD_W_ABS, _ARG0, label="flags"), _Insn(_JSET_K, CLONE_NEWUSER, "deny"),
             ret(SECCOMP_RET_ALLOW),
             _Insn(_LD_W_ABS, _ARG1, label="ioctl"), _Insn(_JEQ_K, TIOCSTI, "deny"),
             _Insn(_JEQ_K, TIOCLINUX, "deny"), ret(SECCOMP_RET_ALLOW),
             _Insn(_LD_W_ABS, _ARG0, label="personality"),
             *(_Insn(_JEQ_K, p, "allow") for p in PERSONALITIES),
             ret(SECCOMP_RET_ERRNO | EPERM, "deny"),
-            ret(SECCOMP_RET_ERRNO | ENOSYS, "enosys"),
             ret(SECCOMP_RET_ALLOW, "allow")]
     return out
 

@@ -114,8 +114,6 @@ out = {}
 # keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, create): fine for anyone, unfiltered.
 out["keyctl"] = call("keyctl", 0, -3, 1)
 out["add_key"] = call("add_key", 0, 0, 0, 0, 0)
-out["mount"] = call("mount", 0, 0, 0, 0, 0)
-out["umount2"] = call("umount2", 0, 0)
 out["bpf"] = call("bpf", 0, 0, 0)
 out["perf_event_open"] = call("perf_event_open", 0, 0, -1, -1, 0)
 out["userfaultfd"] = call("userfaultfd", 0)
@@ -123,8 +121,6 @@ out["kexec_load"] = call("kexec_load", 0, 0, 0, 0)
 out["init_module"] = call("init_module", 0, 0, 0)
 out["setns"] = call("setns", -1, 0)
 out["open_by_handle_at"] = call("open_by_handle_at", -1, 0, 0)
-out["unshare_user"] = call("unshare", 0x10000000)
-out["clone3"] = call("clone3", 0, 0)
 out["personality_aslr_off"] = call("personality", 0x0040000)
 out["personality_query"] = call("personality", 0xFFFFFFFF)
 master, slave = os.openpty()
@@ -143,9 +139,8 @@ def test_the_seccomp_filter_refuses_the_dangerous_calls(tmp_path: Path) -> None:
         pytest.skip(f"no seccomp filter for {os.uname().machine}")
     import json
 
-    names = ["keyctl", "add_key", "mount", "umount2", "bpf", "perf_event_open", "userfaultfd",
-             "kexec_load", "init_module", "setns", "open_by_handle_at", "unshare", "clone3",
-             "personality"]
+    names = ["keyctl", "add_key", "bpf", "perf_event_open", "userfaultfd", "kexec_load",
+             "init_module", "setns", "open_by_handle_at", "personality"]
     numbers = {n: syscall_number(n, arch) for n in names}
     numbers["getpid"] = {"x86_64": 39, "aarch64": 172}[arch]
     cmd = [sys.executable, "-c", SYSCALLS, json.dumps(numbers)]
@@ -154,10 +149,7 @@ def test_the_seccomp_filter_refuses_the_dangerous_calls(tmp_path: Path) -> None:
     inside = json.loads(done.stdout)
     outside = json.loads(run(cmd, tmp_path, sandboxed=False).stdout)
     for name, result in inside.items():
-        if name == "clone3":
-            # Its flags are out of a filter's reach: "not implemented", and libc falls back.
-            assert result == "ENOSYS", inside
-        elif name in ("getpid", "personality_query"):
+        if name in ("getpid", "personality_query"):
             assert result == "ok", inside
         else:
             assert result == errno.errorcode[errno.EPERM], (name, inside)
@@ -210,3 +202,24 @@ def test_no_process_in_the_sandbox_can_read_what_bwrap_was_told(tmp_path: Path) 
     assert str(data) + " " not in done.stdout and "--tmpfs" not in done.stdout, done.stdout
     # bwrap read its options and filter and closed them: no memfd is left to reread.
     assert "memfd:" not in done.stdout, done.stdout
+
+
+def test_a_nested_namespace_cannot_lift_the_data_dirs_cover(tmp_path: Path) -> None:
+    """User namespaces and mounts stay allowed (agents sandbox their own
+    commands with bwrap): an agent that makes itself root of a namespace of its
+    own still cannot unmount the tmpfs over the data dir, nor bind its parent
+    without it, nor mount the disk."""
+    data = tmp_path / "home" / "data"
+    work = tmp_path / "home" / "work"
+    work.mkdir(parents=True)
+    data.mkdir()
+    (data / "token").write_text("the-token-0123456789abcdef\n")
+    escape = (f"umount {data}; umount -l {data}; cat {data}/token; "
+              f"mkdir -p {work}/mnt && mount --bind {tmp_path / 'home'} {work}/mnt && "
+              f"cat {work}/mnt/data/token; mount -t ext4 /dev/vda {work}/mnt; echo tried")
+    done = sh(f"unshare -Urm sh -c '{escape}'; "
+              "bwrap --ro-bind / / --proc /proc --dev /dev true && echo nested-bwrap-ok",
+              work, hide=[HiddenDir.record(data)], writable=[str(tmp_path / "home")])
+    assert "tried" in done.stdout, (done.stdout, done.stderr)
+    assert "the-token" not in done.stdout + done.stderr, (done.stdout, done.stderr)
+    assert "nested-bwrap-ok" in done.stdout, done.stderr
