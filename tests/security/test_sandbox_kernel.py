@@ -223,3 +223,21 @@ def test_a_nested_namespace_cannot_lift_the_data_dirs_cover(tmp_path: Path) -> N
     assert "tried" in done.stdout, (done.stdout, done.stderr)
     assert "the-token" not in done.stdout + done.stderr, (done.stdout, done.stderr)
     assert "nested-bwrap-ok" in done.stdout, done.stderr
+
+
+def test_a_nested_namespace_cannot_make_the_kernel_knobs_writable(tmp_path: Path) -> None:
+    """Root of a namespace of its own (a root backend's agent is the host's uid
+    0 underneath): remounting /proc/sys read-write, unmounting it, or mounting
+    a fresh /proc with a writable sys/ is refused.  It writes the current
+    value back, so a failure of this test changes nothing on the host."""
+    current = Path("/proc/sys/kernel/core_pattern").read_text().strip()
+    write = f"printf %s '{current}' >"
+    escape = (f"mount -o remount,rw,bind /proc/sys; umount -l /proc/sys; "
+              f"{write} /proc/sys/kernel/core_pattern && echo WROTE; "
+              f"mkdir -p {tmp_path}/p && mount -t proc proc {tmp_path}/p && "
+              f"{write} {tmp_path}/p/sys/kernel/core_pattern && echo WROTE; "
+              f"mount --rbind /proc {tmp_path}/p && mount -o remount,rw,bind {tmp_path}/p/sys; "
+              f"{write} {tmp_path}/p/sys/kernel/core_pattern && echo WROTE; echo tried")
+    done = sh(f'unshare -Urm sh -c "{escape}"', tmp_path)
+    assert "tried" in done.stdout, (done.stdout, done.stderr)
+    assert "WROTE" not in done.stdout, (done.stdout, done.stderr)
