@@ -106,7 +106,7 @@ class AgentctlConfig:
     #: Directories the sandbox hides from the agent (a Turnvisor data dir): by
     #: identity, checked before each launch, when recorded (``HiddenDir.record``).
     hide: tuple[HiddenDir | str, ...] = ()
-    #: Paths the sandboxed agent may write besides its cwd, /tmp and its homes.
+    #: Paths the sandboxed agent may write besides its cwd, its own /tmp and its homes.
     sandbox_writable: tuple[str, ...] = ()
 
 
