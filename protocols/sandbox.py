@@ -40,7 +40,9 @@ The hidden directories are hidden by identity, not only by path: the caller
 records each one's (device, inode) when it starts (``HiddenDir.record``) and
 every launch checks it (``HiddenDir.check``).  An agent that renames a
 directory above the data dir and leaves a decoy at the old path gets the next
-launch refused, loudly, instead of a sandbox that hides the decoy.  bwrap's
+launch refused, loudly, instead of a sandbox that hides the decoy (the check
+runs just before bwrap mounts: a second agent running at that moment could
+race the window between the two).  bwrap's
 options reach it through a memfd (``--args FD``), so no process's command line
 (``/proc/1/cmdline`` inside is ``bwrap --args N -- env …``) names what is
 hidden.  The mount table (``/proc/self/mountinfo``) still shows the tmpfs's
