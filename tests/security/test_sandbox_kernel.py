@@ -94,6 +94,7 @@ def test_its_namespaces_are_its_own(tmp_path: Path) -> None:
     done = sh("; ".join(f"readlink /proc/self/ns/{k}" for k in kinds) +
               "; hostname agent-was-here; echo h=$?; hostname", tmp_path)
     inside = done.stdout.splitlines()
+    assert len(inside) == len(kinds) + 2, (done.stdout, done.stderr)
     for kind, ns in zip(kinds, inside, strict=False):
         assert ns != os.readlink(f"/proc/self/ns/{kind}"), kind
     host = socket.gethostname()
