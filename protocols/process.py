@@ -67,9 +67,11 @@ async def start_agent_process(
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
     tag: str | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> trio.Process:
     """Spawn ``command`` with piped stdio, as the leader of a new process group
-    (and session); ``tag`` goes into its environment as ``AGENT_TAG_ENV``."""
+    (and session); ``tag`` goes into its environment as ``AGENT_TAG_ENV``;
+    ``pass_fds`` are inherited (a sandbox's descriptors, protocols/sandbox.py)."""
     full_env = dict(env) if env is not None else None
     if tag is not None:
         full_env = {**(full_env if full_env is not None else os.environ), AGENT_TAG_ENV: tag}
@@ -80,6 +82,7 @@ async def start_agent_process(
         stderr=subprocess.PIPE,
         env=full_env,
         cwd=cwd,
+        pass_fds=tuple(pass_fds),
         # A new session is a new process group led by the agent, and no
         # controlling terminal: an agent cannot type into the backend's
         # terminal (TIOCSTI) nor get its job-control signals.

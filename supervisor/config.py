@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from protocols.adapters import AdapterTimeouts
 from protocols.process import EOF_GRACE_S, REAP_S
+from protocols.sandbox import HiddenDir
 
 from .profiles import BUILTIN_PROFILES, AgentProfile, ProfileError, parse_profiles
 
@@ -142,6 +143,9 @@ class Config:
     profiles: Mapping[str, AgentProfile] = field(default_factory=lambda: dict(BUILTIN_PROFILES))
     #: Extra workspaces: name → token.  The default token's workspace is "default".
     workspace_tokens: Mapping[str, str] = field(default_factory=dict)
+    #: The data dir as the sandbox hides it: its (device, inode) recorded when
+    #: the supervisor starts (``with_identity``), checked before every launch.
+    data_dir_hidden: HiddenDir | None = None
 
     @property
     def db_path(self) -> Path:
@@ -150,6 +154,22 @@ class Config:
     @property
     def work_dir(self) -> Path:
         return self.data_dir / "work"
+
+    def session_work_dir(self, workspace_id: str, session_id: str) -> Path:
+        """The default cwd of a session whose profile names none: its own,
+        under its workspace's (the same after a restart, so restores find it)."""
+        for part in (workspace_id, session_id):
+            if not part or "/" in part or part in (".", ".."):
+                raise ValueError(f"not a path component: {part!r}")
+        return self.work_dir / workspace_id / session_id
+
+    def with_identity(self) -> Config:
+        """This config with the data dir's identity recorded (now)."""
+        return dataclasses.replace(self, data_dir_hidden=HiddenDir.record(self.data_dir))
+
+    def hidden_dirs(self) -> list[HiddenDir]:
+        """What the sandbox hides: the data dir, by identity once recorded."""
+        return [self.data_dir_hidden or HiddenDir(str(self.data_dir))]
 
     @classmethod
     def load(cls, data_dir: Path, **overrides: Any) -> Config:

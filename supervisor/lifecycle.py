@@ -337,7 +337,7 @@ class LifecycleManager:
                            SessionState.FAILED))
             try:
                 ex: Execution = await self._nursery.start(
-                    self._run_execution, session.id, profile)
+                    self._run_execution, session.id, session.workspace_id, profile)
             except Exception as exc:
                 # Unwrapped: nursery.start reports the task's failure in a group,
                 # whose own text ("Exceptions from Trio nursery") says nothing.
@@ -362,10 +362,13 @@ class LifecycleManager:
                                      {"variant": "error", "start_failed": True})
 
     async def _run_execution(
-        self, session_id: str, profile: AgentProfile, takeover: Handover | None = None,
+        self, session_id: str, workspace_id: str, profile: AgentProfile,
+        takeover: Handover | None = None,
         task_status: trio.TaskStatus[Execution] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        cwd = profile.cwd or str(self.config.work_dir)
+        # A profile without a cwd: the session's own directory, so no two
+        # sessions (and no two workspaces) share files.
+        cwd = profile.cwd or str(self.config.session_work_dir(workspace_id, session_id))
         os.makedirs(cwd, exist_ok=True)
         ex: Execution | None = None
         entered = False
@@ -504,8 +507,9 @@ class LifecycleManager:
             with trio.move_on_after(self.timeouts.agentctl_takeover_s) as slow:
                 if profile is not None:
                     try:
-                        ex = await self._nursery.start(self._run_execution, sid, profile,
-                                                       handover)
+                        assert session is not None
+                        ex = await self._nursery.start(self._run_execution, sid,
+                                                       session.workspace_id, profile, handover)
                     except Exception as exc:
                         log.warning("session %s: turn %s not taken over: %s", sid,
                                     handover.turn_id, _leaf(exc))

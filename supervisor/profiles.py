@@ -52,7 +52,7 @@ class AgentProfile:
     #: ``bwrap`` (the agent in a bubblewrap sandbox that hides the data dir,
     #: protocols/sandbox.py), ``none``, or None: bwrap when it works here.
     sandbox: str | None = None
-    #: Paths the sandboxed agent may write besides its cwd, /tmp and its homes.
+    #: Paths the sandboxed agent may write besides its cwd, its own /tmp and its homes.
     sandbox_writable: tuple[str, ...] = ()
     #: ``container``: each execution's agentctl in its own container of ``image``
     #: (default: the one scripts/build_agent_image.sh tags with Turnvisor's

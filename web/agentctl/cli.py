@@ -7,6 +7,10 @@ import os
 import secrets
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from protocols.sandbox import HiddenDir
 
 __all__ = ["add_arguments", "run_agentctl"]
 
@@ -40,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default: the profile's, else bwrap when it works here)")
     p.add_argument("--hide", action="append", default=[], metavar="DIR",
                    help="another directory the sandbox hides from the agent (repeatable; "
-                        "the data dir always is)")
+                        "the data dir given and the default one always are)")
     p.add_argument("--sandbox-writable", action="append", default=[], metavar="PATH",
                    help="another path the sandboxed agent may write (repeatable)")
     p.add_argument("--cancel-join", type=float, default=3.0, metavar="SECONDS",
@@ -81,6 +85,20 @@ def _hide_environment() -> None:
 
     pr_set_dumpable = 4
     ctypes.CDLL(None, use_errno=True).prctl(pr_set_dumpable, 0, 0, 0, 0)
+
+
+def _hidden(data_dir: Path, default_data_dir: Path,
+            more: list[str]) -> tuple[HiddenDir, ...]:
+    """The data dir it was given, the default one (a backend's, wherever this
+    agentctl was started from) and the ``--hide`` ones, each recorded now: a
+    launch after one of them was moved away is refused."""
+    from protocols.sandbox import HiddenDir
+
+    out: dict[str, HiddenDir] = {}
+    for path in (data_dir, default_data_dir.expanduser(), *map(Path, more)):
+        hidden = HiddenDir.record(path)
+        out.setdefault(hidden.path, hidden)
+    return tuple(out.values())
 
 
 def run_agentctl(args: argparse.Namespace, default_data_dir: Path) -> int:
@@ -155,7 +173,8 @@ def run_agentctl(args: argparse.Namespace, default_data_dir: Path) -> int:
     config = AgentctlConfig(command=tuple(command), protocol=protocol, env=env, cwd=cwd,
                             thread_params=thread_params,
                             timeouts=Timeouts(cancel_join_s=args.cancel_join),
-                            sandbox=sandbox, hide=(str(data_dir), *args.hide),
+                            sandbox=sandbox, hide=_hidden(data_dir, default_data_dir,
+                                                          args.hide),
                             sandbox_writable=tuple(writable),
                             replay_events=args.replay_events)
     _hide_environment()
