@@ -456,7 +456,9 @@ class AcpClient(CoreBase):
         on until the idle ``state_update`` (one that came first ends it now)."""
         self._prompt_id = None
         self._accepted = True
-        if result not in ({}, None) and not (isinstance(result, dict) and set(result) <= {"_meta"}):
+        # Members beyond ``_meta`` are extensions (codex-acp 2.6 names the
+        # user message: ``messageId``), not an error.
+        if not isinstance(result, dict):
             self._events.append(AgentNotice(
                 message=f"unexpected prompt acceptance {result!r}", level="info"))
         if self._early_stop is not None:
