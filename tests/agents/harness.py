@@ -22,6 +22,7 @@ import pytest
 import trio
 
 from protocols.adapters import (
+    AcpVersion,
     AgentAdapter,
     AgentRequestError,
     Restored,
@@ -301,6 +302,7 @@ async def agent_session(
     on_permission: Callable[[PermissionRequested], Any] | None = None,
     restore: str | None = None,
     persist: bool = False,
+    acp_version: AcpVersion = "auto",
 ) -> AsyncIterator[AgentUnderTest]:
     """``restore``: an agent session id to reopen (``restore_session``) instead
     of opening a new one; the agent's home and cwd under ``tmp`` are the same
@@ -317,7 +319,8 @@ async def agent_session(
     agent = AgentUnderTest(
         name=name,
         adapter=make_adapter(BUILTIN_PROFILES[name].protocol, _TapSend(proc.stdin, wire),
-                             _TapReceive(proc.stdout, wire), thread_params=params),
+                             _TapReceive(proc.stdout, wire), thread_params=params,
+                             acp_version=acp_version),
         provider=provider, cwd=spec.cwd, pid=proc.pid, on_permission=on_permission, wire=wire,
     )
     try:

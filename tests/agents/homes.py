@@ -255,6 +255,8 @@ def profile_table(spec: Launch, server_env: Mapping[str, str],
 def _toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
     if isinstance(value, str):
         # A JSON string is a valid TOML basic string (UTF-8 kept as is).
         return json.dumps(value, ensure_ascii=False)
