@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 import pytest
 import trio
@@ -80,7 +81,7 @@ async def test_cancel_with_permission_pending(version: int, provider: FakeProvid
 
 @per_version
 async def test_a_new_agent_process_restores_the_conversation(
-        version: int, tmp_path: Path) -> None:
+        version: Literal[1, 2], tmp_path: Path) -> None:
     with FakeProvider(token_interval_s=0.05, n_tokens=3, wait_s=30.0) as provider:
         async with agent_session(NAME, provider, tmp_path, persist=True, acp_version=version,
                                  on_permission=lambda ev: None) as first:
