@@ -152,10 +152,8 @@ class AcpClient(CoreBase):
         self.acp_version: AcpVersion = acp_version
         #: The version ``initialize``'s answer settled (1 until then).
         self.version = 1
-        #: v2: the running prompt was accepted (its ``{}`` answer came), and
-        #: an idle ``state_update`` with a stop reason that came before it.
+        #: v2: the running prompt was accepted (its ``{}`` answer came).
         self._accepted = False
-        self._early_stop: str | None = None
         #: v2: tool calls the current turn has reported (the first
         #: ``tool_call_update`` of an id starts it).
         self._seen_tools: set[str] = set()
@@ -285,7 +283,6 @@ class AcpClient(CoreBase):
         self._open_tools.clear()
         self._seen_tools.clear()
         self._accepted = False
-        self._early_stop = None
         rid, data = self.rpc.send_request(
             "session/prompt",
             {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]},
@@ -387,6 +384,13 @@ class AcpClient(CoreBase):
                 self._on_accepted(ev.result)
             case Response(id=rid) if rid == self._prompt_id:
                 self._end_turn(ev.result)
+            case ErrorResponse(id=rid, code=code) if (
+                    rid == self._prompt_id and self.version == 2
+                    and code == REQUEST_CANCELLED and self.turn.state is TurnState.CANCEL_SENT):
+                # v2: a prompt cancelled before the agent accepted it is
+                # refused -32800 with no idle update to follow
+                # (claude-agent-acp 0.101): our cancel's outcome, not an error.
+                self._finish_turn(TurnEnded(stop_reason="cancelled"))
             case ErrorResponse(id=rid) if rid == self._prompt_id:
                 self._finish_turn(TurnEnded(stop_reason="error", error=ev.message))
             case Response(id=rid) if rid == self._new_session_id:
@@ -453,7 +457,7 @@ class AcpClient(CoreBase):
 
     def _on_accepted(self, result: Any) -> None:
         """v2: the prompt's ``{}`` answer says it was accepted; the turn goes
-        on until the idle ``state_update`` (one that came first ends it now)."""
+        on until the idle ``state_update``."""
         self._prompt_id = None
         self._accepted = True
         # Members beyond ``_meta`` are extensions (codex-acp 2.6 names the
@@ -461,8 +465,6 @@ class AcpClient(CoreBase):
         if not isinstance(result, dict):
             self._events.append(AgentNotice(
                 message=f"unexpected prompt acceptance {result!r}", level="info"))
-        if self._early_stop is not None:
-            self._finish_turn(TurnEnded(stop_reason=_stop(self._early_stop)))
 
     def _on_state(self, update: dict[str, Any]) -> None:
         """v2 ``state_update``: the idle one ends the running turn with its stop
@@ -474,10 +476,9 @@ class AcpClient(CoreBase):
         if state.state != "idle" or not self.turn.running:
             return  # running / requires_action, or idle with no turn of ours
         if not self._accepted:
-            # Before the prompt's acceptance: a stop reason is this turn's end
-            # arriving early; without one it is the idle the agent was in.
-            if state.stop_reason is not None:
-                self._early_stop = state.stop_reason
+            # Before the prompt's acceptance the idle is not this turn's: the
+            # agent accepts a prompt before it runs it, so this is the state
+            # it was in, or the end of a turn we gave up on (escalation).
             return
         if state.stop_reason is None:
             self._events.append(AgentNotice(
@@ -540,7 +541,6 @@ class AcpClient(CoreBase):
     def _finish_turn(self, ended: TurnEnded) -> None:
         self._prompt_id = None
         self._accepted = False
-        self._early_stop = None
         # The turn is over: permissions it asked are moot, tools it left open are not running.
         for request_id in list(self._permissions):
             self._outgoing += self.respond_permission(request_id, None)

@@ -103,6 +103,9 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
         protocol="acp",
         command=("claude-agent-acp",),
         env={"DISABLE_AUTOUPDATER": "1"},
+        # claude-agent-acp 0.101 speaks ACP 2 when offered, but advertises its
+        # steering extension only in v1 (docs/agents.md): v1 keeps steer.
+        acp_version=1,
     ),
     "gemini": AgentProfile(
         name="gemini",

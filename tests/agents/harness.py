@@ -302,11 +302,12 @@ async def agent_session(
     on_permission: Callable[[PermissionRequested], Any] | None = None,
     restore: str | None = None,
     persist: bool = False,
-    acp_version: AcpVersion = "auto",
+    acp_version: AcpVersion | None = None,
 ) -> AsyncIterator[AgentUnderTest]:
     """``restore``: an agent session id to reopen (``restore_session``) instead
     of opening a new one; the agent's home and cwd under ``tmp`` are the same
-    as the earlier session's (started with ``persist``, as this one)."""
+    as the earlier session's (started with ``persist``, as this one).
+    ``acp_version``: the profile's unless given."""
     spec = launch(name, provider.url, tmp, persist=persist)
     if spec is None:
         pytest.skip(f"{name} CLI is not installed in {AGENTS_DIR} "
@@ -320,7 +321,8 @@ async def agent_session(
         name=name,
         adapter=make_adapter(BUILTIN_PROFILES[name].protocol, _TapSend(proc.stdin, wire),
                              _TapReceive(proc.stdout, wire), thread_params=params,
-                             acp_version=acp_version),
+                             acp_version=(BUILTIN_PROFILES[name].acp_version
+                                          if acp_version is None else acp_version)),
         provider=provider, cwd=spec.cwd, pid=proc.pid, on_permission=on_permission, wire=wire,
     )
     try:

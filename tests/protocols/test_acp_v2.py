@@ -174,12 +174,32 @@ def test_idle_before_the_acceptance_is_the_agents_previous_state() -> None:
     assert state(p) is TurnState.PROMPTING
 
 
-def test_a_stop_reason_before_the_acceptance_ends_the_turn_when_it_is_accepted() -> None:
+def test_an_idle_with_a_stop_reason_before_the_acceptance_is_not_this_turns_end() -> None:
+    """The agent accepts a prompt before it runs it: an idle that comes first
+    is the end of an earlier turn (one we gave up on), never this one's."""
     p, req = prompting()
-    p.to_client(idle("max_tokens"))
-    assert state(p) is TurnState.PROMPTING
+    p.to_client(idle("cancelled"))
     p.to_client(p.agent.send_response(req.id, {}))
-    assert p.take() == [TurnEnded(stop_reason="max_tokens")]
+    assert p.take() == []
+    assert state(p) is TurnState.PROMPTING
+    p.to_client(idle("end_turn"))
+    assert p.take() == [TurnEnded(stop_reason="end_turn")]
+
+
+def test_a_prompt_refused_minus_32800_after_our_cancel_ends_the_turn_cancelled() -> None:
+    """claude-agent-acp 0.101 answers a prompt cancelled before it accepted it
+    with -32800 and sends no idle update: the cancel's outcome."""
+    p, req = prompting()
+    p.client.cancel()
+    p.to_client(p.agent.send_error(req.id, -32800, "Request cancelled"))
+    assert p.take() == [TurnEnded(stop_reason="cancelled")]
+
+
+def test_a_prompt_refused_minus_32800_without_a_cancel_is_an_error() -> None:
+    p, req = prompting()
+    p.to_client(p.agent.send_error(req.id, -32800, "Request cancelled"))
+    [ended] = p.take()
+    assert isinstance(ended, TurnEnded) and ended.stop_reason == "error"
 
 
 def test_idle_without_a_stop_reason_after_the_acceptance_ends_the_turn_with_a_notice() -> None:
