@@ -289,6 +289,10 @@ class LifecycleManager:
         self._taking_over: dict[str, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
         notifier.agent_live = self.agent_live
+        notifier.agent_protocol = self.agent_protocol
+        #: What each session's agent last negotiated in this backend (kept
+        #: after the agent stops: the next one speaks what its profile allows).
+        self._protocols: dict[str, str] = {}
         #: Writes the streamed text of every session's turn together.
         self.texts = TextWriter(store, self.timeouts.stream_flush_s)
         #: What the store refused (a turn's close, a cancel's record), written
@@ -301,6 +305,20 @@ class LifecycleManager:
         ex = self.executions.get(session_id)
         return (ex is not None and ex.status is not ExecutionStatus.STOPPED
                 and not ex.adapter.connection.closed.is_set())
+
+    def agent_protocol(self, session: Session) -> str | None:
+        """``acp/1`` / ``acp/2`` / ``codex``: what the session's agent
+        negotiated, else what its profile implies (None for an ACP profile
+        with ``acp_version = "auto"`` whose agent has not started here)."""
+        known = self._protocols.get(session.id)
+        if known is not None:
+            return known
+        profile = self.config.profiles.get(session.agent)
+        if profile is None:
+            return None
+        if profile.protocol == "codex":
+            return "codex"
+        return None if profile.acp_version == "auto" else f"acp/{profile.acp_version}"
 
     # -- the executions nursery -----------------------------------------------
 
@@ -442,6 +460,7 @@ class LifecycleManager:
                 ex.status = ExecutionStatus.READY if ex.turn is None else ExecutionStatus.RUNNING
                 ex.idle_since = trio.current_time()
                 self.executions[session_id] = ex
+                self._protocols[session_id] = adapter.wire_protocol
                 nursery.start_soon(self._stop_when_idle, ex)
                 if ex.turn is not None:
                     nursery.start_soon(self._watch, ex, ex.turn)  # a turn taken over

@@ -40,7 +40,7 @@ async def launch_local(config: Config, profile: AgentProfile,
         adapter = make_adapter(
             profile.protocol, proc.stdin, proc.stdout, timeouts=config.timeouts.adapter(),
             max_line_bytes=config.limits.max_agent_line_bytes,
-            thread_params=dict(profile.thread_params),
+            thread_params=dict(profile.thread_params), acp_version=profile.acp_version,
         )
         yield LaunchedAgent(adapter=adapter, pgid=proc.pid, process=proc, stderr=proc.stderr,
                             tag=tag)

@@ -515,6 +515,7 @@ class AgentHost:
     def _session_info(self, agent: _Agent, *, attached: bool) -> dict[str, Any]:
         return {"success": True, "session_id": agent.session_id, "attached": attached,
                 "protocol": self.config.protocol,
+                "wire_protocol": agent.adapter.wire_protocol,
                 "turn_id": agent.turn.id if agent.turn is not None else None,
                 "seq": self.log.last_seq}
 
