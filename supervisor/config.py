@@ -2,7 +2,9 @@
 
 Read from ``DATA_DIR/turnvisor.toml``; unknown keys are rejected by name (a
 misspelled timeout must not pass silently).  Sections: ``[timeouts]`` (seconds),
-``[limits]``, ``[agents.NAME]`` (supervisor.profiles), ``[workspaces.NAME]``.
+``[limits]``, ``[agents.NAME]`` (supervisor.profiles), ``[workspaces.NAME]``,
+``[server]`` (``allowed_hosts``: names besides the bound address and loopback
+that the server answers to, web/guard.py).
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ from protocols.process import EOF_GRACE_S, REAP_S
 
 from .profiles import BUILTIN_PROFILES, AgentProfile, ProfileError, parse_profiles
 
-__all__ = ["Config", "ConfigError", "Limits", "Timeouts"]
+__all__ = ["MIN_TOKEN_CHARS", "Config", "ConfigError", "Limits", "Timeouts"]
+
+#: The shortest token accepted (the default one and every workspace's).
+MIN_TOKEN_CHARS = 32
 
 _T = TypeVar("_T")
 
@@ -132,6 +137,8 @@ class Config:
     profiles: Mapping[str, AgentProfile] = field(default_factory=lambda: dict(BUILTIN_PROFILES))
     #: Extra workspaces: name → token.  The default token's workspace is "default".
     workspace_tokens: Mapping[str, str] = field(default_factory=dict)
+    #: ``[server] allowed_hosts``: extra Host names answered (web/guard.py).
+    allowed_hosts: tuple[str, ...] = ()
 
     @property
     def db_path(self) -> Path:
@@ -154,7 +161,8 @@ class Config:
 
     @classmethod
     def from_mapping(cls, data_dir: Path, raw: Mapping[str, Any], **overrides: Any) -> Config:
-        unknown = set(raw) - {"timeouts", "limits", "agents", "workspaces", "default_agent"}
+        unknown = set(raw) - {"timeouts", "limits", "agents", "workspaces", "default_agent",
+                          "server"}
         if unknown:
             raise ConfigError(f"unknown section(s): {', '.join(sorted(unknown))}")
         timeouts = _section(Timeouts, raw.get("timeouts", {}), "timeouts")
@@ -167,12 +175,14 @@ class Config:
         for name, ws in raw.get("workspaces", {}).items():
             if not isinstance(ws, Mapping) or set(ws) != {"token"} or not isinstance(
                 ws["token"], str
-            ) or len(ws["token"]) < 16:
-                raise ConfigError(f"[workspaces.{name}] needs exactly token = \"<16+ chars>\"")
+            ) or len(ws["token"]) < MIN_TOKEN_CHARS:
+                raise ConfigError(f"[workspaces.{name}] needs exactly token = "
+                                  f"\"<{MIN_TOKEN_CHARS}+ chars>\"")
             tokens[name] = ws["token"]
         values: dict[str, Any] = {
             "data_dir": data_dir, "timeouts": timeouts, "limits": limits,
             "profiles": profiles, "workspace_tokens": tokens,
+            "allowed_hosts": _allowed_hosts(raw.get("server", {})),
         }
         if "default_agent" in raw:
             values["default_agent"] = raw["default_agent"]
@@ -194,3 +204,15 @@ def _section(kind: type[_T], raw: Any, name: str) -> _T:
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
             raise ConfigError(f"[{name}] {key} must be a positive number")
     return kind(**raw)
+
+
+def _allowed_hosts(raw: Any) -> tuple[str, ...]:
+    if not isinstance(raw, Mapping):
+        raise ConfigError("[server] must be a table")
+    unknown = set(raw) - {"allowed_hosts"}
+    if unknown:
+        raise ConfigError(f"[server]: unknown key(s) {', '.join(sorted(unknown))}")
+    hosts = raw.get("allowed_hosts", [])
+    if not isinstance(hosts, list) or not all(isinstance(h, str) and h.strip() for h in hosts):
+        raise ConfigError("[server] allowed_hosts must be a list of host names")
+    return tuple(h.strip() for h in hosts)
