@@ -100,6 +100,9 @@ class Timeouts:
     #: within this long; otherwise the turn is interrupted as any other.
     agentctl_takeover_s: float = 15.0
 
+    #: The window of ``[limits] auth_failures_per_peer``.
+    auth_failure_window_s: float = 60.0
+
     @property
     def stop_s(self) -> float:
         """The whole teardown of one agent: stdin EOF grace, SIGTERM grace, reap."""
@@ -126,6 +129,9 @@ class Limits:
     max_prompt_chars: int = 100_000
     #: Messages waiting in one session's queue (DESIGN.md §9).
     max_queue: int = 100
+    #: Failed authentications one peer (address) may make per
+    #: ``auth_failure_window_s`` before it is refused with 429 (web/guard.py).
+    auth_failures_per_peer: int = 50
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

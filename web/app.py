@@ -126,7 +126,9 @@ def create_app(sup: Supervisor, tokens: Tokens, *, bound_host: str = "127.0.0.1"
     shell = (WEB_DIR / "templates" / "app.html").read_text()
     static_files = static_snapshot(WEB_DIR / "static")
     hosts = HostCheck(bound_host, sup.config.allowed_hosts)
-    failures = throttle if throttle is not None else FailureThrottle()
+    failures = throttle if throttle is not None else FailureThrottle(
+        limit=sup.config.limits.auth_failures_per_peer,
+        window_s=sup.config.timeouts.auth_failure_window_s)
     app.extensions["turnvisor"]["throttle"] = failures
 
     async def caller_for(name: str) -> Caller:
