@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import os
 from pathlib import Path
@@ -22,6 +23,7 @@ import trio
 
 from supervisor.config import Config, ConfigError, Limits
 from tests.support.server import TOKEN, Server, running_server
+from tests.support.serverproc import server_process
 from web.app import WEB_DIR
 from web.auth import bearer_subprotocol
 from web.cli import main
@@ -218,3 +220,26 @@ def test_short_tokens_are_refused_at_the_start(
         Config.from_mapping(data, {"server": {"allowed_hosts": "not-a-list"}})
     with pytest.raises(ConfigError):
         Config.from_mapping(data, {"server": {"allowed": []}})
+
+
+async def test_the_token_is_printed_to_no_pipe_and_the_data_dir_is_private(
+        tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir(mode=0o755)
+    (data / "turnvisor.toml").write_text("")
+    os.chmod(data / "turnvisor.toml", 0o644)
+    # (server_process reads a pipe: it finds the token in server.json, the
+    # line carrying none; tests/support/serverproc.parse_listening.)
+    with trio.fail_after(40):
+        async with server_process(data) as srv:
+            async with httpx.AsyncClient(base_url=srv.url, headers=srv.auth) as h:
+                assert (await h.post("/api/v1/tasks", json={"title": "t"})).status_code == 201
+            info = json.loads((data / "server.json").read_text())
+            assert info["url"] == srv.url and info["token"] == srv.token
+            assert info["pid"] == srv.proc.pid
+            assert (data.stat().st_mode & 0o777) == 0o700
+            for name in ("server.json", "turnvisor.toml", "turnvisor.db", "turnvisor.db-wal",
+                         "turnvisor.db-shm"):
+                path = data / name
+                assert path.exists(), name
+                assert (path.stat().st_mode & 0o777) == 0o600, (name, oct(path.stat().st_mode))
