@@ -401,8 +401,8 @@ async def test_explicit_false_and_zero_everywhere(server: Any) -> None:
                 text = (await h.get(path)).text
                 assert '"cancellation_pending": false' in text, text
                 assert '"cancellation_revision": 0' in text, text
-            # The page embeds the same boot state.
-            page = await h.get(f"/tasks/{task_id}", params={"session": sid})
+            # The page's script boots from the same state.
+            page = await h.get("/api/v1/boot", params={"task": task_id, "session": sid})
             assert page.status_code == 200
             assert '"cancellation_pending": false' in page.text
             assert '"cancellation_revision": 0' in page.text
