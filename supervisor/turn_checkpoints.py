@@ -169,7 +169,9 @@ class TurnCheckpoints:
                 session_id, turn_id, "system", "status",
                 f"{CHECKPOINT_FAILED_STATUS}: {why}; the turn runs, but it cannot be reverted",
                 {"checkpoint_failed": True, "variant": "warning"})
-        if state.note:
+        if state.note and not text.lstrip().startswith("/"):
+            # (A slash command is the agent's CLI's, not prose: a note in front
+            # would break it; the note waits for the next prose prompt.)
             state.note = False
             return REVERT_NOTE + text
         return text
