@@ -221,6 +221,8 @@ class TurnHandle:
     #: The cancel operation waiting for this turn, told from the close itself
     #: once the close settled the session (no task woken in between).
     on_cancel_closed: Callable[[CancelResult], None] | None = None
+    #: Checkpointed before its prompt and after its end (a session with a project).
+    checkpointed: bool = False
 
     @property
     def cancel_sent_early(self) -> bool:
@@ -866,7 +868,10 @@ class LifecycleManager:
             raise Conflict("the turn may no longer start")
         # Claimed before the first checkpoint: a concurrent prompt sees it at once.
         handle = ex.turn = TurnHandle(id="", session_id=session.id)
-        if ex.restore_from is not None or self.checkpoints is not None:
+        # DESIGN.md §12: a session with a project has checkpoints (the shared
+        # default work dir has none: a revert there would undo other sessions' edits).
+        handle.checkpointed = self.checkpoints is not None and session.cwd is not None
+        if ex.restore_from is not None or handle.checkpointed:
             # Armed now: a cancel that comes before the restore (or the turn's
             # checkpoint) begins abandons it too.
             handle.restoring = trio.CancelScope()
@@ -978,7 +983,7 @@ class LifecycleManager:
                 if (ex.restore_from is not None and turn.restoring is not None
                         and not await self._restore(ex, turn)):
                     return  # abandoned by a cancel or shutdown: the turn is closed
-                if self.checkpoints is not None:
+                if turn.checkpointed:
                     prompt = await self._checkpoint_before(ex, turn, text)
                     if prompt is None:
                         return  # cancelled before the prompt: the turn is closed
@@ -1112,7 +1117,7 @@ class LifecycleManager:
             ex.idle_since = trio.current_time()
             turn.done.set()
             self._tell_cancel(turn)
-            if self.checkpoints is not None and turn.id:
+            if self.checkpoints is not None and turn.checkpointed and turn.id:
                 # After the close and its settle, in the checkpoints' own nursery.
                 self.checkpoints.turn_ended(turn.session_id, turn.id)
 
