@@ -772,6 +772,10 @@ async def run_peer(params: Params) -> dict[str, Any]:
     }
 
 
+#: The fan-out phase opens 1,000 WebSockets, all from this one address.
+BENCH_LIMITS = "[limits]\nmax_connections_per_peer = 100000\n"
+
+
 async def bench_main(params: Params, agents: list[str], phases: set[str],
                      executor_config: str | None = None,
                      client: str = "lean") -> dict[str, Any]:
@@ -781,7 +785,8 @@ async def bench_main(params: Params, agents: list[str], phases: set[str],
             real = (stack.enter_context(real_setup(agents))
                     if any(a in REAL_AGENTS for a in agents) else None)
             async with server_process(
-                agent=agents[0], toml=real.config_toml if real else executor_config,
+                agent=agents[0],
+                toml=BENCH_LIMITS + ((real.config_toml if real else executor_config) or ""),
                 log_level="WARNING",
                 base_env=real.server_env if real else None,
             ) as server, trio.open_nursery() as nursery:

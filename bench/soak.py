@@ -50,6 +50,7 @@ from typing import Any
 import trio
 from trio_websocket import ConnectionClosed
 
+from supervisor.config import Limits
 from supervisor.models import SessionState
 from tests.support.leaks import Snapshot, processes_in, rss_bytes
 from tests.support.server import Server, running_server
@@ -360,7 +361,9 @@ async def run_soak(opts: Options) -> Result:
         data_dir = opts.data_dir or Path(tmp)
         rss_series: list[float] = []
 
-        async with running_server(data_dir, timeouts=TIMEOUTS, start_timeout=60) as server, \
+        # (Every client here comes from one address: no per-peer cap.)
+        async with running_server(data_dir, timeouts=TIMEOUTS, start_timeout=60,
+                                  limits=Limits(max_connections_per_peer=100_000)) as server, \
                 trio.open_nursery() as clients:
             sup = server.sup
             soak = Soak(opts, server, clients, result)

@@ -55,6 +55,8 @@ from typing import Any, Final, Literal
 
 from pydantic import ValidationError
 
+from . import acp_v2
+from .acp_v2 import AcpVersion
 from .core import ClientEvent, CoreBase
 from .events import (
     STOP_REASONS,
@@ -92,9 +94,12 @@ from .jsonrpc import (
 )
 from .turnstate import Trigger, TurnState
 
-__all__ = ["CANCEL_REQUEST", "PROTOCOL_VERSION", "AcpClient", "ClientEvent", "load_schema"]
+__all__ = [
+    "CANCEL_REQUEST", "PROTOCOL_VERSION", "AcpClient", "AcpVersion", "ClientEvent", "load_schema",
+]
 
-PROTOCOL_VERSION: Final = 1
+#: The highest ACP version this client speaks (``acp_version = "auto"`` offers it).
+PROTOCOL_VERSION: Final = 2
 CANCEL_REQUEST: Final = "$/cancel_request"
 _FINISHED_TOOL_STATES: Final = frozenset({"completed", "failed", "cancelled"})
 #: Streamed text chunks in their plain shape are checked field by field (a
@@ -138,8 +143,20 @@ def _models() -> ModuleType:
 
 
 class AcpClient(CoreBase):
-    def __init__(self, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+    def __init__(self, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+                 acp_version: AcpVersion = "auto") -> None:
         super().__init__(Dialect.JSONRPC2, max_line_bytes=max_line_bytes)
+        if acp_version not in ("auto", 1, 2):
+            raise ValueError(f"acp_version must be \"auto\", 1 or 2, not {acp_version!r}")
+        #: What the profile asked for; ``version`` is what was negotiated.
+        self.acp_version: AcpVersion = acp_version
+        #: The version ``initialize``'s answer settled (1 until then).
+        self.version = 1
+        #: v2: the running prompt was accepted (its ``{}`` answer came).
+        self._accepted = False
+        #: v2: tool calls the current turn has reported (the first
+        #: ``tool_call_update`` of an id starts it).
+        self._seen_tools: set[str] = set()
         self.session_id: str | None = None
         self.agent_info: dict[str, Any] = {}
         #: The top-level ``_meta`` of ``initialize``'s answer (extensions it offers).
@@ -158,8 +175,9 @@ class AcpClient(CoreBase):
         self.replaying = False
         #: What ``initialize``'s answer advertised (``agentCapabilities``).
         self.agent_capabilities: dict[str, Any] = {}
-        #: Pending ``session/load`` / ``session/resume``: rpc id → (method, session id).
-        self._restores: dict[RequestId, tuple[str, str]] = {}
+        #: Pending ``session/load`` / ``session/resume``: rpc id → (method,
+        #: session id, whether the agent replays the history first).
+        self._restores: dict[RequestId, tuple[str, str, bool]] = {}
         #: History updates consumed during the pending load, by update kind.
         self._replayed: dict[str, int] = {}
         #: How many the last successful load consumed.
@@ -172,15 +190,7 @@ class AcpClient(CoreBase):
 
     def initialize(self) -> tuple[int, bytes]:
         rid, data = self.rpc.send_request(
-            "initialize",
-            {
-                "protocolVersion": PROTOCOL_VERSION,
-                "clientCapabilities": {
-                    "fs": {"readTextFile": False, "writeTextFile": False},
-                    "terminal": False,
-                },
-            },
-        )
+            "initialize", acp_v2.initialize_params(self.acp_version))
         self._initialize_id = rid
         return rid, data
 
@@ -190,14 +200,25 @@ class AcpClient(CoreBase):
         return rid, data
 
     @property
+    def protocol(self) -> Literal["acp/1", "acp/2"]:
+        """The negotiated dialect, as the session DTO names it."""
+        return "acp/2" if self.version == 2 else "acp/1"
+
+    @property
     def can_load(self) -> bool:
-        """The agent advertised ``agentCapabilities.loadSession``."""
+        """The agent advertised ``agentCapabilities.loadSession`` (v1), or
+        ``capabilities.session`` (v2: ``session/resume`` with ``replayFrom``)."""
+        if self.version == 2:
+            return isinstance(self.agent_capabilities.get("session"), dict)
         return self.agent_capabilities.get("loadSession") is True
 
     @property
     def can_resume(self) -> bool:
         """The agent advertised ``agentCapabilities.sessionCapabilities.resume``
-        (an object; its presence is the capability)."""
+        (an object; its presence is the capability); v2: ``capabilities.session``,
+        which commits the agent to ``session/resume``."""
+        if self.version == 2:
+            return isinstance(self.agent_capabilities.get("session"), dict)
         session = self.agent_capabilities.get("sessionCapabilities")
         return isinstance(session, dict) and isinstance(session.get("resume"), dict)
 
@@ -222,10 +243,14 @@ class AcpClient(CoreBase):
         })
 
     def load_session(self, session_id: str, cwd: str) -> tuple[int, bytes]:
-        """``session/load``: the agent replays the history (consumed) and answers."""
+        """``session/load`` (v2: ``session/resume`` with ``replayFrom: {type:
+        "start"}``): the agent replays the history (consumed) and answers."""
         if not self.can_load:
             raise LocalProtocolError("the agent did not advertise loadSession")
-        rid, data = self._restore("session/load", session_id, cwd)
+        if self.version == 2:
+            rid, data = self._restore("session/resume", session_id, cwd, replay=True)
+        else:
+            rid, data = self._restore("session/load", session_id, cwd, replay=True)
         self.replaying = True
         self._replayed = {}
         return rid, data
@@ -236,17 +261,19 @@ class AcpClient(CoreBase):
             raise LocalProtocolError("the agent did not advertise sessionCapabilities.resume")
         return self._restore("session/resume", session_id, cwd)
 
-    def _restore(self, method: str, session_id: str, cwd: str) -> tuple[int, bytes]:
+    def _restore(self, method: str, session_id: str, cwd: str, *,
+                 replay: bool = False) -> tuple[int, bytes]:
         if self.turn.running:
             raise LocalProtocolError(f"{method} while a turn is running")
         if self._restores:
             raise LocalProtocolError(f"{method} while another restore is pending")
         if not session_id:
             raise LocalProtocolError(f"{method} needs a session id")
-        rid, data = self.rpc.send_request(
-            method, {"sessionId": session_id, "cwd": cwd, "mcpServers": []}
-        )
-        self._restores[rid] = (method, session_id)
+        params: dict[str, Any] = {"sessionId": session_id, "cwd": cwd, "mcpServers": []}
+        if replay and self.version == 2:
+            params["replayFrom"] = {"type": "start"}
+        rid, data = self.rpc.send_request(method, params)
+        self._restores[rid] = (method, session_id, replay)
         return rid, data
 
     def prompt(self, text: str) -> tuple[int, bytes]:
@@ -254,6 +281,8 @@ class AcpClient(CoreBase):
             raise LocalProtocolError("prompt before session/new succeeded")
         self.turn.fire(Trigger.PROMPT)
         self._open_tools.clear()
+        self._seen_tools.clear()
+        self._accepted = False
         rid, data = self.rpc.send_request(
             "session/prompt",
             {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]},
@@ -293,7 +322,7 @@ class AcpClient(CoreBase):
             return b""
         self.rpc.forget(rid)
         restore = self._restores.pop(rid, None)
-        if restore is not None and restore[0] == "session/load":
+        if restore is not None and restore[2]:
             self.replaying = False
             self._abandoned_loads.add(restore[1])
         self._withdrawn[rid] = method
@@ -323,6 +352,7 @@ class AcpClient(CoreBase):
             self.rpc.forget(self._prompt_id)
         self._prompt_id = None
         self._open_tools.clear()
+        self._accepted = False
         self.turn.fire(Trigger.TURN_ENDED)
         return True
 
@@ -350,8 +380,17 @@ class AcpClient(CoreBase):
                     rid, METHOD_NOT_FOUND, f"client does not implement {method}"
                 )
                 self._events.append(AgentNotice(message=f"refused agent call {method}"))
+            case Response(id=rid) if rid == self._prompt_id and self.version == 2:
+                self._on_accepted(ev.result)
             case Response(id=rid) if rid == self._prompt_id:
                 self._end_turn(ev.result)
+            case ErrorResponse(id=rid, code=code) if (
+                    rid == self._prompt_id and self.version == 2
+                    and code == REQUEST_CANCELLED and self.turn.state is TurnState.CANCEL_SENT):
+                # v2: a prompt cancelled before the agent accepted it is
+                # refused -32800 with no idle update to follow
+                # (claude-agent-acp 0.101): our cancel's outcome, not an error.
+                self._finish_turn(TurnEnded(stop_reason="cancelled"))
             case ErrorResponse(id=rid) if rid == self._prompt_id:
                 self._finish_turn(TurnEnded(stop_reason="error", error=ev.message))
             case Response(id=rid) if rid == self._new_session_id:
@@ -367,14 +406,7 @@ class AcpClient(CoreBase):
                         )
                     )
             case Response(id=rid) if rid == self._initialize_id:
-                if isinstance(ev.result, dict):
-                    info = ev.result.get("agentInfo")
-                    self.agent_info = info if isinstance(info, dict) else {}
-                    caps = ev.result.get("agentCapabilities")
-                    self.agent_capabilities = caps if isinstance(caps, dict) else {}
-                    meta = ev.result.get("_meta")
-                    self.agent_meta = meta if isinstance(meta, dict) else {}
-                self._events.append(ev)
+                self._on_initialized(ev)
             case Response(id=rid) | ErrorResponse(id=rid) if rid in self._restores:
                 self._on_restored(ev, *self._restores.pop(rid))
             case Response() | ErrorResponse():
@@ -394,8 +426,68 @@ class AcpClient(CoreBase):
                 self.turn.fire(Trigger.CLOSE)
                 self._events.append(ev)
 
-    def _on_restored(self, ev: Response | ErrorResponse, method: str, session_id: str) -> None:
-        if method == "session/load":
+    def _on_initialized(self, ev: Response) -> None:
+        result = ev.result if isinstance(ev.result, dict) else {}
+        answered = result.get("protocolVersion")
+        offered = 1 if self.acp_version == 1 else 2
+        # The agent answers the version offered or its own latest; one we
+        # did not offer (or cannot speak) ends the connection here.
+        if type(answered) is not int or not 1 <= answered <= offered:
+            self._events.append(ErrorResponse(
+                id=ev.id, method=ev.method, code=-32603,
+                message=f"the agent answered protocolVersion {answered!r}; "
+                        f"this client speaks 1..{offered}",
+            ))
+            return
+        if self.acp_version == 2 and answered != 2:
+            self._events.append(ErrorResponse(
+                id=ev.id, method=ev.method, code=-32603,
+                message=f"the profile asks for ACP 2; the agent answered {answered}",
+            ))
+            return
+        self.version = answered
+        v2 = answered == 2
+        info = result.get("info" if v2 else "agentInfo")
+        self.agent_info = info if isinstance(info, dict) else {}
+        caps = result.get("capabilities" if v2 else "agentCapabilities")
+        self.agent_capabilities = caps if isinstance(caps, dict) else {}
+        meta = result.get("_meta")
+        self.agent_meta = meta if isinstance(meta, dict) else {}
+        self._events.append(ev)
+
+    def _on_accepted(self, result: Any) -> None:
+        """v2: the prompt's ``{}`` answer says it was accepted; the turn goes
+        on until the idle ``state_update``."""
+        self._prompt_id = None
+        self._accepted = True
+        # Members beyond ``_meta`` are extensions (codex-acp 2.6 names the
+        # user message: ``messageId``), not an error.
+        if not isinstance(result, dict):
+            self._events.append(AgentNotice(
+                message=f"unexpected prompt acceptance {result!r}", level="info"))
+
+    def _on_state(self, update: dict[str, Any]) -> None:
+        """v2 ``state_update``: the idle one ends the running turn with its stop
+        reason (a cancel's confirmation is the idle one with ``cancelled``)."""
+        state = acp_v2.parse_state_update(update)
+        if state is None:
+            self._events.append(AgentNotice(message="state_update without a state"))
+            return
+        if state.state != "idle" or not self.turn.running:
+            return  # running / requires_action, or idle with no turn of ours
+        if not self._accepted:
+            # Before the prompt's acceptance the idle is not this turn's: the
+            # agent accepts a prompt before it runs it, so this is the state
+            # it was in, or the end of a turn we gave up on (escalation).
+            return
+        if state.stop_reason is None:
+            self._events.append(AgentNotice(
+                message="idle state_update without a stopReason ended the turn", level="info"))
+        self._finish_turn(TurnEnded(stop_reason=_stop(state.stop_reason or "end_turn")))
+
+    def _on_restored(self, ev: Response | ErrorResponse, method: str, session_id: str,
+                     replay: bool) -> None:
+        if replay:
             self.replaying = False
             replayed, self._replayed = self._replayed, {}
             if isinstance(ev, Response):
@@ -448,6 +540,7 @@ class AcpClient(CoreBase):
 
     def _finish_turn(self, ended: TurnEnded) -> None:
         self._prompt_id = None
+        self._accepted = False
         # The turn is over: permissions it asked are moot, tools it left open are not running.
         for request_id in list(self._permissions):
             self._outgoing += self.respond_permission(request_id, None)
@@ -455,6 +548,9 @@ class AcpClient(CoreBase):
         self._events.append(ended)
 
     def _on_permission(self, req: IncomingRequest) -> None:
+        if self.version == 2:
+            self._on_permission_v2(req)
+            return
         try:
             params = _models().RequestPermissionRequest.model_validate(req.params)
         except ValidationError as exc:
@@ -481,18 +577,42 @@ class AcpClient(CoreBase):
             )
         )
 
+    def _on_permission_v2(self, req: IncomingRequest) -> None:
+        fields = acp_v2.parse_permission(req.params)
+        if fields is None:
+            self._outgoing += self.rpc.send_error(req.id, -32602, "invalid permission request")
+            self._events.append(AgentNotice(message="invalid permission request (v2)"))
+            return
+        if self.turn.state is TurnState.CANCEL_SENT:
+            self._outgoing += self.rpc.send_response(req.id, {"outcome": {"outcome": "cancelled"}})
+            return
+        request_id = str(req.id)
+        self._permissions[request_id] = req.id
+        self._events.append(PermissionRequested(
+            request_id=request_id, title=fields.title, tool_call_id=fields.tool_call_id,
+            options=fields.options, details=fields.details,
+        ))
+
     def _on_update(self, params: Any) -> None:
         update = params.get("update") if isinstance(params, dict) else None
         kind = update.get("sessionUpdate") if isinstance(update, dict) else None
         if not isinstance(kind, str) or not isinstance(update, dict):
             self._events.append(AgentNotice(message="session/update without an update kind"))
             return
-        if kind in _HISTORY_KINDS:
+        if kind in _HISTORY_KINDS or (self.version == 2 and kind in acp_v2.HISTORY_KINDS):
             if self.replaying:
                 self._replayed[kind] = self._replayed.get(kind, 0) + 1
                 return
             if params.get("sessionId") in self._abandoned_loads:
                 return  # the tail of a replay we gave up on
+        if self.version == 2:
+            if kind == "state_update":
+                self._on_state(update)
+                return
+            mapped = acp_v2.map_update(kind, update, self._seen_tools, self._open_tools)
+            if mapped is not None:
+                self._events.append(mapped)
+                return
         channel = _TEXT_CHUNK_CHANNELS.get(kind)
         if channel is not None:
             chunk = _plain_text_chunk(channel, update)

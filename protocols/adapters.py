@@ -34,7 +34,7 @@ from typing import Literal, Protocol, TypeAlias
 
 import trio
 
-from .acp import AcpClient
+from .acp import AcpClient, AcpVersion
 from .codex import CodexClient
 from .events import AgentEvent, TurnEnded
 from .framing import DEFAULT_MAX_LINE_BYTES
@@ -49,6 +49,7 @@ from .transport import (
 
 __all__ = [
     "AcpAdapter",
+    "AcpVersion",
     "AdapterTimeouts",
     "AgentAdapter",
     "AgentClosed",
@@ -62,10 +63,13 @@ __all__ = [
     "RestoreUnsupported",
     "Restored",
     "SteerUnsupported",
+    "WireProtocol",
     "make_adapter",
 ]
 
 ProtocolName = Literal["acp", "codex"]
+#: The dialect a connection speaks, as the session DTO's ``protocol`` names it.
+WireProtocol: TypeAlias = Literal["acp/1", "acp/2", "codex"]
 #: How a conversation was restored: ACP ``session/resume`` / ``session/load``,
 #: Codex ``thread/resume``.
 RestoreMethod: TypeAlias = Literal["resume", "load", "thread/resume"]
@@ -119,6 +123,8 @@ class AgentAdapter(Protocol):
     def agent_session_id(self) -> str | None: ...
     @property
     def turn_running(self) -> bool: ...
+    @property
+    def wire_protocol(self) -> WireProtocol: ...
     async def initialize(self) -> None: ...
     async def new_session(self, cwd: str) -> str: ...
     async def restore_session(self, agent_session_id: str, cwd: str) -> Restored: ...
@@ -248,9 +254,15 @@ class AcpAdapter(_Base):
         *,
         timeouts: AdapterTimeouts | None = None,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        acp_version: AcpVersion = "auto",
     ) -> None:
-        super().__init__(AcpClient(max_line_bytes=max_line_bytes), send_stream, receive_stream,
-                         timeouts)
+        super().__init__(AcpClient(max_line_bytes=max_line_bytes, acp_version=acp_version),
+                         send_stream, receive_stream, timeouts)
+
+    @property
+    def wire_protocol(self) -> WireProtocol:
+        """``acp/1`` or ``acp/2``: what ``initialize`` negotiated."""
+        return self.core.protocol
 
     @property
     def operation_id(self) -> str | None:
@@ -341,6 +353,10 @@ class CodexAdapter(_Base):
         self.thread_params = thread_params or {}
 
     @property
+    def wire_protocol(self) -> WireProtocol:
+        return "codex"
+
+    @property
     def operation_id(self) -> str | None:
         return self.core.turn_id
 
@@ -393,9 +409,10 @@ def make_adapter(
     timeouts: AdapterTimeouts | None = None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     thread_params: dict[str, object] | None = None,
+    acp_version: AcpVersion = "auto",
 ) -> AgentAdapter:
     if protocol == "acp":
         return AcpAdapter(send_stream, receive_stream, timeouts=timeouts,
-                          max_line_bytes=max_line_bytes)
+                          max_line_bytes=max_line_bytes, acp_version=acp_version)
     return CodexAdapter(send_stream, receive_stream, timeouts=timeouts,
                         max_line_bytes=max_line_bytes, thread_params=thread_params)

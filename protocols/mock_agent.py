@@ -55,6 +55,18 @@ extension (``_meta.steering.supported``; ``_session/steering {sessionId,
 prompt}`` answers ``{outcome: "injected"}``, or ``"promptRequired"`` with no
 turn running).
 
+ACP v2: with ``--acp-version 2`` (or ``$MOCK_AGENT_ACP_VERSION=2``; the
+default is 1, a v1-only agent) the mock speaks v2 when the client's
+``initialize`` offers 2, and v1 otherwise.  In v2 ``session/prompt`` is
+answered ``{}`` at once (accepted), followed by a ``user_message`` and a
+``running`` ``state_update``; the turn ends with ``state_update {state:
+"idle", stopReason}`` (``cancelled`` after ``session/cancel``).  Chunks carry a
+``messageId``, tool calls start with ``tool_call_update``, a permission request
+has a ``title`` and a ``subject`` (with ``requires_action`` while it waits),
+and ``session/resume`` with ``replayFrom: {type: "start"}`` replays the history
+(``user_message`` / ``agent_message``) before it answers; ``session/load`` is
+not served.
+
 Faults for the reliability suite (not part of the DESIGN table):
 
     /stderr <n>      writes <n> KiB to stderr, then echoes
@@ -63,6 +75,9 @@ Faults for the reliability suite (not part of the DESIGN table):
     /badutf8         writes a line of invalid UTF-8, then echoes
     /wrongshape      writes JSON of the wrong shape and a reply to an unknown id
     /closeout        closes stdout but keeps running (until stdin ends)
+    /flood <mb>      streams <mb> MiB of text (16 KiB chunks) as fast as its
+                     stdout takes it, honouring cancel, then waits for the
+                     cancel (30 s at most) and ends the turn
 """
 
 from __future__ import annotations
@@ -96,6 +111,11 @@ CHUNK_INTERVAL_S = 0.1
 WITHDRAW_AFTER_S = 0.3
 WITHDRAW_ANSWER_S = 10.0
 STATE_DIR_ENV = "MOCK_AGENT_STATE_DIR"
+#: ``/flood``: the size of each chunk, and how long it then waits for a cancel.
+FLOOD_CHUNK = 16384
+FLOOD_WAIT_S = 30.0
+#: The highest ACP version the mock speaks, when ``--acp-version`` is not given.
+ACP_VERSION_ENV = "MOCK_AGENT_ACP_VERSION"
 #: ACP "resource not found": the session asked for is not in the state directory.
 SESSION_NOT_FOUND = -32002
 #: What a session id must look like to name a file (ours are UUIDs).
@@ -193,8 +213,12 @@ class Turn:
 class MockAgent:
     def __init__(self, dialect: Dialect, store: SessionStore | None = None,
                  restore: frozenset[str] = frozenset({"load", "resume"}),
-                 steering: bool = False) -> None:
+                 steering: bool = False, acp_max_version: int = 1) -> None:
         self.dialect = dialect
+        #: The highest ACP version offered to clients; ``v2``: this connection
+        #: negotiated 2 (set by ``initialize``).
+        self.acp_max_version = acp_max_version
+        self.v2 = False
         #: ACP: offer the steering extension (``--steering``).
         self.steering = steering
         self.store = store if store is not None else SessionStore.from_environment()
@@ -229,14 +253,20 @@ class MockAgent:
     def notify(self, method: str, params: Any) -> None:
         self.write(self.rpc.send_notification(method, params))
 
+    def update(self, update: dict[str, Any]) -> None:
+        self.notify("session/update", {"sessionId": self.session_id, "update": update})
+
+    def state(self, state: str, stop: str | None = None) -> None:
+        """v2 ``state_update``."""
+        update: dict[str, Any] = {"sessionUpdate": "state_update", "state": state}
+        if stop is not None:
+            update["stopReason"] = stop
+        self.update(update)
+
     def chunk(self, turn: Turn, text: str) -> None:
         turn.reply.append(text)
         if self.dialect is Dialect.JSONRPC2:
-            self.notify("session/update", {
-                "sessionId": self.session_id,
-                "update": {"sessionUpdate": "agent_message_chunk",
-                           "content": {"type": "text", "text": text}},
-            })
+            self.write(self._chunk_bytes(turn, text))
         else:
             self.notify("item/agentMessage/delta", {
                 "threadId": self.thread_id, "turnId": turn.turn_id,
@@ -250,7 +280,9 @@ class MockAgent:
                 self.turn = None
         if turn.reply:
             self.remember("agent", "".join(turn.reply))
-        if self.dialect is Dialect.JSONRPC2:
+        if self.v2:
+            self.state("idle", stop)
+        elif self.dialect is Dialect.JSONRPC2:
             assert turn.rpc_id is not None
             self.write(self.rpc.send_response(turn.rpc_id, {"stopReason": stop}))
         else:
@@ -322,6 +354,8 @@ class MockAgent:
                 self.notify("session/update" if self.dialect is Dialect.JSONRPC2
                             else "item/agentMessage/delta", {"unexpected": True})
                 self.echo(turn, text)
+            case "/flood":
+                self.flood(turn, arg or 20)
             case "/closeout":
                 with self.lock:
                     self.stdout_closed = True
@@ -332,15 +366,27 @@ class MockAgent:
 
     def _chunk_bytes(self, turn: Turn, text: str) -> bytes:
         if self.dialect is Dialect.JSONRPC2:
+            update: dict[str, Any] = {"sessionUpdate": "agent_message_chunk",
+                                      "content": {"type": "text", "text": text}}
+            if self.v2:
+                update["messageId"] = f"msg_{turn.turn_id}"
             return self.rpc.send_notification("session/update", {
-                "sessionId": self.session_id,
-                "update": {"sessionUpdate": "agent_message_chunk",
-                           "content": {"type": "text", "text": text}},
+                "sessionId": self.session_id, "update": update,
             })
         return self.rpc.send_notification("item/agentMessage/delta", {
             "threadId": self.thread_id, "turnId": turn.turn_id,
             "itemId": f"msg_{turn.turn_id}", "delta": text,
         })
+
+    def flood(self, turn: Turn, mib: int) -> None:
+        # Not in turn.reply: the session's history would keep all of it.
+        block = ("flood " * 2730 + "\n")[:FLOOD_CHUNK]
+        for _ in range(mib * 1024 * 1024 // FLOOD_CHUNK):
+            if turn.cancelled.is_set():
+                break
+            self.write(self._chunk_bytes(turn, block))
+        turn.cancelled.wait(FLOOD_WAIT_S)
+        self.end_turn(turn, "cancelled" if turn.cancelled.is_set() else "end_turn")
 
     def echo(self, turn: Turn, text: str) -> None:
         words = text.split(" ") or [""]
@@ -376,9 +422,10 @@ class MockAgent:
     def tool(self, turn: Turn, ms: int) -> None:
         tool_id = f"tool_{uuid.uuid4().hex[:8]}"
         if self.dialect is Dialect.JSONRPC2:
-            self.notify("session/update", {"sessionId": self.session_id, "update": {
-                "sessionUpdate": "tool_call", "toolCallId": tool_id, "title": f"sleep {ms} ms",
-                "kind": "execute", "status": "pending"}})
+            # v2 has no tool_call: the first tool_call_update of an id starts it.
+            self.update({"sessionUpdate": "tool_call_update" if self.v2 else "tool_call",
+                         "toolCallId": tool_id, "title": f"sleep {ms} ms",
+                         "kind": "execute", "status": "pending"})
             self.notify("session/update", {"sessionId": self.session_id, "update": {
                 "sessionUpdate": "tool_call_update", "toolCallId": tool_id,
                 "status": "in_progress"}})
@@ -469,16 +516,19 @@ class MockAgent:
 
     def _send_permission_request(self, turn: Turn) -> int:
         if self.dialect is Dialect.JSONRPC2:
-            rid, data = self.rpc.send_request("session/request_permission", {
-                "sessionId": self.session_id,
-                "toolCall": {"toolCallId": "perm-tool", "title": "Write to disk",
-                             "kind": "execute", "status": "pending",
-                             "rawInput": {"command": "touch file.txt"}},
-                "options": [
-                    {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
-                    {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
-                ],
-            })
+            tool = {"toolCallId": "perm-tool", "title": "Write to disk", "kind": "execute",
+                    "status": "pending", "rawInput": {"command": "touch file.txt"}}
+            params: dict[str, Any] = {"sessionId": self.session_id, "options": [
+                {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+            ]}
+            if self.v2:
+                params |= {"title": "Write to disk",
+                           "subject": {"type": "tool_call", "toolCall": tool}}
+                self.state("requires_action")
+            else:
+                params["toolCall"] = tool
+            rid, data = self.rpc.send_request("session/request_permission", params)
         else:
             rid, data = self.rpc.send_request("item/commandExecution/requestApproval", {
                 "threadId": self.thread_id, "turnId": turn.turn_id, "itemId": "perm-item",
@@ -499,6 +549,8 @@ class MockAgent:
             self.notify("serverRequest/resolved", {
                 "threadId": self.thread_id, "requestId": turn.permission_rpc_id,
             })
+        if self.v2:
+            self.state("running")
         if self.dialect is Dialect.JSONRPC2:
             outcome = answer.get("outcome", {})
             if turn.cancelled.is_set() or outcome.get("outcome") == "cancelled":
@@ -540,7 +592,7 @@ class MockAgent:
         """The stored session ``session_id`` made current; None (and the
         error answered) if this agent does not restore that way or has no such session."""
         kind = "load" if method == "session/load" else "resume"
-        if kind not in self.restore:
+        if (kind not in self.restore) if not self.v2 else not self.restore:
             self.write(self.rpc.send_error(rid, -32601, f"method not found: {method}"))
             return None
         session = self.store.load(session_id) if isinstance(session_id, str) else None
@@ -560,6 +612,15 @@ class MockAgent:
         return session
 
     def replay(self, session: dict[str, Any]) -> None:
+        if self.v2:
+            for i, message in enumerate(session["messages"]):
+                user = message.get("role") == "user"
+                self.notify("session/update", {"sessionId": session["id"], "update": {
+                    "sessionUpdate": "user_message" if user else "agent_message",
+                    "messageId": f"replay_{i}",
+                    "content": [{"type": "text", "text": str(message.get("text", ""))}],
+                }})
+            return
         for message in session["messages"]:
             kind = "user_message_chunk" if message.get("role") == "user" else (
                 "agent_message_chunk")
@@ -624,6 +685,17 @@ class MockAgent:
     def on_request(self, rid: int | str, method: str, params: dict[str, Any]) -> None:
         acp = self.dialect is Dialect.JSONRPC2
         match method:
+            case "initialize" if acp and self._offered(params) >= 2 <= self.acp_max_version:
+                self.v2 = True
+                v2: dict[str, Any] = {
+                    "protocolVersion": 2, "authMethods": [],
+                    "info": {"name": "turnvisor-mock", "version": "0.1.0"},
+                    # session: the baseline (resume with or without replay).
+                    "capabilities": {"session": {}} if self.restore else {},
+                }
+                if self.steering:
+                    v2["_meta"] = {"steering": {"supported": True}}
+                self.write(self.rpc.send_response(rid, v2))
             case "initialize":
                 if acp:
                     caps: dict[str, Any] = {"loadSession": "load" in self.restore}
@@ -643,7 +715,15 @@ class MockAgent:
                 self.session_id = str(uuid.uuid4())
                 self.open_session(self.session_id, params.get("cwd"))
                 self.write(self.rpc.send_response(rid, {"sessionId": self.session_id}))
-            case "session/load" | "session/resume" if acp:
+            case "session/resume" if acp and self.v2:
+                session = self.reopen(rid, method, params.get("sessionId"))
+                if session is not None:
+                    replay = params.get("replayFrom")
+                    if isinstance(replay, dict) and replay.get("type") == "start":
+                        self.replay(session)
+                    self.session_id = str(session["id"])
+                    self.write(self.rpc.send_response(rid, {}))
+            case "session/load" | "session/resume" if acp and not self.v2:
                 session = self.reopen(rid, method, params.get("sessionId"))
                 if session is not None:
                     if method == "session/load":
@@ -697,6 +777,12 @@ class MockAgent:
             # Set before the turn's thread starts: a cancel may follow the prompt at once.
             turn.drop_cancels = 1
         self.turn = turn
+        if self.v2:
+            # Accepted at once; the turn itself ends with the idle state_update.
+            self.write(self.rpc.send_response(rid, {}))
+            self.update({"sessionUpdate": "user_message", "messageId": f"user_{turn.turn_id}",
+                         "content": [{"type": "text", "text": text}]})
+            self.state("running")
         if not acp:
             t: dict[str, Any] = {
                 "id": turn.turn_id, "items": [], "status": "inProgress", "error": None,
@@ -720,6 +806,12 @@ class MockAgent:
                 self.handle(ev)
 
 
+    @staticmethod
+    def _offered(params: dict[str, Any]) -> int:
+        version = params.get("protocolVersion")
+        return version if type(version) is int else 1
+
+
 def _int(value: str) -> int | None:
     try:
         return int(value)
@@ -737,11 +829,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--steering", action="store_true",
                         help="ACP: offer the steering extension (_session/steering)")
+    parser.add_argument("--acp-version", type=int, choices=(1, 2),
+                        default=int(os.environ.get(ACP_VERSION_ENV) or 1),
+                        help="ACP: the highest protocol version spoken (2: v2 when offered)")
     args = parser.parse_args(argv)
     dialect = Dialect.JSONRPC2 if args.protocol == "acp" else Dialect.CODEX
     restore = {"both": {"load", "resume"}, "none": set()}.get(args.restore, {args.restore})
     return MockAgent(dialect, SessionStore.from_environment(), frozenset(restore),
-                     steering=args.steering).serve()
+                     steering=args.steering, acp_max_version=args.acp_version).serve()
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -38,6 +39,7 @@ __all__ = [
     "AGENT_TAG_ENV",
     "EOF_GRACE_S",
     "REAP_S",
+    "clean_stderr_line",
     "drain_stderr",
     "group_alive",
     "kill_group",
@@ -65,9 +67,11 @@ async def start_agent_process(
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
     tag: str | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> trio.Process:
     """Spawn ``command`` with piped stdio, as the leader of a new process group
-    (and session); ``tag`` goes into its environment as ``AGENT_TAG_ENV``."""
+    (and session); ``tag`` goes into its environment as ``AGENT_TAG_ENV``;
+    ``pass_fds`` are inherited (a sandbox's descriptors, protocols/sandbox.py)."""
     full_env = dict(env) if env is not None else None
     if tag is not None:
         full_env = {**(full_env if full_env is not None else os.environ), AGENT_TAG_ENV: tag}
@@ -78,6 +82,7 @@ async def start_agent_process(
         stderr=subprocess.PIPE,
         env=full_env,
         cwd=cwd,
+        pass_fds=tuple(pass_fds),
         # A new session is a new process group led by the agent, and no
         # controlling terminal: an agent cannot type into the backend's
         # terminal (TIOCSTI) nor get its job-control signals.
@@ -409,10 +414,29 @@ def tagged_processes(tags: Iterable[str]) -> set[int]:
 STDERR_LINE_CAP = 2000
 
 
+#: Terminal escape sequences (CSI ``ESC [ ... final``, OSC ``ESC ] ... BEL|ST``,
+#: two-byte ``ESC x``), then any other C0 control but tab, DEL and the C1 controls.
+_CONTROLS: Final = re.compile(
+    r"\x1b(?:\[[0-?]*[ -/]*[@-~]?|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[ -~]?)"
+    r"|[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
+def clean_stderr_line(line: bytes | str) -> str:
+    """One line of an agent's stderr as text safe for a log or a client: its
+    escape sequences and control characters (all but tab) removed.  Why: an
+    agent's stderr goes to the operator's terminal (the log) and into start
+    errors a page shows; an escape sequence there could rewrite what the
+    operator sees (clear the screen, retitle the window, fake a log line
+    after a carriage return) or hide text."""
+    text = line.decode(errors="replace") if isinstance(line, bytes) else line
+    return _CONTROLS.sub("", text)
+
+
 async def drain_stderr(stream: trio.abc.ReceiveStream, emit: Callable[[str], None]) -> None:
     """Read an agent's stderr until it ends, handing at most the last 20 lines
-    of each read (each cut at ``STDERR_LINE_CAP``) to ``emit``: the pipe never
-    fills (a full pipe would block the agent) and a flood is not logged whole."""
+    of each read (each cut at ``STDERR_LINE_CAP``, cleaned by
+    ``clean_stderr_line``) to ``emit``: the pipe never fills (a full pipe would
+    block the agent) and a flood is not logged whole."""
     buf = b""
     while True:
         try:
@@ -424,4 +448,4 @@ async def drain_stderr(stream: trio.abc.ReceiveStream, emit: Callable[[str], Non
         buf = (buf + data)[-STDERR_LINE_CAP * 4:]
         *lines, buf = buf.split(b"\n")
         for line in lines[-20:]:
-            emit(line[:STDERR_LINE_CAP].decode(errors="replace"))
+            emit(clean_stderr_line(line[:STDERR_LINE_CAP]))

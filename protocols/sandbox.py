@@ -1,22 +1,52 @@
 """The agent sandbox: Debian's bubblewrap (``bwrap``) around an agent command.
 
-Pure argv building (``sandbox_argv``) plus one cached probe (``bwrap_works``).
+Pure argv building (``sandbox_argv``), the launch that hands bwrap its
+options and seccomp filter through file descriptors (``wrap``), the data
+dir's identity check (``HiddenDir``), and one cached probe (``bwrap_works``).
 What the sandbox does, in order of the mounts (bwrap applies them in order):
 
 - the whole file system read-only (``--ro-bind / /``);
-- writable again: the agent's cwd, /tmp, /var/tmp, /dev/shm, ``$HOME`` and the
-  agents' config/cache homes named in its environment (``CODEX_HOME``,
-  ``CLAUDE_CONFIG_DIR``, ``XDG_*``, ``TMPDIR`` …), plus the profile's extras;
-- the real /dev, and a /proc of its own (a new pid namespace: the agent sees
-  and can signal only its own processes, not the backend);
+- a /dev of its own (``--dev``: null, zero, full, random, urandom, tty, a
+  private devpts and /dev/shm; no disks, no GPUs, no /dev/kvm) and a /proc of
+  its own (a new pid namespace: the agent sees and can signal only its own
+  processes), with /proc/sys, /proc/sysrq-trigger, /proc/irq and /proc/bus
+  read-only (no kernel knob is writable, even for a root backend's agent);
+- a private /tmp and /var/tmp (empty tmpfs: nothing of the host's, nothing of
+  another session's);
+- writable again: the agent's cwd, ``$HOME`` and the agents' config/cache
+  homes named in its environment (``CODEX_HOME``, ``CLAUDE_CONFIG_DIR``,
+  ``XDG_*``, ``TMPDIR`` …), plus the profile's extras; those under /tmp are
+  bound back over the private /tmp;
+- Turnvisor's install read-only again *after* those binds (a writable
+  ``$HOME`` above a checkout or a virtualenv does not make it writable): the
+  directory holding the ``protocols``/``supervisor``/``web`` packages (the
+  checkout, or site-packages), ``sys.prefix``, ``sys.base_prefix``,
+  site-packages and the user site.  A cwd or writable path inside them (and
+  not inside a hidden directory) is refused (``SandboxError``);
 - each hidden directory (the data dir: token, database, turnvisor.toml) under
-  an empty tmpfs; writable paths *inside* a hidden directory (the default
-  cwd ``DATA_DIR/work``) are bound back on top of it, nothing else is;
-- every capability dropped (a root backend would otherwise hand the agent the
-  power to unmount the tmpfs).  No ``--new-session``: it would move the agent
+  an empty tmpfs; writable paths *inside* a hidden directory (a session's
+  default cwd ``DATA_DIR/work/<workspace>/<session>``) are bound back on top of
+  it, nothing else is;
+- new user, IPC and UTS namespaces (a root backend's agent runs as uid/gid
+  65534 there; another backend's keeps its uid), every capability dropped,
+  and a seccomp filter of the dangerous calls (protocols/seccomp.py; nested
+  user namespaces stay allowed: agents such as Codex sandbox their own
+  commands with bwrap).  No ``--new-session``: it would move the agent
   out of the process group the backend signals; the caller starts the outer
-  leader in a new session instead (``start_agent_process``), so no agent has a
-  controlling terminal to type into with TIOCSTI.
+  leader in a new session instead (``start_agent_process``), and the filter
+  refuses TIOCSTI anyway.
+
+The hidden directories are hidden by identity, not only by path: the caller
+records each one's (device, inode) when it starts (``HiddenDir.record``) and
+every launch checks it (``HiddenDir.check``).  An agent that renames a
+directory above the data dir and leaves a decoy at the old path gets the next
+launch refused, loudly, instead of a sandbox that hides the decoy (the check
+runs just before bwrap mounts: a second agent running at that moment could
+race the window between the two).  bwrap's
+options reach it through a memfd (``--args FD``), so no process's command line
+(``/proc/1/cmdline`` inside is ``bwrap --args N -- env …``) names what is
+hidden.  The mount table (``/proc/self/mountinfo``) still shows the tmpfs's
+mount point: where the data dir is is not a secret, what is in it is.
 
 Process-group teardown keeps working.  The group leader (what the caller
 spawns) is a small ``sh`` that ignores SIGTERM and runs bwrap as its child;
@@ -29,32 +59,48 @@ init, and with it the kernel kills whatever is left in the namespace (daemons
 that left the group included).  A SIGKILL of the group does the same at once.
 Why the shell: ``--die-with-parent`` is PR_SET_PDEATHSIG, which fires when the
 *thread* that spawned bwrap exits, and Trio spawns from worker threads that
-retire (bwrap spawned directly was SIGKILLed after a few idle seconds).
+retire (bwrap spawned directly was SIGKILLed after a few idle seconds).  The
+leader passes the two descriptors on to bwrap, which reads and closes them
+before the agent starts.
 
 The network is shared (agents must reach their model provider), and so is,
-for reading, everything outside the hidden directories.
+for reading, everything outside the hidden directories and /tmp.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import shutil
+import site
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
 from typing import Final, Literal
+
+from .seccomp import host_arch, seccomp_filter
 
 __all__ = [
     "HOME_VARIABLES",
+    "HiddenDir",
+    "Launch",
     "SandboxError",
     "SandboxMode",
     "bwrap_path",
     "bwrap_works",
+    "install_dirs",
     "resolve_mode",
     "sandbox_argv",
+    "wrap",
     "writable_paths",
 ]
+
+log = logging.getLogger(__name__)
 
 SandboxMode = Literal["bwrap", "none"]
 MODES: Final = ("bwrap", "none")
@@ -65,8 +111,12 @@ HOME_VARIABLES: Final = (
     "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME",
     "XDG_RUNTIME_DIR", "TMPDIR", "npm_config_cache",
 )
-#: Scratch places every agent may write.
-SCRATCH: Final = ("/tmp", "/var/tmp", "/dev/shm")
+#: Private scratch places: an empty tmpfs each, the agent's own.
+PRIVATE_SCRATCH: Final = ("/tmp", "/var/tmp")
+#: /proc entries bound read-only over bwrap's /proc (the kernel's knobs).
+PROC_READONLY: Final = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus")
+#: The uid and gid a root backend's agent runs as in its user namespace (nobody).
+UNPRIVILEGED_ID: Final = 65534
 #: The group leader's script: SIGTERM ignored, bwrap run as a child, its status passed on.
 LEADER_SCRIPT: Final = 'trap "" TERM; "$@"; status=$?; exit "$status"'
 #: How long the probe may take (a loaded machine starts a process slowly).
@@ -93,27 +143,96 @@ def _inside(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
-def writable_paths(env: Mapping[str, str], cwd: str, extra: Iterable[str] = ()) -> list[str]:
-    """The agent's cwd, the scratch dirs, the homes its environment names, and
-    ``extra``: absolute paths, real (symlinks resolved), without duplicates."""
+@dataclass(frozen=True, slots=True)
+class HiddenDir:
+    """A directory the sandbox hides, and the (device, inode) it had when
+    recorded: None (nothing there then) hides by path only."""
+
+    path: str
+    identity: tuple[int, int] | None = None
+
+    @classmethod
+    def record(cls, path: str | os.PathLike[str]) -> HiddenDir:
+        """``path`` (made real) and what it names now."""
+        real = _real(os.fspath(path))
+        try:
+            st = os.stat(real)
+        except OSError:
+            return cls(real)
+        return cls(real, (st.st_dev, st.st_ino))
+
+    def check(self) -> None:
+        """Raise ``SandboxError`` (and log it at ERROR) if the path no longer
+        names the recorded directory: a directory above it was renamed or
+        replaced, and hiding the path would hide a decoy."""
+        if self.identity is None:
+            return
+        now = HiddenDir.record(self.path)
+        if now.path == self.path and now.identity == self.identity:
+            return
+        found = "nothing" if now.identity is None else \
+            f"another directory (device {now.identity[0]}, inode {now.identity[1]})"
+        message = (f"refusing to start an agent: {self.path}, the directory the sandbox must "
+                   f"hide (the data dir), is not the one recorded at start (device "
+                   f"{self.identity[0]}, inode {self.identity[1]}): that path now names "
+                   f"{found}{' via ' + now.path if now.path != self.path else ''}.  A "
+                   "directory above it was renamed or replaced (an agent can do that): the "
+                   "real data dir is elsewhere and would not be hidden.  Stop Turnvisor, "
+                   "put the data dir back, and check who moved it")
+        log.error("%s", message)
+        raise SandboxError(message)
+
+
+def install_dirs() -> list[str]:
+    """Turnvisor's own code and the Python it runs on, bound read-only: the
+    directory holding the packages (a checkout, or site-packages),
+    ``sys.prefix`` and ``sys.base_prefix`` (a virtualenv's Python, perhaps
+    under ``$HOME``), the site-packages and the user site.  Real paths; ``/``
+    and missing ones left out."""
+    packages = Path(__file__).resolve().parents[1]
+    candidates = [str(packages), sys.prefix, sys.exec_prefix, sys.base_prefix,
+                  sys.base_exec_prefix, *site.getsitepackages()]
+    if site.ENABLE_USER_SITE:
+        candidates.append(site.getusersitepackages())
     out: list[str] = []
-    for p in [cwd, *SCRATCH, *(env.get(v, "") for v in HOME_VARIABLES), *extra]:
+    for c in candidates:
+        real = _real(c)
+        if real != "/" and os.path.isdir(real) and real not in out:
+            out.append(real)
+    return out
+
+
+def writable_paths(env: Mapping[str, str], cwd: str, extra: Iterable[str] = ()) -> list[str]:
+    """The agent's cwd, the homes its environment names, and ``extra``:
+    absolute paths, real (symlinks resolved), without duplicates.  /tmp and
+    /var/tmp themselves are not among them: the sandbox gives the agent its own."""
+    out: list[str] = []
+    for p in [cwd, *(env.get(v, "") for v in HOME_VARIABLES), *extra]:
         if p and os.path.isabs(os.path.expanduser(p)):
             real = _real(p)
-            if real not in out and real != "/":
+            if real not in out and real != "/" and real not in PRIVATE_SCRATCH:
                 out.append(real)
     return out
 
 
+def _depth(path: str) -> int:
+    return path.rstrip("/").count("/")
+
+
 def sandbox_argv(command: Sequence[str], *, cwd: str, hide: Iterable[str],
-                 writable: Iterable[str], bwrap: str = "/usr/bin/bwrap",
+                 writable: Iterable[str], readonly: Iterable[str] = (),
+                 uid: int = 1000, bwrap: str = "/usr/bin/bwrap",
                  env_cmd: str = "/usr/bin/env") -> list[str]:
-    """The argv that runs ``command`` in the sandbox (see the module docstring).
+    """The argv that runs ``command`` in the sandbox (see the module docstring),
+    bwrap's options inline (``Launch`` moves them into a descriptor).
 
     ``hide``: directories covered by an empty tmpfs.  ``writable``: paths bound
     read-write (missing ones skipped); those inside a hidden directory are
-    bound back over its tmpfs.  Raises ``SandboxError`` if ``cwd`` or a
-    writable path is a hidden directory itself (it would bring it all back).
+    bound back over its tmpfs.  ``readonly``: the install, bound read-only
+    after the writable binds.  ``uid``: the backend's (0: the agent runs as
+    ``UNPRIVILEGED_ID``).  Raises ``SandboxError`` if ``cwd`` or a writable
+    path is a hidden directory itself (it would bring it all back) or lies in
+    the install (outside a hidden directory).
     """
     if not command:
         raise SandboxError("empty agent command")
@@ -122,21 +241,34 @@ def sandbox_argv(command: Sequence[str], *, cwd: str, hide: Iterable[str],
     real_cwd = _real(cwd)
     if real_cwd not in rw:
         rw.insert(0, real_cwd)
+    ro = [_real(r) for r in readonly]
     for w in rw:
-        for h in hidden:
-            if w == h:
-                raise SandboxError(f"{w} is a directory the sandbox hides (the data dir); "
-                                   "give the agent a working directory of its own")
-    outside = [w for w in rw if not any(_inside(w, h) for h in hidden)]
-    inside = [w for w in rw if w not in outside]
+        if any(w == h for h in hidden):
+            raise SandboxError(f"{w} is a directory the sandbox hides (the data dir); "
+                               "give the agent a working directory of its own")
+        if any(_inside(w, r) for r in ro) and not any(_inside(w, h) for h in hidden):
+            raise SandboxError(f"{w} is inside Turnvisor's own install, which the sandbox "
+                               "keeps read-only; give the agent a working directory (and "
+                               "writable paths) outside it")
+    outside = sorted((w for w in rw if not any(_inside(w, h) for h in hidden)), key=_depth)
+    inside = sorted((w for w in rw if w not in outside), key=_depth)
     # The leader: a shell that ignores SIGTERM (bwrap inherits that) and waits
     # for bwrap from its one thread, so bwrap's --die-with-parent fires only
     # when the leader is gone.  Not ``exec``: the shell must stay the parent.
     argv = ["/bin/sh", "-c", LEADER_SCRIPT, "sh", bwrap,
-            "--ro-bind", "/", "/"]
+            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for knob in PROC_READONLY:
+        argv += ["--ro-bind-try", knob, knob]
+    for scratch in PRIVATE_SCRATCH:
+        argv += ["--tmpfs", scratch]
+    # Parents before children: a parent's bind would cover a child's.
     for w in outside:
         argv += ["--bind-try", w, w]
-    argv += ["--dev-bind", "/dev", "/dev", "--proc", "/proc"]
+    # The install after the writable binds that may contain it; a part of it
+    # inside a hidden directory stays hidden.
+    for r in ro:
+        if not any(_inside(r, h) for h in hidden):
+            argv += ["--ro-bind-try", r, r]
     # Writable binds above may have covered a hidden directory (a data dir
     # under $HOME or /tmp): the tmpfs comes after them, the binds back after it.
     for h in hidden:
@@ -144,14 +276,86 @@ def sandbox_argv(command: Sequence[str], *, cwd: str, hide: Iterable[str],
             argv += ["--tmpfs", h]
     for w in inside:
         argv += ["--bind-try", w, w]
-    argv += ["--chdir", real_cwd, "--unshare-pid", "--die-with-parent",
+    argv += ["--chdir", real_cwd, "--unshare-user"]
+    if uid == 0:
+        argv += ["--uid", str(UNPRIVILEGED_ID), "--gid", str(UNPRIVILEGED_ID)]
+    argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
              "--cap-drop", "ALL", "--", env_cmd, "--default-signal=TERM", *command]
     return argv
 
 
+def _memfd(name: str, data: bytes) -> int:
+    fd = os.memfd_create(name)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@dataclass(slots=True)
+class Launch:
+    """What to spawn: ``argv``, with ``pass_fds`` inherited by it (bwrap's
+    options and seccomp filter).  Close it once the process is spawned (a
+    ``with`` block does)."""
+
+    argv: list[str]
+    pass_fds: tuple[int, ...] = ()
+    _closed: bool = field(default=False, repr=False)
+
+    @classmethod
+    def sandboxed(cls, argv: Sequence[str], *, seccomp: bytes | None) -> Launch:
+        """``argv`` from ``sandbox_argv`` with bwrap's options moved into a
+        memfd (``--args FD``) and the filter into another (``--seccomp FD``)."""
+        bwrap_at = 4  # after "/bin/sh -c SCRIPT sh"
+        split = list(argv).index("--", bwrap_at)
+        options = list(argv[bwrap_at + 1:split])
+        fds: list[int] = []
+        try:
+            if seccomp is not None:
+                fds.append(_memfd("turnvisor-seccomp", seccomp))
+                options += ["--seccomp", str(fds[-1])]
+            fds.append(_memfd("turnvisor-bwrap-args",
+                              b"".join(os.fsencode(o) + b"\0" for o in options)))
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return cls([*argv[:bwrap_at + 1], "--args", str(fds[-1]), *argv[split:]], tuple(fds))
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            for fd in self.pass_fds:
+                os.close(fd)
+
+    def __enter__(self) -> Launch:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+def _filter() -> bytes | None:
+    arch = host_arch()
+    return seccomp_filter(arch) if arch is not None else None
+
+
+def _bwrap_launch(command: Sequence[str], *, cwd: str, hide: Iterable[str],
+                  writable: Iterable[str], bwrap: str) -> Launch:
+    argv = sandbox_argv(command, cwd=cwd, hide=hide, writable=writable,
+                        readonly=install_dirs(), uid=os.getuid(), bwrap=bwrap, env_cmd=_env_path())
+    return Launch.sandboxed(argv, seccomp=_filter())
+
+
 @functools.cache
 def bwrap_works() -> bool:
-    """Whether a sandbox of ``sandbox_argv``'s shape runs here (once per process).
+    """Whether a sandbox of ``wrap``'s shape runs here (once per process).
 
     bwrap may be missing, or present but unable to create namespaces (a
     container without user namespaces, a kernel that forbids them)."""
@@ -165,13 +369,13 @@ def bwrap_works() -> bool:
             f.write("x")
         work = os.path.join(secret, "work")
         os.mkdir(work)
-        argv = sandbox_argv(["sh", "-c", f"test ! -e {secret}/token && test -d {work}"],
-                            cwd=work, hide=[secret], writable=[], bwrap=bwrap,
-                            env_cmd=_env_path())
         try:
-            done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, timeout=PROBE_TIMEOUT_S,
-                                  check=False)
+            with _bwrap_launch(["sh", "-c", f"test ! -e {secret}/token && test -d {work}"],
+                               cwd=work, hide=[secret], writable=[], bwrap=bwrap) as launch:
+                done = subprocess.run(launch.argv, stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                      timeout=PROBE_TIMEOUT_S, check=False,
+                                      pass_fds=launch.pass_fds)
         except (OSError, subprocess.TimeoutExpired):
             return False
     return done.returncode == 0
@@ -189,14 +393,22 @@ def resolve_mode(requested: str | None) -> SandboxMode:
 
 
 def wrap(command: Sequence[str], mode: SandboxMode, *, cwd: str, env: Mapping[str, str],
-         hide: Iterable[str], extra_writable: Iterable[str] = ()) -> list[str]:
-    """``command`` as it is spawned under ``mode``: itself, or inside bwrap."""
+         hide: Iterable[HiddenDir | str], extra_writable: Iterable[str] = ()) -> Launch:
+    """``command`` as it is spawned under ``mode``: itself, or inside bwrap.
+    Each ``HiddenDir`` is checked first, whatever the mode (``HiddenDir.check``:
+    a data dir moved away is a launch refused)."""
+    paths = []
+    for h in hide:
+        if isinstance(h, HiddenDir):
+            h.check()
+            paths.append(h.path)
+        else:
+            paths.append(h)
     if mode == "none":
-        return list(command)
+        return Launch(list(command))
     bwrap = bwrap_path()
     if bwrap is None:
         raise SandboxError("sandbox = \"bwrap\" but bwrap is not installed "
                            "(apt-get install bubblewrap)")
-    return sandbox_argv(command, cwd=cwd, hide=hide,
-                        writable=writable_paths(env, cwd, extra_writable),
-                        bwrap=bwrap, env_cmd=_env_path())
+    return _bwrap_launch(command, cwd=cwd, hide=paths,
+                         writable=writable_paths(env, cwd, extra_writable), bwrap=bwrap)

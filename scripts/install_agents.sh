@@ -13,11 +13,11 @@ CACHE="${TURNVISOR_AGENTS_DIR:-$HOME/.cache/turnvisor/agents}"
 
 # name  npm package  version
 PINS=(
-  "codex @openai/codex 0.169.1"
+  "codex @openai/codex 0.171.0"
   "auggie @augmentcode/auggie 0.36.0"
   "claude @agentclientprotocol/claude-agent-acp 0.101.0"
   "gemini @google/gemini-cli 0.61.0"
-  "codex-acp @zed-industries/codex-acp 0.16.0"
+  "codex-acp @agentclientprotocol/codex-acp 2.6.0"
   "qwen @qwen-code/qwen-code 0.24.4"
   "opencode opencode-ai 1.18.33"
 )

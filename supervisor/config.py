@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from protocols.adapters import AdapterTimeouts
 from protocols.process import EOF_GRACE_S, REAP_S
+from protocols.sandbox import HiddenDir
 
 from .profiles import BUILTIN_PROFILES, AgentProfile, ProfileError, parse_profiles
 
@@ -122,6 +123,16 @@ class Limits:
     max_prompt_chars: int = 100_000
     #: Messages waiting in one session's queue (DESIGN.md §9).
     max_queue: int = 100
+    #: A connection that sends nothing for this long is closed: no request head
+    #: yet, between keep-alive requests, in the middle of a body.  An idle
+    #: WebSocket is pinged instead, and closed if it answers nothing for as long.
+    idle_connection_s: float = 60.0
+    #: Open connections from one remote address; more are refused with a 503.
+    max_connections_per_peer: int = 64
+    #: Text one turn may stream (UTF-8 bytes, every channel together): the
+    #: agent's text beyond it is dropped, with one status message saying so; the
+    #: turn goes on.  Bounds what a flood costs on disk and on every connection.
+    max_turn_output_bytes: int = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -181,6 +192,9 @@ class Config:
     #: Extra workspaces: name → token.  The default token's workspace is "default".
     workspace_tokens: Mapping[str, str] = field(default_factory=dict)
     projects: Projects = field(default_factory=Projects)
+    #: The data dir as the sandbox hides it: its (device, inode) recorded when
+    #: the supervisor starts (``with_identity``), checked before every launch.
+    data_dir_hidden: HiddenDir | None = None
 
     @property
     def db_path(self) -> Path:
@@ -189,6 +203,22 @@ class Config:
     @property
     def work_dir(self) -> Path:
         return self.data_dir / "work"
+
+    def session_work_dir(self, workspace_id: str, session_id: str) -> Path:
+        """The default cwd of a session whose profile names none: its own,
+        under its workspace's (the same after a restart, so restores find it)."""
+        for part in (workspace_id, session_id):
+            if not part or "/" in part or part in (".", ".."):
+                raise ValueError(f"not a path component: {part!r}")
+        return self.work_dir / workspace_id / session_id
+
+    def with_identity(self) -> Config:
+        """This config with the data dir's identity recorded (now)."""
+        return dataclasses.replace(self, data_dir_hidden=HiddenDir.record(self.data_dir))
+
+    def hidden_dirs(self) -> list[HiddenDir]:
+        """What the sandbox hides: the data dir, by identity once recorded."""
+        return [self.data_dir_hidden or HiddenDir(str(self.data_dir))]
 
     @classmethod
     def load(cls, data_dir: Path, **overrides: Any) -> Config:

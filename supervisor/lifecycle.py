@@ -69,7 +69,7 @@ from protocols.events import (
     TurnEnded,
 )
 from protocols.jsonrpc import LocalProtocolError
-from protocols.process import drain_stderr
+from protocols.process import clean_stderr_line, drain_stderr
 
 from .config import Config
 from .db import StoreError, StoreUnavailable
@@ -293,6 +293,10 @@ class LifecycleManager:
         self._taking_over: dict[str, trio.Event] = {}
         self._nursery: trio.Nursery | None = None
         notifier.agent_live = self.agent_live
+        notifier.agent_protocol = self.agent_protocol
+        #: What each session's agent last negotiated in this backend (kept
+        #: after the agent stops: the next one speaks what its profile allows).
+        self._protocols: dict[str, str] = {}
         #: Writes the streamed text of every session's turn together.
         self.texts = TextWriter(store, self.timeouts.stream_flush_s)
         #: What the store refused (a turn's close, a cancel's record), written
@@ -307,6 +311,20 @@ class LifecycleManager:
         ex = self.executions.get(session_id)
         return (ex is not None and ex.status is not ExecutionStatus.STOPPED
                 and not ex.adapter.connection.closed.is_set())
+
+    def agent_protocol(self, session: Session) -> str | None:
+        """``acp/1`` / ``acp/2`` / ``codex``: what the session's agent
+        negotiated, else what its profile implies (None for an ACP profile
+        with ``acp_version = "auto"`` whose agent has not started here)."""
+        known = self._protocols.get(session.id)
+        if known is not None:
+            return known
+        profile = self.config.profiles.get(session.agent)
+        if profile is None:
+            return None
+        if profile.protocol == "codex":
+            return "codex"
+        return None if profile.acp_version == "auto" else f"acp/{profile.acp_version}"
 
     # -- the executions nursery -----------------------------------------------
 
@@ -343,7 +361,7 @@ class LifecycleManager:
                            SessionState.FAILED))
             try:
                 ex: Execution = await self._nursery.start(
-                    self._run_execution, session.id, profile)
+                    self._run_execution, session.id, session.workspace_id, profile)
             except Exception as exc:
                 # Unwrapped: nursery.start reports the task's failure in a group,
                 # whose own text ("Exceptions from Trio nursery") says nothing.
@@ -368,12 +386,16 @@ class LifecycleManager:
                                      {"variant": "error", "start_failed": True})
 
     async def _run_execution(
-        self, session_id: str, profile: AgentProfile, takeover: Handover | None = None,
+        self, session_id: str, workspace_id: str, profile: AgentProfile,
+        takeover: Handover | None = None,
         task_status: trio.TaskStatus[Execution] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        # DESIGN.md §12: the session's project (or worktree) wins over the profile's cwd.
+        # DESIGN.md §12: the session's project (or worktree) wins over the profile's
+        # cwd; a profile without a cwd: the session's own directory, so no two
+        # sessions (and no two workspaces) share files.
         session = await self.store.get_session(session_id)
-        cwd = (session.cwd if session else None) or profile.cwd or str(self.config.work_dir)
+        cwd = ((session.cwd if session else None) or profile.cwd
+               or str(self.config.session_work_dir(workspace_id, session_id)))
         os.makedirs(cwd, exist_ok=True)
         ex: Execution | None = None
         entered = False
@@ -424,7 +446,9 @@ class LifecycleManager:
             async with trio.open_nursery() as nursery:
                 ex = Execution(session_id=session_id, profile=profile, agent=agent,
                                nursery=nursery, cwd=cwd,
-                               transcript=Transcript(self.store, self.notify, session_id))
+                               transcript=Transcript(
+                                   self.store, self.notify, session_id,
+                                   max_turn_output=self.config.limits.max_turn_output_bytes))
                 adopted = await self._adopt(ex, takeover) if takeover is not None else None
                 nursery.start_soon(adapter.connection.run)
                 if agent.stderr is not None:
@@ -445,6 +469,7 @@ class LifecycleManager:
                 ex.status = ExecutionStatus.READY if ex.turn is None else ExecutionStatus.RUNNING
                 ex.idle_since = trio.current_time()
                 self.executions[session_id] = ex
+                self._protocols[session_id] = adapter.wire_protocol
                 nursery.start_soon(self._stop_when_idle, ex)
                 if ex.turn is not None:
                     nursery.start_soon(self._watch, ex, ex.turn)  # a turn taken over
@@ -510,8 +535,9 @@ class LifecycleManager:
             with trio.move_on_after(self.timeouts.agentctl_takeover_s) as slow:
                 if profile is not None:
                     try:
-                        ex = await self._nursery.start(self._run_execution, sid, profile,
-                                                       handover)
+                        assert session is not None
+                        ex = await self._nursery.start(self._run_execution, sid,
+                                                       session.workspace_id, profile, handover)
                     except Exception as exc:
                         log.warning("session %s: turn %s not taken over: %s", sid,
                                     handover.turn_id, _leaf(exc))
@@ -709,7 +735,8 @@ class LifecycleManager:
                 while chunk := await agent.stderr.receive_some(65536):
                     rest = (rest + chunk)[-8192:]
                 ex.stderr_tail.extend(
-                    line for line in rest.decode(errors="replace").splitlines() if line.strip())
+                    clean for line in rest.split(b"\n")
+                    if (clean := clean_stderr_line(line)).strip())
         return AgentStartError(f"agent {profile.name!r} exited with status {code} while "
                                "starting" + _tail(ex))
 

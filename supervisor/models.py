@@ -98,17 +98,20 @@ class Session:
     cwd: str | None = None
     worktree: dict[str, str] | None = None
 
-    def to_dto(self, pending: bool, revision: int, agent_live: bool = False) -> dict[str, Any]:
+    def to_dto(self, pending: bool, revision: int, agent_live: bool = False,
+               protocol: str | None = None) -> dict[str, Any]:
         """Full and summary DTOs alike carry explicit cancellation and queue values, and
         whether the session's agent process is running (``agent_live``: false
         before its first start and once stopped idle, crashed or restarted;
-        the next prompt starts one and restores the conversation)."""
+        the next prompt starts one and restores the conversation).
+        ``protocol``: ``acp/1``, ``acp/2`` or ``codex`` (DESIGN.md §13), None
+        while an ``acp_version = "auto"`` agent has not negotiated yet."""
         return {
             "id": self.id, "task_id": self.task_id, "state": self.state.value,
             "agent": self.agent, "created_at": self.created_at, "updated_at": self.updated_at,
             "cancellation_pending": pending, "cancellation_revision": revision,
             "title": self.title, "archived": self.archived,
-            "agent_live": agent_live,
+            "agent_live": agent_live, "protocol": protocol,
             "queued_count": self.queued_count, "auto_run": self.auto_run,
             "current_turn_id": self.current_turn_id,
             "cwd": self.cwd, "worktree": self.worktree,

@@ -25,11 +25,14 @@ class Notifier:
         #: Whether a session's agent process is running: the lifecycle's answer
         #: (it sets this when it is created).
         self.agent_live: Callable[[str], bool] = lambda _session_id: False
+        #: The dialect the session's agent speaks (the DTO's ``protocol``):
+        #: the lifecycle's answer too.
+        self.agent_protocol: Callable[[Session], str | None] = lambda _session: None
 
     def session_dto(self, session: Session) -> dict[str, Any]:
         progress = self.projection.get(session.id)
         return session.to_dto(progress.pending, progress.revision,
-                              self.agent_live(session.id))
+                              self.agent_live(session.id), self.agent_protocol(session))
 
     def state_payload(self, session: Session) -> dict[str, Any]:
         progress = self.projection.get(session.id)

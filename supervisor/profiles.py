@@ -1,6 +1,7 @@
 """Agent profiles: how to start each agent and which protocol it speaks.
 
-Built in: ``mock`` and ``mock-codex`` (the mock agent in each dialect), and the
+Built in: ``mock`` and ``mock-codex`` (the mock agent in each dialect;
+``mock-acp2`` is the mock that also speaks ACP 2), and the
 real CLIs ``codex``, ``auggie``, ``claude``, ``gemini``, ``codex-acp``, ``qwen``
 and ``opencode``.  ``turnvisor.toml``
 in the data dir adds or overrides profiles (DESIGN.md §7)::
@@ -21,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocols.adapters import ProtocolName
+from protocols.adapters import AcpVersion, ProtocolName
 
 __all__ = ["BUILTIN_PROFILES", "AgentProfile", "ProfileError", "parse_profiles"]
 
@@ -52,7 +53,7 @@ class AgentProfile:
     #: ``bwrap`` (the agent in a bubblewrap sandbox that hides the data dir,
     #: protocols/sandbox.py), ``none``, or None: bwrap when it works here.
     sandbox: str | None = None
-    #: Paths the sandboxed agent may write besides its cwd, /tmp and its homes.
+    #: Paths the sandboxed agent may write besides its cwd, its own /tmp and its homes.
     sandbox_writable: tuple[str, ...] = ()
     #: ``container``: each execution's agentctl in its own container of ``image``
     #: (default: the one scripts/build_agent_image.sh tags with Turnvisor's
@@ -61,19 +62,25 @@ class AgentProfile:
     cpus: float | None = None
     memory: int | None = None
     pids: int | None = None
+    #: ACP only: ``auto`` offers ACP 2 and speaks what the agent answers (1 or
+    #: 2); ``1`` / ``2`` insist on that version (2: an agent that answers 1
+    #: fails its start, with the reason).
+    acp_version: AcpVersion = "auto"
 
 
-def _mock(name: str, protocol: ProtocolName) -> AgentProfile:
+def _mock(name: str, protocol: ProtocolName, *extra: str) -> AgentProfile:
     return AgentProfile(
         name=name,
         protocol=protocol,
-        command=(sys.executable, "-m", "protocols.mock_agent", "--protocol", protocol),
+        command=(sys.executable, "-m", "protocols.mock_agent", "--protocol", protocol, *extra),
     )
 
 
 BUILTIN_PROFILES: dict[str, AgentProfile] = {
     "mock": _mock("mock", "acp"),
     "mock-codex": _mock("mock-codex", "codex"),
+    # The mock that also speaks ACP 2 (when offered 2, as ``auto`` does).
+    "mock-acp2": _mock("mock-acp2", "acp", "--acp-version", "2"),
     # The real CLIs (pinned versions: scripts/install_agents.sh; how to point each
     # at its provider: docs/agents.md).  Each is found on PATH; the env entries
     # only keep a supervised agent from updating or re-launching itself.
@@ -96,6 +103,9 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
         protocol="acp",
         command=("claude-agent-acp",),
         env={"DISABLE_AUTOUPDATER": "1"},
+        # claude-agent-acp 0.101 speaks ACP 2 when offered, but advertises its
+        # steering extension only in v1 (docs/agents.md): v1 keeps steer.
+        acp_version=1,
     ),
     "gemini": AgentProfile(
         name="gemini",
@@ -115,7 +125,8 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
 }
 
 _KEYS = {"protocol", "command", "env", "cwd", "thread_params", "executor", "agentctl_url",
-         "agentctl_token", "sandbox", "sandbox_writable", "image", "cpus", "memory", "pids"}
+         "agentctl_token", "sandbox", "sandbox_writable", "image", "cpus", "memory", "pids",
+         "acp_version"}
 _EXECUTORS = ("local", "agentctl", "container")
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 
@@ -197,10 +208,14 @@ def parse_profiles(
         ):
             raise ProfileError(f"[agents.{name}]: sandbox_writable must be a list of "
                                "absolute paths")
+        acp_version = raw.get("acp_version", prev.acp_version if prev else "auto")
+        if acp_version not in ("auto", 1, 2) or isinstance(acp_version, bool):
+            raise ProfileError(f"[agents.{name}]: acp_version must be \"auto\", 1 or 2")
         out[name] = AgentProfile(
             name=name, protocol=protocol, command=tuple(command), env=dict(env), cwd=cwd,
             thread_params=dict(thread_params), executor=executor, agentctl_url=url,
             agentctl_token=token, sandbox=sandbox, sandbox_writable=tuple(writable),
             image=image, cpus=None if cpus is None else float(cpus), memory=memory, pids=pids,
+            acp_version=acp_version,
         )
     return out

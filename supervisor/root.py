@@ -101,6 +101,10 @@ async def open_supervisor(
     default agents are local child processes and the store is SQLite in the data dir."""
     config.data_dir.mkdir(parents=True, exist_ok=True)
     config.work_dir.mkdir(parents=True, exist_ok=True)
+    if config.data_dir_hidden is None:
+        # What every launch checks: an agent that moves the data dir away
+        # (renames a directory above it) gets the next launch refused.
+        config = config.with_identity()
     if store is None:
         store = await trio.to_thread.run_sync(_open_store, config)
     try:

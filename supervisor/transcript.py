@@ -11,6 +11,14 @@ a permission card is a message of its own; text after a tool call or a
 permission starts a new text message.  The store publishes what it writes;
 the permission notifications are published here.
 
+A long answer is written as several messages of at most about
+``SEGMENT_UNITS`` each.  One turn's text is capped (``max_turn_output``, UTF-8 bytes, every channel
+together): what the agent streams beyond it is dropped here, before it is
+buffered, stored or sent, and one status message says so; the turn goes on
+(and is cancelled as any other).  Why here: every chunk of agent text passes
+this one place, and what is never buffered costs no disk (a message row
+rewritten as it grows) and no bandwidth (each subscriber's updates).
+
 Turn control (a turn's end, cancel, escalation) is not here: that is the
 lifecycle's.  This module only writes down what the agent said.
 """
@@ -19,7 +27,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import trio
 
@@ -40,9 +48,17 @@ from .notify import Notifier
 from .store import Store
 from .tool_details import finished_stamp, tool_details
 
-__all__ = ["Transcript", "TurnText"]
+__all__ = ["OUTPUT_CUT_STATUS", "Transcript", "TurnText"]
 
 log = logging.getLogger(__name__)
+
+#: A streamed text message this long (UTF-16 units, about characters) is not
+#: extended: the turn's next text starts another.  Every write of a growing
+#: message rewrites all of it (its row, and its copy to a subscriber without
+#: appends), so one long answer in one message costs the square of its length.
+SEGMENT_UNITS: Final = 256 * 1024
+#: The status message of a turn whose text reached the cap ({} = the cap).
+OUTPUT_CUT_STATUS: Final = "Output over {} was cut; the turn goes on"
 
 
 @dataclass(eq=False)
@@ -66,13 +82,18 @@ class TurnText:
     #: A write of its text failed: the next one is announced whole, not as an
     #: append (whose offset would skip what was never announced).
     resync: bool = False
+    #: The agent text taken so far (UTF-8 bytes), and what was dropped past the cap.
+    output_bytes: int = 0
+    dropped_bytes: int = 0
 
 
 class Transcript:
-    def __init__(self, store: Store, notify: Notifier, session_id: str) -> None:
+    def __init__(self, store: Store, notify: Notifier, session_id: str, *,
+                 max_turn_output: int = 8 * 1024 * 1024) -> None:
         self.store = store
         self.notify = notify
         self.session_id = session_id
+        self.max_turn_output = max_turn_output
         #: Permission cards the agent is waiting on: its request id → the card.
         self.permissions: dict[str, Message] = {}
 
@@ -80,7 +101,21 @@ class Transcript:
         """Write one event down (``turn`` is None outside a turn)."""
         match ev:
             case MessageChunk(text=text, channel=channel) if turn is not None:
-                turn.pending_text[channel] = turn.pending_text.get(channel, "") + text
+                if turn.dropped_bytes:
+                    turn.dropped_bytes += len(text)  # (characters: a count for the log)
+                    return
+                kept, cut = self._within_cap(turn, text)
+                pending = turn.pending_text.get(channel, "")
+                if kept and turn.text_units.get(channel, 0) + len(pending) >= SEGMENT_UNITS:
+                    # Long enough: written, and what follows starts the next message.
+                    await self.flush(turn)
+                    turn.text.pop(channel, None)
+                    turn.text_units.pop(channel, None)
+                    pending = turn.pending_text.get(channel, "")
+                if kept:
+                    turn.pending_text[channel] = pending + kept
+                if cut:
+                    await self._say_cut(turn, len(text) - len(kept))
             case ToolCallStarted() if turn is not None:
                 await self.flush(turn, close=True)
                 turn.tools[ev.tool_call_id] = await self.store.add_message(
@@ -143,6 +178,29 @@ class Transcript:
                 pass  # the agent repeating the user's prompt: already stored as the user's
             case _:
                 log.debug("not in the transcript: %r", ev)
+
+    def _within_cap(self, turn: TurnText, text: str) -> tuple[str, bool]:
+        """What of ``text`` fits the turn's cap (all of it, or a prefix cut at a
+        character), counted; and whether it was cut."""
+        size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+        room = self.max_turn_output - turn.output_bytes
+        if size <= room:
+            turn.output_bytes += size
+            return text, False
+        turn.output_bytes = self.max_turn_output
+        return text.encode("utf-8", "surrogatepass")[:room].decode("utf-8", "ignore"), True
+
+    async def _say_cut(self, turn: TurnText, dropped: int) -> None:
+        """The cap is reached: what fits is written, then the status message;
+        everything the agent streams after it in this turn is dropped."""
+        turn.dropped_bytes = max(1, dropped)
+        await self.flush(turn, close=True)
+        limit = _amount(self.max_turn_output)
+        log.warning("session %s turn %s: the agent's text reached %s; the rest is dropped",
+                    self.session_id, turn.turn_id, limit)
+        await self.store.add_message(
+            self.session_id, turn.turn_id, "system", "status", OUTPUT_CUT_STATUS.format(limit),
+            {"output_cut": True, "limit_bytes": self.max_turn_output, "variant": "warning"})
 
     async def reopen_turn(self, turn_id: str) -> TurnText:
         """A running turn another backend wrote down (taken over after a
@@ -239,3 +297,11 @@ def _changed(msg: Message, content: str, metadata: dict[str, Any]) -> Message:
 
 def _ends_in_high_surrogate(text: str) -> bool:
     return bool(text) and "\ud800" <= text[-1] <= "\udbff"
+
+
+def _amount(size: int) -> str:
+    """Bytes as a person reads them: "8 MiB", "512 KiB", "100 bytes"."""
+    for unit, scale in (("MiB", 1024 * 1024), ("KiB", 1024)):
+        if size >= scale:
+            return f"{size / scale:.3g} {unit}"
+    return f"{size} bytes"

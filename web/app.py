@@ -40,6 +40,7 @@ from .boot import task_boot, tasks_boot
 from .contract_routes import add_contract_routes
 from .front import WsRoute, ws_max_message
 from .gateway import Gateway
+from .listener import close_after_refusals
 from .pages import (
     BAD_TOKEN_BODY,
     NOT_FOUND_BODY,
@@ -96,6 +97,7 @@ def cancel_stages(op: CancelOperation, clock_offset_s: float) -> dict[str, Any]:
 def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
     app = QuartTrio("turnvisor", static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = sup.config.limits.max_body_bytes
+    close_after_refusals(app)
     gateway = Gateway(sup)
     app.extensions["turnvisor"] = {"supervisor": sup, "gateway": gateway}
     workspaces: dict[str, Caller] = {}
@@ -150,7 +152,11 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
             return not_found_page()
         code = {400: "BAD_REQUEST", 401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND",
                 413: "BAD_REQUEST"}.get(exc.code or 500, "BAD_REQUEST")
-        resp = _error(code, exc.description or exc.name, exc.code)
+        message = exc.description or exc.name
+        if exc.code == 413:
+            message = (f"request body larger than {sup.config.limits.max_body_bytes} bytes "
+                       "(the server's [limits] max_body_bytes)")
+        resp = _error(code, message, exc.code)
         if exc.code == 413:
             # The body was refused unread: the connection cannot carry another
             # request (Hypercorn closes it), so tell the client not to reuse it.

@@ -1,7 +1,6 @@
 """The HTTP listener: ``/ws`` upgrades to the gateway's own WebSocket, the rest to Hypercorn.
 
-    serve_http                        the caller's nursery
-    ├── lifespan                      Hypercorn's ASGI lifespan of the app
+    serve_http                        the caller's nursery (web.listener's tree)
     └── connections                   one handler per accepted socket
         ├── Hypercorn's TCPServer     pages, REST (and a WebSocket upgrade that
         │                             comes on a reused keep-alive connection:
@@ -9,10 +8,10 @@
         └── _websocket                a fresh connection asking for ``/ws``
             └── ServerWebSocket reader + Gateway.serve
 
-Every connection starts with its request head read here (bounded in size and
-time); a ``GET /ws`` with ``Upgrade: websocket`` is served by ``web.wsconn``,
-anything else is handed to Hypercorn with the bytes already read replayed
-first, so Hypercorn sees the connection exactly as the client sent it.  Why:
+Every connection starts with its request head read by ``web.listener``
+(bounded in size and time, with the per-peer cap and the idle timeout); a
+``GET /ws`` with ``Upgrade: websocket`` is served by ``web.wsconn``, anything
+else is handed to Hypercorn with the bytes already read replayed first.  Why:
 see ``web.wsconn`` (one write for every frame queued, not one trip through
 the ASGI stack per frame).
 """
@@ -24,16 +23,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from http.cookies import CookieError, SimpleCookie
-from typing import Any, Final
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import trio
 from hypercorn.config import Config as HyperConfig
-from hypercorn.trio.lifespan import Lifespan
-from hypercorn.trio.tcp_server import TCPServer
-from hypercorn.trio.worker_context import WorkerContext
-from hypercorn.typing import ConnectionState
-from hypercorn.utils import repr_socket_addr, wrap_app
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, RejectConnection, RejectData, Request
 from wsproto.utilities import RemoteProtocolError
@@ -42,17 +36,12 @@ from supervisor.config import Config
 from supervisor.orchestrator import Caller
 
 from .gateway import Gateway
+from .listener import ConnLimits, serve_listener
 from .wsconn import ServerWebSocket
 
-__all__ = ["WsRoute", "serve_http", "ws_max_message"]
+__all__ = ["WsRoute", "conn_limits", "serve_http", "ws_max_message"]
 
 log = logging.getLogger(__name__)
-
-#: A request head larger than this is Hypercorn's to refuse.
-MAX_HEAD: Final = 16384
-#: How long a new connection may take to send its request head before it is
-#: handed to Hypercorn as it is (which then applies its own timeouts).
-HEAD_TIMEOUT_S: Final = 10.0
 
 #: (Origin, Host, Authorization, the token cookie, ?token=) → the caller, or
 #: the HTTP status and text that refuse the upgrade.
@@ -66,6 +55,11 @@ def ws_max_message(config: Config) -> int:
     return max(4 * 1024 * 1024, 4 * config.limits.max_ws_frame_bytes)
 
 
+def conn_limits(config: Config) -> ConnLimits:
+    return ConnLimits(idle_s=config.limits.idle_connection_s,
+                      per_peer=config.limits.max_connections_per_peer)
+
+
 @dataclass(frozen=True)
 class WsRoute:
     path: str
@@ -75,68 +69,26 @@ class WsRoute:
     max_message: int
 
 
-async def serve_http(app: Any, config: HyperConfig, route: WsRoute, *,
+async def serve_http(app: Any, config: HyperConfig, route: WsRoute, limits: ConnLimits, *,
                      shutdown_trigger: Callable[[], Awaitable[object]],
                      task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
                      ) -> None:
-    """Serve until ``shutdown_trigger`` returns; then stop accepting and give
-    open connections ``config.graceful_timeout`` (as ``hypercorn.trio.serve``)."""
-    wrapped = wrap_app(app, config.wsgi_max_body_size, None)
-    state: dict[str, Any] = {}
-    lifespan = Lifespan(wrapped, config, state)
-    context = WorkerContext(None)
-    async with trio.open_nursery() as lifespan_nursery:
-        await lifespan_nursery.start(lifespan.handle_lifespan)
-        await lifespan.wait_for_startup()
-        async with trio.open_nursery() as connections:
-            sockets = config.create_sockets()
-            listeners = []
-            binds = []
-            for sock in sockets.insecure_sockets:
-                sock.listen(config.backlog)
-                listeners.append(trio.SocketListener(trio.socket.from_stdlib_socket(sock)))
-                binds.append(f"http://{repr_socket_addr(sock.family, sock.getsockname())}")
-            handler = partial(_connection, wrapped, config, context, state, route)
-            async with trio.open_nursery() as accepting:
-                accepting.start_soon(partial(trio.serve_listeners, handler, listeners,
-                                             handler_nursery=connections))
-                task_status.started(binds)
-                await shutdown_trigger()
-                accepting.cancel_scope.cancel()
-            await context.terminated.set()
-            connections.cancel_scope.deadline = trio.current_time() + config.graceful_timeout
-        await lifespan.wait_for_shutdown()
-        lifespan_nursery.cancel_scope.cancel()
+    """Serve until ``shutdown_trigger`` returns (``web.listener``: the limits,
+    the graceful stop); a fresh ``/ws`` upgrade is ours, the rest Hypercorn's."""
+    await serve_listener(app, config, limits, take=partial(_take, route, limits.idle_s),
+                         shutdown_trigger=shutdown_trigger, task_status=task_status)
 
 
-async def _connection(app: Any, config: HyperConfig, context: WorkerContext,
-                      state: dict[str, Any], route: WsRoute, stream: trio.SocketStream) -> None:
-    head = b""
-    with trio.move_on_after(HEAD_TIMEOUT_S):
-        head = await _read_head(stream)
-    if _asks_for(head, route.path):
-        try:
-            await _websocket(stream, head, route)
-        except Exception:
-            # One connection's failure is that connection's (as Hypercorn keeps it).
-            log.exception("WebSocket connection failed")
-            await trio.aclose_forcefully(stream)
-        return
-    await TCPServer(app, config, context, ConnectionState(state.copy()),
-                    _Replayed(stream, head))  # type: ignore[arg-type]
-
-
-async def _read_head(stream: trio.SocketStream) -> bytes:
-    head = b""
-    while b"\r\n\r\n" not in head and len(head) < MAX_HEAD:
-        try:
-            data = await stream.receive_some(MAX_HEAD)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            break
-        if not data:
-            break
-        head += data
-    return head
+async def _take(route: WsRoute, idle_s: float, stream: trio.SocketStream, head: bytes) -> bool:
+    if not _asks_for(head, route.path):
+        return False
+    try:
+        await _websocket(stream, head, route, idle_s)
+    except Exception:
+        # One connection's failure is that connection's (as Hypercorn keeps it).
+        log.exception("WebSocket connection failed")
+        await trio.aclose_forcefully(stream)
+    return True
 
 
 def _asks_for(head: bytes, path: str) -> bool:
@@ -157,7 +109,8 @@ def _asks_for(head: bytes, path: str) -> bool:
     return False
 
 
-async def _websocket(stream: trio.SocketStream, head: bytes, route: WsRoute) -> None:
+async def _websocket(stream: trio.SocketStream, head: bytes, route: WsRoute,
+                     idle_s: float) -> None:
     conn = WSConnection(ConnectionType.SERVER)
     try:
         conn.receive_data(head)
@@ -188,7 +141,7 @@ async def _websocket(stream: trio.SocketStream, head: bytes, route: WsRoute) -> 
     if not await _send(stream, conn.send(AcceptConnection())):
         await trio.aclose_forcefully(stream)
         return
-    ws = ServerWebSocket(stream, conn, max_message=route.max_message)
+    ws = ServerWebSocket(stream, conn, max_message=route.max_message, idle_s=idle_s)
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(ws.run_reader)
@@ -236,32 +189,3 @@ async def _send(stream: trio.SocketStream, data: bytes) -> bool:
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         return False
     return True
-
-
-class _Replayed(trio.abc.Stream):
-    """A socket stream whose first read gives back the bytes read before
-    (the request head), for Hypercorn."""
-
-    def __init__(self, stream: trio.SocketStream, first: bytes) -> None:
-        self._stream = stream
-        self._first = first
-        self.socket = stream.socket
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes:
-        if self._first:
-            data, self._first = self._first, b""
-            await trio.lowlevel.checkpoint()
-            return data
-        return await self._stream.receive_some(max_bytes)
-
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        await self._stream.send_all(data)
-
-    async def wait_send_all_might_not_block(self) -> None:
-        await self._stream.wait_send_all_might_not_block()
-
-    async def send_eof(self) -> None:
-        await self._stream.send_eof()
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()

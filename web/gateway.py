@@ -193,7 +193,8 @@ class Gateway:
                 # Not parsed; the id and action are read from the head of the
                 # frame when they are there, so the client can match the error.
                 req_id, action = _head_id_action(data)
-                raise BadInput("BAD_REQUEST", f"frame larger than {self.max_frame} bytes")
+                raise BadInput("BAD_REQUEST", f"frame larger than {self.max_frame} bytes (the "
+                               "server's [limits] max_ws_frame_bytes): not read, nothing done")
             try:
                 msg = json.loads(data)
             except (ValueError, RecursionError):

@@ -32,7 +32,7 @@ from supervisor.root import DEFAULT_WORKSPACE, open_supervisor
 
 from .app import create_app
 from .auth import Tokens
-from .front import serve_http, ws_max_message
+from .front import conn_limits, serve_http, ws_max_message
 
 __all__ = ["serve"]
 
@@ -96,7 +96,8 @@ async def serve(
         async with trio.open_nursery() as http:
             binds: list[str] = await http.start(
                 partial(serve_http, app, hypercorn_config(config, host, port),
-                        app.extensions["turnvisor"]["ws_route"], shutdown_trigger=stop.wait)
+                        app.extensions["turnvisor"]["ws_route"], conn_limits(config),
+                        shutdown_trigger=stop.wait)
             )
             url = binds[0].replace("0.0.0.0", "127.0.0.1")
             if on_ready is not None:

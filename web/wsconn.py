@@ -11,8 +11,13 @@ with one ``send_all``.
 What the client sends is parsed by wsproto (masking, fragments, control
 frames, UTF-8 and protocol errors, answered with the close codes of RFC 6455).
 A message above ``max_message`` bytes closes the connection with 1009, as
-Hypercorn did.  Writes are not shielded: a peer that takes nothing is timed out
-by the gateway's send deadline, and the connection is then aborted (a write cut
+Hypercorn did.  A client that sends nothing for ``idle_s`` is pinged; one
+that then answers nothing (no pong, no frame) for ``idle_s`` more is closed
+with 1001: a long-lived client that is idle but alive (browsers answer pings
+by themselves) stays, a vanished one does not hold its connection.
+
+Writes are not shielded: a peer that takes nothing is timed out by the
+gateway's send deadline, and the connection is then aborted (a write cut
 off mid-frame leaves nothing worth keeping).
 
     serve(ws)                     the caller's nursery
@@ -21,6 +26,7 @@ off mid-frame leaves nothing worth keeping).
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from typing import Final
@@ -83,13 +89,14 @@ class ServerWebSocket:
     """An accepted connection (``conn`` has completed the handshake)."""
 
     def __init__(self, stream: trio.abc.Stream, conn: WSConnection, *,
-                 max_message: int) -> None:
+                 max_message: int, idle_s: float = math.inf) -> None:
         self._stream = stream
         self._conn = conn
         # The socket's descriptor, for ``write_now`` (Trio made it non-blocking).
         sock = getattr(stream, "socket", None)
         self._fd: int | None = sock.fileno() if sock is not None else None
         self._max_message = max_message
+        self._idle_s = idle_s
         self._write_lock = trio.StrictFIFOLock()
         self._to_receiver, self._incoming = trio.open_memory_channel[str | bytes](16)
         #: Set when the connection is over (the reader ended).
@@ -185,6 +192,7 @@ class ServerWebSocket:
         texts: list[str] = []  # the fragments of the message being received
         blobs: list[bytes] = []
         size = 0
+        pinged = False  # a ping sent, nothing received since
         while True:
             for event in self._conn.events():
                 if isinstance(event, TextMessage | BytesMessage):
@@ -197,7 +205,8 @@ class ServerWebSocket:
                     size += len(event.data)
                     if size > self._max_message:
                         texts, blobs, size = [], [], 0
-                        await self._close_for(CloseReason.MESSAGE_TOO_BIG, "message too big")
+                        await self._close_for(CloseReason.MESSAGE_TOO_BIG,
+                                              f"message larger than {self._max_message} bytes")
                     elif event.message_finished:
                         message = "".join(texts) if texts else b"".join(blobs)
                         texts, blobs, size = [], [], 0
@@ -212,9 +221,20 @@ class ServerWebSocket:
                         # A protocol error wsproto found: close with its code.
                         await self._close_for(event.code, event.reason or "")
                     return
-            data = await self._stream.receive_some(MAX_READ)
+            with trio.move_on_after(self._idle_s) as idle:
+                data = await self._stream.receive_some(MAX_READ)
+            if idle.cancelled_caught:
+                if self._conn.state is not ConnectionState.OPEN:
+                    continue  # closing: the close's own deadline bounds the wait
+                if pinged:
+                    await self._close_for(CloseReason.GOING_AWAY, "no answer to a ping")
+                else:
+                    await self._write(self._conn.send(Ping(payload=b"idle")))
+                    pinged = True
+                continue
             if not data:
                 return
+            pinged = False
             self._conn.receive_data(bytes(data))
 
     async def _close_for(self, code: int, reason: str) -> None:

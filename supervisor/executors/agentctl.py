@@ -106,7 +106,11 @@ async def launch_agentctl(config: Config, profile: AgentProfile, cwd: str, *,
             await adapter.aclose()
         return
     token = secrets.token_urlsafe(32)
-    # The agentctl's agent gets the local agents' sandbox: this data dir hidden.
+    # The agentctl's agent gets the local agents' sandbox: this data dir hidden,
+    # once it is checked to be the one recorded at start (agentctl records it
+    # anew and checks it before each of its own launches).
+    for hidden in config.hidden_dirs():
+        hidden.check()
     sandbox_args = ["--hide", str(config.data_dir),
                     *(["--sandbox", profile.sandbox] if profile.sandbox else []),
                     *(a for p in profile.sandbox_writable for a in ("--sandbox-writable", p))]

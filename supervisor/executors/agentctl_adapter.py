@@ -30,7 +30,7 @@ from typing import Any
 
 import trio
 
-from protocols.adapters import Restored, RestoreUnsupported, SteerUnsupported
+from protocols.adapters import Restored, RestoreUnsupported, SteerUnsupported, WireProtocol
 from protocols.events import AgentEvent, TurnEnded
 from protocols.transport import AgentClosed, AgentRefused, AgentTimeout
 
@@ -59,6 +59,9 @@ class AgentctlAdapter:
         self.owner = owner
         self.session_cwd = session_cwd
         self.protocol = protocol
+        #: What agentctl's agent negotiated (its session answer says; older
+        #: agentctls do not: then the profile's protocol, ACP read as v1).
+        self._wire: WireProtocol | None = None
         #: True when ``new_session`` re-attached to a live session.
         self.attached = False
         self._session_id: str | None = None
@@ -90,6 +93,12 @@ class AgentctlAdapter:
     @property
     def turn_running(self) -> bool:
         return self._turn is not None and not self._turn.done.is_set()
+
+    @property
+    def wire_protocol(self) -> WireProtocol:
+        if self._wire is not None:
+            return self._wire
+        return "codex" if self.protocol == "codex" else "acp/1"
 
     async def initialize(self) -> None:
         """Wait for the event stream (bounded), then check agentctl's answer."""
@@ -155,6 +164,9 @@ class AgentctlAdapter:
         self._session_id = session_id
         self.connection.session_id = session_id
         self.attached = bool(data.get("attached"))
+        wire = data.get("wire_protocol")
+        if wire in ("acp/1", "acp/2", "codex"):
+            self._wire = wire
         seq = data.get("seq")
         self._session_seq = seq if isinstance(seq, int) else None
         return data

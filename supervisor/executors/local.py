@@ -29,16 +29,18 @@ async def launch_local(config: Config, profile: AgentProfile,
     if shutil.which(profile.command[0], path=env.get("PATH")) is None:
         # Said before the sandbox hides it behind its own "execvp" failure.
         raise FileNotFoundError(f"{profile.command[0]}: command not found")
-    # The sandbox hides the data dir (token, database, config) from the agent.
-    command = wrap(profile.command, resolve_mode(profile.sandbox), cwd=cwd, env=env,
-                   hide=[str(config.data_dir)], extra_writable=profile.sandbox_writable)
-    proc = await start_agent_process(command, env=env, cwd=cwd, tag=tag)
+    # The sandbox hides the data dir (token, database, config) from the agent,
+    # after checking it is still the directory recorded at start.
+    with wrap(profile.command, resolve_mode(profile.sandbox), cwd=cwd, env=env,
+              hide=config.hidden_dirs(), extra_writable=profile.sandbox_writable) as command:
+        proc = await start_agent_process(command.argv, env=env, cwd=cwd, tag=tag,
+                                         pass_fds=command.pass_fds)
     try:
         assert proc.stdin is not None and proc.stdout is not None
         adapter = make_adapter(
             profile.protocol, proc.stdin, proc.stdout, timeouts=config.timeouts.adapter(),
             max_line_bytes=config.limits.max_agent_line_bytes,
-            thread_params=dict(profile.thread_params),
+            thread_params=dict(profile.thread_params), acp_version=profile.acp_version,
         )
         yield LaunchedAgent(adapter=adapter, pgid=proc.pid, process=proc, stderr=proc.stderr,
                             tag=tag)

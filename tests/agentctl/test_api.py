@@ -234,6 +234,54 @@ def test_event_log_bounded_fan_out_and_replay() -> None:
     assert (backlog, gap) == ([], None)
 
 
+async def _raw(url: str) -> trio.SocketStream:
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    return await trio.open_tcp_stream(host, int(port))
+
+
+async def _to_eof(stream: trio.SocketStream, within_s: float = 5) -> bytes:
+    data = b""
+    with trio.fail_after(within_s):  # a hang fails
+        while chunk := await stream.receive_some(65536):
+            data += chunk
+    return data
+
+
+async def test_connections_are_held_to_limits(agentctl: AgentctlFactory) -> None:
+    """Issue 27: a refused request's connection closes; an idle connection is
+    closed; one address holds at most the cap; the event stream, idle for
+    longer than the timeout, stays (it is fed heartbeats)."""
+    with trio.fail_after(40):
+        async with agentctl("acp", "--idle-timeout", "0.5",
+                            "--max-connections-per-peer", "3") as ctl, \
+                ctl.events() as ws:
+            await ws.get_message()  # Hello
+            host = ctl.url.removeprefix("http://")
+            refused = await _raw(ctl.url)
+            await refused.send_all(f"POST /api/v1/prompt HTTP/1.1\r\nHost: {host}\r\n"
+                                   "Content-Length: 1000\r\n\r\n{".encode())
+            reply = await _to_eof(refused)
+            assert reply.startswith(b"HTTP/1.1 401") and b"connection: close" in reply.lower()
+            await refused.aclose()
+            silent = await _raw(ctl.url)
+            assert await _to_eof(silent) == b""
+            await silent.aclose()
+            # The event stream (one connection) and two more: the cap.
+            await trio.sleep(0.3)  # the fixture's own keep-alive connection timed out
+            held = [await _raw(ctl.url), await _raw(ctl.url)]
+            await trio.sleep(0.1)
+            over = await _raw(ctl.url)
+            assert (await _to_eof(over)).startswith(b"HTTP/1.1 503")
+            for stream in (over, *held):
+                await stream.aclose()
+            # Idle well past the timeout, the event stream is alive.
+            await trio.sleep(1.0)
+            session = await ctl.post("/api/v1/session", {})
+            assert session.status_code == 200, session.text
+            # ... and still carries the agent's events.
+            assert "seq" in await next_frame(ws, lambda f: "seq" in f)
+
+
 @pytest.mark.parametrize("argv", [
     ["agentctl", "--listen", "127.0.0.1:0"],                      # no agent named
     ["agentctl", "--profile", "mock", "--", "cat"],                # both

@@ -14,7 +14,6 @@ AGENTS_DIR = Path(
 _CODEX_NATIVE = (
     "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"
 )
-_CODEX_ACP_NATIVE = "node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp"
 _BINS = {
     "codex": "codex",
     "auggie": "auggie",
@@ -29,10 +28,11 @@ _BINS = {
 def find_cli(name: str) -> str | None:
     """The agent's executable in the cache, or None when it is not installed.
 
-    For Codex and codex-acp the native binary is preferred over the node
-    launcher (one process fewer, faster to start)."""
+    For Codex the native binary is preferred over the node launcher (one
+    process fewer, faster to start); codex-acp 2.x is a node program (it runs
+    the Codex app-server it depends on)."""
     prefix = AGENTS_DIR / name
-    native = {"codex": _CODEX_NATIVE, "codex-acp": _CODEX_ACP_NATIVE}.get(name)
+    native = {"codex": _CODEX_NATIVE}.get(name)
     if native is not None and os.access(prefix / native, os.X_OK):
         return str(prefix / native)
     path = prefix / "node_modules" / ".bin" / _BINS[name]

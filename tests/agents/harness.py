@@ -22,6 +22,7 @@ import pytest
 import trio
 
 from protocols.adapters import (
+    AcpVersion,
     AgentAdapter,
     AgentRequestError,
     Restored,
@@ -301,10 +302,12 @@ async def agent_session(
     on_permission: Callable[[PermissionRequested], Any] | None = None,
     restore: str | None = None,
     persist: bool = False,
+    acp_version: AcpVersion | None = None,
 ) -> AsyncIterator[AgentUnderTest]:
     """``restore``: an agent session id to reopen (``restore_session``) instead
     of opening a new one; the agent's home and cwd under ``tmp`` are the same
-    as the earlier session's (started with ``persist``, as this one)."""
+    as the earlier session's (started with ``persist``, as this one).
+    ``acp_version``: the profile's unless given."""
     spec = launch(name, provider.url, tmp, persist=persist)
     if spec is None:
         pytest.skip(f"{name} CLI is not installed in {AGENTS_DIR} "
@@ -317,7 +320,9 @@ async def agent_session(
     agent = AgentUnderTest(
         name=name,
         adapter=make_adapter(BUILTIN_PROFILES[name].protocol, _TapSend(proc.stdin, wire),
-                             _TapReceive(proc.stdout, wire), thread_params=params),
+                             _TapReceive(proc.stdout, wire), thread_params=params,
+                             acp_version=(BUILTIN_PROFILES[name].acp_version
+                                          if acp_version is None else acp_version)),
         provider=provider, cwd=spec.cwd, pid=proc.pid, on_permission=on_permission, wire=wire,
     )
     try:

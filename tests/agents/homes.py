@@ -171,13 +171,12 @@ def launch(name: str, provider_url: str, tmp: Path, *, persist: bool = False) ->
         codex_home.mkdir(exist_ok=True)
         config = codex_config(provider_url)
         if name == "codex-acp":
-            # codex-acp's default mode runs workspace commands without asking; like the
-            # Codex tests' "untrusted", ask before any command not known to be safe.
-            # Its Linux sandbox runs a helper it links into CODEX_HOME, which it refuses
-            # to do under a temp dir (this home): without "danger-full-access" an
-            # approved command fails with "bwrap: execvp codex-linux-sandbox".
-            config = ('approval_policy = "untrusted"\nsandbox_mode = "danger-full-access"\n'
-                      + config)
+            # codex-acp 2.x sets Codex's approval policy from its session mode; the
+            # default ("agent") sends approvals to Codex's own reviewer model, and its
+            # config no longer takes "untrusted".  "workspace-write" asks the user
+            # before anything outside the workspace sandbox, which the fake model's
+            # command asks for (exec_command's sandbox_permissions: fake_provider).
+            env["INITIAL_AGENT_MODE"] = "workspace-write"
         (codex_home / "config.toml").write_text(config)
         env.update(CODEX_HOME=str(codex_home), FAKE_PROVIDER_KEY="fake-key")
         if name == "codex" and not persist:
@@ -256,6 +255,8 @@ def profile_table(spec: Launch, server_env: Mapping[str, str],
 def _toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
     if isinstance(value, str):
         # A JSON string is a valid TOML basic string (UTF-8 kept as is).
         return json.dumps(value, ensure_ascii=False)

@@ -78,7 +78,8 @@ def provider() -> Iterator[FakeProvider]:
 
 def write_profile(data_dir: Path, name: str, provider: FakeProvider, tmp: Path,
                   monkeypatch: pytest.MonkeyPatch,
-                  thread_params: dict[str, Any] | None = None) -> Config:
+                  thread_params: dict[str, Any] | None = None,
+                  acp_version: int | None = None) -> Config:
     """``DATA_DIR/turnvisor.toml`` overriding the built-in profile ``name`` so that
     the agent talks to ``provider`` only; the Config ``turnvisor serve`` would load."""
     spec = launch(name, provider.url, tmp)
@@ -90,8 +91,10 @@ def write_profile(data_dir: Path, name: str, provider: FakeProvider, tmp: Path,
         if key not in server_env:
             monkeypatch.delenv(key)
     data_dir.mkdir(parents=True, exist_ok=True)
-    (data_dir / "turnvisor.toml").write_text(
-        agents_toml({name: profile_table(spec, server_env, thread_params)}))
+    table = profile_table(spec, server_env, thread_params)
+    if acp_version is not None:
+        table["acp_version"] = acp_version
+    (data_dir / "turnvisor.toml").write_text(agents_toml({name: table}))
     cfg = Config.load(data_dir)
     assert cfg.profiles[name].command == tuple(spec.command)
     return cfg
@@ -328,14 +331,15 @@ async def e2e_session(name: str, provider: FakeProvider, tmp: Path,
                       thread_params: dict[str, Any] | None = None,
                       unchecked: set[int] | None = None,
                       timeouts: dict[str, float] | None = None,
-                      agent_may_exit: bool = False) -> AsyncIterator[E2E]:
+                      agent_may_exit: bool = False,
+                      acp_version: int | None = None) -> AsyncIterator[E2E]:
     """A server with ``name`` pointed at ``provider``, a WS client subscribed to one
     launched session.  On exit the server stops; then no process of the agent may be
     alive (its group, or any process seen under it, but for the pids the test puts in
     ``unchecked`` to check them itself).  ``timeouts`` are the server's, over the
     agent start-up bound; ``agent_may_exit`` for a test that ends the agent itself."""
     data_dir = tmp / "data"
-    cfg = write_profile(data_dir, name, provider, tmp, monkeypatch, thread_params)
+    cfg = write_profile(data_dir, name, provider, tmp, monkeypatch, thread_params, acp_version)
     # Real agents run in the default sandbox (bwrap: make test installs it).
     assert resolve_mode(cfg.profiles[name].sandbox) == "bwrap"
     pgids: list[int] = []

@@ -34,6 +34,9 @@ EXPECTED: dict[str, str | None] = {
     "claude": "resume",
     "gemini": None,
     "auggie": "load",
+    # codex-acp 2.x (auto: ACP 2, where resume is the baseline; v1 too:
+    # test_codex_acp_versions.py).
+    "codex-acp": "resume",
 }
 
 per_agent = pytest.mark.parametrize("name", [

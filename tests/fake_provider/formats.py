@@ -48,6 +48,19 @@ def tool_names(body: Any) -> list[str]:
     return [str(t.get("name")) for t in tools or [] if isinstance(t, dict)]
 
 
+def offers_escalation(body: Any) -> bool:
+    """Codex's ``exec_command`` takes ``sandbox_permissions``: the model asks to
+    run outside the sandbox, which an ``on-request`` policy turns into an
+    approval request (codex-acp 2.x runs Codex that way: ``untrusted`` is gone
+    from its config)."""
+    tools = body.get("tools") if isinstance(body, dict) else None
+    for t in tools or []:
+        if isinstance(t, dict) and t.get("name") == "exec_command":
+            props = (t.get("parameters") or {}).get("properties") or {}
+            return "sandbox_permissions" in props
+    return False
+
+
 def responses_last_user(body: Any) -> tuple[str, bool]:
     """The latest real user prompt (tags like ``<environment_context>`` skipped) and
     whether a tool result follows it."""
@@ -65,16 +78,21 @@ def responses_last_user(body: Any) -> tuple[str, bool]:
     return "", has_result
 
 
-def _shell_call(tools: list[str], command: str) -> tuple[str, str]:
+def _shell_call(tools: list[str], command: str, escalate: bool) -> tuple[str, str]:
     if "shell_command" in tools:
         return "shell_command", json.dumps({"command": command})
     if "exec_command" in tools and "shell" not in tools:
+        if escalate:
+            return "exec_command", json.dumps({
+                "cmd": command, "sandbox_permissions": "require_escalated",
+                "justification": "The test asks for this command."})
         return "exec_command", json.dumps({"cmd": command})
     return "shell", json.dumps({"command": ["bash", "-lc", command]})
 
 
 def responses_events(
-    mode: str, n: int, interval: float, *, wait_s: float, command: str, tools: list[str]
+    mode: str, n: int, interval: float, *, wait_s: float, command: str, tools: list[str],
+    escalate: bool = False,
 ) -> Iterator[Item]:
     rid = f"resp_{next(_ids)}"
     yield _sse("response.created", {"type": "response.created",
@@ -82,7 +100,7 @@ def responses_events(
     if mode == "wait":
         yield wait_s
     if mode == "tool":
-        name, args = _shell_call(tools, command)
+        name, args = _shell_call(tools, command, escalate)
         item = {"type": "function_call", "id": f"fc_{rid}", "call_id": f"call_{rid}",
                 "name": name, "arguments": args, "status": "completed"}
         yield _sse("response.output_item.added", {

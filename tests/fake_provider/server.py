@@ -338,6 +338,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._stream(rec, formats.responses_events(
             mode, *self._tokens(mode), wait_s=self.provider.wait_s,
             command=self.provider.tool_command, tools=formats.tool_names(body),
+            escalate=formats.offers_escalation(body),
         ))
 
     def _chat(self, body: Any) -> None:

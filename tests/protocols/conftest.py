@@ -16,7 +16,7 @@ import trio
 from hypothesis import HealthCheck, settings
 
 from protocols.adapters import AcpAdapter, AdapterTimeouts, CodexAdapter, ProtocolName
-from protocols.mock_agent import STATE_DIR_ENV
+from protocols.mock_agent import ACP_VERSION_ENV, STATE_DIR_ENV
 from protocols.process import start_agent_process, terminate_group
 
 from .helpers import MOCK_AGENT, REPO_ROOT, RecordingSendStream, RunningAgent
@@ -59,6 +59,14 @@ def protocol(request: pytest.FixtureRequest) -> ProtocolName:
     return value
 
 
+@pytest.fixture(params=["acp", "acp2", "codex"])
+def dialect(request: pytest.FixtureRequest) -> str:
+    """What the ``agent`` fixture's mock speaks: ACP 1, ACP 2 (the mock offers
+    2 and the client's ``auto`` takes it), or Codex."""
+    value: str = request.param
+    return value
+
+
 @pytest.fixture
 def agent_env(tmp_path: Path) -> dict[str, str]:
     """The mock agent's environment: its sessions in the test's own state directory."""
@@ -66,14 +74,16 @@ def agent_env(tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-async def agent(protocol: ProtocolName, agent_env: dict[str, str]) -> AsyncIterator[RunningAgent]:
+async def agent(dialect: str, agent_env: dict[str, str]) -> AsyncIterator[RunningAgent]:
     """The mock agent as a real subprocess, initialized, with a session open.
 
     Teardown always goes through ``terminate_group`` and then checks that the
     whole process group is gone.
     """
+    protocol: ProtocolName = "codex" if dialect == "codex" else "acp"
+    env = {**agent_env, ACP_VERSION_ENV: "2" if dialect == "acp2" else "1"}
     proc = await start_agent_process([*MOCK_AGENT, "--protocol", protocol], cwd=str(REPO_ROOT),
-                                     env=agent_env)
+                                     env=env)
     pgid = proc.pid
     try:
         assert proc.stdin is not None and proc.stdout is not None
@@ -86,6 +96,8 @@ async def agent(protocol: ProtocolName, agent_env: dict[str, str]) -> AsyncItera
             nursery.start_soon(_drain_stderr, proc, running.stderr)
             with trio.fail_after(SETUP_S):
                 await adapter.initialize()
+                assert adapter.wire_protocol == {"acp": "acp/1", "acp2": "acp/2"}.get(
+                    dialect, "codex")
                 await adapter.new_session(os.getcwd())
             try:
                 yield running

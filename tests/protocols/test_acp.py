@@ -56,6 +56,14 @@ def fresh() -> Pair:
     return ConnectionPair(AcpClient(), Dialect.JSONRPC2)
 
 
+def fresh_v1() -> Pair:
+    return ConnectionPair(AcpClient(acp_version=1), Dialect.JSONRPC2)
+
+
+def fresh_v2() -> Pair:
+    return ConnectionPair(AcpClient(acp_version=2), Dialect.JSONRPC2)
+
+
 def initialized() -> Pair:
     p = fresh()
     [req] = p.to_agent(p.client.initialize()[1])
@@ -135,6 +143,17 @@ INITIALIZE = (
     b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,'
     b'"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false}}}\n'
 )
+INFO = b'"info":{"name":"turnvisor","title":"Turnvisor","version":"0.1.0"}'
+INITIALIZE_V2 = (
+    b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2,'
+    + INFO + b',"capabilities":{}}}\n'
+)
+#: ``auto`` offers 2, with v1's member for agents that require it to parse the request.
+INITIALIZE_AUTO = (
+    b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2,'
+    + INFO + b',"capabilities":{},'
+    b'"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false}}}\n'
+)
 SESSION_NEW = (
     b'{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/work","mcpServers":[]}}\n'
 )
@@ -150,7 +169,9 @@ PERMISSION_ALLOWED = (
 
 # (starting state, what the caller does, the exact bytes it must write)
 WRITES: list[tuple[Callable[[], Pair], Callable[[AcpClient], bytes], bytes]] = [
-    (fresh, lambda c: c.initialize()[1], INITIALIZE),
+    (fresh_v1, lambda c: c.initialize()[1], INITIALIZE),
+    (fresh_v2, lambda c: c.initialize()[1], INITIALIZE_V2),
+    (fresh, lambda c: c.initialize()[1], INITIALIZE_AUTO),
     (initialized, lambda c: c.new_session("/work")[1], SESSION_NEW),
     (in_session, lambda c: c.prompt("hi")[1], SESSION_PROMPT),
     (prompting, AcpClient.cancel, SESSION_CANCEL),
@@ -168,7 +189,9 @@ WRITES: list[tuple[Callable[[], Pair], Callable[[AcpClient], bytes], bytes]] = [
     (in_session, AcpClient.resend_cancel, b""),
 ]
 WRITE_IDS = [
-    "initialize",
+    "initialize (acp_version 1)",
+    "initialize (acp_version 2)",
+    "initialize (acp_version auto)",
     "session/new",
     "session/prompt",
     "session/cancel",

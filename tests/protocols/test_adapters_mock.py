@@ -480,7 +480,7 @@ async def test_a_cancel_now_could_not_write_is_sent_once_by_cancel(
     await _during_delay(agent, refused)
 
 
-@pytest.mark.parametrize("protocol", ["acp"])  # (Codex owes its interrupt instead)
+@pytest.mark.parametrize("dialect", ["acp", "acp2"])  # (Codex owes its interrupt instead)
 async def test_cancel_now_never_overtakes_an_unwritten_prompt(agent: RunningAgent) -> None:
     _write_at_once(agent)
 

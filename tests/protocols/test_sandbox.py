@@ -29,9 +29,9 @@ def _mounts(argv: list[str]) -> list[tuple[str, str]]:
     """(option, path) of each mount option, in order."""
     out = []
     for i, a in enumerate(argv):
-        if a in ("--bind-try", "--ro-bind", "--dev-bind"):
+        if a in ("--bind-try", "--ro-bind", "--ro-bind-try", "--dev-bind"):
             out.append((a, argv[i + 2]))
-        elif a in ("--tmpfs", "--proc"):
+        elif a in ("--tmpfs", "--proc", "--dev"):
             out.append((a, argv[i + 1]))
         elif a == "--":
             break
@@ -42,23 +42,49 @@ def test_the_data_dir_is_hidden_after_the_binds_that_cover_it(tmp_path: Path) ->
     data = tmp_path / "data"
     (data / "work").mkdir(parents=True)
     home = tmp_path / "home"
+    install = tmp_path / "home" / "checkout"
     argv = sandbox_argv(["agent", "--acp"], cwd=str(data / "work"), hide=[str(data)],
-                        writable=[str(home), "/tmp"])
+                        writable=[str(home), "/srv"], readonly=[str(install)], uid=0)
     mounts = _mounts(argv)
-    assert mounts[0] == ("--ro-bind", "/")
+    assert mounts[:3] == [("--ro-bind", "/"), ("--dev", "/dev"), ("--proc", "/proc")]
+    # The kernel's knobs read-only over the new /proc; /tmp and /var/tmp private.
+    assert ("--ro-bind-try", "/proc/sys") in mounts
+    private = mounts.index(("--tmpfs", "/tmp"))
+    assert ("--tmpfs", "/var/tmp") in mounts
     tmpfs = mounts.index(("--tmpfs", str(data)))
-    # /tmp holds the data dir here: bound first, then covered, then work/ bound back.
-    assert mounts.index(("--bind-try", "/tmp")) < tmpfs
+    # $HOME (under /tmp here) bound back over the private /tmp, then the
+    # install read-only over it, then the data dir covered, then work/ back.
+    assert private < mounts.index(("--bind-try", str(home))) < \
+        mounts.index(("--ro-bind-try", str(install))) < tmpfs
     assert mounts.index(("--bind-try", str(data / "work"))) > tmpfs
+    assert mounts.index(("--bind-try", "/srv")) < tmpfs
     assert argv[argv.index("--chdir") + 1] == str(data / "work")
-    for flag in ["--unshare-pid", "--die-with-parent"]:
+    for flag in ["--unshare-pid", "--unshare-user", "--unshare-ipc", "--unshare-uts",
+                 "--die-with-parent"]:
         assert flag in argv
+    # A root backend's agent is nobody in its namespace; another keeps its uid.
+    assert argv[argv.index("--uid") + 1] == "65534"
+    assert "--uid" not in sandbox_argv(["a"], cwd="/srv", hide=[], writable=[], uid=1000)
     assert argv[argv.index("--cap-drop") + 1] == "ALL"
     assert "--new-session" not in argv  # the agent stays in the group the backend signals
     # A shell leads (SIGTERM ignored, bwrap its child); SIGTERM restored for the
     # agent; the command last, untouched.
     assert argv[:2] == ["/bin/sh", "-c"] and 'trap "" TERM' in argv[2]
     assert argv[-3:] == ["--default-signal=TERM", "agent", "--acp"]
+
+
+def test_a_writable_path_in_the_install_is_refused(tmp_path: Path) -> None:
+    install = tmp_path / "checkout"
+    with pytest.raises(SandboxError, match="install"):
+        sandbox_argv(["a"], cwd=str(install / "web"), hide=[], writable=[],
+                     readonly=[str(install)])
+    with pytest.raises(SandboxError, match="install"):
+        sandbox_argv(["a"], cwd="/srv", hide=[], writable=[str(install)],
+                     readonly=[str(install)])
+    # A data dir kept in the checkout: its session dirs are the data dir's, not the install's.
+    argv = sandbox_argv(["a"], cwd=str(install / "data" / "work"), hide=[str(install / "data")],
+                        writable=[], readonly=[str(install)])
+    assert ("--bind-try", str(install / "data" / "work")) in _mounts(argv)
 
 
 def test_a_cwd_that_is_the_data_dir_is_refused(tmp_path: Path) -> None:
@@ -72,12 +98,13 @@ def test_a_cwd_that_is_the_data_dir_is_refused(tmp_path: Path) -> None:
 
 def test_writable_paths_come_from_the_environment() -> None:
     env = {"HOME": "/h", "CODEX_HOME": "/c", "XDG_CACHE_HOME": "/h/.cache", "PATH": "/bin",
-           "TMPDIR": "relative/ignored"}
+           "TMPDIR": "relative/ignored", "XDG_RUNTIME_DIR": "/tmp"}
     paths = writable_paths(env, "/w", ["/extra", "~/x"])
     assert paths[0] == "/w"
-    for p in ["/tmp", "/h", "/c", "/h/.cache", "/extra"]:
+    for p in ["/h", "/c", "/h/.cache", "/extra"]:
         assert p in paths
-    assert "/bin" not in paths and "relative/ignored" not in paths
+    # /tmp is the sandbox's own (a tmpfs), never the host's bound in.
+    assert "/bin" not in paths and "relative/ignored" not in paths and "/tmp" not in paths
     assert len(paths) == len(set(paths))
 
 
@@ -94,7 +121,8 @@ def test_profiles_take_a_sandbox() -> None:
         with pytest.raises(ProfileError):
             parse_profiles({"c": {"protocol": "acp", "command": ["x"], **bad}})
     assert resolve_mode("none") == "none" and resolve_mode("bwrap") == "bwrap"
-    assert wrap(["x"], "none", cwd="/", env={}, hide=[]) == ["x"]
+    with wrap(["x"], "none", cwd="/", env={}, hide=[]) as launch:
+        assert launch.argv == ["x"] and launch.pass_fds == ()
 
 
 needs_bwrap = pytest.mark.skipif(not bwrap_works(), reason="bwrap cannot run here")
@@ -137,10 +165,11 @@ async def test_group_teardown_reaches_the_sandboxed_agent(tmp_path: Path, how: s
     work = data / "work"
     work.mkdir(parents=True)
     before = _sleepers()
-    argv = wrap([sys.executable, "-c", TREE], "bwrap", cwd=str(work), env=dict(os.environ),
-                hide=[str(data)])
     with trio.fail_after(30):
-        proc = await start_agent_process(argv, env=dict(os.environ), cwd=str(work))
+        with wrap([sys.executable, "-c", TREE], "bwrap", cwd=str(work), env=dict(os.environ),
+                  hide=[str(data)]) as launch:
+            proc = await start_agent_process(launch.argv, env=dict(os.environ), cwd=str(work),
+                                             pass_fds=launch.pass_fds)
         while not (work / "pids").exists():
             await trio.sleep(0.05)
         started = _sleepers() - before

@@ -84,7 +84,8 @@ class Replay:
 
 
 def replay_acp(name: str, chunk: int | None) -> Replay:
-    r = Replay(AcpClient(), chunk)
+    # Captured from v1 clients: the v1 initialize is the one to compare with.
+    r = Replay(AcpClient(acp_version=1), chunk)
     core = r.core
     assert isinstance(core, AcpClient)
     for rec in load(name):

@@ -283,7 +283,7 @@ async def recorded() -> AsyncIterator[
 ]:
     ours, theirs = trio.testing.memory_stream_pair()
     wire = RecordingStream(ours)
-    core = AcpClient()
+    core = AcpClient(acp_version=1)
     conn = AgentConnection(core, wire, wire, withdraw_timeout_s=1.0)
     with trio.fail_after(600):
         async with trio.open_nursery() as nursery:
@@ -332,7 +332,7 @@ async def test_withdrawal_is_bounded_when_the_agent_stops_reading(
     # A lockstep stream has no buffer: the agent reads the request line, then
     # stops reading, so the withdrawal's write blocks.
     ours, theirs = trio.testing.lockstep_stream_pair()
-    core = AcpClient()
+    core = AcpClient(acp_version=1)
     conn = AgentConnection(core, ours, ours, write_timeout_s=5, withdraw_timeout_s=1)
     rid, data = core.initialize()
     with trio.fail_after(600):

@@ -1,14 +1,19 @@
-"""A hostile ACP agent (run as a program): the mock agent, plus one prompt
+"""A hostile ACP agent (run as a program): the mock agent, plus two prompts.
 
     /attack <data dir> <server url> <backend pid> <outside path>
 
-that tries what a coding agent's shell commands could try against Turnvisor:
+tries what a coding agent's shell commands could try against Turnvisor:
 read the token, the database and the config, list the data dir, find the
 backend in /proc, connect to the server with a guessed token, signal the
 backend and its process group, type into a terminal, and write outside the
 places it may write.  Each attempt's outcome goes, as it happens, into
 ``attack.json`` in its working directory (it may not survive its last
 attempts), and the whole report is its answer.
+
+    /sh COMMAND
+
+runs any shell command, as an agent's tool would, and answers with its
+status and output (``{"rc": …, "out": …}``).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import urllib.error
 import urllib.request
@@ -81,6 +87,14 @@ def _backend_pids() -> list[int]:
 
 class HostileAgent(MockAgent):
     def run_turn(self, turn: Turn, text: str) -> None:
+        if text.startswith("/sh "):
+            # Any shell command, as an agent's tool would run it: its status and output.
+            done = subprocess.run(["sh", "-c", text[4:]], capture_output=True, text=True,
+                                  stdin=subprocess.DEVNULL, timeout=60, check=False)
+            self.chunk(turn, json.dumps({"rc": done.returncode,
+                                         "out": done.stdout + done.stderr}))
+            self.end_turn(turn, "end_turn")
+            return
         words = text.split()
         if not words or words[0] != "/attack" or len(words) != 5:
             super().run_turn(turn, text)

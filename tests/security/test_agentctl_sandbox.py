@@ -4,14 +4,16 @@ that spawns agentctl for a profile hides its data dir from that agent too."""
 from __future__ import annotations
 
 import json
+import secrets
 import sys
 from pathlib import Path
 
+import httpx
 import trio
 
 from protocols.sandbox import resolve_mode
 from supervisor.config import Config
-from supervisor.executors.agentctl import launch_agentctl
+from supervisor.executors.agentctl import launch_agentctl, spawn_agentctl
 from supervisor.profiles import AgentProfile
 
 HOSTILE = Path(__file__).with_name("hostile_agent.py")
@@ -61,3 +63,51 @@ async def test_the_agent_of_a_spawned_agentctl_is_sandboxed(tmp_path: Path) -> N
     assert report["backend_in_proc"] == "ok: []", report["backend_in_proc"]
     assert not _exists("/etc/hostile-planted")
     assert not _exists(data / "planted")
+
+
+def _text(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+async def _until(path: Path, text: str) -> str:
+    with trio.fail_after(30):
+        while text not in (found := _text(path)):
+            await trio.sleep(0.05)
+    return found
+
+
+async def test_a_hand_started_agentctl_hides_both_data_dirs_by_identity(tmp_path: Path) -> None:
+    """agentctl started by hand with ``--data-dir``: that data dir and the
+    default one (a backend's, under the agent-writable ``$HOME``) are hidden;
+    a directory above the default one renamed with a decoy left in its place
+    gets the agent's next start refused (issue 27, item 5)."""
+    assert resolve_mode(None) == "bwrap", "bwrap must work here (make test installs it)"
+    home = tmp_path / "home"
+    default = home / ".local" / "share" / "turnvisor"
+    given = tmp_path / "given"
+    for data in (default, given):
+        data.mkdir(parents=True)
+        (data / "token").write_text(f"token-of-{data.name}-0123456789\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    out = work / "out.txt"
+    profile = AgentProfile(name="hostile", protocol="acp", command=(sys.executable, str(HOSTILE)),
+                           env={"HOME": str(home), "XDG_DATA_HOME": str(home / ".local/share")})
+    token = secrets.token_urlsafe(32)
+    with trio.fail_after(60):
+        async with spawn_agentctl(profile, str(work), token, start_s=30, term_grace_s=5,
+                                  extra_args=["--data-dir", str(given)]) as (_, url), \
+                httpx.AsyncClient(base_url=url,
+                                  headers={"Authorization": f"Bearer {token}"}) as h:
+            assert (await h.post("/api/v1/session", json={})).status_code == 200
+            attack = (f"/sh (cat {given}/token {default}/token; ls -a {given} {default}; "
+                      f"mv {home}/.local {home}/.moved && mkdir -p {default} && "
+                      f"echo renamed; cat {home}/.moved/share/turnvisor/token; echo done) "
+                      f"> {out} 2>&1")
+            assert (await h.post("/api/v1/prompt", json={"text": attack})).status_code == 202
+            seen = await _until(out, "done")
+            assert "token-of" not in seen, seen
+            assert "renamed" in seen, seen
+            r = await h.post("/api/v1/session", json={"replace": True})
+            assert r.status_code == 503, r.text
+            assert "refusing to start an agent" in r.text and str(default) in r.text, r.text

@@ -115,7 +115,9 @@ async def test_a_hostile_agent_gets_nothing(tmp_path: Path) -> None:
             async with serve(data, tmp_path / "home", tmp_path / "serve.log") as (proc, srv):
                 sid = await run_session(
                     srv, "hostile", f"/attack {data} {srv.url} {proc.pid} {outside}")
-                report: dict[str, Any] = json.loads((data / "work" / "attack.json").read_text())
+                # In the session's own work dir (DATA_DIR/work/<workspace>/<session>).
+                (found,) = (data / "work").glob(f"*/{sid}/attack.json")
+                report: dict[str, Any] = json.loads(found.read_text())
                 async with httpx.AsyncClient(base_url=srv.url, headers=srv.auth) as h:
                     r = await h.get(f"/api/v1/task-sessions/{sid}/messages")
                     answer = [m["content"] for m in r.json()["messages"] if m["role"] == "agent"]

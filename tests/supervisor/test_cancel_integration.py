@@ -14,7 +14,7 @@ from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS, SessionState
 from tests.support.leaks import pgid_alive
 
-AGENTS = ["mock", "mock-codex"]
+AGENTS = ["mock", "mock-acp2", "mock-codex"]
 
 
 async def _session(sup: Any, agent: str) -> tuple[Any, str]:

@@ -17,7 +17,7 @@ from supervisor.models import SessionState
 from supervisor.restore import RESTORE_FAILED_STATUS
 from tests.support.leaks import pgid_alive
 
-AGENTS = ["mock", "mock-codex"]
+AGENTS = ["mock", "mock-acp2", "mock-codex"]
 
 
 def _no_restore(protocol: str) -> dict[str, Any]:
@@ -80,6 +80,27 @@ async def test_restore_after_a_backend_restart(make_supervisor: Any, agent: str)
         assert await _warnings(sup, caller, sid) == []
         # The same agent conversation, still stored for the next restart.
         assert await sup.store.get_agent_session(sid) == ref
+
+
+#: The session DTO's ``protocol`` once the agent negotiated (DESIGN.md §13).
+NEGOTIATED = {"mock": "acp/1", "mock-acp2": "acp/2", "mock-codex": "codex"}
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+async def test_the_session_dto_names_the_negotiated_protocol(make_supervisor: Any,
+                                                             agent: str) -> None:
+    async with make_supervisor() as sup:
+        caller, sid = await _session(sup, agent)
+        await _turn(sup, caller, sid, "hello")
+        assert (await _dto(sup, caller, sid))["protocol"] == NEGOTIATED[agent]
+    async with make_supervisor() as sup:
+        caller = await sup.caller()
+        # A new backend has not run this session's agent yet: what the
+        # profile says (``acp_version = "auto"`` has not negotiated).
+        before = None if agent != "mock-codex" else "codex"
+        assert (await _dto(sup, caller, sid))["protocol"] == before
+        assert await _turn(sup, caller, sid, "/recall") == "recall: hello"
+        assert (await _dto(sup, caller, sid))["protocol"] == NEGOTIATED[agent]
 
 
 @pytest.mark.parametrize("agent", AGENTS)

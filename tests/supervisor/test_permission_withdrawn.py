@@ -11,7 +11,7 @@ import trio
 
 from supervisor.models import SessionState
 
-AGENTS = ["mock", "mock-codex"]
+AGENTS = ["mock", "mock-acp2", "mock-codex"]
 
 
 @pytest.mark.parametrize("agent", AGENTS)
@@ -33,7 +33,7 @@ async def test_withdrawn_permission_is_dismissed(make_supervisor: Any, agent: st
         assert perm.metadata["withdrawn"] is True
         assert sup.lifecycle.executions[sid].permissions == {}
         assert [m.content for m in msgs if m.role == "agent" and m.kind == "text"][-1] == (
-            "withdrawn: -32800" if agent == "mock" else "withdrawn: resolved"
+            "withdrawn: -32800" if agent != "mock-codex" else "withdrawn: resolved"
         )
         frames = []
         while True:

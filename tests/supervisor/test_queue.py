@@ -67,7 +67,7 @@ def _drain(sub: Subscriber) -> list[dict[str, Any]]:
             return frames
 
 
-@pytest.mark.parametrize("agent", ["mock", "mock-codex"])
+@pytest.mark.parametrize("agent", ["mock", "mock-acp2", "mock-codex"])
 async def test_auto_run_starts_the_head_when_a_turn_ends(make_supervisor: Any,
                                                          agent: str) -> None:
     async with make_supervisor() as sup:

@@ -31,6 +31,7 @@ from werkzeug.exceptions import HTTPException
 
 from protocols.agentctl_wire import CLOSE_FELL_BEHIND, CLOSE_GOING_AWAY
 
+from ..listener import close_after_refusals
 from .host import AgentHost, HostError, Subscriber, valid_turn_id
 
 __all__ = ["create_app"]
@@ -61,6 +62,7 @@ def _bearer(value: str | None) -> str | None:
 def create_app(host: AgentHost, token: str, *, heartbeat_s: float = HEARTBEAT_S) -> QuartTrio:
     app = QuartTrio("turnvisor-agentctl", static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    close_after_refusals(app)
     known = token.encode()
 
     def authorized(header: str | None) -> bool:
@@ -91,6 +93,8 @@ def create_app(host: AgentHost, token: str, *, heartbeat_s: float = HEARTBEAT_S)
 
     @app.errorhandler(HTTPException)
     async def on_http(exc: HTTPException) -> Response:
+        if exc.code == 413:
+            return _refuse(413, f"request body larger than {MAX_BODY_BYTES} bytes")
         return _refuse(exc.code or 400, exc.description or exc.name)
 
     @app.errorhandler(Exception)

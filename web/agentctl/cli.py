@@ -7,6 +7,10 @@ import os
 import secrets
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from protocols.sandbox import HiddenDir
 
 __all__ = ["add_arguments", "run_agentctl"]
 
@@ -40,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default: the profile's, else bwrap when it works here)")
     p.add_argument("--hide", action="append", default=[], metavar="DIR",
                    help="another directory the sandbox hides from the agent (repeatable; "
-                        "the data dir always is)")
+                        "the data dir given and the default one always are)")
     p.add_argument("--sandbox-writable", action="append", default=[], metavar="PATH",
                    help="another path the sandboxed agent may write (repeatable)")
     p.add_argument("--cancel-join", type=float, default=3.0, metavar="SECONDS",
@@ -49,6 +53,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="log entries kept for a client that reconnects, e.g. a backend that "
                         "restarted while the agent ran a turn (default 4096): a longer absence "
                         "during which the agent produced more loses that turn")
+    p.add_argument("--idle-timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="close a connection that sends nothing for this long (no request, "
+                        "a stalled body; default 60); event streams are exempt")
+    p.add_argument("--max-connections-per-peer", type=_positive_int, default=64, metavar="N",
+                   help="open connections allowed from one address; more get a 503 "
+                        "(default 64)")
     p.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("agent_command", nargs=argparse.REMAINDER,
                    help="-- COMMAND...: the agent to run (instead of --profile)")
@@ -77,6 +87,20 @@ def _hide_environment() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(pr_set_dumpable, 0, 0, 0, 0)
 
 
+def _hidden(data_dir: Path, default_data_dir: Path,
+            more: list[str]) -> tuple[HiddenDir, ...]:
+    """The data dir it was given, the default one (a backend's, wherever this
+    agentctl was started from) and the ``--hide`` ones, each recorded now: a
+    launch after one of them was moved away is refused."""
+    from protocols.sandbox import HiddenDir
+
+    out: dict[str, HiddenDir] = {}
+    for path in (data_dir, default_data_dir.expanduser(), *map(Path, more)):
+        hidden = HiddenDir.record(path)
+        out.setdefault(hidden.path, hidden)
+    return tuple(out.values())
+
+
 def run_agentctl(args: argparse.Namespace, default_data_dir: Path) -> int:
     import trio
 
@@ -84,6 +108,7 @@ def run_agentctl(args: argparse.Namespace, default_data_dir: Path) -> int:
     from protocols.agentctl_wire import TOKEN_ENV
     from supervisor.config import Config, ConfigError, Timeouts
 
+    from ..listener import ConnLimits
     from .host import AgentctlConfig
     from .server import parse_listen, serve_agentctl
 
@@ -127,6 +152,8 @@ def run_agentctl(args: argparse.Namespace, default_data_dir: Path) -> int:
         return fail(f"--cwd {cwd} is not a directory")
     if args.cancel_join < 0:
         return fail("--cancel-join must be >= 0")
+    if not args.idle_timeout > 0:
+        return fail("--idle-timeout must be > 0")
     token = args.token or os.environ.get(TOKEN_ENV)
     if not token:
         token = secrets.token_urlsafe(32)
@@ -146,10 +173,12 @@ def run_agentctl(args: argparse.Namespace, default_data_dir: Path) -> int:
     config = AgentctlConfig(command=tuple(command), protocol=protocol, env=env, cwd=cwd,
                             thread_params=thread_params,
                             timeouts=Timeouts(cancel_join_s=args.cancel_join),
-                            sandbox=sandbox, hide=(str(data_dir), *args.hide),
+                            sandbox=sandbox, hide=_hidden(data_dir, default_data_dir,
+                                                          args.hide),
                             sandbox_writable=tuple(writable),
                             replay_events=args.replay_events)
     _hide_environment()
+    limits = ConnLimits(idle_s=args.idle_timeout, per_peer=args.max_connections_per_peer)
     trio.run(lambda: serve_agentctl(config, host=host, port=port, token=token,
-                                    ready_fd=args.ready_fd))
+                                    ready_fd=args.ready_fd, limits=limits))
     return 0

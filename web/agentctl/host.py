@@ -59,7 +59,7 @@ from protocols.events import AgentEvent, AgentNotice, TurnEnded
 from protocols.framing import DEFAULT_MAX_LINE_BYTES
 from protocols.jsonrpc import LocalProtocolError
 from protocols.process import drain_stderr, terminate_group
-from protocols.sandbox import resolve_mode, wrap
+from protocols.sandbox import HiddenDir, resolve_mode, wrap
 from supervisor.config import Timeouts
 from supervisor.executors.environment import agent_environment
 
@@ -103,9 +103,10 @@ class AgentctlConfig:
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     #: ``bwrap``, ``none``, or None: bwrap when it works here (protocols/sandbox.py).
     sandbox: str | None = None
-    #: Directories the sandbox hides from the agent (a Turnvisor data dir).
-    hide: tuple[str, ...] = ()
-    #: Paths the sandboxed agent may write besides its cwd, /tmp and its homes.
+    #: Directories the sandbox hides from the agent (a Turnvisor data dir): by
+    #: identity, checked before each launch, when recorded (``HiddenDir.record``).
+    hide: tuple[HiddenDir | str, ...] = ()
+    #: Paths the sandboxed agent may write besides its cwd, its own /tmp and its homes.
     sandbox_writable: tuple[str, ...] = ()
 
 
@@ -294,16 +295,19 @@ class AgentHost:
         # The same sandbox as the backend's local agents (the launcher stays
         # outside it, as the group leader that ties the agent to agentctl).
         mode = await trio.to_thread.run_sync(resolve_mode, cfg.sandbox)
-        command = wrap(cfg.command, mode, cwd=cfg.cwd, env=env, hide=cfg.hide,
-                       extra_writable=cfg.sandbox_writable)
         lifeline_r, lifeline_w = os.pipe()
         try:
-            proc = await trio.lowlevel.open_process(
-                [sys.executable, str(Path(launcher.__file__)), "--lifeline", str(lifeline_r),
-                 "--", *command],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env=env, cwd=cfg.cwd, start_new_session=True, pass_fds=(lifeline_r,),
-            )
+            with wrap(cfg.command, mode, cwd=cfg.cwd, env=env, hide=cfg.hide,
+                      extra_writable=cfg.sandbox_writable) as command:
+                # The sandbox's descriptors go on through the launcher to bwrap.
+                keep = [a for fd in command.pass_fds for a in ("--keep-fd", str(fd))]
+                proc = await trio.lowlevel.open_process(
+                    [sys.executable, str(Path(launcher.__file__)), "--lifeline",
+                     str(lifeline_r), *keep, "--", *command.argv],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    env=env, cwd=cfg.cwd, start_new_session=True,
+                    pass_fds=(lifeline_r, *command.pass_fds),
+                )
         except BaseException:
             os.close(lifeline_w)
             raise
@@ -511,6 +515,7 @@ class AgentHost:
     def _session_info(self, agent: _Agent, *, attached: bool) -> dict[str, Any]:
         return {"success": True, "session_id": agent.session_id, "attached": attached,
                 "protocol": self.config.protocol,
+                "wire_protocol": agent.adapter.wire_protocol,
                 "turn_id": agent.turn.id if agent.turn is not None else None,
                 "seq": self.log.last_seq}
 

@@ -1,6 +1,6 @@
 """The agent's process-group leader: ties the agent's life to agentctl's.
 
-    python launcher.py --lifeline FD -- <agent command...>
+    python launcher.py --lifeline FD [--keep-fd N]... -- <agent command...>
 
 agentctl starts this script (by path, standard library only, so it starts in
 a few tens of milliseconds whatever the agent's working directory) as the
@@ -47,11 +47,28 @@ def _watch(fd: int) -> None:
     os.killpg(0, signal.SIGKILL)
 
 
+def _parse(argv: list[str]) -> tuple[int, list[int], list[str]] | None:
+    """``--lifeline FD [--keep-fd N]... -- COMMAND...``: the lifeline, the
+    descriptors the agent command inherits, the command."""
+    if len(argv) < 4 or argv[0] != "--lifeline":
+        return None
+    keep: list[int] = []
+    rest = argv[2:]
+    while rest[:1] == ["--keep-fd"] and len(rest) >= 2:
+        keep.append(int(rest[1]))
+        rest = rest[2:]
+    if rest[:1] != ["--"] or len(rest) < 2:
+        return None
+    return int(argv[1]), keep, rest[1:]
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) < 4 or argv[0] != "--lifeline" or argv[2] != "--":
-        print("usage: launcher.py --lifeline FD -- COMMAND...", file=sys.stderr)
+    parsed = _parse(argv)
+    if parsed is None:
+        print("usage: launcher.py --lifeline FD [--keep-fd N]... -- COMMAND...",
+              file=sys.stderr)
         return 2
-    fd = int(argv[1])
+    fd, keep, command = parsed
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: None)
     if sys.platform.startswith("linux"):
@@ -60,11 +77,14 @@ def main(argv: list[str]) -> int:
         pr_set_child_subreaper = 36
         ctypes.CDLL(None).prctl(pr_set_child_subreaper, 1, 0, 0, 0)
     try:
-        # close_fds (the default) keeps the lifeline out of the agent.
-        child = subprocess.Popen(argv[3:])
+        # close_fds (the default) keeps the lifeline out of the agent; the
+        # sandbox's descriptors go to bwrap, which closes them.
+        child = subprocess.Popen(command, pass_fds=keep)
     except OSError as exc:
-        print(f"agentctl: cannot start {argv[3]!r}: {exc}", file=sys.stderr, flush=True)
+        print(f"agentctl: cannot start {command[0]!r}: {exc}", file=sys.stderr, flush=True)
         return 127
+    for kept in keep:
+        os.close(kept)
     # The agent alone holds the pipes from now on: its exit is their EOF.
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)

@@ -3,7 +3,8 @@
     serve_agentctl                 root nursery
     ├── AgentHost.run              the agent (host.py has its own tree)
     ├── http nursery
-    │   └── hypercorn.trio.serve   HTTP + WebSocket (its own nursery tree)
+    │   └── serve_listener         Hypercorn's HTTP + WebSocket, held to the
+    │                              idle timeout and per-peer cap (web/listener.py)
     └── _watch_signals             SIGINT/SIGTERM → graceful stop
 
 Graceful stop: Hypercorn stops accepting and drains for ``graceful_timeout``
@@ -21,10 +22,10 @@ import threading
 from collections.abc import Callable
 from functools import partial
 
-import hypercorn.trio
 import trio
 from hypercorn.config import Config as HyperConfig
 
+from ..listener import ConnLimits, serve_listener
 from .app import HEARTBEAT_S, create_app
 from .host import AgentctlConfig, AgentHost
 
@@ -62,12 +63,14 @@ async def serve_agentctl(
     on_ready: Callable[[str, AgentHost], None] | None = None,
     ready_fd: int | None = None,
     heartbeat_s: float = HEARTBEAT_S,
+    limits: ConnLimits | None = None,
 ) -> None:
     """Run until ``stop`` is set (or SIGINT/SIGTERM, on the main thread).
 
     Once bound, prints ``agentctl listening on <url>`` and, with ``ready_fd``,
     writes the URL and a newline to that descriptor and closes it (how a parent
     that spawned agentctl with ``--listen 127.0.0.1:0`` learns the port).
+    ``limits``: the idle timeout and per-peer cap (default ``ConnLimits()``).
     """
     stop = stop if stop is not None else trio.Event()
     agent_host = AgentHost(config)
@@ -84,7 +87,7 @@ async def serve_agentctl(
 
         async with trio.open_nursery() as http:
             binds: list[str] = await http.start(partial(
-                hypercorn.trio.serve, app, _hypercorn_config(host, port),
+                serve_listener, app, _hypercorn_config(host, port), limits or ConnLimits(),
                 shutdown_trigger=stopping))
             url = binds[0]
             print(f"agentctl listening on {url}", flush=True)

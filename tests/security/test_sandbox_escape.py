@@ -1,0 +1,135 @@
+"""A hostile agent against the data dir's hiding and the sessions' fences
+(issue 27, items 1 and 5), through a real server and the real sandbox.
+
+- It reads every process's command line in its sandbox for the data dir's
+  path (bwrap's options are in a memfd, not its argv): nothing.
+- It renames a directory above the data dir (the data dir under the
+  agent-writable ``$HOME``, as by default) and leaves an empty decoy at the
+  old path: the next launch is refused, loudly, and the token is never
+  readable, at either path.
+- Two workspaces' sessions: each has its own work dir and its own /tmp;
+  neither reads nor plants the other's files.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from protocols.sandbox import bwrap_works
+from supervisor.profiles import BUILTIN_PROFILES, AgentProfile
+from tests.faults.support import wait_turn_end
+from tests.support.server import OTHER_TOKEN, TOKEN, Server, running_server
+from tests.support.ws import RequestFailed, WsClient, ws_client
+
+HOSTILE = Path(__file__).with_name("hostile_agent.py")
+
+pytestmark = pytest.mark.skipif(not bwrap_works(), reason="bwrap cannot run here")
+
+
+def _profiles(home: Path) -> dict[str, AgentProfile]:
+    hostile = AgentProfile(name="hostile", protocol="acp",
+                           command=(sys.executable, str(HOSTILE)), env={"HOME": str(home)})
+    return {**BUILTIN_PROFILES, "hostile": hostile}
+
+
+async def _launch(ws: WsClient) -> str:
+    task = await ws.call("task.create", {"title": "hostile"})
+    session = await ws.call("session.launch", {"task_id": task["id"], "agent": "hostile"})
+    sid = str(session["id"])
+    await ws.call("session.subscribe", {"session_id": sid})
+    return sid
+
+
+async def _sh(ws: WsClient, sid: str, command: str) -> dict[str, Any]:
+    """What the agent's shell answers to ``command``."""
+    mark = len(ws.notifications)
+    await ws.call("message.add", {"session_id": sid, "content": f"/sh {command}"})
+    end = await wait_turn_end(ws, sid, after=mark, timeout=60)
+    assert end["stop_reason"] == "end_turn", end
+    messages = (await ws.call("message.list", {"session_id": sid}))["messages"]
+    text = "".join(m["content"] for m in messages
+                   if m["role"] == "agent" and m["turn_id"] == end["turn_id"])
+    answer: dict[str, Any] = json.loads(text)
+    return answer
+
+
+async def test_a_renamed_ancestor_and_a_decoy_get_the_next_launch_refused(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    home = tmp_path / "home"
+    data = home / ".local" / "share" / "turnvisor"
+    data.mkdir(parents=True)
+    (data / "token").write_text(TOKEN + "\n")
+    moved = home / ".moved"
+    with trio.fail_after(120):
+        async with running_server(data, profiles=_profiles(home)) as srv, \
+                ws_client(srv) as ws:
+            sid = await _launch(ws)
+            # Where the data dir is: not in any command line it can read.
+            seen = await _sh(ws, sid, "cat /proc/[0-9]*/cmdline | tr '\\0' ' '")
+            assert "bwrap" in seen["out"] and "--args" in seen["out"], seen
+            assert str(data) not in seen["out"] and ".local/share" not in seen["out"], seen
+            # The attack: move the real data dir away with its parent, leave a decoy.
+            moved_dir = moved / "share" / "turnvisor"
+            attack = await _sh(ws, sid, f"mv {home}/.local {moved} && mkdir -p {data} && "
+                                        f"echo renamed; cat {moved_dir}/token {data}/token")
+            assert "renamed" in attack["out"], attack
+            assert TOKEN not in attack["out"], attack
+            assert (moved_dir / "token").is_file() and data.is_dir()
+            # The next launch: refused, saying why, at ERROR.
+            caplog.clear()
+            with pytest.raises(RequestFailed) as refused:
+                await _launch(ws)
+            why = json.dumps(refused.value.frame)
+            assert "refusing to start an agent" in why and str(data) in why, why
+            errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+            assert any("is not the one recorded at start" in e for e in errors), errors
+            # The session that stays up never saw the token either.
+            again = await _sh(ws, sid, f"cat {moved_dir}/token; ls -a {moved_dir}")
+            assert TOKEN not in again["out"], again
+
+
+async def _own(srv: Server, token: str) -> tuple[str, str]:
+    """A session of the workspace ``token`` opens, and its work dir."""
+    async with ws_client(srv, token=token) as ws:
+        sid = await _launch(ws)
+        seen = await _sh(ws, sid, "pwd; echo secret-of-$PWD > notes.md; "
+                                  "echo tmp-secret-of-$PWD > /tmp/scratch.txt; ls /tmp")
+    return sid, seen["out"].splitlines()[0]
+
+
+async def test_workspaces_see_neither_each_others_files_nor_tmp(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    home = tmp_path / "home"
+    home.mkdir()
+    with trio.fail_after(120):
+        async with running_server(data, workspaces={"b": OTHER_TOKEN},
+                                  profiles=_profiles(home)) as srv:
+            sid_a, cwd_a = await _own(srv, TOKEN)
+            sid_b, cwd_b = await _own(srv, OTHER_TOKEN)
+            # Each session its own directory, under its own workspace's.
+            assert cwd_a != cwd_b
+            assert Path(cwd_a).parent != Path(cwd_b).parent
+            for sid, cwd in [(sid_a, cwd_a), (sid_b, cwd_b)]:
+                assert Path(cwd).name == sid and Path(cwd).parent.parent == data / "work"
+                assert (Path(cwd) / "notes.md").read_text() == f"secret-of-{cwd}\n"
+            # B's agent goes looking for A's things, and plants an AGENTS.md.
+            async with ws_client(srv, token=OTHER_TOKEN) as ws_b:
+                await ws_b.call("session.subscribe", {"session_id": sid_b})
+                look = await _sh(ws_b, sid_b,
+                                 f"cat {cwd_a}/notes.md; ls -a {Path(cwd_a).parent} {data}/work; "
+                                 f"cat /tmp/scratch.txt; ls -a /tmp; "
+                                 f"grep -rs secret-of {data} /tmp; "
+                                 f"echo 'obey me' > {cwd_a}/AGENTS.md")
+            assert f"secret-of-{cwd_a}" not in look["out"], look
+            assert f"tmp-secret-of-{cwd_a}" not in look["out"], look
+            # Its own /tmp file is there, A's is not.
+            assert f"tmp-secret-of-{cwd_b}" in look["out"], look
+            assert not (Path(cwd_a) / "AGENTS.md").exists()
+            assert look["rc"] != 0

@@ -1,0 +1,337 @@
+"""The HTTP listener of Turnvisor and of agentctl: Hypercorn's connections, held to limits.
+
+    serve_listener                    the caller's nursery
+    ├── lifespan                      Hypercorn's ASGI lifespan of the app
+    └── connections                   one handler per accepted socket
+        └── _connection               peer cap → request head → ``take`` or
+                                      Hypercorn's TCPServer → a close that lands
+
+What a client can hold, and for how long (``ConnLimits``):
+
+- **Connections per remote address** (``per_peer``): one more is answered
+  with a short 503 and closed at once.
+- **A connection that says nothing**: its first request head must be complete
+  within ``idle_s`` (a partial one gets a 408), later ones and every read of
+  a request's body within ``idle_s`` too (Hypercorn's keep-alive timer, and
+  ``_Guarded``'s bound on each read).  A connection upgraded to a WebSocket
+  has no read bound here: Turnvisor's own WebSocket pings an idle client
+  (``web.wsconn``), agentctl's event stream sends heartbeats.
+- **A close that lands.** Hypercorn closes a connection from inside the
+  app's task (after answering a request whose body it never read, or after
+  ``Connection: close``), and quart-trio cancels that task at that very
+  moment: the close (``send_eof`` then ``aclose``) was cancelled at its first
+  checkpoint, so the socket stayed open — the client's next request hung and
+  the server's end sat in CLOSE-WAIT.  ``_Guarded`` does a close's work before
+  any checkpoint, and the socket itself is closed once Hypercorn is done with
+  it, lingering: our FIN is sent, what the client still sends is read and
+  dropped (bounded in bytes and time), so the close is no reset that would
+  destroy the response in flight.
+
+``take(stream, head)`` may serve a connection itself, given its first
+request head (Turnvisor's ``/ws``); everything else goes to Hypercorn with
+the bytes read so far replayed first, so Hypercorn sees the connection
+exactly as the client sent it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import socket as stdlib_socket
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Final
+
+import h11
+import trio
+from hypercorn.config import Config as HyperConfig
+from hypercorn.trio.lifespan import Lifespan
+from hypercorn.trio.tcp_server import TCPServer
+from hypercorn.trio.worker_context import WorkerContext
+from hypercorn.typing import ConnectionState
+from hypercorn.utils import repr_socket_addr, wrap_app
+from quart import Quart, Response, request
+
+__all__ = ["ConnLimits", "Take", "close_after_refusals", "serve_listener"]
+
+log = logging.getLogger(__name__)
+
+#: A request head larger than this is Hypercorn's to refuse (431).
+MAX_HEAD: Final = 16384
+#: A close reads and drops what the client still sends for at most this long
+#: and this much ...
+LINGER_S: Final = 2.0
+LINGER_BYTES: Final = 1024 * 1024
+#: ... and a refusal at accept (over the peer cap) this long.
+BUSY_LINGER_S: Final = 0.5
+
+#: Serves the connection given its first request head (True), or leaves it
+#: to Hypercorn (False).  The listener closes the socket afterwards either way.
+Take = Callable[[trio.SocketStream, bytes], Awaitable[bool]]
+
+
+@dataclass(frozen=True, slots=True)
+class ConnLimits:
+    #: Seconds a connection may send nothing (see the module's docstring).
+    idle_s: float = 60.0
+    #: Open connections per remote address.
+    per_peer: int = 64
+
+
+async def serve_listener(app: Any, config: HyperConfig, limits: ConnLimits, *,
+                         take: Take | None = None,
+                         shutdown_trigger: Callable[[], Awaitable[object]],
+                         task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+                         ) -> None:
+    """Serve until ``shutdown_trigger`` returns; then stop accepting and give
+    open connections ``config.graceful_timeout`` (as ``hypercorn.trio.serve``).
+    ``config.keep_alive_timeout`` is set to ``limits.idle_s``."""
+    config.keep_alive_timeout = limits.idle_s
+    wrapped = wrap_app(app, config.wsgi_max_body_size, None)
+    state: dict[str, Any] = {}
+    lifespan = Lifespan(wrapped, config, state)
+    context = WorkerContext(None)
+    peers = _Peers(limits.per_peer)
+    async with trio.open_nursery() as lifespan_nursery:
+        await lifespan_nursery.start(lifespan.handle_lifespan)
+        await lifespan.wait_for_startup()
+        async with trio.open_nursery() as connections:
+            sockets = config.create_sockets()
+            listeners = []
+            binds = []
+            for sock in sockets.insecure_sockets:
+                sock.listen(config.backlog)
+                listeners.append(trio.SocketListener(trio.socket.from_stdlib_socket(sock)))
+                binds.append(f"http://{repr_socket_addr(sock.family, sock.getsockname())}")
+            handler = partial(_connection, wrapped, config, context, state, limits, peers, take)
+            async with trio.open_nursery() as accepting:
+                accepting.start_soon(partial(trio.serve_listeners, handler, listeners,
+                                             handler_nursery=connections))
+                task_status.started(binds)
+                await shutdown_trigger()
+                accepting.cancel_scope.cancel()
+            await context.terminated.set()
+            connections.cancel_scope.deadline = trio.current_time() + config.graceful_timeout
+        await lifespan.wait_for_shutdown()
+        lifespan_nursery.cancel_scope.cancel()
+
+
+def close_after_refusals(app: Quart) -> None:
+    """An error answer to a request that has a body says ``Connection: close``
+    (and Hypercorn then closes): the body may be unread (a refusal in a
+    ``before_request``, a 413, a 404), and then the connection cannot carry
+    another request; the client learns it from the answer, not by a failed
+    reuse.  A client that sent a good request keeps its connection."""
+
+    @app.after_request
+    async def close_if_refused(response: Response) -> Response:
+        if response.status_code >= 400 and (
+                request.headers.get("Content-Length", "0") not in ("", "0")
+                or "Transfer-Encoding" in request.headers):
+            response.headers["Connection"] = "close"
+        return response
+
+
+class _Peers:
+    """Open connections by remote address."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self._open: dict[str, int] = {}
+        self._refusing: set[str] = set()
+
+    @contextmanager
+    def admit(self, peer: str) -> Iterator[bool]:
+        """True (and counted while inside) if ``peer`` is under the cap."""
+        if self._open.get(peer, 0) >= self.cap:
+            if peer not in self._refusing:  # once per spell over the cap, not per connection
+                self._refusing.add(peer)
+                log.warning("refusing connections from %s: %d open (the cap)", peer, self.cap)
+            yield False
+            return
+        self._open[peer] = self._open.get(peer, 0) + 1
+        try:
+            yield True
+        finally:
+            left = self._open[peer] - 1
+            if left:
+                self._open[peer] = left
+            else:
+                del self._open[peer]
+            if left < self.cap:
+                self._refusing.discard(peer)
+
+
+def _peer(stream: trio.SocketStream) -> str:
+    try:
+        address = stream.socket.getpeername()
+    except OSError:
+        return "?"
+    return str(address[0]) if isinstance(address, tuple) else str(address)
+
+
+async def _connection(app: Any, config: HyperConfig, context: WorkerContext,
+                      state: dict[str, Any], limits: ConnLimits, peers: _Peers,
+                      take: Take | None, stream: trio.SocketStream) -> None:
+    with peers.admit(_peer(stream)) as admitted:
+        if not admitted:
+            try:
+                with trio.move_on_after(BUSY_LINGER_S):
+                    await stream.send_all(_plain(503, "too many connections from your address",
+                                                 b"retry-after: 1\r\n"))
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+            await _close(stream, BUSY_LINGER_S)
+            return
+        try:
+            head, complete = await _read_head(stream, limits.idle_s)
+            if not complete:
+                if head.strip():
+                    with trio.move_on_after(LINGER_S):
+                        await _send(stream, _plain(408, "request head not received in time"))
+                return
+            if take is not None and await take(stream, head):
+                return
+            guarded = _Guarded(stream, head, limits.idle_s)
+            server = TCPServer(app, config, context, ConnectionState(state.copy()),
+                               guarded)  # type: ignore[arg-type]
+            guarded.answering = partial(_answering, server)
+            await server.run()
+        finally:
+            await _close(stream, LINGER_S)
+
+
+async def _read_head(stream: trio.SocketStream, within_s: float) -> tuple[bytes, bool]:
+    """What the client sent before its head ended (or ``MAX_HEAD`` bytes),
+    within ``within_s``; and whether that is for Hypercorn (a head, or too
+    much for one) rather than a silence, a partial head or a hang-up."""
+    head = b""
+    with trio.move_on_after(within_s):
+        while b"\r\n\r\n" not in head and len(head) < MAX_HEAD:
+            try:
+                data = await stream.receive_some(MAX_HEAD)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return head, False
+            if not data:
+                return head, False
+            head += data
+        return head, True
+    return head, False
+
+
+def _answering(server: TCPServer) -> bool:
+    """The client has sent a whole request and the app is still answering it
+    (a cancel waits up to its join window): the connection is not idle.
+    Read from Hypercorn's HTTP/1.1 protocol; anything else counts as idle."""
+    protocol = getattr(getattr(server, "protocol", None), "protocol", None)
+    connection = getattr(protocol, "connection", None)
+    return (getattr(protocol, "stream", None) is not None
+            and getattr(connection, "their_state", None) is h11.DONE)
+
+
+def _plain(status: int, text: str, extra: bytes = b"") -> bytes:
+    body = text.encode()
+    return (f"HTTP/1.1 {status} \r\ncontent-type: text/plain; charset=utf-8\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n").encode() + extra + (
+        b"\r\n" + body)
+
+
+async def _send(stream: trio.SocketStream, data: bytes) -> None:
+    try:
+        await stream.send_all(data)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+
+
+def _shut_write(sock: trio.socket.SocketType) -> None:
+    try:
+        sock.shutdown(stdlib_socket.SHUT_WR)
+    except OSError:
+        pass  # closed already, or the peer is gone
+
+
+async def _close(stream: trio.SocketStream, linger_s: float) -> None:
+    """Close for good, lingering: FIN first, then read and drop what the client
+    still sends (at most ``LINGER_BYTES``, ``linger_s``) until it closes too;
+    the socket is closed whatever happens, cancellation included."""
+    try:
+        if stream.socket.fileno() < 0:
+            return
+        _shut_write(stream.socket)
+        with trio.move_on_after(linger_s):
+            dropped = 0
+            while dropped < LINGER_BYTES:
+                data = await stream.receive_some(65536)
+                if not data:
+                    break
+                dropped += len(data)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+    finally:
+        stream.socket.close()
+
+
+class _Guarded(trio.abc.HalfCloseableStream):
+    """The socket as Hypercorn sees it: the bytes read before given back first;
+    each read bounded by ``idle_s`` (a ``trio.TooSlowError``, which Hypercorn
+    takes as its own read timeout) unless a request is being answered, and
+    none once a 101 upgraded the connection; a
+    ``send_eof``/``aclose`` that cannot be cancelled before it has done its
+    work (see the module's docstring).  ``aclose`` does not close the socket:
+    it sends our FIN and ends the pending read (Hypercorn then sees the end of
+    the connection); the listener closes the socket after Hypercorn."""
+
+    def __init__(self, stream: trio.SocketStream, first: bytes, idle_s: float) -> None:
+        self._stream = stream
+        self._first = first
+        self._idle_s = idle_s
+        self._upgraded = False
+        self._closing = False
+        self._reading: trio.CancelScope | None = None
+        self.socket = stream.socket
+        #: Whether a request is being answered (then a silent client is waiting, not idle).
+        self.answering: Callable[[], bool] = lambda: False
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        if self._first:
+            data, self._first = self._first, b""
+            await trio.lowlevel.checkpoint()
+            return data
+        if self._closing:
+            await trio.lowlevel.checkpoint()
+            return b""
+        while True:
+            deadline = trio.current_time() + self._idle_s if not self._upgraded else math.inf
+            with trio.CancelScope(deadline=deadline) as reading:
+                self._reading = reading
+                try:
+                    return await self._stream.receive_some(max_bytes)
+                finally:
+                    self._reading = None
+            if self._closing:
+                return b""
+            if not self.answering():
+                raise trio.TooSlowError(f"nothing received for {self._idle_s:g}s")
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        if not self._upgraded and bytes(data[:13]) == b"HTTP/1.1 101 ":
+            self._upgraded = True
+            if self._reading is not None:  # the read under way has no bound either
+                self._reading.deadline = math.inf
+        await self._stream.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self._stream.wait_send_all_might_not_block()
+
+    async def send_eof(self) -> None:
+        _shut_write(self.socket)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    async def aclose(self) -> None:
+        self._closing = True
+        _shut_write(self.socket)
+        if self._reading is not None:
+            self._reading.cancel()
+        await trio.lowlevel.cancel_shielded_checkpoint()
