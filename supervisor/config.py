@@ -3,7 +3,9 @@
 Read from ``DATA_DIR/turnvisor.toml``; unknown keys are rejected by name (a
 misspelled timeout must not pass silently).  Sections: ``[timeouts]`` (seconds),
 ``[limits]``, ``[agents.NAME]`` (supervisor.profiles), ``[workspaces.NAME]``,
-``[projects]`` (the directories tasks may work in, DESIGN.md §12).
+``[server]`` (``allowed_hosts``: names besides the bound address and loopback
+that the server answers to, web/guard.py), ``[projects]`` (the directories tasks
+may work in, DESIGN.md §12).
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ from protocols.sandbox import HiddenDir
 
 from .profiles import BUILTIN_PROFILES, AgentProfile, ProfileError, parse_profiles
 
-__all__ = ["Config", "ConfigError", "Limits", "Projects", "Timeouts"]
+__all__ = ["MIN_TOKEN_CHARS", "Config", "ConfigError", "Limits", "Projects", "Timeouts"]
+
+#: The shortest token accepted (the default one and every workspace's).
+MIN_TOKEN_CHARS = 32
 
 _T = TypeVar("_T")
 
@@ -97,6 +102,9 @@ class Timeouts:
     #: within this long; otherwise the turn is interrupted as any other.
     agentctl_takeover_s: float = 15.0
 
+    #: The window of ``[limits] auth_failures_per_peer``.
+    auth_failure_window_s: float = 60.0
+
     @property
     def stop_s(self) -> float:
         """The whole teardown of one agent: stdin EOF grace, SIGTERM grace, reap."""
@@ -133,6 +141,9 @@ class Limits:
     #: agent's text beyond it is dropped, with one status message saying so; the
     #: turn goes on.  Bounds what a flood costs on disk and on every connection.
     max_turn_output_bytes: int = 8 * 1024 * 1024
+    #: Failed authentications one peer (address) may make per
+    #: ``auth_failure_window_s`` before it is refused with 429 (web/guard.py).
+    auth_failures_per_peer: int = 50
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -195,6 +206,8 @@ class Config:
     #: The data dir as the sandbox hides it: its (device, inode) recorded when
     #: the supervisor starts (``with_identity``), checked before every launch.
     data_dir_hidden: HiddenDir | None = None
+    #: ``[server] allowed_hosts``: extra Host names answered (web/guard.py).
+    allowed_hosts: tuple[str, ...] = ()
 
     @property
     def db_path(self) -> Path:
@@ -234,7 +247,7 @@ class Config:
     @classmethod
     def from_mapping(cls, data_dir: Path, raw: Mapping[str, Any], **overrides: Any) -> Config:
         unknown = set(raw) - {"timeouts", "limits", "agents", "workspaces", "default_agent",
-                            "projects"}
+                          "server", "projects"}
         if unknown:
             raise ConfigError(f"unknown section(s): {', '.join(sorted(unknown))}")
         timeouts = _section(Timeouts, raw.get("timeouts", {}), "timeouts")
@@ -247,12 +260,14 @@ class Config:
         for name, ws in raw.get("workspaces", {}).items():
             if not isinstance(ws, Mapping) or set(ws) != {"token"} or not isinstance(
                 ws["token"], str
-            ) or len(ws["token"]) < 16:
-                raise ConfigError(f"[workspaces.{name}] needs exactly token = \"<16+ chars>\"")
+            ) or len(ws["token"]) < MIN_TOKEN_CHARS:
+                raise ConfigError(f"[workspaces.{name}] needs exactly token = "
+                                  f"\"<{MIN_TOKEN_CHARS}+ chars>\"")
             tokens[name] = ws["token"]
         values: dict[str, Any] = {
             "data_dir": data_dir, "timeouts": timeouts, "limits": limits,
             "profiles": profiles, "workspace_tokens": tokens,
+            "allowed_hosts": _allowed_hosts(raw.get("server", {})),
             "projects": _projects(raw.get("projects", {}), data_dir),
         }
         if "default_agent" in raw:
@@ -275,3 +290,15 @@ def _section(kind: type[_T], raw: Any, name: str) -> _T:
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
             raise ConfigError(f"[{name}] {key} must be a positive number")
     return kind(**raw)
+
+
+def _allowed_hosts(raw: Any) -> tuple[str, ...]:
+    if not isinstance(raw, Mapping):
+        raise ConfigError("[server] must be a table")
+    unknown = set(raw) - {"allowed_hosts"}
+    if unknown:
+        raise ConfigError(f"[server]: unknown key(s) {', '.join(sorted(unknown))}")
+    hosts = raw.get("allowed_hosts", [])
+    if not isinstance(hosts, list) or not all(isinstance(h, str) and h.strip() for h in hosts):
+        raise ConfigError("[server] allowed_hosts must be a list of host names")
+    return tuple(h.strip() for h in hosts)

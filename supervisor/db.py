@@ -15,6 +15,7 @@ successor turn.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import uuid
 from collections.abc import Iterable, Sequence
@@ -241,6 +242,22 @@ def _task(row: sqlite3.Row) -> Task:
                 running_count=row["running_count"], project_dir=row["project_dir"])
 
 
+def private_file(path: Path | str) -> None:
+    """Create the database file 0600 before SQLite opens it (or make an old
+    one so): SQLite gives its -wal and -shm files the database's mode."""
+    if str(path) == ":memory:" or str(path).startswith("file:"):
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+    for suffix in ("-wal", "-shm"):
+        side = Path(f"{path}{suffix}")
+        if side.is_file():
+            os.chmod(side, 0o600)
+
+
 class Checkpointer:
     """A connection of its own that checkpoints the WAL (``Db.hand_over_checkpoints``):
     a passive checkpoint copies what it can without blocking the writers.  Kept
@@ -264,6 +281,7 @@ class Db:
 
     def __init__(self, path: Path | str, *, busy_timeout_s: float = 30.0) -> None:
         self.path = path
+        private_file(path)
         self.conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self.conn.row_factory = sqlite3.Row
         # How long a write waits for a lock another connection holds (a backup, a

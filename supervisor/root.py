@@ -99,7 +99,7 @@ async def open_supervisor(
 ) -> AsyncIterator[Supervisor]:
     """``launcher`` (how agents start) and ``store`` are seams for tests; by
     default agents are local child processes and the store is SQLite in the data dir."""
-    config.data_dir.mkdir(parents=True, exist_ok=True)
+    config.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     config.work_dir.mkdir(parents=True, exist_ok=True)
     if config.data_dir_hidden is None:
         # What every launch checks: an agent that moves the data dir away

@@ -3,25 +3,33 @@
 Handlers are thin: authenticate, validate, one orchestrator call, encode.
 Errors are JSON ``{"error": {"code", "message"}}`` with a matching status; no
 traceback ever reaches a client.
+
+Before anything: the Host allow-list (web/guard.py, 421 otherwise).  The
+pages are one shell with no private data, served without a token; their
+script fetches ``/api/v1/boot`` with its token (web/auth.py).  Every response
+carries ``nosniff`` and a CSP (the pages their own, everything else
+``default-src 'none'``).  ``/static`` serves a snapshot of web/static taken
+when the app is made: a file written there later does not exist for it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import mimetypes
 import sqlite3
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
-from urllib.parse import urlencode
 
 import trio
-from quart import Response, redirect, request, send_from_directory, websocket
+from quart import Response, request, websocket
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException, NotFound
 
 from supervisor.db import StoreError
-from supervisor.errors import NotFound as SupervisorNotFound
 from supervisor.errors import SupervisorError
 from supervisor.orchestrator import Caller, CancelOperation
 from supervisor.root import Supervisor
@@ -35,19 +43,14 @@ from .actions import (
     task_delete,
     task_update,
 )
-from .auth import COOKIE, Tokens, cross_site_refusal, origin_allowed
+from .auth import SUBPROTOCOL, Tokens, cross_site_refusal, origin_allowed
 from .boot import task_boot, tasks_boot
 from .contract_routes import add_contract_routes
-from .front import WsRoute, ws_max_message
+from .front import Admitted, Handshake, WsRefusal, WsRoute, ws_max_message
 from .gateway import Gateway
+from .guard import FailureThrottle, HostCheck
 from .listener import close_after_refusals
-from .pages import (
-    BAD_TOKEN_BODY,
-    NOT_FOUND_BODY,
-    UNAUTHORIZED_BODY,
-    agent_availability,
-    html_error_page,
-)
+from .pages import NOT_FOUND_BODY, agent_availability, html_error_page
 from .queue_routes import add_queue_routes
 from .validate import BadInput, req_str
 
@@ -60,6 +63,35 @@ STATUS: Final = {
     "BAD_REQUEST": 400, "VALIDATION_ERROR": 422, "UNAUTHORIZED": 401, "FORBIDDEN": 403,
     "NOT_FOUND": 404, "CONFLICT": 409, "UNKNOWN_ACTION": 404, "INTERNAL_ERROR": 500,
 }
+#: The CSP of the app's page: its own scripts and styles, nothing else.
+PAGE_CSP: Final = (
+    "default-src 'self'; connect-src 'self'; img-src 'self' data:; style-src 'self'; "
+    "script-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'")
+#: Everything else (API answers, static files, errors): nothing may run or load.
+DEFAULT_CSP: Final = "default-src 'none'; frame-ancestors 'none'"
+
+
+@dataclass(frozen=True)
+class StaticFile:
+    body: bytes
+    content_type: str
+    etag: str
+
+
+def static_snapshot(root: Path) -> dict[str, StaticFile]:
+    """Every file under ``root`` by its path relative to it ("vendor/x.js")."""
+    files: dict[str, StaticFile] = {}
+    for path in sorted(root.rglob("*")):
+        if not path.is_file() or path.name.startswith("."):
+            continue
+        body = path.read_bytes()
+        kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        if kind.startswith("text/") or kind in ("application/javascript", "image/svg+xml"):
+            kind += "; charset=utf-8"
+        etag = hashlib.sha256(body).hexdigest()[:32]
+        files[path.relative_to(root).as_posix()] = StaticFile(body, kind, etag)
+    return files
 
 
 def _error(code: str, message: str, status: int | None = None) -> Response:
@@ -70,12 +102,6 @@ def _error(code: str, message: str, status: int | None = None) -> Response:
 
 def _json(data: Any, status: int = 200) -> Response:
     return Response(json.dumps(data), status=status, content_type="application/json")
-
-
-def boot_json(boot: dict[str, Any]) -> str:
-    """JSON safe to embed in a <script> element."""
-    return (json.dumps(boot).replace("<", "\\u003c").replace(">", "\\u003e")
-            .replace("&", "\\u0026"))
 
 
 def cancel_stages(op: CancelOperation, clock_offset_s: float) -> dict[str, Any]:
@@ -94,14 +120,22 @@ def cancel_stages(op: CancelOperation, clock_offset_s: float) -> dict[str, Any]:
     }
 
 
-def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
+def create_app(sup: Supervisor, tokens: Tokens, *, bound_host: str = "127.0.0.1",
+               throttle: FailureThrottle | None = None) -> QuartTrio:
+    """``bound_host``: the address the server listens on (for the Host check)."""
     app = QuartTrio("turnvisor", static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = sup.config.limits.max_body_bytes
     close_after_refusals(app)
     gateway = Gateway(sup)
     app.extensions["turnvisor"] = {"supervisor": sup, "gateway": gateway}
     workspaces: dict[str, Caller] = {}
-    template: list[str] = []
+    shell = (WEB_DIR / "templates" / "app.html").read_text()
+    static_files = static_snapshot(WEB_DIR / "static")
+    hosts = HostCheck(bound_host, sup.config.allowed_hosts)
+    failures = throttle if throttle is not None else FailureThrottle(
+        limit=sup.config.limits.auth_failures_per_peer,
+        window_s=sup.config.timeouts.auth_failure_window_s)
+    app.extensions["turnvisor"]["throttle"] = failures
 
     async def caller_for(name: str) -> Caller:
         if name not in workspaces:
@@ -109,8 +143,25 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
         return workspaces[name]
 
     async def current_caller() -> Caller | None:
-        name = tokens.resolve(request.headers.get("Authorization"), request.cookies.get(COOKIE))
+        name = tokens.resolve(request.headers.get("Authorization"))
         return await caller_for(name) if name else None
+
+    def throttled(peer: str) -> float | None:
+        return failures.retry_after(peer, trio.current_time())
+
+    def auth_failed(peer: str, path: str) -> None:
+        # The peer and the path, never what was offered.
+        if failures.failed(peer, trio.current_time()):
+            log.warning("authentication failed from %s on %s: too many failures, refusing "
+                        "it for %.0f s", peer, path, failures.window_s)
+        elif throttled(peer) is None:
+            log.warning("authentication failed from %s on %s", peer, path)
+
+    def too_many(retry: float) -> Response:
+        resp = _error("TOO_MANY_REQUESTS", "too many failed authentications; try again later",
+                      429)
+        resp.headers["Retry-After"] = str(max(1, int(retry + 0.999)))
+        return resp
 
     async def body() -> dict[str, Any]:
         # Bytes: a body that is not UTF-8 is bad JSON (UnicodeDecodeError is a
@@ -180,10 +231,21 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
 
     @app.before_request
     async def require_token() -> Response | None:
+        refused_host = hosts.refusal(request.headers.get("Host"))
+        if refused_host is not None:
+            resp = _error("MISDIRECTED", refused_host, 421)
+            resp.headers["Connection"] = "close"
+            return resp
         path = request.path
-        if (path.startswith("/api/") and path != "/api/v1/health"
-                and await current_caller() is None):
-            return _error("UNAUTHORIZED", "a valid token is required (Authorization: Bearer)")
+        if path.startswith("/api/") and path != "/api/v1/health":
+            peer = request.remote_addr or "?"
+            retry = throttled(peer)
+            if retry is not None:
+                return too_many(retry)
+            if await current_caller() is None:
+                auth_failed(peer, path)
+                return _error("UNAUTHORIZED",
+                              "a valid token is required (Authorization: Bearer)")
         # A cross-site page holding the user's cookie gets nothing done, whichever
         # endpoint it aims at (today's or one added later).
         refusal = cross_site_refusal(
@@ -195,6 +257,12 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
         if refusal is not None:
             return _error("FORBIDDEN", refusal)
         return None
+
+    @app.after_request
+    async def fence(resp: Response) -> Response:
+        resp.headers["X-Content-Type-Options"] = "nosniff"
+        resp.headers.setdefault("Content-Security-Policy", DEFAULT_CSP)
+        return resp
 
     async def me() -> Caller:
         caller = await current_caller()
@@ -289,95 +357,88 @@ def create_app(sup: Supervisor, tokens: Tokens) -> QuartTrio:
 
     # -- pages ----------------------------------------------------------------
 
-    async def page(boot_state: dict[str, Any]) -> Response:
-        if not template:
-            template.append((WEB_DIR / "templates" / "app.html").read_text())
-        html = template[0].replace("__BOOT_STATE__", boot_json(boot_state))
-        resp = Response(html, content_type="text/html; charset=utf-8")
-        resp.headers["Cache-Control"] = "no-store"
-        resp.headers["Content-Security-Policy"] = (
-            "default-src 'self'; connect-src 'self'; img-src 'self' data:; "
-            "style-src 'self'; script-src 'self'; frame-ancestors 'none'")
-        return resp
+    @app.get("/api/v1/boot")
+    async def page_boot() -> Response:
+        """What a page hydrates from, in one request: the task list's, or with
+        ``task`` (and ``session``) the task page's; which profiles can start
+        here, for the picker, in both."""
+        caller = await me()
+        task_id = request.args.get("task")
+        state = (await task_boot(sup, caller, task_id, request.args.get("session"))
+                 if task_id else await tasks_boot(sup, caller))
+        return _json(state | {"agent_availability": agent_availability(sup.config.profiles)})
 
-    async def page_caller() -> Caller | Response:
-        token = request.args.get("token")
-        if token is not None:
-            if tokens.workspace(token) is None:
-                return html_error_page(401, "That token is not valid", BAD_TOKEN_BODY)
-            # Trade the one-time ?token= for a cookie, and drop it from the URL.
-            rest = urlencode([(k, v) for k, v in request.args.items(multi=True)
-                              if k != "token"])
-            resp = redirect(request.path + (f"?{rest}" if rest else ""))
-            resp.set_cookie(COOKIE, token, httponly=True, samesite="Strict", path="/")
-            return resp  # type: ignore[return-value]
-        caller = await current_caller()
-        if caller is None:
-            return html_error_page(401, "Open Turnvisor with its link", UNAUTHORIZED_BODY)
-        return caller
+    def page() -> Response:
+        # The shell: no data, no token; the script asks /api/v1/boot with its own.
+        resp = Response(shell, content_type="text/html; charset=utf-8")
+        resp.headers["Cache-Control"] = "no-store"
+        resp.headers["Content-Security-Policy"] = PAGE_CSP
+        return resp
 
     @app.get("/")
     async def index() -> Response:
-        caller = await page_caller()
-        if isinstance(caller, Response):
-            return caller
-        # Which profiles can start here, for the picker (a page concern: not in the REST boot).
-        return await page(await tasks_boot(sup, caller)
-                          | {"agent_availability": agent_availability(sup.config.profiles)})
+        return page()
 
     @app.get("/tasks/<task_id>")
     async def task_page(task_id: str) -> Response:
-        caller = await page_caller()
-        if isinstance(caller, Response):
-            return caller
-        try:
-            boot_state = await task_boot(sup, caller, task_id, request.args.get("session"))
-        except SupervisorNotFound:
-            return not_found_page()
-        boot_state["agent_availability"] = agent_availability(sup.config.profiles)
-        return await page(boot_state)
+        return page()
 
     @app.get("/static/<path:filename>")
     async def static(filename: str) -> Response:
-        # send_from_directory refuses paths that leave the directory.
-        try:
-            resp = await send_from_directory(WEB_DIR / "static", filename)
-        except OSError:  # e.g. a name longer than the filesystem allows
-            raise NotFound() from None
+        found = static_files.get(filename)
+        if found is None:
+            raise NotFound()
+        if request.headers.get("If-None-Match") == f'"{found.etag}"':
+            resp = Response(b"", status=304)
+        else:
+            resp = Response(found.body, content_type=found.content_type)
+        resp.headers["ETag"] = f'"{found.etag}"'
         resp.headers["Cache-Control"] = "no-cache"
         return resp
 
     # -- WebSocket ------------------------------------------------------------
 
-    async def ws_admission(origin: str | None, host: str | None, authorization: str | None,
-                           cookie: str | None, query_token: str | None,
-                           ) -> Caller | tuple[int, str]:
-        """Who may open /ws: the caller, or the refusal's status and text."""
-        if not origin_allowed(origin, host):
-            return 403, "forbidden origin"
-        name = tokens.resolve(authorization, cookie, query_token)
+    async def ws_admission(hs: Handshake) -> Admitted | WsRefusal:
+        """Who may open /ws (either path): the caller, or the refusal."""
+        refused_host = hosts.refusal(hs.host)
+        if refused_host is not None:
+            return WsRefusal(421, refused_host)
+        if not origin_allowed(hs.origin, hs.host):
+            return WsRefusal(403, "forbidden origin")
+        retry = throttled(hs.peer)
+        if retry is not None:
+            return WsRefusal(429, "too many failed authentications",
+                             (("retry-after", str(max(1, int(retry + 0.999)))),))
+        name = tokens.resolve(hs.authorization, hs.subprotocols)
         if name is None:
-            return 401, "unauthorized"
-        return await caller_for(name)
+            auth_failed(hs.peer, "/ws")
+            return WsRefusal(401, "unauthorized")
+        # Select the plain subprotocol if offered (a browser requires one of
+        # its offers back); the one carrying the token is never echoed.
+        chosen = SUBPROTOCOL if SUBPROTOCOL in hs.subprotocols else None
+        return Admitted(await caller_for(name), chosen)
 
     app.extensions["turnvisor"]["ws_route"] = WsRoute(
-        path="/ws", cookie=COOKIE, admit=ws_admission, gateway=gateway,
+        path="/ws", admit=ws_admission, gateway=gateway,
         max_message=ws_max_message(sup.config))
 
     @app.websocket("/ws")
     async def ws() -> Response | None:
         # Served here only when the upgrade comes on a reused HTTP connection;
         # a fresh one is served by web.front below Quart (one write per batch).
-        admitted = await ws_admission(
-            websocket.headers.get("Origin"), websocket.headers.get("Host"),
-            websocket.headers.get("Authorization"), websocket.cookies.get(COOKIE),
-            websocket.args.get("token"))
-        if isinstance(admitted, tuple):
-            return Response(admitted[1], admitted[0])
-        caller = admitted
-        await websocket.accept()
+        admitted = await ws_admission(Handshake(
+            origin=websocket.headers.get("Origin"), host=websocket.headers.get("Host"),
+            authorization=websocket.headers.get("Authorization"),
+            subprotocols=tuple(websocket.requested_subprotocols),
+            peer=websocket.remote_addr or "?"))
+        if isinstance(admitted, WsRefusal):
+            refusal = Response(admitted.text, admitted.status)
+            for name, value in admitted.headers:
+                refusal.headers[name] = value
+            return refusal
+        await websocket.accept(subprotocol=admitted.subprotocol)
         # The proxy resolves in the gateway's child tasks too (they inherit the context).
-        await gateway.serve(websocket, caller)
+        await gateway.serve(websocket, admitted.caller)
         return None
 
     return app

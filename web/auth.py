@@ -1,54 +1,97 @@
-"""Tokens, workspaces and the auth cookie (DESIGN.md §7).
+"""Tokens and workspaces (DESIGN.md §7, as changed in docs/contract-notes.md).
 
-A token opens exactly one workspace.  It arrives as ``Authorization: Bearer``,
-as the auth cookie, or once as ``?token=`` on a page (which sets the cookie,
-HttpOnly and SameSite=Strict, and redirects to the same URL without it so the
-token does not stay in the address bar or history).  Tokens are compared in
-constant time and never logged: the access log is off and no error message
-repeats a token.
+A token opens exactly one workspace.  It arrives only in a header the client
+sets itself: ``Authorization: Bearer`` (REST, WebSocket clients) or, from the
+browser's WebSocket (which cannot set headers), the subprotocol
+``turnvisor.bearer.<base64url of the token>`` offered next to ``turnvisor``
+(the one the server selects: the token is never echoed back).
 
-A cookie rides along with every request the browser makes to this host, from
-any page: ``SameSite=Strict`` does not stop a page on another port of the same
-host (a dev server an agent started), which is the same *site*.  So a request
-that changes state and is authenticated by the cookie must show that it comes
-from our own pages (``cross_site_refusal``); bearer-token clients send no
-cookie-borne credentials and are not concerned.
+No cookie is a credential, and neither is ``?token=``: a browser attaches
+cookies to its requests to every port of the host, and a URL travels in an
+``<img>`` or a link, so both would hand the token to whatever page or agent
+output can make the browser send a request.  The page itself is a shell with
+no private data; its script takes a ``?token=`` from its own address (a
+top-level visit), keeps it in the origin's ``localStorage`` and sends it as
+above.  Tokens are compared in constant time and never logged.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hmac
 import os
 import secrets
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
-__all__ = ["COOKIE", "Tokens", "cross_site_refusal", "load_default_token", "origin_allowed"]
+from supervisor.config import MIN_TOKEN_CHARS, ConfigError
 
-COOKIE = "turnvisor_token"
+__all__ = [
+    "SUBPROTOCOL",
+    "Tokens",
+    "bearer_subprotocol",
+    "cross_site_refusal",
+    "load_default_token",
+    "origin_allowed",
+    "subprotocol_token",
+]
+
+#: The WebSocket subprotocol the server selects.
+SUBPROTOCOL = "turnvisor"
+#: The prefix of the subprotocol that carries the token (never selected).
+BEARER_PREFIX = "turnvisor.bearer."
 
 
 def load_default_token(data_dir: Path) -> str:
-    """``TURNVISOR_TOKEN``, else the token stored in the data dir, else a new one."""
+    """``TURNVISOR_TOKEN``, else the token stored in the data dir, else a new
+    one; ConfigError for a token too short to be a secret."""
     env = os.environ.get("TURNVISOR_TOKEN")
-    if env:
+    if env is not None:
+        if len(env) < MIN_TOKEN_CHARS:
+            raise ConfigError(f"TURNVISOR_TOKEN must be at least {MIN_TOKEN_CHARS} characters "
+                              f"(it has {len(env)})")
         return env
     path = data_dir / "token"
     if path.exists():
         token = path.read_text().strip()
         if token:
+            if len(token) < MIN_TOKEN_CHARS:
+                raise ConfigError(f"{path}: the token must be at least {MIN_TOKEN_CHARS} "
+                                  "characters (delete the file for a new one)")
             return token
     token = secrets.token_urlsafe(32)
-    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(token + "\n")
     return token
 
 
+def bearer_subprotocol(token: str) -> str:
+    """The subprotocol a browser offers to carry ``token`` (what web/static/ws.js builds)."""
+    encoded = base64.urlsafe_b64encode(token.encode()).decode().rstrip("=")
+    return BEARER_PREFIX + encoded
+
+
+def subprotocol_token(offered: Iterable[str]) -> str | None:
+    """The token in an offered ``turnvisor.bearer.*`` subprotocol, if any."""
+    for proto in offered:
+        if proto.startswith(BEARER_PREFIX):
+            encoded = proto[len(BEARER_PREFIX):]
+            try:
+                return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+            except (binascii.Error, ValueError):
+                return None
+    return None
+
+
 class Tokens:
     def __init__(self, by_workspace: Mapping[str, str]) -> None:
+        short = [ws for ws, t in by_workspace.items() if len(t) < MIN_TOKEN_CHARS]
+        if short:
+            raise ValueError(f"tokens under {MIN_TOKEN_CHARS} characters: {', '.join(short)}")
         self._pairs = [(t.encode(), ws) for ws, t in by_workspace.items()]
 
     def workspace(self, token: str | None) -> str | None:
@@ -62,14 +105,13 @@ class Tokens:
                 found = ws
         return found
 
-    def resolve(self, authorization: str | None, cookie: str | None,
-                query_token: str | None = None) -> str | None:
-        """The workspace of the request's token: the Authorization header wins,
-        then the cookie, then a ``?token=``."""
+    def resolve(self, authorization: str | None, subprotocols: Iterable[str] = ()) -> str | None:
+        """The workspace of the request's token: ``Authorization: Bearer``,
+        else (a WebSocket handshake) the bearer subprotocol."""
         auth = authorization or ""
         if auth[:7].lower() == "bearer ":
             return self.workspace(auth[7:].strip())
-        return self.workspace(cookie) or self.workspace(query_token)
+        return self.workspace(subprotocol_token(subprotocols))
 
 
 def origin_allowed(origin: str | None, host: str | None) -> bool:
@@ -91,14 +133,12 @@ def cross_site_refusal(*, method: str, path: str, authorization: str | None,
     """Why a state-changing request under /api/ is refused as possibly
     cross-site, or None to let it through (authentication comes after).
 
-    Concerned: every method but GET/HEAD/OPTIONS, unless the request carries
-    ``Authorization: Bearer`` (then the cookie is not what authenticates it).
-    Such a request passes only if it comes from our own origin — ``Origin``
-    naming this Host (``null`` is refused), or, when a browser sent no Origin,
-    ``Sec-Fetch-Site: same-origin``; no evidence either way is refused too, and
-    so is any ``Sec-Fetch-Site`` but ``same-origin`` — and only with a JSON
-    body type: a cross-site page can send text/plain or a form without a CORS
-    preflight, never application/json.
+    Since no cookie authenticates anything, every such request without
+    ``Authorization: Bearer`` fails authentication anyway; this stays as a
+    second fence (an endpoint added later that forgot authentication still
+    refuses a cross-site write).  It passes only a request from our own origin
+    — ``Origin`` naming this Host (``null`` is refused), or, when a browser
+    sent no Origin, ``Sec-Fetch-Site: same-origin`` — with a JSON body type.
     """
     if not path.startswith("/api/") or method.upper() in SAFE_METHODS:
         return None

@@ -23,6 +23,22 @@ def default_data_dir() -> Path:
     return Path(base) / "turnvisor"
 
 
+#: What the data dir holds that nobody else may read (the token, the
+#: workspaces' tokens, the conversations).
+PRIVATE_FILES = ("token", "turnvisor.toml", "server.json", "turnvisor.db", "turnvisor.db-wal",
+                 "turnvisor.db-shm")
+
+
+def make_private(data_dir: Path) -> None:
+    """The data dir 0700 (created so) and its files 0600."""
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(data_dir, 0o700)
+    for name in PRIVATE_FILES:
+        path = data_dir / name
+        if path.is_file() and not path.is_symlink():
+            os.chmod(path, 0o600)
+
+
 def _serve(args: argparse.Namespace) -> int:
     from .startup import check_port, hold_data_dir, start_failure
 
@@ -46,11 +62,15 @@ def _serve_held(args: argparse.Namespace, data_dir: Path, listening: list[bool])
     from .server import serve
 
     try:
+        make_private(data_dir)
         config = Config.load(data_dir, default_agent=args.agent)
+        token = load_default_token(data_dir)
     except ConfigError as exc:
         print(f"turnvisor: configuration error: {exc}", file=sys.stderr)
         return 2
-    token = load_default_token(data_dir)
+    except OSError as exc:
+        print(f"turnvisor: data dir {data_dir}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     trio.run(lambda: serve(config, host=args.host, port=args.port, token=token, tune_gc=True,
                            on_ready=lambda _url, _sup: listening.append(True)))
     return 0

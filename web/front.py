@@ -22,9 +22,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
-from http.cookies import CookieError, SimpleCookie
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 import trio
 from hypercorn.config import Config as HyperConfig
@@ -39,14 +38,38 @@ from .gateway import Gateway
 from .listener import ConnLimits, serve_listener
 from .wsconn import ServerWebSocket
 
-__all__ = ["WsRoute", "conn_limits", "serve_http", "ws_max_message"]
+__all__ = ["Admitted", "Handshake", "WsRefusal", "WsRoute", "conn_limits", "serve_http",
+           "ws_max_message"]
 
 log = logging.getLogger(__name__)
 
-#: (Origin, Host, Authorization, the token cookie, ?token=) → the caller, or
-#: the HTTP status and text that refuse the upgrade.
-Admission = Callable[[str | None, str | None, str | None, str | None, str | None],
-                     Awaitable[Caller | tuple[int, str]]]
+@dataclass(frozen=True)
+class Handshake:
+    """What admission looks at in a WebSocket upgrade (either path)."""
+
+    origin: str | None
+    host: str | None
+    authorization: str | None
+    subprotocols: tuple[str, ...]
+    peer: str
+
+
+@dataclass(frozen=True)
+class WsRefusal:
+    status: int
+    text: str
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Admitted:
+    caller: Caller
+    #: The subprotocol to select (never one that carries the token), or None.
+    subprotocol: str | None
+
+
+#: The handshake → the caller, or the refusal of the upgrade.
+Admission = Callable[[Handshake], Awaitable[Admitted | WsRefusal]]
 
 
 def ws_max_message(config: Config) -> int:
@@ -63,7 +86,6 @@ def conn_limits(config: Config) -> ConnLimits:
 @dataclass(frozen=True)
 class WsRoute:
     path: str
-    cookie: str
     admit: Admission
     gateway: Gateway
     max_message: int
@@ -124,28 +146,29 @@ async def _websocket(stream: trio.SocketStream, head: bytes, route: WsRoute,
         await trio.aclose_forcefully(stream)
         return
     headers = _headers(request)
-    query = parse_qs(urlsplit(request.target).query)
-    admitted = await route.admit(
-        headers.get("origin"), request.host, headers.get("authorization"),
-        _cookie(headers.get("cookie"), route.cookie), next(iter(query.get("token", ())), None))
-    if isinstance(admitted, tuple):
-        status, text = admitted
-        body = text.encode()
+    admitted = await route.admit(Handshake(
+        origin=headers.get("origin"), host=request.host,
+        authorization=headers.get("authorization"),
+        subprotocols=tuple(request.subprotocols), peer=_peer(stream)))
+    if isinstance(admitted, WsRefusal):
+        body = admitted.text.encode()
         await _send(stream, conn.send(RejectConnection(
-            status_code=status, has_body=True,
+            status_code=admitted.status, has_body=True,
             headers=[(b"content-type", b"text/plain; charset=utf-8"),
-                     (b"content-length", str(len(body)).encode())])))
+                     (b"content-length", str(len(body)).encode()),
+                     (b"x-content-type-options", b"nosniff"),
+                     *((k.encode(), v.encode()) for k, v in admitted.headers)])))
         await _send(stream, conn.send(RejectData(data=body)))
         await trio.aclose_forcefully(stream)
         return
-    if not await _send(stream, conn.send(AcceptConnection())):
+    if not await _send(stream, conn.send(AcceptConnection(subprotocol=admitted.subprotocol))):
         await trio.aclose_forcefully(stream)
         return
     ws = ServerWebSocket(stream, conn, max_message=route.max_message, idle_s=idle_s)
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(ws.run_reader)
-            await route.gateway.serve(ws, admitted)
+            await route.gateway.serve(ws, admitted.caller)
             nursery.cancel_scope.cancel()
     finally:
         await ws.abort()
@@ -165,16 +188,13 @@ def _headers(request: Request) -> dict[str, str]:
     return out
 
 
-def _cookie(header: str | None, name: str) -> str | None:
-    if not header:
-        return None
-    jar: SimpleCookie = SimpleCookie()
+def _peer(stream: trio.SocketStream) -> str:
+    """The client's address (no port): the throttle's key."""
     try:
-        jar.load(header)
-    except CookieError:
-        return None
-    morsel = jar.get(name)
-    return morsel.value if morsel is not None else None
+        name = stream.socket.getpeername()
+    except OSError:
+        return "?"
+    return str(name[0]) if isinstance(name, tuple) else str(name)
 
 
 def _plain(status: int, text: str) -> bytes:

@@ -1,5 +1,6 @@
-"""HTML pages other than the app's own: what a person sees for an unknown page (404) or without
-a valid token (401), and the availability of each agent profile for the picker.
+"""HTML pages other than the app's own: what a person sees for an unknown page (404), and the
+availability of each agent profile for the picker.  (Without a valid token the app's page
+itself says so: the server cannot tell, web/static/credential.js can.)
 
 Only page routes get these; /api keeps its JSON errors (DESIGN.md §5).
 """
@@ -41,20 +42,6 @@ NOT_FOUND_BODY: Final = (
     "<p>There is no page here. The task may have been removed, or the address is mistyped.</p>"
     '<p><a href="/">Go to the task list</a></p>'
 )
-UNAUTHORIZED_BODY: Final = (
-    "<p>This Turnvisor server needs its access token.</p>"
-    "<p>Open the address that <code>turnvisor serve</code> printed when it started: it ends in "
-    "<code>?token=…</code>. After that first visit this browser remembers the token.</p>"
-    "<p>Lost it? The token is in <code>TURNVISOR_TOKEN</code>, or in the file <code>token</code> "
-    "of the server's data directory.</p>"
-)
-BAD_TOKEN_BODY: Final = (
-    "<p>The token in this address is not valid for this server.</p>"
-    "<p>Open the address that <code>turnvisor serve</code> printed when it started (it ends in "
-    "<code>?token=…</code>), or ask whoever runs the server for a current one.</p>"
-)
-
-
 def html_error_page(status: int, title: str, body_html: str) -> Response:
     """A small static HTML page; ``body_html`` is trusted markup from this module."""
     page = _PAGE.format(title=html.escape(title), status=status, body=body_html)
@@ -62,7 +49,7 @@ def html_error_page(status: int, title: str, body_html: str) -> Response:
     resp.headers["Cache-Control"] = "no-store"
     resp.headers["Content-Security-Policy"] = (
         "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'none'; "
-        "frame-ancestors 'none'")
+        "object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
     return resp
 
 

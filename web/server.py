@@ -6,6 +6,11 @@
             ├── front.serve_http          /ws (web.wsconn) + Hypercorn for the rest
             └── _watch_signals            SIGINT/SIGTERM → graceful stop
 
+Where to find it: ``DATA_DIR/server.json`` (0600: url, token, pid) is written
+at every start, for a person and a command-line client on this machine; the
+token URL itself is printed only when stdout is a terminal (a log file or a
+pipe that others may read gets the file's path instead).
+
 Graceful stop: Hypercorn stops accepting and drains for ``graceful_timeout``;
 then the supervisor cancels running turns and stops every agent (SIGTERM to
 each group, grace, SIGKILL), all under ``shutdown_s``.
@@ -14,13 +19,16 @@ each group, grace, SIGKILL), all under ``shutdown_s``.
 from __future__ import annotations
 
 import gc
+import json
 import logging
+import os
 import signal
 import socket
 import sys
 import threading
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -89,7 +97,7 @@ async def serve(
     async with open_supervisor(config) as sup, trio.open_nursery() as nursery:
         if threading.current_thread() is threading.main_thread():
             nursery.start_soon(_watch_signals, stop)
-        app = create_app(sup, tokens)
+        app = create_app(sup, tokens, bound_host=host)
         # Hypercorn in a nursery of its own: once it has drained, the signal
         # watcher (which may never see a signal when ``stop`` is set by the
         # caller) is cancelled, so the server nursery can close.
@@ -109,12 +117,32 @@ async def serve(
                 gc.collect()
                 gc.freeze()
                 gc.set_threshold(50_000, 20, 100)
-            print(f"Turnvisor listening on {url}/?token={token}", flush=True)
+            found_at = write_server_file(config.data_dir, url, token)
+            if sys.stdout.isatty():
+                print(f"Turnvisor listening on {url}/?token={token}", flush=True)
+            else:
+                print(f"Turnvisor listening on {url} (the address with its token is in "
+                      f"{found_at})", flush=True)
             await stop.wait()
             log.info("shutting down")
             app.extensions["turnvisor"]["gateway"].close_all()
         nursery.cancel_scope.cancel()
     log.info("stopped")
+
+
+def write_server_file(data_dir: Path, url: str, token: str) -> Path:
+    """``DATA_DIR/server.json``: where this server listens and its token, 0600."""
+    path = data_dir / "server.json"
+    data = {"url": url, "login_url": f"{url}/?token={token}", "token": token,
+            "pid": os.getpid()}
+    partial_path = path.with_name(".server.json.tmp")
+    fd = os.open(partial_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        os.fchmod(f.fileno(), 0o600)  # an older file of another mode, reused
+        json.dump(data, f)
+        f.write("\n")
+    os.replace(partial_path, path)
+    return path
 
 
 async def _watch_signals(stop: trio.Event) -> None:

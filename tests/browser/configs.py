@@ -21,5 +21,5 @@ cancel_escalate_s = 120.0
 cancel_operation_s = 2.0
 """
 
-#: One token for every browser-test server, so a tab's cookie still works after a restart.
-TOKEN = "browser-test-token-0123456789"
+#: One token for every browser-test server, so a tab's stored token still works after a restart.
+TOKEN = "browser-test-token-0123456789-0123456789"

@@ -496,15 +496,14 @@ def test_pages_for_people_404_401_favicon_and_times(
     r = httpx.get(server.url_for("/static/favicon.svg"), timeout=10)
     assert r.status_code == 200 and "<svg" in r.text
 
-    response = person.page.goto(server.url_for("/tasks/unknown"))
-    assert response is not None and response.status == 404
+    # The shell answers 200; its script finds no such task and says so.
+    person.page.goto(server.url_for("/tasks/unknown"))
     expect(person.page.get_by_role("heading", name="Page not found")).to_be_visible()
     person.press(person.page.get_by_role("link", name="Go to the task list"))
     expect(person.page.get_by_test_id("task-list")).to_be_visible()
 
     stranger = new_context(**VIEWS[view]).new_page()
-    response = stranger.goto(server.url_for("/"))
-    assert response is not None and response.status == 401
+    stranger.goto(server.url_for("/"))  # no token stored in this browser: the page says how
     expect(stranger.get_by_role("heading")).to_have_text("Open Turnvisor with its link")
     expect(stranger.locator("body")).to_contain_text("?token=")
     shot(stranger, f"unauthorized-{view}")

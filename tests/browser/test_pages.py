@@ -23,7 +23,7 @@ def test_task_list_creates_a_task_and_opens_it(
     person = Person(new_context().new_page(), server)
     person.login("/")
     expect(person.page.get_by_test_id("task-list")).to_be_visible()
-    # The token left the address bar; the cookie carries auth from here on.
+    # The token left the address bar; the page keeps it in this origin's localStorage.
     assert "token=" not in person.page.url
     person.page.get_by_test_id("new-task-title").fill("Write the release notes")
     person.press(person.page.get_by_test_id("create-task-button"))

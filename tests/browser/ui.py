@@ -85,7 +85,7 @@ class Person:
 
     # --- navigation ---------------------------------------------------------------------------
     def login(self, path: str = "/") -> None:
-        """First visit with the one-time `?token=`; the response sets the auth cookie."""
+        """First visit with `?token=`; the page's script stores it (localStorage) and drops it."""
         self.page.goto(self.server.login_url(path))
         ensure_mounted(self.page)
 

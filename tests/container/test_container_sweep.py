@@ -24,6 +24,7 @@ from tests.container.container_support import (
     session_containers,
 )
 from tests.support.server import TOKEN, Server
+from tests.support.serverproc import parse_listening
 from tests.support.ws import is_agent_output, ws_client
 from tests.web.support import new_task, running_session
 
@@ -59,9 +60,9 @@ async def _serve(data: Path, log: Path) -> tuple[trio.Process, str]:
             chunk = await proc.stdout.receive_some(4096)
             assert chunk, f"turnvisor serve exited: {_tail(log)}"
             buf += chunk
-    line = buf.split(b"\n", 1)[0].decode()
-    assert line.startswith("Turnvisor listening on http://"), line
-    return proc, line.removeprefix("Turnvisor listening on ").removesuffix(f"/?token={TOKEN}")
+    found = parse_listening(buf.split(b"\n", 1)[0].decode(), data)
+    assert found is not None and found[1] == TOKEN, buf
+    return proc, found[0]
 
 
 def _tail(log: Path) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import trio
 
+from supervisor.config import Limits
 from tests.support.server import OTHER_TOKEN, TOKEN, Server, running_server
 from tests.support.ws import WsClient, ws_client
 from web.actions import ACTIONS
@@ -25,7 +26,7 @@ from web.auth import Tokens
 
 SECRET = "secret title of workspace A"
 BAD_TOKENS = [
-    "", "not-the-token-0123456789abcdef", TOKEN[:-1], TOKEN + "x", TOKEN.upper(),
+    "", "not-the-token-0123456789abcdef-0123456789", TOKEN[:-1], TOKEN + "x", TOKEN.upper(),
     TOKEN[:8], " " + TOKEN + " x", OTHER_TOKEN[::-1], "null", "undefined",
 ]
 
@@ -51,8 +52,10 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/task-sessions/<session_id>/queue/<entry_id>/move"): "api-session",
     ("POST", "/api/v1/task-sessions/<session_id>/queue/<entry_id>/send_now"): "api-session",
     ("GET", "/api/v1/debug/cancel-stages"): "api-session-query",
-    ("GET", "/"): "page-list",
-    ("GET", "/tasks/<task_id>"): "page-task",
+    ("GET", "/api/v1/boot"): "api-task-query",
+    # The pages are a shell without data (their script fetches /api/v1/boot).
+    ("GET", "/"): "page",
+    ("GET", "/tasks/<task_id>"): "page",
     ("GET", "/static/<path:filename>"): "static",
     ("GET", "/ws"): "websocket",
 }
@@ -74,6 +77,8 @@ def url(rule: str, task_id: str, sid: str) -> str:
     path = path.replace("<path:filename>", "app.js")
     if rule == "/api/v1/debug/cancel-stages":
         path += f"?session_id={sid}"
+    if rule == "/api/v1/boot":
+        path += f"?task={task_id}&session={sid}"
     return path
 
 
@@ -114,7 +119,10 @@ async def test_every_route_is_covered(tmp_path: Path) -> None:
 
 async def test_no_token_and_wrong_tokens_open_nothing(tmp_path: Path) -> None:
     with trio.fail_after(60):
-        async with running_server(tmp_path / "data") as srv:
+        # Hundreds of failures from one peer: the throttle (tests/security/
+        # test_web_fences.py) would answer 429 long before the end.
+        async with running_server(tmp_path / "data",
+                                  limits=Limits(auth_failures_per_peer=10**6)) as srv:
             task_id, sid, ws_a, ctx = await workspace_a(srv)
             try:
                 ids = [task_id, sid]
@@ -129,9 +137,13 @@ async def test_no_token_and_wrong_tokens_open_nothing(tmp_path: Path) -> None:
                 async with httpx.AsyncClient(base_url=srv.url) as h:
                     for headers in presentations:
                         for (method, rule), kind in ROUTES.items():
+                            path = url(rule, task_id, sid)
+                            if kind == "page":
+                                r = await h.request(method, path, headers=headers)
+                                assert r.status_code == 200 and not leaks(r.text, ids), path
+                                continue
                             if kind in ("public", "static", "websocket"):
                                 continue
-                            path = url(rule, task_id, sid)
                             r = await h.request(method, path, headers=headers,
                                                 json={"title": "intruder"})
                             assert r.status_code == 401, (headers, method, path, r.text)
@@ -144,7 +156,7 @@ async def test_no_token_and_wrong_tokens_open_nothing(tmp_path: Path) -> None:
                         assert r.status_code == 401
                     for bad in BAD_TOKENS:
                         r = await h.get("/", params={"token": bad})
-                        assert r.status_code == 401 and "set-cookie" not in r.headers
+                        assert r.status_code == 200 and "set-cookie" not in r.headers
                         assert not leaks(r.text, ids)
                         assert await upgrade_status(
                             srv, [("Authorization", f"Bearer {bad}".strip())]) \
@@ -185,7 +197,7 @@ async def test_another_workspace_and_guessed_ids_find_nothing(tmp_path: Path) ->
                 ) as hb, ws_client(srv, token=OTHER_TOKEN) as b:
                     for (method, rule), kind in ROUTES.items():
                         if kind in ("public", "static", "websocket", "api-list",
-                                    "api-create", "page-list"):
+                                    "api-create", "page"):
                             continue
                         # A's real ids answer exactly like ids that exist nowhere:
                         # no oracle telling B which ids are real.
@@ -301,7 +313,7 @@ async def test_static_files_cannot_leave_their_folder(tmp_path: Path) -> None:
             if r.status_code == 200:
                 # "/static/.." is resolved as a URL ("/"), as a browser would: the
                 # app's own page, never a file from outside web/static.
-                assert 'id="boot-state"' in r.text, (path, r.text[:200])
+                assert 'src="/static/app.js"' in r.text, (path, r.text[:200])
             else:
                 assert r.status_code in (400, 404), (path, r.status_code, r.text[:200])
             assert marker not in r.text and "root:" not in r.text, path

@@ -28,6 +28,7 @@ from protocols.sandbox import resolve_mode
 from tests.faults.support import wait_turn_end
 from tests.support.leaks import pgid_alive, processes_in
 from tests.support.server import Server
+from tests.support.serverproc import parse_listening
 from tests.support.ws import ws_client
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,8 +74,9 @@ async def serve(data: Path, home: Path, log: Path) -> AsyncIterator[tuple[trio.P
                 chunk = await proc.stdout.receive_some(4096)
                 assert chunk, "turnvisor serve exited before listening"
                 buf += chunk
-        line = buf.split(b"\n", 1)[0].decode()
-        url, token = line.removeprefix("Turnvisor listening on ").split("/?token=")
+        found = parse_listening(buf.split(b"\n", 1)[0].decode(), data)
+        assert found is not None, buf
+        url, token = found
         assert token == (data / "token").read_text().strip()
         yield proc, Server(url, token, None, trio.Event(), data)  # type: ignore[arg-type]
     finally:

@@ -16,8 +16,9 @@ from web.server import serve
 
 __all__ = ["OTHER_TOKEN", "TOKEN", "Server", "running_server"]
 
-TOKEN = "test-token-0123456789abcdef"
-OTHER_TOKEN = "other-token-0123456789abcdef"
+#: At least 32 characters: the server refuses shorter tokens.
+TOKEN = "test-token-0123456789abcdef-0123456789"
+OTHER_TOKEN = "other-token-0123456789abcdef-0123456789"
 
 
 @dataclass

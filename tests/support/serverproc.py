@@ -1,9 +1,10 @@
 """``turnvisor serve`` as a subprocess, started the way a person starts it.
 
 ``turnvisor serve --port 0 --data-dir DIR`` with ``TURNVISOR_TOKEN`` set; the
-URL comes from the one line it prints once listening,
-``Turnvisor listening on http://HOST:PORT/?token=TOKEN`` (docs/contract-notes.md),
-parsed here and nowhere else.  Two shapes of the same thing:
+URL comes from the one line it prints once listening (docs/contract-notes.md):
+``Turnvisor listening on http://HOST:PORT/?token=TOKEN`` to a terminal, else
+(stdout a pipe, as here) ``Turnvisor listening on http://HOST:PORT (...)`` and
+the token in ``DATA_DIR/server.json``; parsed here and nowhere else.  Two shapes of the same thing:
 
 - ``server_process`` (trio): an async context manager, for the fault tests,
   the serve-process test and the benchmark (whose client work then does not
@@ -18,6 +19,7 @@ within ``stop_timeout``, and the process groups of the agents it still had
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import re
@@ -51,15 +53,25 @@ __all__ = [
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-_LISTENING = re.compile(r"Turnvisor listening on (http://\S+?)/\?token=(\S+)")
+_LISTENING = re.compile(r"Turnvisor listening on (http://[^\s/]+)(?:/\?token=(\S+))?")
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
 
 
-def parse_listening(text: str) -> tuple[str, str] | None:
-    """``(http://HOST:PORT, token)`` from the "listening" line, if ``text`` holds it."""
+def parse_listening(text: str, data_dir: Path | None = None) -> tuple[str, str] | None:
+    """``(http://HOST:PORT, token)`` from the "listening" line, if ``text`` holds it.
+    The token URL is printed only to a terminal; otherwise (a pipe, here) the
+    token is read from ``data_dir/server.json``, as the line says."""
     match = _LISTENING.search(text)
-    return None if match is None else (match.group(1), match.group(2))
+    if match is None:
+        return None
+    if match.group(2) is not None:
+        return match.group(1), match.group(2)
+    if data_dir is None:
+        return None
+    found = json.loads((data_dir / "server.json").read_text())
+    assert found["url"] == match.group(1), (found, match.group(1))
+    return match.group(1), found["token"]
 
 
 @dataclass
@@ -88,7 +100,7 @@ class _Endpoint:
         return self.url + path
 
     def login_url(self, path: str = "/") -> str:
-        """A page URL carrying the one-time token; the response sets the auth cookie."""
+        """A page URL carrying the token (the page's script stores it and drops it from the URL)."""
         sep = "&" if "?" in path else "?"
         return f"{self.url}{path}{sep}token={self.token}"
 
@@ -195,7 +207,7 @@ async def server_process(data_dir: Path | None = None, *, toml: str | None = Non
     try:
         buf = b""
         with trio.move_on_after(start_timeout):
-            while (found := parse_listening(buf.decode(errors="replace"))) is None:
+            while (found := parse_listening(buf.decode(errors="replace"), data_dir)) is None:
                 chunk = await proc.stdout.receive_some(4096)
                 if not chunk:
                     raise _start_failed("exited", await proc.wait(), log_path)
@@ -281,7 +293,7 @@ def start_blocking_server(data_dir: Path, *, toml: str | None = None, port: int 
             line = lines.get(timeout=max(left, 0.01))
         except queue.Empty:
             line = ""
-        found = parse_listening(line) if line else None
+        found = parse_listening(line, data_dir) if line else None
         if found is not None:
             _check_token(found[1], token)
             return BlockingServerProcess(found[0], token, data_dir, log_path, proc=proc,

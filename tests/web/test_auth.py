@@ -13,10 +13,11 @@ from trio_websocket import open_websocket_url
 
 from tests.support.server import OTHER_TOKEN, Server, running_server
 from tests.support.ws import is_cancellation, is_state, ws_client
+from web.auth import bearer_subprotocol
 
 from .support import assert_no_traceback, http, new_task, running_session
 
-BAD_TOKEN = "not-the-token-0123456789abcdef"
+BAD_TOKEN = "not-the-token-0123456789abcdef-0123456789"
 
 
 def api_routes(task_id: str, sid: str) -> list[tuple[str, str]]:
@@ -25,6 +26,8 @@ def api_routes(task_id: str, sid: str) -> list[tuple[str, str]]:
         ("POST", "/api/v1/tasks"),
         ("GET", f"/api/v1/tasks/{task_id}/sessions"),
         ("GET", f"/api/v1/tasks/{task_id}/boot"),
+        ("GET", "/api/v1/boot"),
+        ("GET", f"/api/v1/boot?task={task_id}"),
         ("GET", f"/api/v1/task-sessions/{sid}"),
         ("GET", f"/api/v1/task-sessions/{sid}/messages"),
         ("POST", f"/api/v1/task-sessions/{sid}/cancel"),
@@ -63,13 +66,12 @@ async def test_no_or_wrong_token_is_refused(server: Server, token: str | None) -
                 assert r.status_code == 401, (method, path, r.text)
                 assert r.json()["error"]["code"] == "UNAUTHORIZED"
                 assert BAD_TOKEN not in r.text
-            # Pages too (without the one-time ?token=).
-            for path in ("/", f"/tasks/{task_id}"):
+            # Pages are the shell, with nothing of the workspace in it.
+            for path in ("/", f"/tasks/{task_id}", f"/?token={BAD_TOKEN}"):
                 r = await h.get(path)
-                assert r.status_code == 401
-            r = await h.get("/", params={"token": BAD_TOKEN})
-            assert r.status_code == 401
-            assert "set-cookie" not in r.headers
+                assert r.status_code == 200
+                assert task_id not in r.text and "web test" not in r.text
+                assert "set-cookie" not in r.headers
             # Health needs no token.
             r = await h.get("/api/v1/health")
             assert r.status_code == 200
@@ -78,6 +80,8 @@ async def test_no_or_wrong_token_is_refused(server: Server, token: str | None) -
         assert await ws_rejected(server, hdrs) == 401
         assert await ws_rejected(server, [], server.ws_url + f"?token={BAD_TOKEN}") == 401
         assert await ws_rejected(server, [("Cookie", f"turnvisor_token={BAD_TOKEN}")]) == 401
+        assert await ws_rejected(server, [(
+            "Sec-WebSocket-Protocol", f"turnvisor, {bearer_subprotocol(BAD_TOKEN)}")]) == 401
         # Nothing was created by the refused requests.
         async with http(server) as h:
             titles = [t["title"] for t in (await h.get("/api/v1/tasks")).json()["tasks"]]
@@ -99,50 +103,32 @@ async def test_origin_check_on_websocket_upgrade(server: Server) -> None:
             assert (await ws.call("task.list"))["tasks"] == []
 
 
-async def test_query_token_becomes_a_cookie(server: Server) -> None:
+async def test_only_headers_the_client_sets_carry_the_token(server: Server) -> None:
+    """The right token as a cookie or a ``?token=`` opens nothing (a browser
+    sends both for any page that points at us); ``Authorization: Bearer`` and
+    the WebSocket's bearer subprotocol do, and no answer sets a cookie."""
     with trio.fail_after(20):
         async with httpx.AsyncClient(base_url=server.url) as h:
             r = await h.get("/", params={"token": server.token})
-            assert r.status_code == 302
-            assert r.headers["location"] == "/"
-            cookie = r.headers["set-cookie"]
-            attrs = [a.strip().lower() for a in cookie.split(";")]
-            assert attrs[0] == f"turnvisor_token={server.token}".lower()
-            assert "httponly" in attrs
-            assert "samesite=strict" in attrs
-            assert "path=/" in attrs
-            # Other query parameters are kept, the token is dropped.
-            r2 = await h.get("/tasks/abc", params={"token": server.token, "session": "s1"})
-            assert r2.status_code == 302
-            assert r2.headers["location"] == "/tasks/abc?session=s1"
-            # ... encoded: a crafted value cannot add a parameter or a header.
-            r3 = await h.get("/tasks/abc", params={
-                "token": server.token, "session": "s&x=1\r\nSet-Cookie: evil=1"})
-            assert r3.status_code == 302, r3.text
-            assert r3.headers["location"] == (
-                "/tasks/abc?session=s%26x%3D1%0D%0ASet-Cookie%3A+evil%3D1")
-            assert "evil" not in r3.headers["set-cookie"]
-
-            # The cookie alone now works for REST and pages ...
-            jar = {"turnvisor_token": server.token}
-            async with httpx.AsyncClient(base_url=server.url, cookies=jar) as hc:
-                # As our own page sends it (a cookie POST must show its origin:
-                # tests/security/test_cross_site.py).
-                created = await hc.post("/api/v1/tasks", json={"title": "via cookie"},
-                                        headers={"Origin": server.url})
-                assert created.status_code == 201, created.text
-                page = await hc.get("/")
-                assert page.status_code == 200
-                assert "via cookie" in page.text
-        # ... and for the WebSocket (no Authorization header).
+            assert r.status_code == 200 and "set-cookie" not in r.headers
+            assert server.token not in r.text
+            for headers, query in (({"Cookie": f"turnvisor_token={server.token}"}, ""),
+                                   ({}, f"?token={server.token}")):
+                r = await h.get("/api/v1/tasks" + query, headers=headers)
+                assert r.status_code == 401, (headers, query)
+            r = await h.get("/api/v1/tasks", headers={"Authorization": f"Bearer {server.token}"})
+            assert r.status_code == 200 and "set-cookie" not in r.headers
+        assert await ws_rejected(server, [], server.ws_url + f"?token={server.token}") == 401
+        assert await ws_rejected(server, [("Cookie", f"turnvisor_token={server.token}")]) == 401
+        # The browser's way: the token in a subprotocol; the plain one is selected.
         async with trio.open_nursery() as nursery, open_websocket_url(
-            server.ws_url, extra_headers=[(b"Cookie", f"turnvisor_token={server.token}".encode())]
+            server.ws_url, subprotocols=["turnvisor", bearer_subprotocol(server.token)]
         ) as conn:
+            assert conn.subprotocol == "turnvisor"
             await conn.send_message(json.dumps({"id": "1", "type": "request",
                                                 "action": "task.list", "payload": {}}))
             reply = json.loads(await conn.get_message())
             assert reply["type"] == "response", reply
-            assert [t["title"] for t in reply["payload"]["tasks"]] == ["via cookie"]
             nursery.cancel_scope.cancel()
 
 
@@ -160,13 +146,13 @@ async def test_workspaces_are_isolated(tmp_path: Path) -> None:
 
             # REST: not found everywhere (and no data of A in any answer).
             for method, path in api_routes(task_id, sid):
-                if path == "/api/v1/tasks":
+                if path in ("/api/v1/tasks", "/api/v1/boot"):
                     continue
                 r = await hb.request(method, path)
                 assert r.status_code == 404, (method, path, r.text)
                 assert r.json()["error"]["code"] == "NOT_FOUND"
                 assert "secret of A" not in r.text
-            r = await hb.get(f"/tasks/{task_id}")
+            r = await hb.get("/api/v1/boot", params={"task": task_id})
             assert r.status_code == 404
             assert "secret of A" not in r.text
             r = await hb.get(f"/api/v1/tasks/{own_task}/boot", params={"session": sid})

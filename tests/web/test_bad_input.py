@@ -223,8 +223,8 @@ async def test_rest_bad_input(server: Server) -> None:
                     # Refused unread: the client must not reuse the connection.
                     assert r.headers["connection"] == "close"
                 assert (await h.get("/api/v1/health")).status_code == 200, (method, path)
-            # Page for an unknown task: not found, no traceback.
-            r = await h.get(f"/tasks/{UNKNOWN}")
+            # Boot of an unknown task (what its page's script asks): not found, no traceback.
+            r = await h.get("/api/v1/boot", params={"task": UNKNOWN})
             assert r.status_code == 404
             assert_no_traceback(r.text)
             # Static files cannot leave their folder.

@@ -9,15 +9,25 @@ from pathlib import Path
 import trio
 
 from tests.support.server import Server, running_server
+from web.auth import bearer_subprotocol
 from web.front import _asks_for
 
 
-def _upgrade(srv: Server, path: str = "/ws") -> bytes:
+def _upgrade(srv: Server, path: str = "/ws", host: str | None = None) -> bytes:
+    """An upgrade authenticated as a browser does it: the token in a subprotocol."""
     key = base64.b64encode(os.urandom(16)).decode()
-    host = srv.url.removeprefix("http://")
-    return (f"GET {path}?token={srv.token} HTTP/1.1\r\nHost: {host}\r\n"
+    host = host or srv.url.removeprefix("http://")
+    return (f"GET {path} HTTP/1.1\r\nHost: {host}\r\n"
             "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Protocol: turnvisor, {bearer_subprotocol(srv.token)}\r\n"
             f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode()
+
+
+def _selected(reply: bytes) -> list[str]:
+    """The Sec-WebSocket-Protocol values of a handshake's answer."""
+    head = reply.split(b"\r\n\r\n", 1)[0].decode("latin-1")
+    return [line.split(":", 1)[1].strip() for line in head.split("\r\n")[1:]
+            if line.lower().startswith("sec-websocket-protocol:")]
 
 
 async def _connect(srv: Server) -> tuple[trio.SocketStream, str]:
@@ -55,6 +65,9 @@ async def test_a_head_sent_in_pieces_is_still_upgraded(tmp_path: Path) -> None:
                 await trio.sleep(0.001)
             reply = await _read_until(stream, b"\r\n\r\n")
             assert reply.startswith(b"HTTP/1.1 101")
+            # The plain subprotocol is selected; the token's is never echoed.
+            assert _selected(reply) == ["turnvisor"]
+            assert srv.token.encode() not in reply
 
 
 async def test_an_upgrade_on_a_reused_connection_is_served_too(tmp_path: Path) -> None:
@@ -69,6 +82,7 @@ async def test_an_upgrade_on_a_reused_connection_is_served_too(tmp_path: Path) -
             await stream.send_all(_upgrade(srv))
             reply = await _read_until(stream, b"\r\n\r\n")
             assert reply.startswith(b"HTTP/1.1 101")
+            assert _selected(reply) == ["turnvisor"]
 
 
 async def test_a_plain_request_to_the_path_goes_to_hypercorn(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
-"""Page routes answer people in HTML (issue 16): a 404 page for unknown pages and tasks, a 401
-page that says how to get in; /api keeps its JSON errors. Plus which agent profiles can start
+"""Page routes answer people in HTML (issue 16): a 404 page for unknown pages, the app's shell
+for its own (its script tells an unknown task or a missing token: tests/browser); /api keeps its
+JSON errors. Plus which agent profiles can start
 (the picker's availability) and the tool-call fields kept for the cards."""
 
 from __future__ import annotations
@@ -19,31 +20,37 @@ from .support import assert_no_traceback, http
 
 async def test_unknown_pages_get_an_html_404_and_the_api_keeps_json(tmp_path: Path) -> None:
     async with running_server(tmp_path / "data") as srv, http(srv) as h:
-        for path in ("/tasks/unknown", "/tasks/unknown?session=x", "/no-such-page"):
+        for path in ("/no-such-page", "/tasks/unknown/more"):
             r = await h.get(path)
             assert r.status_code == 404, path
             assert r.headers["content-type"].startswith("text/html"), path
             assert "Page not found" in r.text and 'href="/"' in r.text
             assert "unknown" not in r.text.replace("<!doctype", "")  # nothing echoed
             assert_no_traceback(r.text)
-        r = await h.get("/api/v1/tasks/unknown/boot")
-        assert r.status_code == 404
-        assert r.json()["error"]["code"] == "NOT_FOUND"
+        for path in ("/api/v1/tasks/unknown/boot", "/api/v1/boot?task=unknown"):
+            r = await h.get(path)
+            assert r.status_code == 404
+            assert r.json()["error"]["code"] == "NOT_FOUND"
         r = await h.get("/api/v1/nothing-here")
         assert r.headers["content-type"].startswith("application/json")
 
 
-async def test_pages_without_a_token_say_how_to_get_in(tmp_path: Path) -> None:
+async def test_pages_are_a_shell_without_a_token(tmp_path: Path) -> None:
     async with running_server(tmp_path / "data") as srv, \
             httpx.AsyncClient(base_url=srv.url, timeout=15) as anon:
-        for path in ("/", "/tasks/whatever"):
+        shells = set()
+        for path in ("/", "/tasks/whatever", "/?token=wrong-token-0123456789"):
             r = await anon.get(path)
-            assert r.status_code == 401
+            assert r.status_code == 200
             assert r.headers["content-type"].startswith("text/html")
-            assert "turnvisor serve" in r.text and "?token=" in r.text
-        r = await anon.get("/", params={"token": "wrong-token-0123456789"})
-        assert r.status_code == 401 and "not valid" in r.text
-        assert "set-cookie" not in r.headers
+            assert '<script type="module" src="/static/app.js">' in r.text
+            assert "set-cookie" not in r.headers
+            csp = r.headers["content-security-policy"]
+            for part in ("script-src 'self'", "object-src 'none'", "base-uri 'none'",
+                         "form-action 'none'", "frame-ancestors 'none'"):
+                assert part in csp, (part, csp)
+            shells.add(r.text)
+        assert len(shells) == 1  # the same bytes whatever the address: no data in it
         r = await anon.get("/api/v1/tasks")
         assert r.status_code == 401 and r.json()["error"]["code"] == "UNAUTHORIZED"
         r = await anon.get("/static/favicon.svg")

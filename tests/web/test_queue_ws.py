@@ -15,7 +15,7 @@ from tests.support.ws import WsClient, is_turn_completed, ws_client
 
 from .support import http, launch, new_task, running_session
 
-OTHER_TOKEN = "workspace-b-token-0123456789"
+OTHER_TOKEN = "workspace-b-token-0123456789-0123456789"
 
 
 def is_queue(session_id: str, revision: int | None = None) -> Any:
@@ -244,13 +244,14 @@ async def test_rest_queue_endpoints(server: Server) -> None:
             assert r.status_code == 422
             r = await h.post(f"{base}/{one}/send_now")
             assert r.status_code == 200 and r.json()["delivery"] == "interrupting", r.text
-            # A cross-site page holding the cookie gets nothing done here either.
+            # A cross-site page holding a cookie with the token gets nothing done (no
+            # cookie is a credential).
             async with httpx.AsyncClient(base_url=server.url, timeout=15,
                                          headers={"Origin": "https://evil.example"},
                                          cookies={"turnvisor_token": server.token}) as evil:
                 r = await evil.post(f"{base}/auto_run", json={"auto_run": True})
-                assert r.status_code == 403, r.text
-                assert r.json()["error"]["code"] == "FORBIDDEN"
+                assert r.status_code == 401, r.text
+                assert r.json()["error"]["code"] == "UNAUTHORIZED"
             assert (await h.get(base)).json()["auto_run"] is False
             await ws.wait_for(lambda f: is_turn_completed(sid)(f)
                               and len(ws.of("session.turn.completed", sid)) == 2, timeout=15)

@@ -1,9 +1,7 @@
-"""REST under /api/v1 and the pages' embedded boot state (DESIGN.md §5, §8)."""
+"""REST under /api/v1 and the pages' boot state (DESIGN.md §5, §8)."""
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
 
 import trio
@@ -15,13 +13,6 @@ from .support import http, launch, new_task
 
 BOOT_KEYS = {"page", "task", "sessions", "selected_session_id", "messages", "agents",
              "default_agent", "agent_sandbox", "sandbox_warning", "queue", "queue_revision"}
-
-
-def embedded_boot(html: str) -> dict[str, Any]:
-    found = re.search(r'<script id="boot-state" type="application/json">(.*?)</script>',
-                      html, re.S)
-    assert found, html[:500]
-    return json.loads(found.group(1))
 
 
 async def test_rest_boot_and_page_agree(server: Server) -> None:
@@ -76,18 +67,18 @@ async def test_rest_boot_and_page_agree(server: Server) -> None:
             assert chosen["selected_session_id"] == first
             assert chosen["messages"][0]["content"] == "one two"
 
-            # The page embeds the same boot state, safely escaped.
+            # The page is a shell; its script fetches the same boot state from /api/v1/boot.
             page = await h.get(f"/tasks/{task_id}", params={"session": first})
             assert page.status_code == 200
             assert page.headers["content-type"].startswith("text/html")
-            assert "<script>alert(1)" not in page.text
-            embedded = embedded_boot(page.text)
+            assert "<script>alert(1)" not in page.text and title not in page.text
+            embedded = (await h.get("/api/v1/boot",
+                                    params={"task": task_id, "session": first})).json()
             # The page adds which agent profiles can start here (the picker's; web/pages.py).
             availability = embedded.pop("agent_availability")
             assert availability["mock"] == {"available": True, "reason": None}
             assert embedded == chosen
-            index = await h.get("/")
-            tasks_boot = embedded_boot(index.text)
+            tasks_boot = (await h.get("/api/v1/boot")).json()
             assert tasks_boot["page"] == "tasks"
             assert [t["title"] for t in tasks_boot["tasks"]] == [title]
             assert tasks_boot["agent_sandbox"] == boot["agent_sandbox"]

@@ -71,6 +71,9 @@ class SessionDTO(DTO):
     archived: bool
     #: The session's agent process is running (the next prompt starts one if not).
     agent_live: bool
+    #: The wire protocol its agent speaks (DESIGN.md §13); null before an
+    #: ``auto`` profile's agent first started in this backend.
+    protocol: Literal["acp/1", "acp/2", "codex"] | None
     queued_count: int
     auto_run: bool
     #: The running turn (null when none runs): what ``agent.cancel``'s

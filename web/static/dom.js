@@ -66,14 +66,3 @@ export function timeElement(iso, className) {
   el.textContent = formatTime(iso);
   return el;
 }
-
-/** Reads the JSON the server put in <script id="boot-state">. */
-export function readBootState(doc = document) {
-  const el = doc.getElementById("boot-state");
-  if (!el) return null;
-  try {
-    return JSON.parse(el.textContent || "null");
-  } catch {
-    return null;
-  }
-}

@@ -9,6 +9,7 @@ import { createItemDialog } from "./item-dialog.js";
 import * as L from "./lists.js";
 import * as S from "./state.js";
 import { humanizeError } from "./status.js";
+import { socketProtocols } from "./credential.js";
 import { Connection, socketUrl } from "./ws.js";
 
 /** Deleting a task first cancels its running sessions (up to the backend's cancel bounds). */
@@ -176,6 +177,7 @@ export function mountTaskListPage(root, boot, env = globalThis) {
 
   const ws = new Connection({
     url: socketUrl(env.location),
+    protocols: socketProtocols(),
     WebSocketImpl: env.WebSocket,
     onStatus: (status, info) => {
       retryAt = info?.retryAt ?? null;
@@ -243,12 +245,6 @@ export function mountTaskListPage(root, boot, env = globalThis) {
     if (task?.id) env.location.assign(taskHref(task.id)); // open it, composer focused there
   });
 
-  // Drop a one-time `?token=` from the address bar; the cookie carries auth from here on.
-  const url = new URL(env.location.href);
-  if (url.searchParams.has("token")) {
-    url.searchParams.delete("token");
-    env.history.replaceState(null, "", url.pathname + url.search + url.hash);
-  }
 
   render();
   if (!env.matchMedia?.("(pointer: coarse)").matches) title.focus();

@@ -16,6 +16,7 @@ import { addQueuedEntry, applyQueue, messageAddOutcome, queueView } from "./queu
 import * as S from "./state.js";
 import { createStallNotice } from "./stall-notice.js";
 import { humanizeError, sessionStatus, stallNotice, titleMark } from "./status.js";
+import { socketProtocols } from "./credential.js";
 import { Connection, newRequestId, socketUrl } from "./ws.js";
 
 const LAUNCH_TIMEOUT_MS = 60_000; // a real agent CLI may take a while to initialize
@@ -251,6 +252,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
   let retryAt = null;
   const ws = new Connection({
     url: socketUrl(env.location),
+    protocols: socketProtocols(),
     WebSocketImpl: env.WebSocket,
     onStatus: (status, info) => {
       retryAt = info?.retryAt ?? null;
@@ -442,10 +444,8 @@ export function mountTaskPage(root, boot, env = globalThis) {
   }
 
   // --- URL -----------------------------------------------------------------------------------
-  // Drop a one-time `?token=` from the address bar (the cookie carries auth from here on) and
-  // name the selected session, so a reload shows the same one.
+  // Name the selected session in the address, so a reload shows the same one.
   const url = new URL(env.location.href);
-  url.searchParams.delete("token");
   if (state.selectedSessionId) url.searchParams.set("session", state.selectedSessionId);
   env.history.replaceState({ session: state.selectedSessionId }, "", url.pathname + url.search + url.hash);
   env.addEventListener("popstate", () => {

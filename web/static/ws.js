@@ -28,7 +28,7 @@ export class RequestError extends Error {
   }
 }
 
-/** `ws://host/ws` or `wss://host/ws` for the page's own origin (the auth cookie goes along). */
+/** `ws://host/ws` or `wss://host/ws` for the page's own origin (the token goes in `protocols`). */
 export function socketUrl(location) {
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
   return `${scheme}//${location.host}/ws`;
@@ -57,6 +57,7 @@ export class Connection {
    */
   constructor({
     url,
+    protocols = [],
     onNotification = () => {},
     onOpen = () => {},
     onStatus = () => {},
@@ -66,6 +67,7 @@ export class Connection {
     random = Math.random,
   }) {
     this.url = url;
+    this.protocols = protocols; // credential.js socketProtocols(): the token rides the handshake
     this.onNotification = onNotification;
     this.onOpen = onOpen;
     this.onStatus = onStatus;
@@ -113,7 +115,7 @@ export class Connection {
     this.onStatus(this.epoch === 0 && this.attempt === 0 ? "connecting" : "reconnecting", {});
     let socket;
     try {
-      socket = new this.WebSocketImpl(this.url);
+      socket = this.protocols.length ? new this.WebSocketImpl(this.url, this.protocols) : new this.WebSocketImpl(this.url);
     } catch {
       this.scheduleReconnect();
       return;
