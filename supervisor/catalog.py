@@ -14,6 +14,8 @@ so every open tab's lists follow without a reload.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from .errors import InvalidRequest, NotFound
 from .lifecycle import LifecycleManager
 from .models import Session, SessionState, Task
@@ -32,6 +34,8 @@ class Catalog:
         self.store = store
         self.orchestrator = orchestrator
         self.lifecycle = lifecycle
+        #: What else goes with a deleted session (its worktree and checkpoints).
+        self.on_session_deleted: Callable[[Session], Awaitable[None]] | None = None
 
     async def update_task(self, caller: Caller, task_id: str, *, title: str | None = None,
                           archived: bool | None = None) -> Task:
@@ -66,6 +70,8 @@ class Catalog:
         # A prompt that slipped in between the stop and the delete started an
         # agent for a session that no longer exists: stop it too.
         await self.lifecycle.stop_execution(session_id)
+        if self.on_session_deleted is not None:
+            await self.on_session_deleted(session)
 
     async def delete_task(self, caller: Caller, task_id: str) -> None:
         task = await self.orchestrator.task(caller, task_id)
@@ -75,6 +81,8 @@ class Catalog:
         await self.store.delete_task(task)
         for session in sessions:
             await self.lifecycle.stop_execution(session.id)
+            if self.on_session_deleted is not None:
+                await self.on_session_deleted(session)
 
     async def _stop(self, caller: Caller, session: Session) -> None:
         """Cancel its running turn (or join the cancel under way), then stop its agent."""

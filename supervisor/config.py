@@ -4,7 +4,8 @@ Read from ``DATA_DIR/turnvisor.toml``; unknown keys are rejected by name (a
 misspelled timeout must not pass silently).  Sections: ``[timeouts]`` (seconds),
 ``[limits]``, ``[agents.NAME]`` (supervisor.profiles), ``[workspaces.NAME]``,
 ``[server]`` (``allowed_hosts``: names besides the bound address and loopback
-that the server answers to, web/guard.py).
+that the server answers to, web/guard.py), ``[projects]`` (the directories tasks
+may work in, DESIGN.md §12).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from protocols.sandbox import HiddenDir
 
 from .profiles import BUILTIN_PROFILES, AgentProfile, ProfileError, parse_profiles
 
-__all__ = ["MIN_TOKEN_CHARS", "Config", "ConfigError", "Limits", "Timeouts"]
+__all__ = ["MIN_TOKEN_CHARS", "Config", "ConfigError", "Limits", "Projects", "Timeouts"]
 
 #: The shortest token accepted (the default one and every workspace's).
 MIN_TOKEN_CHARS = 32
@@ -146,6 +147,53 @@ class Limits:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Projects:
+    """DESIGN.md §12: the directories a task may name as its project (resolved,
+    symlinks followed); the default is the directory the server started in."""
+
+    roots: tuple[Path, ...] = field(default_factory=lambda: (Path.cwd().resolve(),))
+    #: Checkpoints around every turn (off: no snapshot, no changes, no revert).
+    checkpoints: bool = True
+    #: Bound of the snapshot taken before a prompt is written (past it the turn
+    #: runs without one, and the transcript says so).
+    before_turn_s: float = 5.0
+
+
+def _projects(raw: Any, data_dir: Path) -> Projects:
+    if not isinstance(raw, Mapping):
+        raise ConfigError("[projects] must be a table")
+    unknown = set(raw) - {"roots", "checkpoints", "before_turn_s"}
+    if unknown:
+        raise ConfigError(f"[projects]: unknown key(s) {', '.join(sorted(unknown))}")
+    values: dict[str, Any] = {}
+    if "roots" in raw:
+        roots = raw["roots"]
+        if (not isinstance(roots, list) or not roots
+                or not all(isinstance(r, str) and r for r in roots)):
+            raise ConfigError("[projects] roots must be a non-empty list of directories")
+        resolved = []
+        for root in roots:
+            path = Path(root).expanduser()
+            if not path.is_absolute():
+                path = data_dir / path
+            path = path.resolve()
+            if not path.is_dir():
+                raise ConfigError(f"[projects] root {root!r} is not a directory")
+            resolved.append(path)
+        values["roots"] = tuple(resolved)
+    if "checkpoints" in raw:
+        if not isinstance(raw["checkpoints"], bool):
+            raise ConfigError("[projects] checkpoints must be true or false")
+        values["checkpoints"] = raw["checkpoints"]
+    if "before_turn_s" in raw:
+        value = raw["before_turn_s"]
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise ConfigError("[projects] before_turn_s must be a positive number")
+        values["before_turn_s"] = float(value)
+    return Projects(**values)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Config:
     data_dir: Path
     default_agent: str = "mock"
@@ -154,6 +202,7 @@ class Config:
     profiles: Mapping[str, AgentProfile] = field(default_factory=lambda: dict(BUILTIN_PROFILES))
     #: Extra workspaces: name → token.  The default token's workspace is "default".
     workspace_tokens: Mapping[str, str] = field(default_factory=dict)
+    projects: Projects = field(default_factory=Projects)
     #: The data dir as the sandbox hides it: its (device, inode) recorded when
     #: the supervisor starts (``with_identity``), checked before every launch.
     data_dir_hidden: HiddenDir | None = None
@@ -198,7 +247,7 @@ class Config:
     @classmethod
     def from_mapping(cls, data_dir: Path, raw: Mapping[str, Any], **overrides: Any) -> Config:
         unknown = set(raw) - {"timeouts", "limits", "agents", "workspaces", "default_agent",
-                          "server"}
+                          "server", "projects"}
         if unknown:
             raise ConfigError(f"unknown section(s): {', '.join(sorted(unknown))}")
         timeouts = _section(Timeouts, raw.get("timeouts", {}), "timeouts")
@@ -219,6 +268,7 @@ class Config:
             "data_dir": data_dir, "timeouts": timeouts, "limits": limits,
             "profiles": profiles, "workspace_tokens": tokens,
             "allowed_hosts": _allowed_hosts(raw.get("server", {})),
+            "projects": _projects(raw.get("projects", {}), data_dir),
         }
         if "default_agent" in raw:
             values["default_agent"] = raw["default_agent"]

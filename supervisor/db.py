@@ -187,6 +187,20 @@ _MIGRATIONS: tuple[str, ...] = (
         ON messages(session_id, json_extract(metadata, '$.client_message_id'))
         WHERE role = 'user';
     """,
+    # DESIGN.md §12: a task's project directory (NULL: the data dir's work/), a
+    # session's cwd and git worktree (JSON {path, branch, base_commit}), and the
+    # checkpoints of every turn and revert (supervisor/turn_checkpoints.py).
+    """
+    ALTER TABLE tasks ADD COLUMN project_dir TEXT;
+    ALTER TABLE task_sessions ADD COLUMN cwd TEXT;
+    ALTER TABLE task_sessions ADD COLUMN worktree TEXT;
+    CREATE TABLE turn_checkpoints (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,
+        session_id TEXT NOT NULL REFERENCES task_sessions(id) ON DELETE CASCADE,
+        kind TEXT NOT NULL, before_commit TEXT, after_commit TEXT,
+        created_at TEXT NOT NULL);
+    CREATE INDEX turn_checkpoints_by_session ON turn_checkpoints(session_id, seq);
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -197,7 +211,7 @@ _SESSION_COLS = (
     "id, task_id, (SELECT workspace_id FROM tasks t WHERE t.id = task_sessions.task_id) "
     "AS workspace_id, agent, state, current_turn_id, created_at, updated_at, title, archived, "
     "(SELECT COUNT(*) FROM queue_entries q WHERE q.session_id = task_sessions.id) "
-    "AS queued_count, "
+    "AS queued_count, cwd, worktree, "
     "COALESCE((SELECT auto_run FROM session_queues sq WHERE sq.session_id = task_sessions.id), "
     "1) AS auto_run"
 )
@@ -217,6 +231,7 @@ def _session(row: sqlite3.Row) -> Session:
         current_turn_id=row["current_turn_id"], created_at=row["created_at"],
         updated_at=row["updated_at"], title=row["title"], archived=bool(row["archived"]),
         queued_count=int(row["queued_count"]), auto_run=bool(row["auto_run"]),
+        cwd=row["cwd"], worktree=json.loads(row["worktree"]) if row["worktree"] else None,
     )
 
 
@@ -224,7 +239,7 @@ def _task(row: sqlite3.Row) -> Task:
     return Task(id=row["id"], workspace_id=row["workspace_id"], title=row["title"],
                 created_at=row["created_at"], updated_at=row["updated_at"],
                 archived=bool(row["archived"]), session_count=row["session_count"],
-                running_count=row["running_count"])
+                running_count=row["running_count"], project_dir=row["project_dir"])
 
 
 def private_file(path: Path | str) -> None:
@@ -320,14 +335,16 @@ class Db:
             self.conn.execute("INSERT INTO workspaces VALUES (?, ?, ?)", (wid, name, now()))
         return wid
 
-    def create_task(self, workspace_id: str, title: str) -> Task:
+    def create_task(self, workspace_id: str, title: str,
+                    project_dir: str | None = None) -> Task:
         ts = now()
         task = Task(id=new_id(), workspace_id=workspace_id, title=title,
-                    created_at=ts, updated_at=ts)
+                    created_at=ts, updated_at=ts, project_dir=project_dir)
         with self._tx():
             self.conn.execute(
-                "INSERT INTO tasks (id, workspace_id, title, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?)", (task.id, workspace_id, title, ts, ts))
+                "INSERT INTO tasks (id, workspace_id, title, created_at, updated_at, "
+                "project_dir) VALUES (?, ?, ?, ?, ?, ?)",
+                (task.id, workspace_id, title, ts, ts, project_dir))
         return task
 
     def get_task(self, task_id: str) -> Task | None:
@@ -364,14 +381,17 @@ class Db:
 
     # -- sessions -----------------------------------------------------------
 
-    def create_session(self, task_id: str, agent: str) -> Session:
+    def create_session(self, task_id: str, agent: str, *, session_id: str | None = None,
+                       cwd: str | None = None,
+                       worktree: dict[str, str] | None = None) -> Session:
         ts = now()
-        sid = new_id()
+        sid = session_id or new_id()
         with self._tx():
             self.conn.execute(
                 "INSERT INTO task_sessions (id, task_id, agent, state, current_turn_id, "
-                "created_at, updated_at) VALUES (?, ?, ?, ?, NULL, ?, ?)",
-                (sid, task_id, agent, SessionState.CREATED.value, ts, ts),
+                "created_at, updated_at, cwd, worktree) VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?)",
+                (sid, task_id, agent, SessionState.CREATED.value, ts, ts, cwd,
+                 json.dumps(worktree) if worktree else None),
             )
             self.conn.execute("UPDATE tasks SET updated_at = ? WHERE id = ?", (ts, task_id))
         session = self.get_session(sid)
@@ -412,6 +432,7 @@ class Db:
         self.conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
         self.conn.execute("DELETE FROM queue_entries WHERE session_id = ?", (session_id,))
         self.conn.execute("DELETE FROM session_queues WHERE session_id = ?", (session_id,))
+        self.conn.execute("DELETE FROM turn_checkpoints WHERE session_id = ?", (session_id,))
         self.conn.execute("DELETE FROM turns WHERE session_id = ?", (session_id,))
         return self.conn.execute("DELETE FROM task_sessions WHERE id = ?",
                                  (session_id,)).rowcount > 0

@@ -52,6 +52,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, Literal
 
 import trio
@@ -93,6 +94,7 @@ from .retries import Retries, contained
 from .store import Store
 from .text_writer import TextWriter
 from .transcript import Transcript, TurnText
+from .turn_checkpoints import TurnCheckpoints
 
 __all__ = [
     "NEVER_STARTED_STATUS",
@@ -219,6 +221,8 @@ class TurnHandle:
     #: The cancel operation waiting for this turn, told from the close itself
     #: once the close settled the session (no task woken in between).
     on_cancel_closed: Callable[[CancelResult], None] | None = None
+    #: Checkpointed before its prompt and after its end (a session with a project).
+    checkpointed: bool = False
 
     @property
     def cancel_sent_early(self) -> bool:
@@ -298,6 +302,8 @@ class LifecycleManager:
         #: What the store refused (a turn's close, a cancel's record), written
         #: when it can again; run by the supervisor root beside this.
         self.retries = Retries(self.timeouts.store_retry_s)
+        #: DESIGN.md §12: checkpoints around every turn (None: off).
+        self.checkpoints: TurnCheckpoints | None = None
 
     def agent_live(self, session_id: str) -> bool:
         """Whether the session's agent process is running (the session DTO's
@@ -384,9 +390,12 @@ class LifecycleManager:
         takeover: Handover | None = None,
         task_status: trio.TaskStatus[Execution] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        # A profile without a cwd: the session's own directory, so no two
+        # DESIGN.md §12: the session's project (or worktree) wins over the profile's
+        # cwd; a profile without a cwd: the session's own directory, so no two
         # sessions (and no two workspaces) share files.
-        cwd = profile.cwd or str(self.config.session_work_dir(workspace_id, session_id))
+        session = await self.store.get_session(session_id)
+        cwd = ((session.cwd if session else None) or profile.cwd
+               or str(self.config.session_work_dir(workspace_id, session_id)))
         os.makedirs(cwd, exist_ok=True)
         ex: Execution | None = None
         entered = False
@@ -886,8 +895,12 @@ class LifecycleManager:
             raise Conflict("the turn may no longer start")
         # Claimed before the first checkpoint: a concurrent prompt sees it at once.
         handle = ex.turn = TurnHandle(id="", session_id=session.id)
-        if ex.restore_from is not None:
-            # Armed now: a cancel that comes before the restore begins abandons it too.
+        # DESIGN.md §12: a session with a project has checkpoints (the shared
+        # default work dir has none: a revert there would undo other sessions' edits).
+        handle.checkpointed = self.checkpoints is not None and session.cwd is not None
+        if ex.restore_from is not None or handle.checkpointed:
+            # Armed now: a cancel that comes before the restore (or the turn's
+            # checkpoint) begins abandons it too.
             handle.restoring = trio.CancelScope()
         try:
             turn, msg = await self.store.open_turn(session.id, text, resume_queue=resume_queue,
@@ -994,8 +1007,14 @@ class LifecycleManager:
         with turn.scope:
             task_status.started()
             try:
-                if turn.restoring is not None and not await self._restore(ex, turn):
+                if (ex.restore_from is not None and turn.restoring is not None
+                        and not await self._restore(ex, turn)):
                     return  # abandoned by a cancel or shutdown: the turn is closed
+                if turn.checkpointed:
+                    prompt = await self._checkpoint_before(ex, turn, text)
+                    if prompt is None:
+                        return  # cancelled before the prompt: the turn is closed
+                    text = prompt
                 handover = ex.agent.handover
                 if handover is not None:
                     # The agent's host runs it under our id, from this position.
@@ -1060,6 +1079,29 @@ class LifecycleManager:
                                          RESTORE_FAILED_STATUS, dict(RESTORE_FAILED_META))
         return True
 
+    async def _checkpoint_before(self, ex: Execution, turn: TurnHandle,
+                                 text: str) -> str | None:
+        """The turn's checkpoint before its prompt (supervisor.turn_checkpoints),
+        in the pre-prompt scope a cancel abandons (``_abandon_restore``); None:
+        cancelled, and the turn is closed as the user's cancel."""
+        assert self.checkpoints is not None
+        scope = turn.restoring
+        if scope is None:
+            if turn.cancel_sent_at is not None:
+                return text  # a cancel is already on its way to the agent
+            scope = turn.restoring = trio.CancelScope()
+        try:
+            with scope:
+                text = await self.checkpoints.before_prompt(ex.session_id, turn.id,
+                                                            Path(ex.cwd), text)
+        finally:
+            turn.restoring = None
+        if scope.cancel_called:
+            await self._finish_turn(ex, turn, TurnEnded(stop_reason="cancelled",
+                                                        turn_id=turn.id))
+            return None
+        return text
+
     async def _finish_turn(self, ex: Execution, turn: TurnHandle,
                            ended: TurnEnded) -> None:
         """Close the turn exactly once: store, then notifications, then wake waiters."""
@@ -1102,6 +1144,9 @@ class LifecycleManager:
             ex.idle_since = trio.current_time()
             turn.done.set()
             self._tell_cancel(turn)
+            if self.checkpoints is not None and turn.checkpointed and turn.id:
+                # After the close and its settle, in the checkpoints' own nursery.
+                self.checkpoints.turn_ended(turn.session_id, turn.id)
 
     @staticmethod
     def _tell_cancel(turn: TurnHandle) -> None:

@@ -64,13 +64,15 @@ class Task:
     #: Its sessions, and how many of them run a turn now (the task list's live status).
     session_count: int = 0
     running_count: int = 0
+    #: DESIGN.md §12: the directory its sessions work in (None: the data dir's work/).
+    project_dir: str | None = None
 
     def to_dto(self) -> dict[str, Any]:
         return {
             "id": self.id, "workspace_id": self.workspace_id, "title": self.title,
             "created_at": self.created_at, "updated_at": self.updated_at,
             "archived": self.archived, "session_count": self.session_count,
-            "running_count": self.running_count,
+            "running_count": self.running_count, "project_dir": self.project_dir,
         }
 
 
@@ -91,6 +93,10 @@ class Session:
     #: ends (DESIGN.md §9).
     queued_count: int = 0
     auto_run: bool = True
+    #: DESIGN.md §12: the directory its agent works in (None: its profile's
+    #: default), and its own git worktree ({path, branch, base_commit}) if it has one.
+    cwd: str | None = None
+    worktree: dict[str, str] | None = None
 
     def to_dto(self, pending: bool, revision: int, agent_live: bool = False,
                protocol: str | None = None) -> dict[str, Any]:
@@ -108,6 +114,7 @@ class Session:
             "agent_live": agent_live, "protocol": protocol,
             "queued_count": self.queued_count, "auto_run": self.auto_run,
             "current_turn_id": self.current_turn_id,
+            "cwd": self.cwd, "worktree": self.worktree,
         }
 
 

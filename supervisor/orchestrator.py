@@ -37,7 +37,9 @@ from .errors import CancelFailed, Conflict, InvalidRequest, NotFound, Supervisor
 from .lifecycle import CancelOutcome, CancelResult, LifecycleManager, StopRequest
 from .models import Message, QueueEntry, QueueState, Session, Task
 from .notify import Notifier
+from .projects import resolve_project
 from .queue import Delivery, TurnQueue
+from .session_files import create_session
 from .store import Store
 
 __all__ = ["Caller", "CancelOperation", "Orchestrator"]
@@ -136,11 +138,15 @@ class Orchestrator:
 
     # -- tasks and sessions ---------------------------------------------------
 
-    async def create_task(self, caller: Caller, title: str) -> Task:
+    async def create_task(self, caller: Caller, title: str,
+                          project_dir: str | None = None) -> Task:
         title = title.strip()
         if not title or len(title) > 500:
             raise InvalidRequest("title must be 1 to 500 characters")
-        return await self.store.create_task(caller.workspace_id, title)
+        project = None
+        if project_dir is not None:
+            project = str(await resolve_project(self.config, project_dir))
+        return await self.store.create_task(caller.workspace_id, title, project)
 
     async def list_tasks(self, caller: Caller) -> list[Task]:
         return await self.store.list_tasks([caller.workspace_id])
@@ -150,12 +156,13 @@ class Orchestrator:
         return [self.notify.session_dto(s) for s in await self.store.list_sessions(task_id)]
 
     async def launch_session(self, caller: Caller, task_id: str, agent: str | None = None,
-                             prompt: str | None = None) -> dict[str, Any]:
-        await self.task(caller, task_id)
+                             prompt: str | None = None, *,
+                             worktree: bool = False) -> dict[str, Any]:
+        task = await self.task(caller, task_id)
         agent = agent or self.config.default_agent
         if agent not in self.config.profiles:
             raise InvalidRequest(f"unknown agent {agent!r}")
-        session = await self.store.create_session(task_id, agent)
+        session = await create_session(self.config, self.store, task, agent, worktree=worktree)
         session = await self._refresh(session)
         await self.lifecycle.ensure_execution(session)
         if prompt:

@@ -4,6 +4,7 @@
     ├── Retries.run                 store retries nursery → records the store refused
     ├── LifecycleManager.run        executions nursery → one nursery per agent
     │   └── take_over               per turn an agentctl ran on through a restart
+    ├── TurnCheckpoints.run         checkpoints nursery → turn snapshots (DESIGN.md §12)
     ├── Orchestrator.run            operations nursery → accepted cancels
     │   └── TurnQueue.run           queue nursery → auto-run and send-now starts
     └── _warm_up_schema             builds ACP's schema models on a worker thread
@@ -17,6 +18,7 @@ is cancelled.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sqlite3
 from collections.abc import AsyncIterator
@@ -39,7 +41,9 @@ from .notify import Notifier
 from .orchestrator import Caller, Orchestrator
 from .recovery import handovers, recover
 from .sandboxing import check_sandbox
+from .session_files import session_deleted
 from .store import Store
+from .turn_checkpoints import TurnCheckpoints
 
 __all__ = ["Supervisor", "open_supervisor"]
 
@@ -58,6 +62,8 @@ class Supervisor:
     orchestrator: Orchestrator
     recovered: dict[str, int]
     catalog: Catalog
+    #: DESIGN.md §12 (None: checkpoints are off in the configuration).
+    checkpoints: TurnCheckpoints | None = None
 
     async def caller(self, workspace: str = DEFAULT_WORKSPACE) -> Caller:
         return Caller(await self.store.ensure_workspace(workspace))
@@ -116,10 +122,18 @@ async def open_supervisor(
         store.bind(notify)
         lifecycle = LifecycleManager(config, store, notify, launcher)
         orchestrator = Orchestrator(config, store, notify, lifecycle)
+        checkpoints = (TurnCheckpoints(config, store, notify, lifecycle.turn_running)
+                       if config.projects.checkpoints else None)
+        lifecycle.checkpoints = checkpoints
+        catalog = Catalog(store, orchestrator, lifecycle)
+        catalog.on_session_deleted = functools.partial(session_deleted, config, checkpoints)
         async with trio.open_nursery() as root:
             await root.start(store.run)
             # Before anything can hand it a write the store refused.
             await root.start(lifecycle.retries.run)
+            if checkpoints is not None:
+                # Before any turn: a restore a kill interrupted is finished first.
+                await root.start(checkpoints.run)
             await root.start(lifecycle.run)
             # Before the queue runs: its starts wait for these sessions' takeovers.
             for handover in handed_over:
@@ -128,7 +142,7 @@ async def open_supervisor(
             root.start_soon(_warm_up_schema)
             try:
                 yield Supervisor(config, store, bus, notify, lifecycle, orchestrator, recovered,
-                                 Catalog(store, orchestrator, lifecycle))
+                                 catalog, checkpoints)
             finally:
                 with trio.CancelScope(
                     shield=True, deadline=trio.current_time() + config.timeouts.shutdown_s

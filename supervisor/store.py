@@ -241,8 +241,9 @@ class Store:
 
     # -- the workspace's lists (each write announced to the whole workspace) ----
 
-    async def create_task(self, workspace_id: str, title: str) -> Task:
-        task = await self.call(self.db.create_task, workspace_id, title)
+    async def create_task(self, workspace_id: str, title: str,
+                          project_dir: str | None = None) -> Task:
+        task = await self.call(self.db.create_task, workspace_id, title, project_dir)
         self.notify.task_changed(task)
         return task
 
@@ -259,8 +260,11 @@ class Store:
             self.notify.task_removed(task)
         return deleted
 
-    async def create_session(self, task_id: str, agent: str) -> Session:
-        session = await self.call(self.db.create_session, task_id, agent)
+    async def create_session(self, task_id: str, agent: str, *, session_id: str | None = None,
+                             cwd: str | None = None,
+                             worktree: dict[str, str] | None = None) -> Session:
+        session = await self.call(self.db.create_session, task_id, agent,
+                                  session_id=session_id, cwd=cwd, worktree=worktree)
         self.notify.session_changed(session)
         return session
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from supervisor.config import Limits
 from supervisor.db import StoreError
+from supervisor.errors import SupervisorError
 from supervisor.lifecycle import CancelOutcome
 from supervisor.orchestrator import Caller, CancelOperation
 from supervisor.root import Supervisor
@@ -22,6 +23,7 @@ from supervisor.root import Supervisor
 from .contract import requests as rq
 from .contract.requests import parse
 from .contract.schema import PROTOCOL_VERSION
+from .project_actions import PROJECT_ACTIONS, checkpoints_of
 
 __all__ = ["ACTIONS", "FEATURES", "ORDERED_ACTIONS", "STORE_ERRORS", "Handler",
            "cancel_result", "cancel_target", "server_info", "session_delete", "session_update",
@@ -44,12 +46,12 @@ Handler = Callable[[Supervisor, Caller, dict[str, Any]], Awaitable[dict[str, Any
 
 _LIMITS = Limits()
 #: What ``server.info`` offers beyond DESIGN.md §4 (a client may test for these).
-FEATURES = ("text_appends", "queue", "steer", "schema")
+FEATURES = ("text_appends", "queue", "steer", "schema", "projects", "checkpoints")
 
 
 async def task_create(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
     req = parse(rq.TaskCreate, p, sup.config.limits)
-    task = await sup.orchestrator.create_task(caller, req.title)
+    task = await sup.orchestrator.create_task(caller, req.title, req.project_dir)
     return task.to_dto()
 
 
@@ -85,7 +87,8 @@ async def session_delete(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> 
 
 async def session_launch(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
     req = parse(rq.SessionLaunch, p, sup.config.limits)
-    return await sup.orchestrator.launch_session(caller, req.task_id, req.agent, req.prompt)
+    return await sup.orchestrator.launch_session(caller, req.task_id, req.agent, req.prompt,
+                                                 worktree=req.worktree)
 
 
 async def session_list(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
@@ -187,7 +190,20 @@ async def agent_cancel(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> di
     req = cancel_target(p)
     op = await sup.orchestrator.cancel_operation(caller, req.session_id, req.task_id,
                                                  req.turn_id)
-    return cancel_result(op)
+    result = cancel_result(op)
+    if req.revert:
+        result |= await cancel_revert(sup, op)
+    return result
+
+
+async def cancel_revert(sup: Supervisor, op: CancelOperation) -> dict[str, Any]:
+    """DESIGN.md §12 "Cancel and undo": the settled cancel's turn reverted."""
+    if op.acted_on is None:
+        return {"revert_error": "no turn was running: nothing to revert"}
+    try:
+        return {"reverted": await checkpoints_of(sup).revert(op.session_id, op.acted_on)}
+    except SupervisorError as exc:
+        return {"revert_error": str(exc)}
 
 
 async def permission_respond(sup: Supervisor, caller: Caller,
@@ -244,6 +260,7 @@ ACTIONS: dict[str, Handler] = {
     "permission.respond": permission_respond,
     "server.info": server_info_action,
     "ping": ping,
+    **PROJECT_ACTIONS,
 }
 
 #: Actions one connection's requests apply in the order it sent them (a burst

@@ -281,6 +281,8 @@ class Gateway:
             req = cancel_target(payload)
         except BadInput:
             return False  # the request task answers with the error
+        if req.revert:
+            return False  # its revert comes after the settle: a request task of its own
         op = self.sup.orchestrator.admit_known(caller, req.session_id, req.task_id,
                                                req.turn_id)
         if op is None:

@@ -23,7 +23,9 @@ async def test_rest_boot_and_page_agree(server: Server) -> None:
             assert r.status_code == 201
             task = r.json()
             assert set(task) == {"id", "workspace_id", "title", "created_at", "updated_at",
-                                 "archived", "session_count", "running_count"}
+                                 "archived", "session_count", "running_count",
+                                 "project_dir"}
+            assert task["project_dir"] is None
             task_id = task["id"]
             first = await launch(ws, task_id)
             second = await launch(ws, task_id, "mock-codex")

@@ -9,7 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["DTO", "MessageDTO", "QueueEntryDTO", "QueueStateDTO", "SessionDTO", "TaskDTO"]
+__all__ = ["DTO", "FileChangeDTO", "MessageDTO", "QueueEntryDTO", "QueueStateDTO",
+           "SessionDTO", "SkippedFileDTO", "TaskDTO", "WorktreeDTO"]
 
 SessionStateName = Literal["CREATED", "STARTING", "RUNNING", "WAITING_FOR_INPUT", "COMPLETED",
                            "FAILED", "CANCELLED"]
@@ -28,6 +29,31 @@ class TaskDTO(DTO):
     archived: bool
     session_count: int
     running_count: int
+    #: DESIGN.md §12: where its sessions work (null: the data dir's work/).
+    project_dir: str | None = None
+
+
+class WorktreeDTO(DTO):
+    path: str
+    branch: str
+    base_commit: str
+    #: The repository it is a worktree of.
+    repo: str
+
+
+class FileChangeDTO(DTO):
+    path: str
+    status: Literal["added", "modified", "deleted", "renamed"]
+    additions: int
+    deletions: int
+    old_path: str | None = None
+    binary: bool = False
+
+
+class SkippedFileDTO(DTO):
+    path: str
+    size: int
+    reason: Literal["too_large", "unreadable", "repository"]
 
 
 class SessionDTO(DTO):
@@ -53,6 +79,10 @@ class SessionDTO(DTO):
     #: The running turn (null when none runs): what ``agent.cancel``'s
     #: ``turn_id`` aims at.
     current_turn_id: str | None
+    #: DESIGN.md §12: the directory its agent works in (null: its profile's default)
+    #: and its own worktree, if launched with one.
+    cwd: str | None = None
+    worktree: WorktreeDTO | None = None
 
 
 class MessageDTO(DTO):

@@ -10,7 +10,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
-from .dtos import DTO, MessageDTO, QueueEntryDTO, QueueStateDTO, SessionDTO, TaskDTO
+from .dtos import (
+    DTO,
+    FileChangeDTO,
+    MessageDTO,
+    QueueEntryDTO,
+    QueueStateDTO,
+    SessionDTO,
+    SkippedFileDTO,
+    TaskDTO,
+)
 
 __all__ = ["ERROR_CODES", "NOTIFICATIONS", "RESPONSES", "Envelope", "ErrorPayload"]
 
@@ -85,6 +94,30 @@ class Interrupting(DTO):
     entry: QueueEntryDTO
 
 
+class KeptFile(DTO):
+    path: str
+    reason: str
+
+
+class RevertAnswer(Success):
+    """DESIGN.md §12: what ``turn.revert`` restored."""
+
+    session_id: str
+    #: The turn (or revert) whose start the files were restored to.
+    turn_id: str
+    #: This revert: ``turn.revert`` of it undoes it.
+    revert_id: str
+    #: Later turns whose changes went too.
+    later_turns: list[str]
+    written: list[str]
+    deleted: list[str]
+    #: Left as they were (too large or ignored now: they could not be saved first).
+    kept: list[KeptFile]
+    #: Edited after the last checkpoint (by hand) and overwritten too (the safety
+    #: checkpoint, i.e. reverting this revert, has them).
+    edited_since: list[str]
+
+
 class CancelAnswer(Success):
     session_id: str
     #: cancelled: the agent stopped the turn; escalated: it had to be stopped;
@@ -98,6 +131,40 @@ class CancelAnswer(Success):
     agent_stopped: bool | None = None
     record_written: bool | None = None
     record_error: str | None = None
+    #: ``revert: true``: the cancelled turn's revert, or why there was none.
+    reverted: RevertAnswer | None = None
+    revert_error: str | None = None
+
+
+class ProjectList(DTO):
+    roots: list[str]
+    #: Project directories of recent tasks, newest first.
+    recent: list[str]
+
+
+class ProjectDir(DTO):
+    name: str
+    is_git: bool
+
+
+class ProjectBrowseAnswer(DTO):
+    path: str
+    is_git: bool
+    dirs: list[ProjectDir]
+
+
+class TurnDiffAnswer(DTO):
+    session_id: str
+    turn_id: str
+    #: Unified diff (cut at 4 MiB, with a note).
+    diff: str
+    files: list[FileChangeDTO]
+
+
+class SessionDiffAnswer(DTO):
+    session_id: str
+    diff: str
+    files: list[FileChangeDTO]
 
 
 class ServerInfo(DTO):
@@ -145,6 +212,11 @@ RESPONSES: dict[str, type[BaseModel]] = {
     "permission.respond": Success,
     "server.info": ServerInfo,
     "ping": EmptyAnswer,
+    "project.list": ProjectList,
+    "project.browse": ProjectBrowseAnswer,
+    "turn.diff": TurnDiffAnswer,
+    "turn.revert": RevertAnswer,
+    "session.diff": SessionDiffAnswer,
 }
 
 
@@ -237,6 +309,15 @@ class AgentCancelled(DTO):
     turn_id: str
 
 
+class TurnChanges(DTO):
+    """DESIGN.md §12: what a turn that changed files changed."""
+
+    session_id: str
+    turn_id: str
+    files: list[FileChangeDTO]
+    skipped: list[SkippedFileDTO]
+
+
 NOTIFICATIONS: dict[str, type[DTO]] = {
     "session.state_changed": StateChanged,
     "task.changed": TaskChanged,
@@ -254,4 +335,5 @@ NOTIFICATIONS: dict[str, type[DTO]] = {
     "session.queue.changed": QueueStateDTO,
     "session.turn.stalled": TurnStalled,
     "session.agent.cancelled": AgentCancelled,
+    "session.turn.changes": TurnChanges,
 }

@@ -76,8 +76,14 @@ class NoPayload(Request):
     pass
 
 
+#: A directory path a client names (DESIGN.md §12; checked against the project roots).
+DirPath = Annotated[str, Field(min_length=1, max_length=4096), AfterValidator(_unicode)]
+
+
 class TaskCreate(Request):
     title: Title
+    #: Absolute, or relative to the first project root; null: the default work dir.
+    project_dir: DirPath | None = None
 
 
 class TaskRef(Request):
@@ -105,6 +111,8 @@ class SessionLaunch(Request):
     task_id: Id
     agent: Name | None = None
     prompt: Prompt | None = None
+    #: DESIGN.md §12: the session works in a git worktree of its own.
+    worktree: StrictBool = False
 
     _check_prompt = field_validator("prompt")(_prompt_limit)
 
@@ -168,6 +176,24 @@ class AgentCancel(Request):
     #: Optional: the turn the client shows; a cancel of a turn that has ended
     #: never stops the one after it (answered ``turn_ended``).
     turn_id: Id | None = None
+    #: DESIGN.md §12: once the cancel settled, revert the cancelled turn's files.
+    revert: StrictBool = False
+
+
+class ProjectBrowse(Request):
+    #: Default: the first project root.
+    path: DirPath | None = None
+
+
+class TurnRef(Request):
+    session_id: Id
+    #: A turn's id, or a revert's (``revert_id``: reverting it undoes that revert).
+    turn_id: Id
+
+
+class TurnDiff(TurnRef):
+    #: One file's diff only.
+    path: DirPath | None = None
 
 
 class PermissionRespond(Request):
@@ -208,6 +234,11 @@ REQUESTS: dict[str, type[Request]] = {
     "permission.respond": PermissionRespond,
     "server.info": NoPayload,
     "ping": NoPayload,
+    "project.list": NoPayload,
+    "project.browse": ProjectBrowse,
+    "turn.diff": TurnDiff,
+    "turn.revert": TurnRef,
+    "session.diff": SessionRef,
 }
 
 # One clear sentence per kind of failure, worded as the hand-written checks were.

@@ -1,0 +1,340 @@
+"""Checkpoints around every turn, its changes, diffs and revert (DESIGN.md §12).
+
+    TurnCheckpoints.run       the checkpoints nursery
+    ├── _snap (each)          a snapshot, bounded by ``snapshot_s``
+    └── _after (each)         a turn's after-snapshot and its changes notification
+
+The engine is ``supervisor.checkpoints`` (one ``ShadowRepo`` per session, kept for
+the session's life); the lifecycle calls two hooks:
+
+- ``before_prompt`` before a turn's prompt is written: the snapshot runs in this
+  nursery and the turn waits for it at most ``before_turn_s`` (5 s); past that, or
+  if it fails, the transcript says so and the turn runs without one.  A cancel
+  meanwhile ends only the wait (the lifecycle's pre-prompt scope).  It returns the
+  prompt, with a note in front when the files were restored since the agent's
+  last turn (the agent is told: DESIGN.md §12).
+- ``turn_ended`` from the turn's close, synchronously and after it: the
+  after-snapshot is a task of this nursery, so it never delays a cancel or its
+  settle.
+
+The repository lock is the engine's and is never held across agent I/O: the
+agent is not waited on anywhere here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import trio
+
+from . import checkpoint_rows as rows
+from .checkpoints import (
+    Checkpoint,
+    CheckpointError,
+    CheckpointSettings,
+    RestoreResult,
+    ShadowRepo,
+)
+from .config import Config
+from .db import new_id
+from .errors import Conflict, NotFound
+from .notify import Notifier
+from .store import Store
+
+__all__ = ["REVERTED_STATUS", "REVERT_NOTE", "TurnCheckpoints"]
+
+log = logging.getLogger(__name__)
+
+REVERTED_STATUS: Final = "Files restored to before this turn"
+CHECKPOINT_FAILED_STATUS: Final = "No checkpoint before this turn"
+#: What the agent is told with its next prompt after a revert.
+REVERT_NOTE: Final = (
+    "[Turnvisor: the user restored the files of this directory to their state before "
+    "one of your earlier turns; the edits of that turn and of every later one are gone. "
+    "Read the files again before relying on what you remember of them.]\n\n")
+#: The file in a shadow repository naming the work tree it snapshots (read after a
+#: restart, when no agent runs: a revert, a diff, the recovery of a killed restore).
+_CWD_FILE: Final = "turnvisor-work-tree"
+
+
+@dataclass(eq=False)
+class _Session:
+    repo: ShadowRepo
+    #: The after-snapshot under way (a revert waits for it).
+    after_done: trio.Event = field(default_factory=trio.Event)
+    #: A revert under way (a turn's before-snapshot waits for it).
+    reverting: trio.Event | None = None
+    #: The agent is to be told of a revert with its next prompt.
+    note: bool = False
+
+
+class TurnCheckpoints:
+    def __init__(self, config: Config, store: Store, notify: Notifier,
+                 turn_running: Callable[[str], bool]) -> None:
+        self.config = config
+        self.store = store
+        self.notify = notify
+        self.turn_running = turn_running
+        self.settings = CheckpointSettings()
+        self.before_s = config.projects.before_turn_s
+        self._sessions: dict[str, _Session] = {}
+        self._nursery: trio.Nursery | None = None
+        #: Restores a kill interrupted, finished (or not) at the last start.
+        self.recovered: list[dict[str, Any]] = []
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            # Before any turn can start: a half-done restore is finished first.
+            await self._recover_interrupted()
+            self._nursery = nursery
+            task_status.started()
+            await trio.sleep_forever()
+
+    # -- repositories ---------------------------------------------------------
+
+    @property
+    def root(self) -> Path:
+        return self.config.data_dir / "checkpoints"
+
+    def _session(self, session_id: str, cwd: Path | None = None) -> _Session:
+        known = self._sessions.get(session_id)
+        if known is not None and (cwd is None or known.repo.work_tree == cwd):
+            return known
+        if cwd is None:
+            try:
+                cwd = Path((self.root / f"{session_id}.git" / _CWD_FILE).read_text())
+            except (OSError, ValueError):
+                raise NotFound(f"session {session_id} has no checkpoints") from None
+        repo = ShadowRepo.for_session(self.config.data_dir, session_id, cwd,
+                                      settings=self.settings)
+        state = _Session(repo)
+        state.after_done.set()
+        self._sessions[session_id] = state
+        return state
+
+    def _remember_cwd(self, repo: ShadowRepo) -> None:
+        with contextlib.suppress(OSError):
+            (repo.git_dir / _CWD_FILE).write_text(str(repo.work_tree))
+
+    async def forget(self, session_id: str) -> None:
+        """The session was deleted: its shadow repository goes too."""
+        self._sessions.pop(session_id, None)
+        path = self.root / f"{session_id}.git"
+        await trio.to_thread.run_sync(lambda: shutil.rmtree(path, ignore_errors=True))
+
+    async def _snap(self, repo: ShadowRepo, label: str, out: list[Checkpoint | str],
+                    done: trio.Event) -> None:
+        try:
+            out.append(await repo.snapshot(label))
+            self._remember_cwd(repo)
+        except CheckpointError as exc:
+            out.append(str(exc))
+        except Exception as exc:  # one session's failure must not end the nursery
+            log.exception("checkpoint of %s failed", repo.work_tree)
+            out.append(f"the checkpoint failed: {exc}")
+        finally:
+            done.set()
+
+    # -- the lifecycle's hooks ------------------------------------------------
+
+    async def before_prompt(self, session_id: str, turn_id: str, cwd: Path, text: str) -> str:
+        """Snapshot ``cwd`` before the turn's prompt (waited for ``before_turn_s``
+        at most) and record it; the prompt to write (a revert note in front)."""
+        assert self._nursery is not None, "TurnCheckpoints.run is not running"
+        state = self._session(session_id, cwd)
+        if state.reverting is not None:
+            with trio.move_on_after(self.settings.restore_s + self.settings.snapshot_s):
+                await state.reverting.wait()
+        out: list[Checkpoint | str] = []
+        done = trio.Event()
+        self._nursery.start_soon(self._snap, state.repo, f"before turn {turn_id}", out, done)
+        with trio.move_on_after(self.before_s):
+            await done.wait()
+        why = ("it took longer than " f"{self.before_s:g} s" if not out
+               else out[0] if isinstance(out[0], str) else None)
+        if why is None:
+            assert isinstance(out[0], Checkpoint)
+            await self.store.call(rows.add_entry, self.store.db, turn_id, session_id, "turn",
+                                  out[0].commit)
+        else:
+            log.warning("session %s: no checkpoint before turn %s (%s)", session_id, turn_id,
+                        why)
+            await self.store.add_message(
+                session_id, turn_id, "system", "status",
+                f"{CHECKPOINT_FAILED_STATUS}: {why}; the turn runs, but it cannot be reverted",
+                {"checkpoint_failed": True, "variant": "warning"})
+        if state.note and not text.lstrip().startswith("/"):
+            # (A slash command is the agent's CLI's, not prose: a note in front
+            # would break it; the note waits for the next prose prompt.)
+            state.note = False
+            return REVERT_NOTE + text
+        return text
+
+    def turn_ended(self, session_id: str, turn_id: str) -> None:
+        """The turn closed (however it ended): its after-snapshot, in this nursery."""
+        state = self._sessions.get(session_id)
+        if state is None or self._nursery is None:
+            return
+        state.after_done = trio.Event()
+        self._nursery.start_soon(self._after, state, session_id, turn_id)
+
+    async def _after(self, state: _Session, session_id: str, turn_id: str) -> None:
+        try:
+            entry = await self.store.call(rows.entry, self.store.db, session_id, turn_id)
+            if entry is None or entry.before_commit is None:
+                return  # no checkpoint before it: nothing to compare with
+            out: list[Checkpoint | str] = []
+            await self._snap(state.repo, f"after turn {turn_id}", out, trio.Event())
+            after = out[0] if out else "no result"
+            if isinstance(after, str):
+                log.warning("session %s: no checkpoint after turn %s (%s)", session_id,
+                            turn_id, after)
+                return
+            await self.store.call(rows.set_after, self.store.db, turn_id, after.commit)
+            before = await state.repo.load(entry.before_commit)
+            files = await state.repo.changes(before, after)
+            if files:
+                self.notify.bus.publish(session_id, "session.turn.changes", {
+                    "session_id": session_id, "turn_id": turn_id,
+                    "files": [f.to_json() for f in files],
+                    "skipped": [s.to_json() for s in after.skipped]})
+        except Exception:
+            log.exception("session %s: the checkpoint after turn %s failed", session_id,
+                          turn_id)
+        finally:
+            state.after_done.set()
+
+    # -- changes and diffs ----------------------------------------------------
+
+    async def _settled(self, session_id: str) -> _Session:
+        state = self._session(session_id)
+        with trio.move_on_after(self.settings.snapshot_s + self.settings.git_s):
+            await state.after_done.wait()
+        return state
+
+    async def _pair(self, session_id: str,
+                    entry_id: str) -> tuple[_Session, Checkpoint, Checkpoint]:
+        state = await self._settled(session_id)
+        entry = await self.store.call(rows.entry, self.store.db, session_id, entry_id)
+        if entry is None or entry.before_commit is None:
+            raise NotFound(f"turn {entry_id} has no checkpoint")
+        if entry.after_commit is None:
+            raise Conflict(f"turn {entry_id} has not ended (or its end has no checkpoint)")
+        return (state, await state.repo.load(entry.before_commit),
+                await state.repo.load(entry.after_commit))
+
+    async def turn_diff(self, session_id: str, turn_id: str,
+                        path: str | None = None) -> dict[str, Any]:
+        state, before, after = await self._pair(session_id, turn_id)
+        try:
+            diff = await state.repo.diff(before, after, path)
+            files = await state.repo.changes(before, after)
+        except CheckpointError as exc:
+            raise Conflict(str(exc)) from None
+        return {"session_id": session_id, "turn_id": turn_id, "diff": diff,
+                "files": [f.to_json() for f in files if path is None or f.path == path]}
+
+    async def session_diff(self, session_id: str) -> dict[str, Any]:
+        """From the first checkpoint of the session to its newest one."""
+        state = await self._settled(session_id)
+        entries = await self.store.call(rows.entries, self.store.db, session_id)
+        commits = [c for e in entries for c in (e.before_commit, e.after_commit) if c]
+        if not commits:
+            return {"session_id": session_id, "diff": "", "files": []}
+        try:
+            first, last = await state.repo.load(commits[0]), await state.repo.load(commits[-1])
+            files = await state.repo.changes(first, last)
+            diff = await state.repo.diff(first, last)
+        except CheckpointError as exc:
+            raise Conflict(str(exc)) from None
+        return {"session_id": session_id, "diff": diff, "files": [f.to_json() for f in files]}
+
+    # -- revert ---------------------------------------------------------------
+
+    async def revert(self, session_id: str, turn_id: str) -> dict[str, Any]:
+        """Restore the session's files to ``turn_id``'s start (a revert's id: to
+        before that revert), after a safety checkpoint; ``Conflict`` while a turn runs."""
+        if self.turn_running(session_id):
+            raise Conflict("a turn is running: cancel it first (agent.cancel with revert: true "
+                           "does both)")
+        state = await self._settled(session_id)
+        if state.reverting is not None:
+            raise Conflict("a revert of this session is already under way")
+        entries = await self.store.call(rows.entries, self.store.db, session_id)
+        target_entry = next((e for e in entries if e.id == turn_id), None)
+        if target_entry is None or target_entry.before_commit is None:
+            raise NotFound(f"turn {turn_id} has no checkpoint to revert to")
+        newest = next((c for e in reversed(entries)
+                       for c in (e.after_commit, e.before_commit) if c), None)
+        state.reverting = trio.Event()
+        try:
+            target = await state.repo.load(target_entry.before_commit)
+            since = await state.repo.load(newest) if newest else None
+            result = await state.repo.restore(target, since=since)
+            revert_id = new_id()
+            # Its own entry: reverting it restores the safety checkpoint (undoes this).
+            await self.store.call(rows.add_entry, self.store.db, revert_id, session_id,
+                                  "revert", result.safety.commit, target.commit)
+        except CheckpointError as exc:
+            raise Conflict(f"the revert failed: {exc}") from None
+        finally:
+            state.reverting.set()
+            state.reverting = None
+        state.note = True
+        later = [e.id for e in entries if e.seq > target_entry.seq and e.kind == "turn"]
+        answer = _answer(session_id, turn_id, revert_id, result, later)
+        await self.store.add_message(session_id, None, "system", "status", REVERTED_STATUS,
+                                     {"reverted": True, "variant": "info", "turn_id": turn_id,
+                                      "revert_id": revert_id, "later_turns": later})
+        return answer
+
+    # -- a restore a kill interrupted -----------------------------------------
+
+    async def _recover_interrupted(self) -> None:
+        try:
+            journals = sorted(self.root.glob("*.git/restore-journal.json"))
+        except OSError:
+            return
+        for journal in journals:
+            session_id = journal.parent.name.removesuffix(".git")
+            try:
+                state = self._session(session_id)
+            except (NotFound, CheckpointError):
+                continue
+            record: dict[str, Any] = {"session_id": session_id}
+            try:
+                with trio.fail_after(self.settings.restore_s + self.settings.snapshot_s):
+                    result = await state.repo.recover()
+                record |= {"finished": True,
+                           "written": list(result.written) if result else [],
+                           "deleted": list(result.deleted) if result else []}
+                message = ("A revert interrupted by a restart was finished: the files are as "
+                           "before the reverted turn")
+                meta: dict[str, Any] = {"reverted": True, "recovered": True,
+                                        "variant": "warning"}
+            except (CheckpointError, trio.TooSlowError) as exc:
+                record |= {"finished": False, "error": str(exc) or "took too long"}
+                message = (f"A revert interrupted by a restart could not be finished "
+                           f"({record['error']}); it is tried again at the next start")
+                meta = {"reverted": False, "recovered": False, "variant": "error"}
+            log.warning("session %s: %s", session_id, message)
+            self.recovered.append(record)
+            with contextlib.suppress(Exception):
+                if await self.store.get_session(session_id) is not None:
+                    await self.store.add_message(session_id, None, "system", "status",
+                                                 message, meta)
+
+
+def _answer(session_id: str, turn_id: str, revert_id: str, result: RestoreResult,
+            later: list[str]) -> dict[str, Any]:
+    return {"success": True, "session_id": session_id, "turn_id": turn_id,
+            "revert_id": revert_id, "later_turns": later,
+            "written": list(result.written), "deleted": list(result.deleted),
+            "kept": [{"path": p, "reason": r} for p, r in result.kept],
+            "edited_since": list(result.edited_since)}
