@@ -189,7 +189,8 @@ async def test_a_websocket_upgraded_on_a_kept_alive_connection_is_not_timed_out(
         assert first.startswith(b"HTTP/1.1 200")
         key = base64.b64encode(os.urandom(16)).decode()
         await stream.send_all(
-            f"GET /ws?token={srv.token} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\n"
+            f"GET /ws HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\n"
+            f"Authorization: Bearer {srv.token}\r\n"
             f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
             "Sec-WebSocket-Version: 13\r\n\r\n".encode())
         with trio.fail_after(5):
@@ -209,7 +210,8 @@ async def test_a_websocket_that_answers_nothing_is_closed(tmp_path: Path) -> Non
         key = base64.b64encode(os.urandom(16)).decode()
         host = srv.url.removeprefix("http://")
         await stream.send_all(
-            f"GET /ws?token={srv.token} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\n"
+            f"GET /ws HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\n"
+            f"Authorization: Bearer {srv.token}\r\n"
             f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
             "Sec-WebSocket-Version: 13\r\n\r\n".encode())
         # Never a byte back (no pong): a ping (0x89), then a close 1001 (0x88, 0x03e9).
@@ -266,7 +268,8 @@ async def _hold_websocket(srv: Server, *, task_status: trio.TaskStatus[trio.Sock
     key = base64.b64encode(os.urandom(16)).decode()
     host = srv.url.removeprefix("http://")
     await stream.send_all(
-        f"GET /ws?token={srv.token} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\n"
+        f"GET /ws HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\n"
+            f"Authorization: Bearer {srv.token}\r\n"
         f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
         .encode())
     reply = b""

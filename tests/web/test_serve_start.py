@@ -31,7 +31,8 @@ async def serve_once(data_dir: Path, *args: str) -> tuple[int, list[str]]:
     cmd = [sys.executable, "-m", "web", "serve", "--data-dir", str(data_dir), *args]
     if "--port" not in args:
         cmd += ["--port", "0"]
-    env = {**os.environ, "TURNVISOR_TOKEN": "start-test-token-0123456789", "TURNVISOR_LOG":
+    env = {**os.environ, "TURNVISOR_TOKEN": "start-test-token-0123456789-0123456789",
+           "TURNVISOR_LOG":
            "WARNING"}
     env.pop("TURNVISOR_DATA_DIR", None)
     with trio.fail_after(30):
