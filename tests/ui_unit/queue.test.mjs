@@ -195,3 +195,15 @@ describe("agent_live from state changes", () => {
     assert.equal(sessionStatus(state, "a").label, "Running");
   });
 });
+
+describe("the turn a cancel aims at", () => {
+  it("follows current_turn_id from state changes (null once the turn ended)", () => {
+    let state = S.hydrate(boot([session("a", { state: "WAITING_FOR_INPUT" })]));
+    state = S.applyNotification(state, "session.state_changed", { session_id: "a", new_state: "RUNNING", current_turn_id: "t1" }, 1);
+    assert.equal(state.sessions.a.current_turn_id, "t1");
+    state = S.applyNotification(state, "session.state_changed", { session_id: "a", new_state: "WAITING_FOR_INPUT", current_turn_id: null }, 1);
+    assert.equal(state.sessions.a.current_turn_id, null);
+    state = S.applyNotification(state, "session.state_changed", { session_id: "a", new_state: "WAITING_FOR_INPUT" }, 1);
+    assert.equal(state.sessions.a.current_turn_id, null, "an older server's notification leaves it");
+  });
+});

@@ -361,6 +361,8 @@ export function applyNotification(state, action, payload, epoch) {
       if (typeof p.agent_live === "boolean") fields.agent_live = p.agent_live;
       if (typeof p.queued_count === "number") fields.queued_count = p.queued_count;
       if (typeof p.auto_run === "boolean") fields.auto_run = p.auto_run;
+      // The running turn (null when none): what a cancel from this page aims at.
+      if (p.current_turn_id !== undefined) fields.current_turn_id = p.current_turn_id;
       const next = putSession(state, fields);
       return applyCancellation(next, sid, p.cancellation_pending, p.cancellation_revision, epoch);
     }

@@ -386,7 +386,10 @@ export function mountTaskPage(root, boot, env = globalThis) {
     if (!sid || !state.sessions[sid]) return launch(picker.value, text);
     try {
       // "auto": starts a turn when the agent is free, else joins the queue (DESIGN.md §9).
-      const outcome = messageAddOutcome(await ws.request("message.add", { session_id: sid, content: text, delivery: "auto" }));
+      // One client_message_id per message (DESIGN.md §14): sent again after a lost connection,
+      // the backend answers what the first attempt made and runs nothing twice.
+      const payload = { session_id: sid, content: text, delivery: "auto", client_message_id: `m-${newRequestId()}-${Date.now()}` };
+      const outcome = messageAddOutcome(await sendOnce(payload));
       setState((s) => {
         let next = S.clearComposerError(s, sid);
         if (outcome.message) next = S.addMessage(next, sid, outcome.message);
@@ -400,6 +403,17 @@ export function mountTaskPage(root, boot, env = globalThis) {
     }
   }
 
+  /** message.add, retried with the same id while its connection drops before the answer. */
+  async function sendOnce(payload, attempts = 3) {
+    for (let i = 1; ; i += 1) {
+      try {
+        return await ws.request("message.add", payload);
+      } catch (err) {
+        if (err.code !== "DISCONNECTED" || i >= attempts) throw err;
+      }
+    }
+  }
+
   function cancel() {
     const sid = state.selectedSessionId;
     const requestId = newRequestId();
@@ -409,7 +423,11 @@ export function mountTaskPage(root, boot, env = globalThis) {
     // The clicked button is now disabled and drops focus: hand it to the input, so typing (and
     // the next Esc) go on from there. Not on touch screens, where it would pop the keyboard up.
     if (!coarsePointer(env)) composer.focus();
-    ws.request("agent.cancel", { session_id: sid, task_id: taskId }, { id: requestId, timeoutMs: S.CANCEL_REQUEST_TIMEOUT_MS }).then(
+    // Aimed at the turn this page shows (DESIGN.md §14): if it ended meanwhile, the backend
+    // leaves the next one alone.
+    const turnId = state.sessions[sid]?.current_turn_id;
+    const target = turnId ? { session_id: sid, task_id: taskId, turn_id: turnId } : { session_id: sid, task_id: taskId };
+    ws.request("agent.cancel", target, { id: requestId, timeoutMs: S.CANCEL_REQUEST_TIMEOUT_MS }).then(
       () => setState((s) => S.settleCancel(s, sid, requestId, { ok: true })),
       (err) => setState((s) => S.settleCancel(s, sid, requestId, { ok: false, error: cancelErrorText(err) })),
     );
