@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 import trio
 
 from tests.faults.kill_harness import run_kills
@@ -15,6 +16,7 @@ from tests.faults.kill_harness import run_kills
 KILLS = int(os.environ.get("TURNVISOR_KILLS", "50"))
 
 
+@pytest.mark.slow
 async def test_sigkill_at_random_moments_loses_nothing_acknowledged(tmp_path: Path) -> None:
     seed = os.environ.get("TURNVISOR_KILL_SEED")
     with trio.fail_after(60 + KILLS * 6):
