@@ -76,6 +76,27 @@ def _serve_held(args: argparse.Namespace, data_dir: Path, listening: list[bool])
     return 0
 
 
+def _backup(args: argparse.Namespace) -> int:
+    from .backup import BackupError, backup, restore
+
+    data_dir = Path(args.data_dir).expanduser().resolve()
+    path = Path(args.path).expanduser().absolute()
+    try:
+        if args.command == "backup":
+            done = backup(data_dir, path)
+            print(f"backed up {data_dir} to {done.path} (schema {done.schema}, "
+                  f"{done.tasks} tasks, {done.messages} messages)")
+        else:
+            done = restore(data_dir, path)
+            kept = f"; the previous database is kept as {done.kept}" if done.kept else ""
+            print(f"restored {path} into {data_dir} (schema {done.schema}, {done.tasks} "
+                  f"tasks, {done.messages} messages){kept}")
+    except BackupError as exc:
+        print(f"turnvisor: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def _agentctl(args: argparse.Namespace) -> int:
     from .agentctl.cli import run_agentctl
 
@@ -92,6 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--data-dir", default=str(default_data_dir()))
     serve.add_argument("--agent", default=None, help="default agent profile (mock)")
     serve.set_defaults(run=_serve)
+    for name, what in (("backup", "copy the database to PATH (while serving, too)"),
+                       ("restore", "replace a stopped data dir's database by PATH")):
+        cmd = sub.add_parser(name, help=what)
+        cmd.add_argument("path", metavar="PATH")
+        cmd.add_argument("--data-dir", default=str(default_data_dir()))
+        cmd.set_defaults(run=_backup)
     agentctl = sub.add_parser(
         "agentctl", help="serve one agent's control API (agents on other machines)",
         usage="turnvisor agentctl --listen HOST:PORT [--token T] "
