@@ -238,8 +238,12 @@ def test_repeated_activation_runs_one_backend_operation(
     person.chat_input.press("Escape")
     # A duplicate transport request (the race the spec allows), from a second socket.
     answer = person.page.evaluate(
-        """(sid) => new Promise((resolve) => {
-            const ws = new WebSocket(`${location.origin.replace('http', 'ws')}/ws`);
+        r"""(sid) => new Promise((resolve) => {
+            // Authenticated as the page is: its token from this origin's storage.
+            const token = localStorage.getItem('turnvisor.token');
+            const b64 = btoa(token).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+            const ws = new WebSocket(`${location.origin.replace('http', 'ws')}/ws`,
+                                     ['turnvisor', 'turnvisor.bearer.' + b64]);
             const request = {id: 'dup-1', type: 'request', action: 'agent.cancel',
                              payload: {session_id: sid}, timestamp: new Date().toISOString()};
             ws.onopen = () => ws.send(JSON.stringify(request));
