@@ -51,7 +51,7 @@ export function createProjectPicker({ request }) {
       const list = await request("project.list", {});
       roots = list.roots ?? [];
       quick.replaceChildren(
-        ...roots.map((r) => shortcut(r, r)),
+        ...roots.map((r) => shortcut(`Root: ${r.split("/").filter(Boolean).pop() ?? "/"}`, r)),
         ...(list.recent ?? []).filter((p) => !roots.includes(p)).map((p) => shortcut(`Recent: ${p.split("/").pop() || p}`, p)),
       );
     } catch {
