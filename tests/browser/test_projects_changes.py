@@ -89,26 +89,39 @@ def test_pick_a_project_see_the_changes_open_the_diff_and_revert(
     file_row = card.locator('[data-testid="changed-file"][data-path="a.txt"]')
     expect(file_row).to_contain_text("+1")
     person.press(file_row.locator("summary"))
-    expect(file_row.get_by_test_id("tool-diff")).to_contain_text("hello")
+    expect(file_row.get_by_test_id("diff-view")).to_contain_text("hello")
     shot(page, f"turn-changes-{view}")
     assert (project / "a.txt").read_text().strip() == "hello"
 
-    # The session's changes view lists the same file.
+    # A second turn writes markup: its diff shows it as text, never as elements.
+    person.send("/write x.html <img src=x onerror=alert(1)>")
+    expect(page.get_by_test_id("turn-changes")).to_have_count(2, timeout=20_000)
+    markup = page.locator('[data-testid="changed-file"][data-path="x.html"]')
+    person.press(markup.locator("summary"))
+    expect(markup.get_by_test_id("diff-view")).to_contain_text("<img src=x onerror=alert(1)>")
+    expect(markup.locator("img")).to_have_count(0)
+
+    # The session's changes view lists both files.
     person.press(page.get_by_test_id("changes-view-button"))
-    expect(page.get_by_test_id("changes-view").locator('[data-testid="changed-file"][data-path="a.txt"]')).to_be_visible()
+    changes = page.get_by_test_id("changes-view")
+    expect(changes.locator('[data-testid="changed-file"][data-path="a.txt"]')).to_be_visible()
+    expect(changes.locator('[data-testid="changed-file"][data-path="x.html"]')).to_be_visible()
 
     # After a reload the card comes back (turn.diff), and reverting asks first.
     page.reload()
-    card = page.get_by_test_id("turn-changes")
-    expect(card).to_have_count(1, timeout=15_000)
+    cards = page.get_by_test_id("turn-changes")
+    expect(cards).to_have_count(2, timeout=15_000)
     dialogs: list[str] = []
     page.on("dialog", _accept(dialogs))
-    person.press(card.get_by_test_id("revert-turn-button"))
-    expect(card.get_by_test_id("revert-turn-button")).to_have_text("Reverted", timeout=15_000)
-    assert dialogs and "before this turn" in dialogs[0]
+    person.press(cards.first.get_by_test_id("revert-turn-button"))
+    for i in range(2):  # the later turn's changes went too
+        button = cards.nth(i).get_by_test_id("revert-turn-button")
+        expect(button).to_have_text("Reverted", timeout=15_000)
+    assert dialogs and "before this turn" in dialogs[0] and "1 later turn" in dialogs[0], dialogs
     restored = person.status_messages().filter(has_text=RESTORED)
     expect(restored).to_have_count(1, timeout=10_000)
     assert not (project / "a.txt").exists()
+    assert not (project / "x.html").exists()
 
 
 def test_cancel_and_undo_a_running_turn(

@@ -116,7 +116,7 @@ export function toolView(message) {
   };
 }
 
-export function diffBlock(diff) {
+function diffBlock(diff) {
   return h(
     "div",
     { class: "diff", dataset: { testid: "tool-diff", path: diff.path } },

@@ -1,20 +1,12 @@
 // The `turn-changes` card (DESIGN.md §12, §15) after a turn that changed files: each file with
-// its +/− counts opens its unified diff (turn.diff {path}), drawn by diff.js through the tool
-// cards' diff block (text nodes only: no HTML of the agent's files is ever parsed). The card's
-// `revert-turn-button` asks the page to revert the turn.
+// its +/− counts opens its unified diff (turn.diff {path}), drawn by diff2html (diff-view.js).
+// The card's `revert-turn-button` asks the page to revert the turn.
 
-import { diffStats, unifiedLines } from "./diff.js";
+import { renderDiff } from "./diff-view.js";
 import { h } from "./dom.js";
-import { diffBlock } from "./tool-card.js";
 import { totals } from "./turn-changes-state.js";
 
 const STATUS_MARK = { added: "A", modified: "M", deleted: "D", renamed: "R" };
-
-/** A file's diff text as the block tool cards draw. */
-export function fileDiffBlock(path, text) {
-  const lines = unifiedLines(text);
-  return diffBlock({ path, lines, ...diffStats(lines), created: false });
-}
 
 /**
  * A row per file: a <details> whose first opening fetches the diff with `loadDiff(path)`.
@@ -44,7 +36,7 @@ export function fileList(files, loadDiff) {
         loaded = true;
         try {
           const text = await loadDiff(f.path);
-          body.replaceChildren(text ? fileDiffBlock(f.path, text) : h("p", { class: "muted" }, "No textual diff."));
+          body.replaceChildren(text ? await renderDiff(text) : h("p", { class: "muted" }, "No textual diff."));
         } catch (err) {
           loaded = false;
           body.replaceChildren(h("p", { class: "form-error", role: "alert" }, `Could not load the diff. ${err?.message ?? ""}`.trim()));
