@@ -89,3 +89,15 @@ describe("reverts and the workplace", () => {
     assert.equal(C.workplace(null, {}), null);
   });
 });
+
+describe("the session's changes view", () => {
+  it("cuts one file's part out of a multi-file diff", async () => {
+    const { fileSection } = await import("../../web/static/changes-view.js");
+    const a = "diff --git a/a.txt b/a.txt\n--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-x\n+y\n";
+    const b = "diff --git a/dir/b.txt b/dir/b.txt\nnew file mode 100644\n--- /dev/null\n+++ b/dir/b.txt\n@@ -0,0 +1 @@\n+z\n";
+    assert.equal(fileSection(a + b, "dir/b.txt"), b);
+    assert.equal(fileSection(a + b, "a.txt"), a);
+    assert.equal(fileSection(a + b, "b.txt"), "", "a suffix of another path is not that file");
+    assert.equal(fileSection("", "a.txt"), "");
+  });
+});
