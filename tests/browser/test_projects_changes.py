@@ -160,3 +160,17 @@ def test_esc_stays_a_plain_cancel(
     person.expect_settled(timeout=20_000)
     expect(person.status_messages().filter(has_text=RESTORED)).to_have_count(0)
     assert list(project.glob("edit-*.txt"))
+
+
+def test_the_picker_offers_recent_projects(
+    project_server: tuple[BlockingServerProcess, Path], new_context: Any
+) -> None:
+    server, project = project_server
+    person = open_person(server, new_context, "desktop", "/")
+    _create_task_with_project(person, "First on demo", project)
+    person.login("/")
+    person.press(person.page.get_by_test_id("project-browse-button"))
+    recent = person.page.locator(f'[data-testid="project-shortcut"][data-path="{project}"]')
+    expect(recent).to_have_text("Recent: demo")
+    person.press(recent)
+    expect(person.page.get_by_test_id("project-path")).to_have_attribute("data-path", str(project))
