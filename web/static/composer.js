@@ -13,7 +13,7 @@ export const COMPACT_QUERY = "(max-width: 640px)";
  * layout: "desktop" | "compact". onSend(text) -> Promise<boolean> (true = sent, clear the draft).
  * onCancel() asks to cancel the selected session's turn.
  */
-export function createComposer({ layout, onSend, onCancel }) {
+export function createComposer({ layout, onSend, onCancel, onCancelRevert }) {
   const compact = layout === "compact";
   const placeholder = compact ? "Message the agent" : "Message the agent (Enter sends, Shift+Enter adds a line, Esc cancels)";
   const input = h("textarea", {
@@ -27,7 +27,12 @@ export function createComposer({ layout, onSend, onCancel }) {
   const cancel = createCancelControl({ onActivate: () => onCancel() });
   const error = h("p", { class: "composer-error", role: "alert", dataset: { testid: "composer-error" }, hidden: true });
   const hint = h("span", { class: "composer-hint" }, "Esc cancels a running turn");
-  const actions = h("div", { class: "composer-actions" }, cancel.el, send);
+  // DESIGN.md §12: "Cancel and undo" beside the cancel control; Esc stays a plain cancel.
+  const cancelRevert = h("button", { type: "button", class: "btn btn-secondary", hidden: true, dataset: { testid: "cancel-revert-button" }, title: "Cancel the turn and put its files back" }, "Cancel and undo");
+  cancelRevert.addEventListener("click", () => {
+    if (!cancelRevert.disabled) onCancelRevert?.();
+  });
+  const actions = h("div", { class: "composer-actions" }, cancelRevert, cancel.el, send);
   // The row wraps (actions under the input) before the input would get narrower than a usable
   // width, so a phone with Cancel shown still has room to type.
   const form = compact
@@ -96,6 +101,8 @@ export function createComposer({ layout, onSend, onCancel }) {
     send.textContent = view.sendLabel;
     setAttr(send, "aria-label", view.sendLabel);
     cancel.update(view.cancel, view.sessionId);
+    cancelRevert.hidden = !(view.cancel.visible && view.revertable);
+    cancelRevert.disabled = view.cancel.disabled;
     error.hidden = !view.error;
     error.textContent = view.error ?? "";
   }

@@ -77,6 +77,9 @@ function renderRow(message, ctx) {
     case "plan":
       body = renderPlan(message);
       break;
+    case "turn_changes":
+      body = ctx.renderTurnChanges(message);
+      break;
     default:
       ({ node: body, view } = renderText(message));
   }
@@ -95,7 +98,7 @@ function renderRow(message, ctx) {
  * {el, update(messages | undefined, emptyText, {offline}), scrollToEnd}: undefined messages
  * means "still loading". `el` wraps the list and its "jump to latest" button.
  */
-export function createMessageList({ onPermission }) {
+export function createMessageList({ onPermission, renderTurnChanges }) {
   const list = h("ol", { class: "message-list", dataset: { testid: "message-list" }, role: "log", "aria-label": "Conversation" });
   const empty = h("li", { class: "message-empty" });
   const jump = h(
@@ -164,7 +167,7 @@ export function createMessageList({ onPermission }) {
           row.message = message;
           row.signature = signature;
         } else {
-          const drawn = renderRow(message, { tool, onPermission, offline });
+          const drawn = renderRow(message, { tool, onPermission, offline, renderTurnChanges });
           if (row) {
             // A tool card the reader opened stays open through its status updates.
             const wasOpen = row.node.querySelector("details.tool-card")?.open;

@@ -8,6 +8,7 @@ import { h, timeElement } from "./dom.js";
 import { createItemDialog } from "./item-dialog.js";
 import * as L from "./lists.js";
 import * as S from "./state.js";
+import { createProjectPicker } from "./project-picker.js";
 import { humanizeError } from "./status.js";
 import { socketProtocols } from "./credential.js";
 import { Connection, socketUrl } from "./ws.js";
@@ -44,11 +45,13 @@ export function mountTaskListPage(root, boot, env = globalThis) {
   });
   const create = h("button", { type: "submit", class: "btn btn-primary", dataset: { testid: "create-task-button" } }, "Create task");
   const error = h("p", { class: "form-error", role: "alert", dataset: { testid: "page-error" }, hidden: true });
+  const projects = createProjectPicker({ request: (action, payload) => ws.request(action, payload) });
   const form = h(
     "form",
     { class: "new-task-form", "aria-label": "New task" },
     h("label", { for: "new-task-title", class: "field-label" }, "New task"),
     h("div", { class: "new-task-row" }, title, create),
+    projects.el,
     error,
   );
 
@@ -187,7 +190,10 @@ export function mountTaskListPage(root, boot, env = globalThis) {
       render();
     },
     // Every (re)connect: one listing repairs whatever was missed while away.
-    onOpen: () => refreshTasks(),
+    onOpen: () => {
+      refreshTasks();
+      projects.load();
+    },
     onNotification: (action, payload) => {
       state = L.applyTaskListNotification(state, action, payload);
       render();
@@ -233,7 +239,9 @@ export function mountTaskListPage(root, boot, env = globalThis) {
     render();
     let task = null;
     try {
-      task = await ws.request("task.create", { title: text });
+      const payload = { title: text };
+      if (projects.value) payload.project_dir = projects.value;
+      task = await ws.request("task.create", payload);
       state = S.upsertTask(state, task);
       title.value = "";
     } catch (err) {

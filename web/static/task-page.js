@@ -3,6 +3,7 @@
 // cancel control must leave the button disabled before the request is even sent (AC .1).
 
 import { createComposer, COMPACT_QUERY } from "./composer.js";
+import { createChangesView } from "./changes-view.js";
 import { createConnectionBanner } from "./connection-banner.js";
 import { h } from "./dom.js";
 import { createMessageList } from "./messages.js";
@@ -18,6 +19,8 @@ import { createStallNotice } from "./stall-notice.js";
 import { humanizeError, sessionStatus, stallNotice, titleMark } from "./status.js";
 import { socketProtocols } from "./credential.js";
 import { Connection, newRequestId, socketUrl } from "./ws.js";
+import * as C from "./turn-changes-state.js";
+import { renderTurnChanges } from "./turn-changes-card.js";
 
 const LAUNCH_TIMEOUT_MS = 60_000; // a real agent CLI may take a while to initialize
 
@@ -60,6 +63,8 @@ export function mountTaskPage(root, boot, env = globalThis) {
   }
   let launching = false;
   let pageError = null;
+  // What each turn changed (turn-changes-state.js): {sessionId: {turnId: {files, skipped} | null}}.
+  let changes = {};
 
   // --- DOM skeleton -------------------------------------------------------------------------
   const connectionBadge = h("span", { class: "connection", dataset: { testid: "connection-status" } });
@@ -100,7 +105,13 @@ export function mountTaskPage(root, boot, env = globalThis) {
   const chatTitle = h("h2", { class: "chat-title" });
   const chatState = h("span", { class: "state-badge", dataset: { testid: "selected-session-state" } });
   const chatReason = h("p", { class: "chat-reason", dataset: { testid: "session-status-reason" }, hidden: true });
-  const messageList = createMessageList({ onPermission: respondPermission });
+  const messageList = createMessageList({
+    onPermission: respondPermission,
+    renderTurnChanges: (message) => renderTurnChanges(message, { loadTurnDiff, onRevert: revertTurn }),
+  });
+  const changesView = createChangesView({ request: (action, payload) => ws.request(action, payload) });
+  // Where the agent works (DESIGN.md §12): the worktree and its branch, or the project dir.
+  const workDir = h("p", { class: "work-dir", dataset: { testid: "work-dir" }, hidden: true });
   // The stall notice and the queue of messages waiting for the turn (DESIGN.md §9) sit right
   // above the composer, the same for both composer layouts.
   const stall = createStallNotice({ onCancel: () => cancel() });
@@ -144,7 +155,8 @@ export function mountTaskPage(root, boot, env = globalThis) {
         h(
           "main",
           { class: "chat" },
-          h("div", { class: "chat-header" }, h("div", { class: "chat-heading" }, chatTitle, chatState), chatReason),
+          h("div", { class: "chat-header" }, h("div", { class: "chat-heading" }, chatTitle, chatState, changesView.button), workDir, chatReason),
+          changesView.el,
           messageList.el,
           h("div", { class: "composer-stack" }, queueSlot, composerSlot),
         ),
@@ -160,14 +172,20 @@ export function mountTaskPage(root, boot, env = globalThis) {
     if (composer && composer.layout === layout) return;
     const draft = composer?.draft ?? "";
     const focused = composer?.hasFocus() ?? false;
-    composer = createComposer({ layout, onSend: send, onCancel: cancel });
+    composer = createComposer({ layout, onSend: send, onCancel: () => cancel(), onCancelRevert: () => cancel({ revert: true }) });
     composer.draft = draft;
     composerSlot.replaceChildren(composer.el);
-    composer.update(S.composerView(state));
+    composer.update(composerViewNow());
     if (focused) composer.focus();
   }
   compactQuery.addEventListener("change", mountComposer);
   const layout = root.querySelector(".task-layout");
+
+  /** The composer's view, plus whether the turn can be undone (checkpoints need a project). */
+  function composerViewNow() {
+    const row = state.sessions[state.selectedSessionId];
+    return { ...S.composerView(state), revertable: Boolean(row?.cwd || state.task?.project_dir) };
+  }
 
   // --- Render --------------------------------------------------------------------------------
   function render() {
@@ -188,12 +206,17 @@ export function mountTaskPage(root, boot, env = globalThis) {
     chatReason.textContent = status?.reason ?? "";
     chatReason.dataset.tone = status?.tone ?? "neutral"; // an asleep agent is no error
 
+    const place = C.workplace(row, state.task);
+    workDir.hidden = !place;
+    workDir.textContent = place ? `Works in ${place.path}${place.branch ? ` (worktree, branch ${place.branch})` : ""}` : "";
+    workDir.dataset.path = place?.path ?? "";
+    changesView.update(row ? sid : null);
     messageList.update(
-      row ? state.messages[sid] : [],
+      row ? C.withChangeCards(state.messages[sid], sid, changes[sid]) : [],
       row ? "No messages yet. Send a prompt to start a turn." : "Start a session: pick an agent, or just type a prompt.",
       { offline },
     );
-    const composerView = S.composerView(state);
+    const composerView = composerViewNow();
     composer.update(composerView);
     stall.update(stallNotice(state, sid), composerView.cancel);
     queueList.update(queueView(state, sid, { offline }));
@@ -270,6 +293,10 @@ export function mountTaskPage(root, boot, env = globalThis) {
       refreshTask();
     },
     onNotification: (action, payload, epoch) => {
+      if (action === "session.turn.changes") {
+        changes = C.applyTurnChanges(changes, payload);
+        if (payload?.session_id === state.selectedSessionId) changesView.reload();
+      }
       applyLists((s) => L.applyPageNotification(s, action, payload, epoch, taskId));
       // An append did not fit (a lost frame): list the messages again (state.js). Any later
       // notification retries one that failed, or one whose replay still found a gap.
@@ -299,6 +326,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
       const { messages } = await ws.request("message.list", { session_id: sid });
       setState((s) => S.replaceMessages(s, sid, messages));
       listed = true;
+      probeTurns(sid);
     } catch (err) {
       // Deleted meanwhile (while offline, or by another tab just now): show another one.
       if (err?.code === "NOT_FOUND") applyLists((s) => L.removeSession(s, sid));
@@ -320,6 +348,58 @@ export function mountTaskPage(root, boot, env = globalThis) {
       // The session stays stale: the next notification, or the reconnect's follow, tries again.
     } finally {
       listing.delete(sid);
+    }
+  }
+
+  /**
+   * After a reload the page has not seen the session.turn.changes of earlier turns: it asks
+   * turn.diff for the latest ended turns' files, one at a time (only sessions with a project
+   * have checkpoints).
+   */
+  let probing = false;
+  async function probeTurns(sid) {
+    const row = state.sessions[sid];
+    if (probing || !row || !(row.cwd || state.task?.project_dir)) return;
+    probing = true;
+    try {
+      for (const tid of C.turnsToProbe(state.messages[sid], changes[sid], row.current_turn_id)) {
+        if (!ws.isOpen) break;
+        try {
+          const answer = await ws.request("turn.diff", { session_id: sid, turn_id: tid });
+          changes = answer.files.length ? C.applyTurnChanges(changes, answer) : C.markProbed(changes, sid, tid);
+        } catch (err) {
+          if (err?.code === "DISCONNECTED") break;
+          changes = C.markProbed(changes, sid, tid); // no checkpoint, or not ended: nothing to show
+        }
+        render();
+      }
+    } finally {
+      probing = false;
+    }
+  }
+
+  async function loadTurnDiff(turnId, path) {
+    const { diff } = await ws.request("turn.diff", { session_id: state.selectedSessionId, turn_id: turnId, path });
+    return diff;
+  }
+
+  /** revert-turn-button: confirms (listing the later turns that go too), then turn.revert. */
+  async function revertTurn(turnId, button) {
+    const sid = state.selectedSessionId;
+    const later = C.laterChangedTurns(state.messages[sid], changes[sid], turnId);
+    const text = later.length
+      ? `Put the files back as they were before this turn? The changes of ${later.length} later turn${later.length === 1 ? "" : "s"} go too.`
+      : "Put the files back as they were before this turn?";
+    if (!env.confirm(text)) return;
+    button.disabled = true;
+    try {
+      const answer = await ws.request("turn.revert", { session_id: sid, turn_id: turnId });
+      changes = C.markReverted(changes, sid, [turnId, ...(answer.later_turns ?? [])]);
+      changesView.reload();
+      render();
+    } catch (err) {
+      button.disabled = false;
+      showError(`Could not revert the turn. ${humanizeError(err.message)}`);
     }
   }
 
@@ -414,7 +494,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
     }
   }
 
-  function cancel() {
+  function cancel({ revert = false } = {}) {
     const sid = state.selectedSessionId;
     const requestId = newRequestId();
     const begun = S.beginCancel(state, sid, requestId, ws.epoch);
@@ -427,8 +507,13 @@ export function mountTaskPage(root, boot, env = globalThis) {
     // leaves the next one alone.
     const turnId = state.sessions[sid]?.current_turn_id;
     const target = turnId ? { session_id: sid, task_id: taskId, turn_id: turnId } : { session_id: sid, task_id: taskId };
+    if (revert) target.revert = true; // "Cancel and undo": the backend reverts once it settled
     ws.request("agent.cancel", target, { id: requestId, timeoutMs: S.CANCEL_REQUEST_TIMEOUT_MS }).then(
-      () => setState((s) => S.settleCancel(s, sid, requestId, { ok: true })),
+      (answer) => {
+        if (revert && answer?.reverted) changes = C.markReverted(changes, sid, [answer.reverted.turn_id, ...(answer.reverted.later_turns ?? [])]);
+        if (revert && answer?.revert_error) pageError = `The turn was cancelled, but its files were not put back: ${answer.revert_error}`;
+        setState((s) => S.settleCancel(s, sid, requestId, { ok: true }));
+      },
       (err) => setState((s) => S.settleCancel(s, sid, requestId, { ok: false, error: cancelErrorText(err) })),
     );
   }

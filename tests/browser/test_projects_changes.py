@@ -1,0 +1,176 @@
+"""The page UI of DESIGN.md §12 (issue 33), on a desktop and a phone: pick a project in the
+new-task form, see a turn's changes and open its diff, revert the turn, and "Cancel and undo" a
+running turn. The project is a temporary git directory under the server's `[projects] roots`;
+the mock agent's `/write` and `/edits N` make real changes there.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("playwright.sync_api")
+
+from playwright.sync_api import Dialog, expect
+
+from tests.support.serverproc import BlockingServerProcess
+
+from .configs import LONG_PENDING_TOML
+from .ui import Person, open_person, shot, wait_until
+
+RESTORED = "Files restored"
+
+pytestmark = pytest.mark.browser
+
+
+def _git_project(root: Path, name: str) -> Path:
+    project = root / name
+    project.mkdir(parents=True)
+    (project / "README.md").write_text("hello\n")
+    who = ["-c", "user.email=t@example.invalid", "-c", "user.name=t"]
+    for args in (["init", "-q"], [*who, "add", "."], [*who, "commit", "-qm", "init"]):
+        subprocess.run(["git", *args], cwd=project, check=True, capture_output=True)
+    return project
+
+
+@pytest.fixture
+def project_server(
+    tmp_path: Path, server_factory: Callable[..., BlockingServerProcess]
+) -> tuple[BlockingServerProcess, Path]:
+    root = tmp_path / "projects"
+    project = _git_project(root, "demo")
+    (root / "plain").mkdir()
+    toml = LONG_PENDING_TOML + f'\n[projects]\nroots = ["{root}"]\n'
+    return server_factory(toml=toml), project
+
+
+def _create_task_with_project(person: Person, title: str, project: Path) -> None:
+    page = person.page
+    page.get_by_test_id("new-task-title").fill(title)
+    person.press(page.get_by_test_id("project-browse-button"))
+    demo = page.locator('[data-testid="project-dir"][data-name="demo"]')
+    expect(demo.get_by_test_id("git-badge")).to_be_visible()
+    expect(page.locator('[data-testid="project-dir"][data-name="plain"]').get_by_test_id("git-badge")).to_have_count(0)
+    person.press(demo)
+    expect(page.get_by_test_id("project-path")).to_have_attribute("data-path", str(project))
+    shot(page, f"project-picker-{person.page.viewport_size and person.page.viewport_size['width']}")
+    person.press(page.get_by_test_id("project-use"))
+    expect(page.get_by_test_id("project-chosen")).to_have_attribute("data-path", str(project))
+    person.press(page.get_by_test_id("create-task-button"))
+    expect(page).to_have_url(re.compile(r"/tasks/"))
+
+
+def _accept(dialogs: list[str]) -> Callable[[Dialog], None]:
+    def on_dialog(dialog: Dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.accept()
+
+    return on_dialog
+
+
+def test_pick_a_project_see_the_changes_open_the_diff_and_revert(
+    project_server: tuple[BlockingServerProcess, Path], new_context: Any, view: str
+) -> None:
+    server, project = project_server
+    person = open_person(server, new_context, view, "/")
+    page = person.page
+    _create_task_with_project(person, "Edit the demo", project)
+    person.launch_session()
+    expect(page.get_by_test_id("work-dir")).to_contain_text(str(project))
+
+    person.send("/write a.txt hello")
+    card = page.get_by_test_id("turn-changes")
+    expect(card).to_have_count(1, timeout=20_000)
+    file_row = card.locator('[data-testid="changed-file"][data-path="a.txt"]')
+    expect(file_row).to_contain_text("+1")
+    person.press(file_row.locator("summary"))
+    expect(file_row.get_by_test_id("diff-view")).to_contain_text("hello")
+    shot(page, f"turn-changes-{view}")
+    assert (project / "a.txt").read_text().strip() == "hello"
+
+    # A second turn writes markup: its diff shows it as text, never as elements.
+    person.send("/write x.html <img src=x onerror=alert(1)>")
+    expect(page.get_by_test_id("turn-changes")).to_have_count(2, timeout=20_000)
+    markup = page.locator('[data-testid="changed-file"][data-path="x.html"]')
+    person.press(markup.locator("summary"))
+    expect(markup.get_by_test_id("diff-view")).to_contain_text("<img src=x onerror=alert(1)>")
+    expect(markup.locator("img")).to_have_count(0)
+
+    # The session's changes view lists both files.
+    person.press(page.get_by_test_id("changes-view-button"))
+    changes = page.get_by_test_id("changes-view")
+    expect(changes.locator('[data-testid="changed-file"][data-path="a.txt"]')).to_be_visible()
+    expect(changes.locator('[data-testid="changed-file"][data-path="x.html"]')).to_be_visible()
+
+    # After a reload the card comes back (turn.diff), and reverting asks first.
+    page.reload()
+    cards = page.get_by_test_id("turn-changes")
+    expect(cards).to_have_count(2, timeout=15_000)
+    dialogs: list[str] = []
+    page.on("dialog", _accept(dialogs))
+    person.press(cards.first.get_by_test_id("revert-turn-button"))
+    for i in range(2):  # the later turn's changes went too
+        button = cards.nth(i).get_by_test_id("revert-turn-button")
+        expect(button).to_have_text("Reverted", timeout=15_000)
+    assert dialogs and "before this turn" in dialogs[0] and "1 later turn" in dialogs[0], dialogs
+    restored = person.status_messages().filter(has_text=RESTORED)
+    expect(restored).to_have_count(1, timeout=10_000)
+    assert not (project / "a.txt").exists()
+    assert not (project / "x.html").exists()
+
+
+def test_cancel_and_undo_a_running_turn(
+    project_server: tuple[BlockingServerProcess, Path], new_context: Any, view: str
+) -> None:
+    server, project = project_server
+    person = open_person(server, new_context, view, "/")
+    page = person.page
+    _create_task_with_project(person, "Undo the edits", project)
+    person.launch_session()
+    person.start_turn("/edits 50")
+    undo = page.get_by_test_id("cancel-revert-button")
+    expect(undo).to_be_visible()
+    expect(page.get_by_test_id("cancel-agent-button")).to_be_visible()
+    # Let a few edits land, then cancel and undo.
+    wait_until(lambda: len(list(project.glob("edit-*.txt"))) >= 2, page)
+    shot(page, f"cancel-and-undo-{view}")
+    person.press(undo)
+    person.expect_settled(timeout=20_000)
+    restored = person.status_messages().filter(has_text=RESTORED)
+    expect(restored).to_have_count(1, timeout=15_000)
+    assert not list(project.glob("edit-*.txt"))
+
+
+def test_esc_stays_a_plain_cancel(
+    project_server: tuple[BlockingServerProcess, Path], new_context: Any
+) -> None:
+    """Esc cancels the turn and keeps its files: only the button undoes."""
+    server, project = project_server
+    person = open_person(server, new_context, "desktop", "/")
+    _create_task_with_project(person, "Esc keeps the edits", project)
+    person.launch_session()
+    person.start_turn("/edits 50")
+    wait_until(lambda: len(list(project.glob("edit-*.txt"))) >= 2, person.page)
+    person.chat_input.press("Escape")
+    person.expect_settled(timeout=20_000)
+    expect(person.status_messages().filter(has_text=RESTORED)).to_have_count(0)
+    assert list(project.glob("edit-*.txt"))
+
+
+def test_the_picker_offers_recent_projects(
+    project_server: tuple[BlockingServerProcess, Path], new_context: Any
+) -> None:
+    server, project = project_server
+    person = open_person(server, new_context, "desktop", "/")
+    _create_task_with_project(person, "First on demo", project)
+    person.login("/")
+    person.press(person.page.get_by_test_id("project-browse-button"))
+    recent = person.page.locator(f'[data-testid="project-shortcut"][data-path="{project}"]')
+    expect(recent).to_have_text("Recent: demo")
+    person.press(recent)
+    expect(person.page.get_by_test_id("project-path")).to_have_attribute("data-path", str(project))
