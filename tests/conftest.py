@@ -7,6 +7,11 @@ from pathlib import Path
 import pytest
 
 from tests.support import frames_check
+from tests.support.browser_session import (  # noqa: F401 (session fixtures, shared)
+    browser,
+    chromium_path,
+    playwright_instance,
+)
 from tests.support.server import Server, running_server
 
 os.environ.setdefault("TURNVISOR_LOG", "WARNING")

@@ -22,15 +22,6 @@ from tests.support.serverproc import BlockingServerProcess, start_blocking_serve
 
 from .configs import LONG_PENDING_TOML, TOKEN
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 #: Screenshots (mid-cancel pictures, failures) go under the repo's ignored test-output/.
 ARTIFACTS = (
     Path(
@@ -38,33 +29,6 @@ ARTIFACTS = (
     )
     / "browser"
 )
-
-
-@pytest.fixture(scope="session")
-def chromium_path() -> Path:
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is absent: install Debian's chromium (make browser-deps)")
-    pytest.importorskip("playwright.sync_api", reason="playwright (Python) is not installed")
-    return CHROMIUM
-
-
-@pytest.fixture(scope="session")
-def playwright_instance(chromium_path: Path) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        yield pw
-
-
-@pytest.fixture(scope="session")
-def browser(playwright_instance: Any, chromium_path: Path) -> Iterator[Any]:
-    b = playwright_instance.chromium.launch(
-        executable_path=str(chromium_path), args=CHROMIUM_ARGS, headless=True
-    )
-    try:
-        yield b
-    finally:
-        b.close()
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,6 @@ pytest.importorskip("playwright.sync_api")
 
 from playwright.sync_api import expect
 
-from tests.browser.conftest import browser, chromium_path, playwright_instance  # noqa: F401
 from tests.browser.ui import Person, create_task
 from tests.support.serverproc import BlockingServerProcess, start_blocking_server
 
@@ -105,7 +104,7 @@ def _subprotocol(token: str) -> str:
 
 
 def test_what_a_page_on_another_port_receives_opens_nothing(
-    turnvisor: BlockingServerProcess, evil: tuple[str, list[Any]], browser: Any,  # noqa: F811
+    turnvisor: BlockingServerProcess, evil: tuple[str, list[Any]], browser: Any,
 ) -> None:
     evil_url, seen = evil
     context = browser.new_context()
@@ -167,7 +166,7 @@ def test_what_a_page_on_another_port_receives_opens_nothing(
 
 
 def test_agent_output_cannot_switch_the_workspace(
-    turnvisor: BlockingServerProcess, browser: Any,  # noqa: F811
+    turnvisor: BlockingServerProcess, browser: Any,
 ) -> None:
     task_id = create_task(turnvisor, "Mine")
     context = browser.new_context()
