@@ -40,6 +40,7 @@ from .actions import (
     session_delete,
     session_update,
     store_failed,
+    task_create,
     task_delete,
     task_update,
 )
@@ -52,7 +53,7 @@ from .guard import FailureThrottle, HostCheck
 from .listener import close_after_refusals
 from .pages import NOT_FOUND_BODY, agent_availability, html_error_page
 from .queue_routes import add_queue_routes
-from .validate import BadInput, req_str
+from .validate import BadInput
 
 __all__ = ["create_app"]
 
@@ -279,9 +280,7 @@ def create_app(sup: Supervisor, tokens: Tokens, *, bound_host: str = "127.0.0.1"
 
     @app.post("/api/v1/tasks")
     async def create_task() -> Response:
-        data = await body()
-        task = await sup.orchestrator.create_task(await me(), req_str(data, "title", max_len=500))
-        return _json(task.to_dto(), 201)
+        return _json(await task_create(sup, await me(), await body()), 201)
 
     @app.patch("/api/v1/tasks/<task_id>")
     async def update_task(task_id: str) -> Response:
