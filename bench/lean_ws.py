@@ -122,7 +122,8 @@ async def upgrade(host: str, port: int, token: str) -> trio.SocketStream:
     stream = await trio.open_tcp_stream(host, port)
     key = base64.b64encode(os.urandom(16)).decode()
     await stream.send_all(
-        (f"GET /ws?token={token} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\n"
+        (f"GET /ws HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\n"
+         f"Authorization: Bearer {token}\r\n"
          f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
          "Sec-WebSocket-Version: 13\r\n\r\n").encode())
     head = b""
