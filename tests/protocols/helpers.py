@@ -37,8 +37,11 @@ __all__ = [
 
 REPO_ROOT = Path(protocols.__file__).resolve().parent.parent
 MOCK_AGENT = (sys.executable, "-m", "protocols.mock_agent")
-#: Real agent traffic, kept outside the repository (see its README).
-TRANSCRIPTS = Path("/work/shared/reference/agent-transcripts")
+#: Real agent traffic: the reference next to the checkout (``../shared``).
+SHARED_TRANSCRIPTS = REPO_ROOT.parent / "shared" / "reference" / "agent-transcripts"
+#: The repository's copy of it, read where ``../shared`` is absent (a clean clone in CI).
+FIXTURE_TRANSCRIPTS = REPO_ROOT / "tests" / "fixtures" / "agent-transcripts"
+TRANSCRIPTS = SHARED_TRANSCRIPTS if SHARED_TRANSCRIPTS.is_dir() else FIXTURE_TRANSCRIPTS
 
 E_co = TypeVar("E_co", covariant=True)
 E = TypeVar("E")

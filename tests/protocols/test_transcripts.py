@@ -1,9 +1,10 @@
 """Replay real agent traffic through the sans-IO cores.
 
-Each transcript (``/work/shared/reference/agent-transcripts``, captured from
-the agent CLIs) is walked in order: a ``->`` line is produced by calling the
-core as our adapter would, and must equal what the real client wrote (request
-ids aside); a ``<-`` line is fed to the core, in one piece or in small chunks.
+Each transcript (``../shared/reference/agent-transcripts`` next to the
+checkout, or the repository's copy in tests/fixtures; captured from the agent
+CLIs) is walked in order: a ``->`` line is produced by calling the core as our
+adapter would, and must equal what the real client wrote (request ids aside);
+a ``<-`` line is fed to the core, in one piece or in small chunks.
 Then the events must be what a user of the real agent saw.
 """
 
@@ -29,12 +30,7 @@ from protocols.events import (
 )
 from protocols.turnstate import TurnState
 
-from .helpers import TRANSCRIPTS, drain, parse_lines
-
-pytestmark = pytest.mark.skipif(
-    not TRANSCRIPTS.is_dir(),
-    reason=f"{TRANSCRIPTS} is absent: the real-agent transcripts live outside the repository",
-)
+from .helpers import FIXTURE_TRANSCRIPTS, SHARED_TRANSCRIPTS, TRANSCRIPTS, drain, parse_lines
 
 ACP_FILES = [
     "auggie_0.36.0.jsonl",
@@ -45,6 +41,16 @@ ACP_FILES = [
 CODEX_FILES = ["codex_app_server.jsonl", "codex_interrupt_then_followup.jsonl"]
 #: None = each message in one piece; otherwise chunks of this many bytes.
 CHUNKINGS = [None, 1, 7]
+
+
+def test_the_copy_is_the_reference() -> None:
+    """The repository's copy holds every transcript, as ``../shared`` has it."""
+    names = sorted(ACP_FILES + CODEX_FILES)
+    assert sorted(p.name for p in FIXTURE_TRANSCRIPTS.glob("*.jsonl")) == names
+    if not SHARED_TRANSCRIPTS.is_dir():
+        pytest.skip("no ../shared next to this checkout: only the copy is here")
+    for name in names:
+        assert (FIXTURE_TRANSCRIPTS / name).read_bytes() == (SHARED_TRANSCRIPTS / name).read_bytes()
 
 
 def load(name: str) -> list[dict[str, Any]]:
