@@ -49,6 +49,7 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -73,6 +74,7 @@ from tests.support.ws import (
     open_client,
 )
 
+from .checkpointed import checkpointed, project_toml
 from .executors import EXECUTORS, executor_toml
 from .fanout_floor import fanout_floor
 from .floors import DELAY_PROMPT, REPO_ROOT, AdapterFloor, open_floor
@@ -112,7 +114,7 @@ STORM_PROMPT = "/slow 2000"
 PENDING_TRUE = b'"cancellation_pending":true,"cancellation_revision"'
 PENDING_FALSE = b'"cancellation_pending":false,"cancellation_revision"'
 PHASES = ("latency", "memory", "busy", "burst", "storm", "fanout", "streaming", "queued",
-          "restored", "peer", "peer_e2e")
+          "restored", "checkpointed", "peer", "peer_e2e")
 #: The phases that need the pool of idle sessions.
 POOL_PHASES = {"memory", "busy", "burst", "streaming"}
 
@@ -138,6 +140,8 @@ class Params:
     restored_samples: int
     peer_e2e_samples: int
     peer_e2e_blocks: int
+    #: Files in the checkpointed phase's projects.
+    checkpoint_files: int
 
     @property
     def pool(self) -> int:
@@ -150,19 +154,22 @@ FULL = Params(samples=300, warmup=10, busy_levels=(0, 10, 50), busy_samples=100,
               fanout_sizes=(1, 100, 1000), fanout_reps=5, memory_checkpoints=(50, 100),
               peer_samples=400, peer_blocks=4, streaming_sessions=100, streaming_window_s=5.0,
               queued_samples=200, restored_samples=100, peer_e2e_samples=400,
-              peer_e2e_blocks=4)
+              peer_e2e_blocks=4, checkpoint_files=10_000)
 QUICK = Params(samples=30, warmup=3, busy_levels=(0, 10), busy_samples=20, busy_blocks=2,
                burst_sizes=(10,), storm_requests=1000, storm_conns=10,
                fanout_sizes=(1, 100), fanout_reps=3, memory_checkpoints=(10,),
                peer_samples=40, peer_blocks=2, streaming_sessions=20, streaming_window_s=3.0,
-               queued_samples=20, restored_samples=15, peer_e2e_samples=40, peer_e2e_blocks=2)
+               queued_samples=20, restored_samples=15, peer_e2e_samples=40, peer_e2e_blocks=2,
+               checkpoint_files=2_000)
 
 
 class Bench:
     def __init__(self, server: ServerProcess, nursery: trio.Nursery, params: Params,
                  agents: list[str], real: RealSetup | None = None,
-                 client: str = "lean") -> None:
+                 client: str = "lean", project_root: Path | None = None) -> None:
         self.server = server
+        #: Where the checkpointed phase makes its projects (a root of the server's).
+        self.project_root = project_root
         #: The requesting connections' client: "lean" (bench/lean_client.py) or
         #: "trio-websocket".
         self.client = client
@@ -698,6 +705,11 @@ class Bench:
         if "restored" in phases:
             log(f"restored: {self.p.restored_samples} pairs per dialect")
             results["restored"] = await restored(self)
+        if "checkpointed" in phases:
+            assert self.project_root is not None
+            log(f"checkpointed: {self.p.queued_samples} pairs per dialect, projects of "
+                f"{self.p.checkpoint_files} files")
+            results["checkpointed"] = await checkpointed(self, sessions, self.project_root)
         if "peer_e2e" in phases:
             log(f"peer_e2e: {self.p.peer_e2e_samples} cancels each, Turnvisor vs a minimal "
                 "asyncio server on the ACP SDK")
@@ -784,14 +796,18 @@ async def bench_main(params: Params, agents: list[str], phases: set[str],
         with contextlib.ExitStack() as stack:
             real = (stack.enter_context(real_setup(agents))
                     if any(a in REAL_AGENTS for a in agents) else None)
+            projects = (Path(stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="turnvisor-bench-projects-")))
+                if "checkpointed" in phases else None)
             async with server_process(
                 agent=agents[0],
-                toml=BENCH_LIMITS + ((real.config_toml if real else executor_config) or ""),
+                toml=BENCH_LIMITS + (project_toml(projects) if projects else "")
+                + ((real.config_toml if real else executor_config) or ""),
                 log_level="WARNING",
                 base_env=real.server_env if real else None,
             ) as server, trio.open_nursery() as nursery:
                 log(f"server pid {server.pid} at {server.url}")
-                bench = Bench(server, nursery, params, agents, real, client)
+                bench = Bench(server, nursery, params, agents, real, client, projects)
                 try:
                     results = await bench.run(phases)
                     results["client"] = client

@@ -75,7 +75,7 @@ def targets(r: dict[str, Any]) -> dict[str, Any]:
             f"{STREAMING_CPU_MS_PER_CHUNK}"] = _target(
             st["server_cpu_ms_per_chunk"], STREAMING_CPU_MS_PER_CHUNK,
             _le(st["server_cpu_ms_per_chunk"], STREAMING_CPU_MS_PER_CHUNK))
-    for phase in ("queued", "restored"):
+    for phase in ("queued", "restored", "checkpointed"):
         for agent, d in r.get(phase, {}).get("dialects", {}).items():
             out[f"{phase}_adds_nothing[{agent}]"] = _target(
                 d["ratio_p50"], f"e2e p50 / paired plain p50 <= {ADDS_NOTHING_RATIO}",
@@ -175,12 +175,13 @@ def _scale(r: dict[str, Any]) -> list[str]:
 def _variants(r: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     for phase, extra in (("queued", "queue_parked_by_cancel"),
-                         ("restored", "restore_failed")):
+                         ("restored", "restore_failed"), ("checkpointed", None)):
         for agent, d in r.get(phase, {}).get("dialects", {}).items():
             lines.append(f"{phase} [{agent}]: e2e → response plain {fmt(d['plain_ms'])} | "
                          f"{phase} {fmt(d[f'{phase}_ms'])} | ratio p50 {d['ratio_p50']}, "
                          f"p99 {d['ratio_p99']}; pending true ratio p50 "
-                         f"{d['pending_true']['ratio_p50']}; {extra} {d[extra]}")
+                         f"{d['pending_true']['ratio_p50']}"
+                         + (f"; {extra} {d[extra]}" if extra else ""))
             if phase == "restored":
                 lines.append(f"  restored prompt → first chunk: "
                              f"{fmt(d['prompt_to_first_chunk_on_restore_ms'])}")
