@@ -343,8 +343,12 @@ async def test_sandboxed_codex_restores_its_conversation_after_a_backend_restart
                              sid=sid) as e:
                 mark, t2 = await e.prompt("QUICK: which word did I ask you to remember?")
                 assert await e.turn_end(mark, t2) == "end_turn"
-                assert e.pgid not in (0, first_pgid) and _sandboxed(e.pgid), \
-                    "the restored conversation does not run in a new sandboxed agent"
+                ex = srv.sup.lifecycle.executions.get(sid)
+                assert ex is not None and ex.agent.pgid not in (None, first_pgid), \
+                    "the turn after the restart did not start a new agent"
+                pgids.add(ex.agent.pgid)
+                seen.update(descendants(ex.agent.pgid))
+                assert _sandboxed(ex.agent.pgid), "the restarted agent does not run under bwrap"
                 asked = [b for b in _posts_since(provider, seen_requests)
                          if "which word did I ask you" in b]
                 assert asked, "the provider never got the prompt after the restart"
