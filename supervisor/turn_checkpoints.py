@@ -89,12 +89,19 @@ class TurnCheckpoints:
         self.recovered: list[dict[str, Any]] = []
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        async with trio.open_nursery() as nursery:
-            # Before any turn can start: a half-done restore is finished first.
-            await self._recover_interrupted()
-            self._nursery = nursery
-            task_status.started()
-            await trio.sleep_forever()
+        try:
+            async with trio.open_nursery() as nursery:
+                # Before any turn can start: a half-done restore is finished first.
+                await self._recover_interrupted()
+                self._nursery = nursery
+                task_status.started()
+                await trio.sleep_forever()
+        finally:
+            # When the root nursery is cancelled this one may close before the
+            # lifecycle's turns finish unwinding: their ``turn_ended`` then finds
+            # no nursery (and skips the after-snapshot) instead of raising
+            # "Nursery is closed to new arrivals" into the lifecycle's cleanup.
+            self._nursery = None
 
     # -- repositories ---------------------------------------------------------
 

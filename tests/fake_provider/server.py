@@ -8,6 +8,8 @@ marker in the latest user message of the request:
 ``WAIT``   the stream opens, then nothing for ``wait_s`` (cancel before output)
 ``TOOL``   a shell tool call (the agent asks for approval); once the request
            carries the tool's result, a short text answer
+``EDIT``   the file edits of ``FakeProvider.edit_plan``, one tool call of the
+           agent's own edit tool per request, then a short text (``edits``)
 ``QUICK``  (or no marker) three tokens at once
 
 The marker written last in that message counts.
@@ -34,7 +36,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from . import formats
+from . import edits, formats
 
 __all__ = ["FakeProvider", "StreamRecord"]
 
@@ -75,6 +77,8 @@ class FakeProvider:
         self.n_tokens = n_tokens
         self.wait_s = wait_s
         self.tool_command = tool_command
+        #: What ``EDIT`` prompts edit (set by the test once it made the project).
+        self.edit_plan: edits.EditPlan | None = None
         self.streams: list[StreamRecord] = []
         #: Every request: (method, path, parsed JSON body or None).
         self.requests: list[tuple[str, str, Any]] = []
@@ -316,10 +320,12 @@ class _Handler(BaseHTTPRequestHandler):
             return "side"
         # The marker written last wins: after a cancelled turn some agents merge the
         # unanswered prompt and the next one into one user message.
-        found = {m: text.rfind(m) for m in ("TOOL", "WAIT", "SLOW", "QUICK")}
+        found = {m: text.rfind(m) for m in ("TOOL", "WAIT", "SLOW", "QUICK", "EDIT")}
         marker = max(found, key=lambda m: found[m])
         if found[marker] < 0 or marker == "QUICK":
             return "quick"
+        if marker == "EDIT":
+            return "edit" if self.provider.edit_plan is not None else "quick"
         if marker == "TOOL":
             return "quick" if has_tool_result else "tool"
         return marker.lower()
@@ -333,6 +339,18 @@ class _Handler(BaseHTTPRequestHandler):
     def _responses(self, body: Any) -> None:
         text, has_result = formats.responses_last_user(body)
         mode = self._mode(text, has_result, main=True)
+        plan = self.provider.edit_plan
+        if mode == "edit" and plan is not None:
+            done = edits.responses_steps_done(body)
+            mode = edits.edit_mode(done, list(range(len(plan.edits))), plan.wait_before)
+            if mode != "quick" and "apply_patch" not in formats.tool_names(body):
+                mode = "no-edit-tool"  # shown in the snapshot a failing test prints
+            elif mode != "quick":
+                rec = self.provider._new_record("responses", mode, self.path)
+                self._open_stream(rec, "text/event-stream")
+                self._stream(rec, edits.responses_edit_events(plan, done,
+                                                              wait_s=self.provider.wait_s))
+                return
         rec = self.provider._new_record("responses", mode, self.path)
         self._open_stream(rec, "text/event-stream")
         self._stream(rec, formats.responses_events(
@@ -362,6 +380,21 @@ class _Handler(BaseHTTPRequestHandler):
         if not body.get("stream"):
             self._json(formats.anthropic_message("ok"))
             return
+        plan = self.provider.edit_plan
+        if plan is not None and mode != "side":
+            # After a tool call the latest user message holds its result, not the
+            # prompt: the marker is looked for in the prompt.
+            prompt, done = edits.anthropic_prompt(body)
+            if self._mode(prompt, False, main=True) == "edit":
+                steps = [s[0] for s in plan.claude_steps()]
+                mode = edits.edit_mode(done, steps, plan.wait_before)
+                if mode != "quick":
+                    rec = self.provider._new_record("anthropic", mode, self.path)
+                    self._open_stream(rec, "text/event-stream")
+                    self._stream(rec, edits.anthropic_edit_events(
+                        plan, done, wait_s=self.provider.wait_s,
+                        model=str(body.get("model", "fake"))))
+                    return
         rec = self.provider._new_record("anthropic", mode, self.path)
         self._open_stream(rec, "text/event-stream")
         self._stream(rec, formats.anthropic_events(
