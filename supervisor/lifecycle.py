@@ -202,9 +202,13 @@ class TurnHandle:
     #: for a cancel to reconcile).
     settled_session: bool = False
     text: TurnText | None = None
-    #: Set while the turn restores its agent's conversation (before the prompt
-    #: is written): a cancel or shutdown cancels it, abandoning the restore.
-    restoring: trio.CancelScope | None = None
+    #: From the turn's claim until its prompt is written (the turn being
+    #: opened in the store, its conversation restored, its checkpoint taken):
+    #: a cancel or shutdown cancels it, and the prompt is never written.
+    before_prompt: trio.CancelScope | None = None
+    #: A cancel came before the prompt was written: the agent never saw this
+    #: turn, and its close says nothing the agent did not do.
+    prompt_withheld: bool = False
     #: The stall watchdog: when the last progress event came, how many came,
     #: the open "no output" notice, and whether the turn never started.
     last_event_at: float = field(default_factory=trio.current_time)
@@ -677,7 +681,7 @@ class LifecycleManager:
         A cancel in flight goes with this backend (as with a crash): the agent
         may still honour it; the next backend can cancel the turn again."""
         turn = ex.turn
-        return (ex.agent.handover is not None and turn is not None and turn.restoring is None
+        return (ex.agent.handover is not None and turn is not None and turn.before_prompt is None
                 and turn.recorded is not None)
 
     async def _detach(self, ex: Execution) -> None:
@@ -702,8 +706,8 @@ class LifecycleManager:
             return
         turn.stop_request = StopRequest.SHUTDOWN
         with trio.move_on_after(self.timeouts.cancel_cleanup_s):
-            if turn.restoring is not None:
-                turn.restoring.cancel()
+            if turn.before_prompt is not None:
+                turn.before_prompt.cancel()
             else:
                 with contextlib.suppress(AgentClosed, AgentTimeout):
                     await ex.adapter.cancel()
@@ -894,21 +898,29 @@ class LifecycleManager:
         if guard is not None and not guard():
             raise Conflict("the turn may no longer start")
         # Claimed before the first checkpoint: a concurrent prompt sees it at once.
-        handle = ex.turn = TurnHandle(id="", session_id=session.id)
+        # Its pre-prompt scope is armed now: a cancel from here on (while the
+        # store opens the turn, too) withholds the prompt instead of writing a
+        # protocol cancel to an agent that runs no turn yet.
+        handle = ex.turn = TurnHandle(id="", session_id=session.id,
+                                      before_prompt=trio.CancelScope())
         # DESIGN.md §12: a session with a project has checkpoints (the shared
         # default work dir has none: a revert there would undo other sessions' edits).
         handle.checkpointed = self.checkpoints is not None and session.cwd is not None
-        if ex.restore_from is not None or handle.checkpointed:
-            # Armed now: a cancel that comes before the restore (or the turn's
-            # checkpoint) begins abandons it too.
-            handle.restoring = trio.CancelScope()
         try:
             turn, msg = await self.store.open_turn(session.id, text, resume_queue=resume_queue,
                                                    client_message_id=client_message_id)
         except BaseException:
-            ex.turn = None
+            if ex.turn is handle:
+                ex.turn = None
+            handle.done.set()  # (a cancel waiting for it has nothing left to stop)
             raise
         handle.id = turn.id
+        if handle.done.is_set():
+            # Escalated while the store opened it (a cancel that outwaited the
+            # store): the turn the store just opened is closed as that cancel.
+            await self.close_turn(session.id, turn.id, "cancelled",
+                                  request=handle.stop_request, by_agent=False)
+            return msg
         handle.text = TurnText(session_id=session.id, turn_id=turn.id)
         ex.status = ExecutionStatus.RUNNING
         handle.last_event_at = trio.current_time()
@@ -1007,14 +1019,10 @@ class LifecycleManager:
         with turn.scope:
             task_status.started()
             try:
-                if (ex.restore_from is not None and turn.restoring is not None
-                        and not await self._restore(ex, turn)):
-                    return  # abandoned by a cancel or shutdown: the turn is closed
-                if turn.checkpointed:
-                    prompt = await self._checkpoint_before(ex, turn, text)
-                    if prompt is None:
-                        return  # cancelled before the prompt: the turn is closed
-                    text = prompt
+                prompt = await self._before_prompt(ex, turn, text)
+                if prompt is None:
+                    return  # cancelled before the prompt: the turn is closed
+                text = prompt
                 handover = ex.agent.handover
                 if handover is not None:
                     # The agent's host runs it under our id, from this position.
@@ -1035,36 +1043,49 @@ class LifecycleManager:
             if not turn.done.is_set():
                 await self._finish_turn(ex, turn, ended)
 
-    async def _restore(self, ex: Execution, turn: TurnHandle) -> bool:
-        """Reopen the session's conversation in this fresh agent before the
-        turn's prompt (supervisor.restore), or say in the transcript that it
-        starts fresh.  False when a cancel or shutdown abandoned it: the turn
-        is then closed, and this agent (in an unknown state) is replaced
-        before the next prompt."""
-        ref, scope = ex.restore_from, turn.restoring
-        assert ref is not None and scope is not None
+    async def _before_prompt(self, ex: Execution, turn: TurnHandle, text: str) -> str | None:
+        """What comes before the prompt, in the turn's pre-prompt scope: the
+        conversation restored in a fresh agent (supervisor.restore), the turn's
+        checkpoint (supervisor.turn_checkpoints).  Returns the prompt to write,
+        or None: a cancel or shutdown came first (even before this ran, while
+        the store opened the turn), the turn is closed and the prompt never
+        written.  A restore cut short leaves its agent in an unknown state: it
+        is replaced before the next prompt."""
+        scope = turn.before_prompt
+        assert scope is not None
+        ref = ex.restore_from
+        reopened = None
         try:
             with scope:
-                reopened = await reopen(ex.adapter, ref, profile=ex.profile.name, cwd=ex.cwd,
-                                        restore_s=self.timeouts.restore_s)
-        except BaseException:
-            ex.abandoned = True  # the agent died, or gave no fresh session either
-            raise
+                if ref is not None:
+                    try:
+                        reopened = await reopen(ex.adapter, ref, profile=ex.profile.name,
+                                                cwd=ex.cwd, restore_s=self.timeouts.restore_s)
+                    except BaseException:
+                        ex.abandoned = True  # died, cut short, or gave no fresh session
+                        raise
+                if turn.checkpointed:
+                    assert self.checkpoints is not None
+                    text = await self.checkpoints.before_prompt(ex.session_id, turn.id,
+                                                                Path(ex.cwd), text)
         finally:
-            turn.restoring = None
+            turn.before_prompt = None
+        if reopened is not None:
+            ex.restore_from = None
+            await self._remember(ex)
+            self._log_restore(ex, reopened)
+            if reopened.restored is None and not reopened.reattached:
+                # Why is in the log (supervisor.restore); the metadata is DESIGN.md §10's.
+                await self.store.add_message(ex.session_id, None, "system", "status",
+                                             RESTORE_FAILED_STATUS, dict(RESTORE_FAILED_META))
         if scope.cancel_called:
-            # Cancelled before the prompt was written (even if the restore had
-            # just finished): the turn ends here, as the user's cancel.
-            if scope.cancelled_caught:
-                ex.abandoned = True
-            else:
-                ex.restore_from = None
-                await self._remember(ex)
             await self._finish_turn(ex, turn, TurnEnded(stop_reason="cancelled",
                                                         turn_id=turn.id))
-            return False
-        ex.restore_from = None
-        await self._remember(ex)
+            return None
+        return text
+
+    @staticmethod
+    def _log_restore(ex: Execution, reopened: Any) -> None:
         if reopened.restored is not None:
             log.info("session %s: conversation restored (%s, %d replayed) in %.2fs",
                      ex.session_id, reopened.restored.method, reopened.restored.replayed,
@@ -1074,33 +1095,6 @@ class LifecycleManager:
         else:
             log.warning("session %s: the agent could not restore its conversation (%s); it "
                         "starts fresh", ex.session_id, reopened.reason)
-            # Why is in the log (supervisor.restore); the metadata is DESIGN.md §10's.
-            await self.store.add_message(ex.session_id, None, "system", "status",
-                                         RESTORE_FAILED_STATUS, dict(RESTORE_FAILED_META))
-        return True
-
-    async def _checkpoint_before(self, ex: Execution, turn: TurnHandle,
-                                 text: str) -> str | None:
-        """The turn's checkpoint before its prompt (supervisor.turn_checkpoints),
-        in the pre-prompt scope a cancel abandons (``_abandon_restore``); None:
-        cancelled, and the turn is closed as the user's cancel."""
-        assert self.checkpoints is not None
-        scope = turn.restoring
-        if scope is None:
-            if turn.cancel_sent_at is not None:
-                return text  # a cancel is already on its way to the agent
-            scope = turn.restoring = trio.CancelScope()
-        try:
-            with scope:
-                text = await self.checkpoints.before_prompt(ex.session_id, turn.id,
-                                                            Path(ex.cwd), text)
-        finally:
-            turn.restoring = None
-        if scope.cancel_called:
-            await self._finish_turn(ex, turn, TurnEnded(stop_reason="cancelled",
-                                                        turn_id=turn.id))
-            return None
-        return text
 
     async def _finish_turn(self, ex: Execution, turn: TurnHandle,
                            ended: TurnEnded) -> None:
@@ -1122,7 +1116,7 @@ class LifecycleManager:
                 turn.settled_session = await self.close_turn(
                     turn.session_id, turn.id, ended.stop_reason, request=turn.stop_request,
                     error=ended.error, escalated=escalated, never_started=turn.never_started,
-                    text=text)
+                    by_agent=not turn.prompt_withheld, text=text)
         except StoreError as exc:
             # Not left RUNNING until someone cancels: closed as soon as the store answers,
             # its last text with it (whole: its appends were never announced).
@@ -1133,6 +1127,7 @@ class LifecycleManager:
                 functools.partial(self.close_turn, turn.session_id, turn.id, ended.stop_reason,
                                   request=turn.stop_request, error=ended.error,
                                   escalated=escalated, never_started=turn.never_started,
+                                  by_agent=not turn.prompt_withheld,
                                   text=[(msg, None) for msg, _ in text]),
                 f"session {turn.session_id}: turn {turn.id}'s close")
         finally:
@@ -1167,13 +1162,14 @@ class LifecycleManager:
     async def close_turn(self, session_id: str, turn_id: str, stop_reason: StopReason, *,
                          request: StopRequest | None, error: str | None = None,
                          escalated: bool = False, never_started: bool = False,
+                         by_agent: bool = True,
                          text: Sequence[tuple[Message, TextAppend | None]] = ()) -> bool:
         """Close the turn in the store, with its status message (and ``text``,
         its last streamed text, in the same transaction), and announce its
         end; idempotent (only the first close of a running turn does anything).
         Returns whether this close moved the session out of RUNNING."""
         status: tuple[str, dict[str, Any]] | None = None
-        acknowledged = stop_reason == "cancelled" and not escalated
+        acknowledged = stop_reason == "cancelled" and not escalated and by_agent
         if request is StopRequest.INTERRUPT and stop_reason == "error":
             # The agent answered the send now's cancel with an error: still the
             # interruption the user asked for (its answer kept in the metadata).
@@ -1294,9 +1290,14 @@ class LifecycleManager:
             return False
         turn = ex.turn
         if (turn is None or (turn_id is not None and turn.id != turn_id)
-                or turn.restoring is not None or turn.cancel_sent_at is not None
-                or turn.done.is_set()):
+                or turn.cancel_sent_at is not None or turn.done.is_set()):
             return False
+        if turn.before_prompt is not None:
+            # Not prompted yet: the prompt is withheld, nothing written (a
+            # protocol cancel now would meet an agent that runs no turn).
+            self._withhold_prompt(turn, request)
+            turn.on_cancel_closed = None
+            return True
         if not ex.adapter.cancel_now():
             return False
         if turn.stop_request is not StopRequest.USER:
@@ -1316,8 +1317,8 @@ class LifecycleManager:
             assert turn.cancel_sent_at is not None
             sent_at = started = turn.cancel_sent_at  # (cancel_at_once wrote it)
         else:
-            if turn.restoring is not None:
-                return await self._abandon_restore(ex, turn)
+            if turn.before_prompt is not None or turn.prompt_withheld:
+                return await self._abandon_before_prompt(ex, turn, request)
             try:
                 await ex.adapter.cancel()
             except AgentClosed:
@@ -1346,22 +1347,29 @@ class LifecycleManager:
         await self._escalate(ex, turn)
         return CancelResult(CancelOutcome.ESCALATED, turn.id, sent_at)
 
-    async def _abandon_restore(self, ex: Execution, turn: TurnHandle) -> CancelResult:
-        """A cancel while the turn restores its conversation: nothing was
-        prompted yet, so the restore is abandoned (its scope cancelled; an ACP
-        request is withdrawn within ``withdraw_s``) and the turn ends as the
-        user's cancel within the join window."""
-        assert turn.restoring is not None
-        log.info("session %s: cancel during the restore; abandoning it", ex.session_id)
-        sent_at = trio.current_time()
-        turn.restoring.cancel()
+    def _withhold_prompt(self, turn: TurnHandle, request: StopRequest) -> None:
+        if turn.stop_request is not StopRequest.USER:
+            turn.stop_request = request
+        turn.prompt_withheld = True
+        if turn.before_prompt is not None:
+            turn.before_prompt.cancel()
+
+    async def _abandon_before_prompt(self, ex: Execution, turn: TurnHandle,
+                                     request: StopRequest) -> CancelResult:
+        """A cancel before the turn's prompt was written: the prompt is withheld
+        (the pre-prompt scope cancelled: a restore under way is abandoned, an
+        ACP request withdrawn within ``withdraw_s``) and the turn ends as the
+        user's cancel within the join window.  Nothing is written to the agent,
+        so the result names no time it was sent or answered."""
+        log.info("session %s: cancel before the prompt was written; withholding it",
+                 ex.session_id)
+        self._withhold_prompt(turn, request)
         with trio.move_on_after(self.timeouts.cancel_join_s):
             await turn.done.wait()
         if turn.done.is_set():
-            return CancelResult(CancelOutcome.ACKNOWLEDGED, turn.id, sent_at,
-                                trio.current_time())
+            return CancelResult(CancelOutcome.ACKNOWLEDGED, turn.id or None)
         await self._escalate(ex, turn)
-        return CancelResult(CancelOutcome.ESCALATED, turn.id, sent_at)
+        return CancelResult(CancelOutcome.ESCALATED, turn.id or None)
 
     async def _persist(self, ex: Execution, turn: TurnHandle, sent_at: float) -> None:
         """Re-send the protocol cancel (twice at most, never after the turn ended)
