@@ -17,7 +17,8 @@ Each close keeps its own outcome (``Db.close_turns``), and each caller
 publishes its own notifications after the commit: a follower when it wakes, one
 round after the leader.  A follower waits for the leader shielded (its close
 may be committed by then, and its notifications must follow), bounded by the
-store's own wait for the database.
+store's own wait for the database, or sooner by the bound of a shield around
+it (``bounded_shield``: the caller's own deadline still bites).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Final
 import trio
 
 from .db import ClosedRow, StoreUnavailable, TurnClose
+from .shields import bounded_shield
 
 __all__ = ["CloseGroup"]
 
@@ -103,7 +105,7 @@ class CloseGroup:
     async def _follow(self, close: TurnClose, followers: list[_Follower]) -> ClosedRow:
         me = _Follower(close)
         followers.append(me)
-        with trio.CancelScope(shield=True, deadline=trio.current_time() + self._follow_s):
+        with bounded_shield(self._follow_s):
             await me.done.wait()
         if me.row is not None:
             return me.row

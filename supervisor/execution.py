@@ -59,6 +59,7 @@ from .notify import Notifier
 from .profiles import AgentProfile
 from .recovery import Handover
 from .retries import contained
+from .shields import bounded_shield
 from .store import Store
 from .takeover import Takeover
 from .text_writer import TextWriter
@@ -174,9 +175,7 @@ class Executions:
             raise AgentStartError(f"agent {profile.name!r} cannot start: {exc}") from None
         # The launcher has torn the agent down (its whole process group, if local).
         if agent.pgid is not None:
-            with trio.CancelScope(shield=True,
-                                  deadline=trio.current_time() + self.timeouts.cancel_cleanup_s), \
-                    contextlib.suppress(Exception):
+            with bounded_shield(self.timeouts.cancel_cleanup_s), contextlib.suppress(Exception):
                 await self.store.forget_agent_group(agent.pgid)
         log.info("agent %s for session %s exited with %s", profile.name, session_id,
                  agent.returncode)
@@ -477,19 +476,18 @@ class Executions:
             if turn is not None and (ex.detached or turn.adopting):
                 pass  # left to the agent's host / to take_over's fallback
             elif turn is not None:
-                deadline = trio.current_time() + self.timeouts.cancel_cleanup_s
-                with trio.CancelScope(shield=True, deadline=deadline):
-                    code = ex.agent.returncode
-                    if code is None and ex.agent.process is not None:
-                        # Its stdout ends a moment before its exit can be seen:
-                        # a crash should say so, not "closed its output".
-                        with trio.move_on_after(self.timeouts.exit_status_s):
-                            code = await ex.agent.process.wait()
-                    await self.closer.finish_turn(ex, turn, TurnEnded(
-                        stop_reason="error",
-                        error=f"agent exited (status {code})" if code is not None
-                        else "agent closed its output",
-                    ))
+                code = ex.agent.returncode
+                if code is None and ex.agent.process is not None:
+                    # Its stdout ends a moment before its exit can be seen:
+                    # a crash should say so, not "closed its output".
+                    with bounded_shield(self.timeouts.exit_status_s):
+                        code = await ex.agent.process.wait()
+                # (Shielded, with its own bound: the close of the turn.)
+                await self.closer.finish_turn(ex, turn, TurnEnded(
+                    stop_reason="error",
+                    error=f"agent exited (status {code})" if code is not None
+                    else "agent closed its output",
+                ))
             ex.status = ExecutionStatus.STOPPED
             ex.pumped.set()
 

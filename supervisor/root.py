@@ -50,6 +50,7 @@ from .recovery import handovers, recover
 from .retries import Retries
 from .sandboxing import check_sandbox
 from .session_files import session_deleted
+from .shields import bounded_shield
 from .store import Store
 from .turn_checkpoints import TurnCheckpoints
 from .turn_close import TurnCloser
@@ -162,9 +163,7 @@ async def open_supervisor(
                 yield Supervisor(config, store, bus, notify, lifecycle, orchestrator, recovered,
                                  catalog, checkpoints)
             finally:
-                with trio.CancelScope(
-                    shield=True, deadline=trio.current_time() + config.timeouts.shutdown_s
-                ):
+                with bounded_shield(config.timeouts.shutdown_s):
                     await lifecycle.shutdown()
                 root.cancel_scope.cancel()
     finally:

@@ -26,6 +26,7 @@ from .notify import Notifier
 from .queue_gate import QueueGate
 from .recovery import RESTART_META, RESTART_STATUS
 from .retries import Retries
+from .shields import bounded_shield
 from .store import Store
 from .transcript import Transcript, TurnText
 from .turn_checkpoints import TurnCheckpoints
@@ -44,6 +45,9 @@ class TurnCloser:
         self.gate = gate
         self.retries = retries
         self.checkpoints = checkpoints
+        #: How long a close may take: its store writes wait up to ``store_wait_s``
+        #: for the database (on a worker thread, not cancellable), then cleanup.
+        self.close_s = timeouts.store_wait_s + timeouts.cancel_cleanup_s
 
     async def close_turn(self, session_id: str, turn_id: str, stop_reason: StopReason, *,
                          request: StopRequest | None, error: str | None = None,
@@ -79,27 +83,33 @@ class TurnCloser:
             self.close_turn, turn.session_id, turn.id, ended.stop_reason,
             request=turn.stop_request, error=ended.error, escalated=escalated,
             never_started=turn.never_started, by_agent=not turn.prompt_withheld)
+        refused: str | None = None
         try:
-            with trio.CancelScope(shield=True,
-                                  deadline=trio.current_time() + self.timeouts.cancel_cleanup_s):
-                if turn.text is not None:
-                    # Text that only extends messages already written goes in
-                    # the close's own transaction (one commit, not two); a new
-                    # message, or a write under way, is flushed first.
-                    taken = Transcript.take_updates(turn.text)
-                    if taken is None:
-                        await ex.transcript.flush(turn.text)
-                    else:
-                        text = taken
-                turn.settled_session = await close(text=text)
-        except StoreError as exc:
-            # Not left RUNNING until someone cancels: closed as soon as the store answers,
-            # its last text with it (whole: its appends were never announced).
-            log.warning("session %s: the store refused to close turn %s (%s); retrying in "
-                        "the background", turn.session_id, turn.id, exc)
-            self.retries.retry(("close", turn.id),
-                               functools.partial(close, text=[(msg, None) for msg, _ in text]),
-                               f"session {turn.session_id}: turn {turn.id}'s close")
+            try:
+                with bounded_shield(self.close_s) as bound:
+                    if turn.text is not None:
+                        # Text that only extends messages already written goes in
+                        # the close's own transaction (one commit, not two); a new
+                        # message, or a write under way, is flushed first.
+                        taken = Transcript.take_updates(turn.text)
+                        if taken is None:
+                            await ex.transcript.flush(turn.text)
+                        else:
+                            text = taken
+                    turn.settled_session = await close(text=text)
+                if bound.cancelled_caught:
+                    refused = "it did not answer in time"
+            except StoreError as exc:
+                refused = str(exc)
+            if refused is not None:
+                # Not left RUNNING until someone cancels: closed as soon as the store
+                # answers, its last text with it (whole: its appends were never announced).
+                log.warning("session %s: the store refused to close turn %s (%s); retrying "
+                            "in the background", turn.session_id, turn.id, refused)
+                self.retries.retry(
+                    ("close", turn.id),
+                    functools.partial(close, text=[(msg, None) for msg, _ in text]),
+                    f"session {turn.session_id}: turn {turn.id}'s close")
         finally:
             turn.stop_reason = ended.stop_reason
             if ex.turn is turn:
@@ -121,8 +131,7 @@ class TurnCloser:
                                   text: TurnText | None, ex: Execution | None = None) -> None:
         """A turn that could not be taken over ends as recovery ends any turn a
         restart cut: interrupted, ``RESTART_STATUS``, the session's queue parked."""
-        with trio.CancelScope(shield=True,
-                              deadline=trio.current_time() + self.timeouts.cancel_cleanup_s):
+        with bounded_shield(self.close_s):
             try:
                 if text is not None and ex is not None:
                     await ex.transcript.flush(text)
