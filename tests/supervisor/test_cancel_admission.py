@@ -1,6 +1,7 @@
-"""A cancel that comes before the turn's prompt reached the agent (MockClock,
-autojump): the prompt is never written, the turn ends as the user's cancel,
-and nothing claims the agent was told or answered."""
+"""A cancel's admission (MockClock, autojump).  One that comes before the turn's
+prompt reached the agent: the prompt is never written, the turn ends as the
+user's cancel, and nothing claims the agent was told or answered.  One that
+cannot begin at all: answered with an error, nothing left registered."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 import trio
 
+from supervisor.errors import CancelFailed
 from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS, Message, SessionState, Turn
 
@@ -89,3 +91,24 @@ async def test_a_cancel_while_the_turn_is_opened_never_sends_the_prompt(
                 await trio.sleep(0.05)
         assert agent.prompts == ["again"]
         assert launcher.agents == [agent]
+
+
+async def test_a_cancel_that_cannot_begin_is_settled_not_left_registered(
+    make_supervisor: Any, autojump_clock: Any
+) -> None:
+    """A cancel admitted once the operations nursery is gone (the supervisor
+    has stopped) cannot run: it is answered with an error at once, and leaves
+    neither an operation in flight nor the session pending."""
+    async with make_supervisor(launcher=FakeLauncher(), inline=True) as sup:
+        caller = await sup.caller()
+        task = await sup.orchestrator.create_task(caller, "t")
+        sid = (await sup.orchestrator.launch_session(caller, task.id, "mock"))["id"]
+        await sup.orchestrator.session(caller, sid)  # its owner is known from here
+    op = sup.orchestrator.admit_known(caller, sid)
+    assert op is not None and op.done.is_set()
+    assert isinstance(op.error, CancelFailed)
+    assert sid not in sup.orchestrator.operations
+    assert not sup.notify.projection.get(sid).pending
+    # A later cancel is a new operation (the session is not stuck behind this one).
+    again = sup.orchestrator.admit_known(caller, sid)
+    assert again is not None and again is not op and again.done.is_set()
