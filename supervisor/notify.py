@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from .bus import EventBus
 from .models import Message, QueueState, Session, Task, TextAppend
 from .projection import CancellationProjection, Progress
 
-__all__ = ["Notifier", "workspace_channel"]
+__all__ = ["AgentStatus", "NoAgents", "Notifier", "workspace_channel"]
 
 
 def workspace_channel(workspace_id: str) -> str:
@@ -18,16 +17,35 @@ def workspace_channel(workspace_id: str) -> str:
     return f"workspace:{workspace_id}"
 
 
+class AgentStatus(Protocol):
+    """What a session's DTO says of its agent (``supervisor.execution_state.Agents``)."""
+
+    def agent_live(self, session_id: str) -> bool: ...
+    def agent_protocol(self, session: Session) -> str | None: ...
+
+
+class NoAgents:
+    """No agent runs (a store without a lifecycle: tools, tests of the store)."""
+
+    def agent_live(self, session_id: str) -> bool:
+        return False
+
+    def agent_protocol(self, session: Session) -> str | None:
+        return None
+
+
 class Notifier:
-    def __init__(self, bus: EventBus) -> None:
+    def __init__(self, bus: EventBus, agents: AgentStatus | None = None) -> None:
         self.bus = bus
         self.projection = CancellationProjection(self.cancellation_changed)
-        #: Whether a session's agent process is running: the lifecycle's answer
-        #: (it sets this when it is created).
-        self.agent_live: Callable[[str], bool] = lambda _session_id: False
-        #: The dialect the session's agent speaks (the DTO's ``protocol``):
-        #: the lifecycle's answer too.
-        self.agent_protocol: Callable[[Session], str | None] = lambda _session: None
+        #: Whether a session's agent process runs, and the dialect it speaks.
+        self._agents: AgentStatus = agents or NoAgents()
+
+    def agent_live(self, session_id: str) -> bool:
+        return self._agents.agent_live(session_id)
+
+    def agent_protocol(self, session: Session) -> str | None:
+        return self._agents.agent_protocol(session)
 
     def session_dto(self, session: Session) -> dict[str, Any]:
         progress = self.projection.get(session.id)

@@ -1,40 +1,36 @@
 """The orchestrator: the single path every client (WebSocket, REST, CLI) takes.
 
 It authorizes each id against the caller's workspace (another workspace's ids
-are simply not found), and it owns cancellation:
+are simply not found), and it decides, for a cancel, who may start or join
+the session's single-flight operation:
 
-- a per-session coordinator: the first ``cancel`` owns the operation, a
+- the first ``cancel`` begins the operation (``Cancellations.begin``), a
   concurrent duplicate joins it and gets the owner's result, and after it
   settles a new cancel is a new operation;
-- the operation runs in the supervisor-owned operations nursery, never the
-  request's, so a client that disconnects (its request task cancelled) does
-  not abort it; it is bounded by ``cancel_operation_s``;
-- the progress projection is taken at admission and released in a ``finally``
-  that cannot be skipped, so ``false`` is published on every exit path;
-- what the cancel does to the agent and the session — the protocol cancel,
-  join window, escalation, reconciliation — is the lifecycle's
-  (``LifecycleManager.cancel_turn``); the operation only records its result.
-  On a failure the session stays RUNNING and a retry is a new operation.
+- a cancel aimed at a turn that is not the one running is fenced off
+  (DESIGN.md §14);
+- what the operation does — the protocol cancel, join window, escalation,
+  reconciliation, the settle — is ``supervisor.cancellation``'s; it runs in
+  the operations nursery, never the request's, so a client that disconnects
+  does not abort it.  On a failure the session stays RUNNING and a retry is
+  a new operation.
 
 Idle cancel (no running turn) is a harmless success without a status message.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import trio
 
-from protocols.transport import AgentTimeout
-
+from .cancellation import Cancellations, CancelOperation
 from .config import Config
-from .errors import CancelFailed, Conflict, InvalidRequest, NotFound, SupervisorError
-from .lifecycle import CancelOutcome, CancelResult, LifecycleManager, StopRequest
+from .errors import Conflict, InvalidRequest, NotFound
+from .lifecycle import CancelOutcome, LifecycleManager
 from .models import Message, QueueEntry, QueueState, Session, Task
 from .notify import Notifier
 from .projects import resolve_project
@@ -54,72 +50,37 @@ class Caller:
     workspace_id: str
 
 
-@dataclass(eq=False)
-class CancelOperation:
-    session_id: str
-    #: Who may join it without a store read (the session's owner, captured at admission).
-    workspace_id: str = ""
-    task_id: str = ""
-    #: Why: the user's cancel, or a send now's interruption of ``turn_id``.
-    request: StopRequest = StopRequest.USER
-    turn_id: str | None = None
-    done: trio.Event = field(default_factory=trio.Event)
-    outcome: CancelOutcome | None = None
-    #: The turn the cancel acted on (None: none was running).
-    acted_on: str | None = None
-    error: SupervisorError | None = None
-    #: The agent stopped but the store refused the record of it (why); the
-    #: record is written when the store can again (``LifecycleManager.retries``).
-    record_error: str | None = None
-    joined: int = 0
-    #: Told once the operation settled (right after ``done``): joined requests
-    #: answered from here, with no task of their own waiting (a storm of
-    #: duplicates would otherwise be a task wake-up per duplicate).
-    on_settled: list[Callable[[CancelOperation], None]] = field(default_factory=list)
-    #: trio.current_time() at each stage, for the latency breakdown:
-    #: received, admitted, adapter_sent, agent_answered, reconciled, published.
-    marks: dict[str, float] = field(default_factory=dict)
-
-    async def wait(self) -> CancelOutcome:
-        await self.done.wait()
-        if self.error is not None:
-            raise self.error
-        assert self.outcome is not None
-        return self.outcome
-
-
 class Orchestrator:
     def __init__(self, config: Config, store: Store, notifier: Notifier,
-                 lifecycle: LifecycleManager) -> None:
+                 lifecycle: LifecycleManager, cancellations: Cancellations,
+                 queue: TurnQueue) -> None:
         self.config = config
         self.store = store
         self.notify = notifier
-        self.projection = notifier.projection
         self.lifecycle = lifecycle
-        self.operations: dict[str, CancelOperation] = {}
+        self.cancellations = cancellations
+        self.queue = queue
+        #: The cancel operation in flight per session (``Cancellations``').
+        self.operations = cancellations.operations
         #: message.add calls in flight by (session, client_message_id).
         self._adding: dict[tuple[str, str], trio.Event] = {}
         #: session → (workspace, task): immutable once created, so cancel's
         #: authorization needs no store read after the first.
         self._owners: dict[str, tuple[str, str]] = {}
-        #: Settled operations, newest last (bounded): diagnostics for benchmarks and tests.
-        self.settled: deque[CancelOperation] = deque(maxlen=256)
-        self.operations_started = 0
-        #: Operations settled by their turn's close itself (no task woken to settle them).
-        self.settled_by_close = 0
-        self._nursery: trio.Nursery | None = None
-        lifecycle.request_user_cancel = self.stop_turn_for_user
-        self.queue = TurnQueue(config, store, lifecycle, lambda sid: sid in self.operations)
-        self.queue.interrupter = self._interrupt
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """The operations nursery: accepted cancels live here, not in requests;
-        the queue's starts in the queue's own nursery beside it."""
-        async with trio.open_nursery() as nursery:
-            await nursery.start(self.queue.run)
-            self._nursery = nursery
-            task_status.started()
-            await trio.sleep_forever()
+    @property
+    def settled(self) -> deque[CancelOperation]:
+        """Settled operations, newest last (bounded): diagnostics for benchmarks and tests."""
+        return self.cancellations.settled
+
+    @property
+    def operations_started(self) -> int:
+        return self.cancellations.started
+
+    @property
+    def settled_by_close(self) -> int:
+        """Operations settled by their turn's close itself (no task woken to settle them)."""
+        return self.cancellations.settled_by_close
 
     # -- authorization --------------------------------------------------------
 
@@ -237,8 +198,8 @@ class Orchestrator:
 
     async def queue_send_now(self, caller: Caller, session_id: str,
                              entry_id: str) -> dict[str, Any]:
-        await self.session(caller, session_id)
-        return await self.queue.send_now(session_id, entry_id)
+        session = await self.session(caller, session_id)
+        return await self.queue.send_now(session, entry_id)
 
     async def queue_set_auto_run(self, caller: Caller, session_id: str,
                                  auto_run: bool) -> QueueState:
@@ -300,8 +261,8 @@ class Orchestrator:
                 f" in task {task_id}" if owner[0] == caller.workspace_id else ""))
         op = self._fenced(session_id, owner, turn_id)
         if op is None:
-            op = self._admit(session_id, owner, received, turn_id=turn_id)
-            self._user_joins(op)
+            op = self.cancellations.admit(session_id, owner, received, turn_id=turn_id)
+            self.cancellations.user_joins(op)
         await op.wait()
         return op
 
@@ -323,8 +284,8 @@ class Orchestrator:
             return op
         if owner is None or not _may_cancel(owner, caller, task_id):
             return None
-        op = self._admit(session_id, owner, received, turn_id=turn_id)
-        self._user_joins(op)
+        op = self.cancellations.admit(session_id, owner, received, turn_id=turn_id)
+        self.cancellations.user_joins(op)
         return op
 
     def _fenced(self, session_id: str, owner: tuple[str, str],
@@ -360,130 +321,8 @@ class Orchestrator:
         if op is None or not _may_cancel((op.workspace_id, op.task_id), caller, task_id):
             return None
         op.joined += 1
-        self._user_joins(op)
+        self.cancellations.user_joins(op)
         return op
-
-    def _user_joins(self, op: CancelOperation) -> None:
-        """A user cancel joined the operation: whatever it was (a send now's),
-        it now ends the turn as the user's cancel, and the queue parks."""
-        self.queue.user_cancelled(op.session_id)
-        if op.request is not StopRequest.USER:
-            op.request = StopRequest.USER
-            self.lifecycle.mark_user_stop(op.session_id)
-
-    def _interrupt(self, session_id: str, turn_id: str | None) -> CancelOperation:
-        """A send now: the session's cancel operation, started as an
-        interruption of ``turn_id`` or joined if one is in flight (the queue
-        has authorized the session)."""
-        owner = self._owners[session_id]
-        return self._admit(session_id, owner, trio.current_time(),
-                           request=StopRequest.INTERRUPT, turn_id=turn_id)
-
-    async def stop_turn_for_user(self, session_id: str) -> None:
-        """A user cancel asked for from inside (the user answered "Deny and stop"):
-        the same single-flight operation, progress and outcome as ``cancel``,
-        not waited for."""
-        owner = self._owners.get(session_id)
-        if owner is None:
-            session = await self.store.get_session(session_id)
-            if session is None:
-                return
-            owner = self._owners[session_id] = (session.workspace_id, session.task_id)
-        self._user_joins(self._admit(session_id, owner, trio.current_time()))
-
-    def _admit(self, session_id: str, owner: tuple[str, str], received: float, *,
-               request: StopRequest = StopRequest.USER,
-               turn_id: str | None = None) -> CancelOperation:
-        """The session's operation in flight (joined), or a new one started."""
-        op = self.operations.get(session_id)
-        if op is not None:
-            op.joined += 1
-            return op
-        # No await between the lookup and the registration: atomic in Trio.
-        op = CancelOperation(session_id=session_id, workspace_id=owner[0], task_id=owner[1],
-                             request=request, turn_id=turn_id)
-        op.marks["received"] = received
-        self.operations[session_id] = op
-        self.operations_started += 1
-        op.marks["admitted"] = trio.current_time()
-        # The agent first: its cancel is on its stdin before pending=true is
-        # written to anyone (a fan-out to 1,000 subscribers does not delay it).
-        self.lifecycle.cancel_at_once(session_id, request=request, turn_id=turn_id,
-                                      on_closed=functools.partial(self._closed, op))
-        self.projection.begin(session_id)
-        assert self._nursery is not None, "Orchestrator.run is not running"
-        self._nursery.start_soon(self._run_operation, op)
-        return op
-
-    async def _run_operation(self, op: CancelOperation) -> None:
-        try:
-            with trio.move_on_after(self.config.timeouts.cancel_operation_s) as scope:
-                if op.done.is_set():
-                    # Its cancel written at admission, the turn's close settled
-                    # it before this task ran: nothing is left to do.
-                    return
-                result = await self.lifecycle.cancel_turn(
-                    op.session_id, request=op.request, turn_id=op.turn_id,
-                    on_closed=functools.partial(self._closed, op))
-                if not op.done.is_set():
-                    self._record(op, result)
-            if scope.cancelled_caught:
-                self._fail(op, CancelFailed(
-                    f"the cancel did not complete within "
-                    f"{self.config.timeouts.cancel_operation_s:g}s; the turn may still be "
-                    "running, try again"))
-        except SupervisorError as exc:
-            self._fail(op, exc)
-        except AgentTimeout as exc:
-            self._fail(op, CancelFailed(f"the agent did not take the cancel: {exc}"))
-        except Exception as exc:
-            log.exception("cancel of session %s failed", op.session_id)
-            self._fail(op, CancelFailed(f"the cancel failed: {exc}"))
-        finally:
-            self._settle(op)
-
-    @staticmethod
-    def _record(op: CancelOperation, result: CancelResult) -> None:
-        op.outcome = result.outcome
-        op.acted_on = result.turn_id
-        op.record_error = result.record_error
-        if result.sent_at is not None:
-            op.marks["adapter_sent"] = result.sent_at
-        if result.answered_at is not None:
-            op.marks["agent_answered"] = result.answered_at
-
-    @staticmethod
-    def _fail(op: CancelOperation, error: SupervisorError) -> None:
-        if not op.done.is_set():  # (settled by its turn's close: that result stands)
-            op.outcome = None
-            op.error = error
-
-    def _closed(self, op: CancelOperation, result: CancelResult) -> None:
-        """The cancelled turn's close settled the session: the operation
-        settles from there, its answers queued behind the close's notifications."""
-        if op.done.is_set():
-            return  # (timed out before the agent ended the turn: that answer stands)
-        self._record(op, result)
-        self.settled_by_close += 1
-        self._settle(op)
-
-    def _settle(self, op: CancelOperation) -> None:
-        """Publish pending=false and answer every joined request, once."""
-        if op.done.is_set():
-            return
-        op.marks["reconciled"] = trio.current_time()
-        del self.operations[op.session_id]
-        self.queue.cancel_settled(op.session_id)
-        self.projection.release(op.session_id)
-        op.marks["published"] = trio.current_time()
-        self.settled.append(op)
-        op.done.set()
-        for told in op.on_settled:
-            try:
-                told(op)
-            except Exception:
-                log.exception("answering a joined cancel of session %s failed",
-                              op.session_id)
 
 
 def _repeat_answer(earlier: Message | QueueEntry, content: str,

@@ -16,7 +16,10 @@ message does and when the head runs:
   cancel, a shutdown, or a restart (``supervisor.recovery``).  A user cancel
   also bumps the session's cancel epoch, synchronously: a start already on
   its way checks the epoch at the moment it claims the turn and gives its
-  entry back, so nothing queued ever runs after the user said stop.
+  entry back, so nothing queued ever runs after the user said stop.  That
+  state is the ``QueueGate`` (supervisor.queue_gate), which the turn and cancel
+  paths below the queue change; what it asks for (a head to run, a park to
+  write) this module's task takes from it.
 - A message that starts a turn directly while the queue is empty resumes an
   auto-run left off by an earlier park (the park was about what was queued).
 
@@ -37,11 +40,14 @@ import trio
 
 from protocols.adapters import SteerUnsupported
 
+from .cancellation import Cancellations
 from .config import Config
 from .db import QueueFull, StoreError
 from .errors import AgentStartError, Conflict, InvalidRequest, NotFound, SupervisorError
-from .lifecycle import LifecycleManager, StopRequest
-from .models import QueueState, Session, StopReason
+from .execution_state import StopRequest
+from .lifecycle import LifecycleManager
+from .models import QueueState, Session
+from .queue_gate import QueueGate
 from .retries import contained
 from .store import Store
 
@@ -52,50 +58,38 @@ log = logging.getLogger(__name__)
 Delivery = Literal["auto", "queue", "interrupt", "steer"]
 DELIVERIES: tuple[Delivery, ...] = ("auto", "queue", "interrupt", "steer")
 
-#: Stop reasons of a turn that ended normally (its queue's head runs next).
-_NORMAL_ENDS = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal"})
-
 
 class _Settles(Protocol):
     async def wait(self) -> object: ...
 
 
-#: Starts (or joins) the session's cancel operation as a send now's
-#: interruption of ``turn_id`` (None: whatever runs), synchronously.
-Interrupter = Callable[[str, str | None], _Settles]
-
-
 class TurnQueue:
     def __init__(self, config: Config, store: Store, lifecycle: LifecycleManager,
-                 cancelling: Callable[[str], bool]) -> None:
+                 cancellations: Cancellations, gate: QueueGate) -> None:
         self.max_queue = config.limits.max_queue
         self.store = store
         self.lifecycle = lifecycle
-        self._cancelling = cancelling
-        #: Set by the orchestrator (it owns the cancel operations).
-        self.interrupter: Interrupter | None = None
+        self.cancellations = cancellations
+        self.gate = gate
         #: Sessions whose turn start is in progress (claimed synchronously).
         self._starting: set[str] = set()
-        #: Per session, the number of user cancels seen (bumped at admission).
-        self._epoch: dict[str, int] = {}
-        self._parking: set[str] = set()
         self._nursery: trio.Nursery | None = None
-        lifecycle.on_turn_closed = self._turn_closed
-        lifecycle.close_parks_queue = self._close_parks
-        #: Sessions whose user cancel's own close parked the queue (no write left).
-        self._parked_by_close: set[str] = set()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """The queue's nursery: auto-run starts and send-now starts live here."""
+        """The queue's nursery: auto-run starts, send-now starts and the parks
+        a user cancel leaves to write live here; what the gate asks for is
+        taken from it as it comes."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             task_status.started()
-            await trio.sleep_forever()
+            while True:
+                for sid, what in await self.gate.requests():
+                    self._spawn(self._kick if what == "kick" else self._park_for_cancel, sid)
 
     def busy(self, session_id: str) -> bool:
         """A turn runs, is being started, or is being cancelled."""
         return (session_id in self._starting or self.lifecycle.turn_running(session_id)
-                or self._cancelling(session_id))
+                or session_id in self.cancellations.operations)
 
     def _spawn(self, fn: Callable[..., Any], *args: Any) -> None:
         """``fn`` in the queue's nursery, which every session shares: whatever
@@ -133,7 +127,7 @@ class TurnQueue:
                 return started
         entry = await self._enqueue(sid, content, head=delivery == "interrupt", cid=cid)
         if delivery == "interrupt":
-            self._interrupt(sid, entry.id)
+            self._interrupt(session, entry.id)
             return {"delivery": "interrupting", "entry": entry.to_dto()}
         # The turn may have ended while the entry was written: the head runs now.
         self._spawn(self._kick, sid)
@@ -160,11 +154,11 @@ class TurnQueue:
             state = await self.store.queue_state(sid)
             if state.entries and state.auto_run:
                 return None
-            epoch = self._epoch.get(sid, 0)
+            epoch = self.gate.epoch(sid)
             # A message sent straight to an idle session with nothing queued
             # resumes a parked queue, in the turn's own transaction.
             msg = await self.lifecycle.send_prompt(
-                session, content, guard=lambda: self._epoch.get(sid, 0) == epoch,
+                session, content, guard=lambda: self.gate.epoch(sid) == epoch,
                 resume_queue=not state.entries and not state.auto_run, client_message_id=cid)
             return {**msg.to_dto(), "delivery": "started"}
         finally:
@@ -180,10 +174,10 @@ class TurnQueue:
     async def _start_entry(self, sid: str, entry_id: str | None, *,
                            only_if_auto_run: bool) -> dict[str, Any] | None:
         """Take an entry and start its turn; given back (first) if it cannot start."""
-        if self.busy(sid) or sid in self._parking:
+        if self.busy(sid) or sid in self.gate.parking:
             return None  # (a user cancel's park not yet written still counts)
         self._starting.add(sid)
-        epoch = self._epoch.get(sid, 0)
+        epoch = self.gate.epoch(sid)
         entry = None
         try:
             entry = await self.store.queue_take(sid, entry_id, only_if_auto_run=only_if_auto_run)
@@ -194,10 +188,10 @@ class TurnQueue:
                 if session is None:
                     return None
                 msg = await self.lifecycle.send_prompt(
-                    session, entry.content, guard=lambda: self._epoch.get(sid, 0) == epoch,
+                    session, entry.content, guard=lambda: self.gate.epoch(sid) == epoch,
                     client_message_id=entry.client_message_id)
             except (SupervisorError, StoreError) as exc:
-                cancelled = self._epoch.get(sid, 0) != epoch
+                cancelled = self.gate.epoch(sid) != epoch
                 log.warning("session %s: queued message not started (%s)", sid,
                             "a user cancel came first" if cancelled else exc)
                 await self._restore(entry)
@@ -224,12 +218,16 @@ class TurnQueue:
                 ("restore", entry.id), functools.partial(self.store.queue_restore, entry),
                 f"session {entry.session_id}: queued message {entry.id}'s return")
 
-    def _interrupt(self, sid: str, entry_id: str) -> None:
-        """Send now: the running turn is cancelled through the single-flight
-        operation, then the entry starts (ahead of the queue, not parking it)."""
-        assert self.interrupter is not None
-        epoch = self._epoch.get(sid, 0)
-        op = self.interrupter(sid, self.lifecycle.running_turn_id(sid))
+    def _interrupt(self, session: Session, entry_id: str) -> None:
+        """Send now: the running turn is cancelled through the session's
+        single-flight operation (started as an interruption of the running
+        turn, or joined), then the entry starts (ahead of the queue, not
+        parking it)."""
+        sid = session.id
+        epoch = self.gate.epoch(sid)
+        op = self.cancellations.admit(sid, (session.workspace_id, session.task_id),
+                                      trio.current_time(), request=StopRequest.INTERRUPT,
+                                      turn_id=self.lifecycle.running_turn_id(sid))
         self._spawn(self._start_after, sid, entry_id, op, epoch)
 
     async def _start_after(self, sid: str, entry_id: str, op: _Settles, epoch: int) -> None:
@@ -239,30 +237,11 @@ class TurnQueue:
             # The turn may still run: the entry stays first and runs after it.
             log.warning("session %s: send now's cancel failed (%s)", sid, exc)
             return
-        if self._epoch.get(sid, 0) != epoch:
+        if self.gate.epoch(sid) != epoch:
             return  # the user cancelled meanwhile: the entry stays queued (parked)
         await self._start_entry(sid, entry_id, only_if_auto_run=False)
 
     # -- parking ---------------------------------------------------------------------
-
-    def user_cancelled(self, session_id: str) -> None:
-        """At a user cancel's admission (or join), before any await: no start
-        already on its way may claim a turn now, and the queue parks.  The park
-        is written by the cancelled turn's close (``_close_parks``), in the
-        same transaction, so the cancel's path makes no store call for it; a
-        cancel that closed no turn parks when it settles (``cancel_settled``)."""
-        self._epoch[session_id] = self._epoch.get(session_id, 0) + 1
-        self._parking.add(session_id)
-
-    def cancel_settled(self, session_id: str) -> None:
-        """The session's cancel operation settled (it answers right after)."""
-        if session_id not in self._parking:
-            return  # not a user cancel (a send now's), or already written
-        if session_id in self._parked_by_close:
-            self._parked_by_close.discard(session_id)
-            self._parking.discard(session_id)
-            return
-        self._spawn(self._park_for_cancel, session_id)
 
     async def _park_for_cancel(self, session_id: str) -> None:
         """The user cancel's park; one the store refuses is written when it can
@@ -275,37 +254,12 @@ class TurnQueue:
             if self.lifecycle.retries.retry(
                     ("park", session_id), functools.partial(self.park, session_id),
                     f"session {session_id}: the queue's park",
-                    done=lambda _landed: self._parked(session_id)):
+                    done=lambda _landed: self.gate.parked(session_id)):
                 return
-        self._parked(session_id)
-
-    def _parked(self, session_id: str) -> None:
-        self._parking.discard(session_id)
-        # (A retried close of the cancelled turn may have parked it meanwhile.)
-        self._parked_by_close.discard(session_id)
+        self.gate.parked(session_id)
 
     async def park(self, session_id: str) -> None:
         await self.store.queue_set_auto_run(session_id, False)
-
-    @staticmethod
-    def _close_parks(stop_reason: StopReason, request: StopRequest | None) -> bool:
-        """Whether a turn's close parks the queue: a user cancel, a shutdown,
-        an error or any abnormal end; not a send now's interruption (it starts
-        its own entry) nor a normal end (the head runs)."""
-        if request is StopRequest.INTERRUPT and stop_reason == "cancelled":
-            return False
-        return (request in (StopRequest.USER, StopRequest.SHUTDOWN)
-                or stop_reason not in _NORMAL_ENDS)
-
-    async def _turn_closed(self, sid: str, turn_id: str, stop_reason: StopReason,
-                           request: StopRequest | None) -> None:
-        if self._close_parks(stop_reason, request):
-            if request is StopRequest.USER and sid in self._parking:
-                self._parked_by_close.add(sid)  # the cancel has nothing left to write
-            return
-        if request is StopRequest.INTERRUPT and stop_reason == "cancelled":
-            return  # the send now starts its own entry
-        self._spawn(self._kick, sid)
 
     # -- the queue actions -------------------------------------------------------------
 
@@ -323,8 +277,9 @@ class TurnQueue:
     async def move(self, sid: str, entry_id: str, position: int) -> QueueState:
         return _found(await self.store.queue_move(sid, entry_id, position), entry_id)
 
-    async def send_now(self, sid: str, entry_id: str) -> dict[str, Any]:
+    async def send_now(self, session: Session, entry_id: str) -> dict[str, Any]:
         """Idle: start the entry; a turn running: interrupt it with the entry."""
+        sid = session.id
         state = await self.store.queue_state(sid)
         entry = next((e for e in state.entries if e.id == entry_id), None)
         if entry is None:
@@ -336,7 +291,7 @@ class TurnQueue:
         if not self.busy(sid):
             raise Conflict("the message could not be started; it stays queued")
         moved = _found(await self.store.queue_move(sid, entry_id, 0), entry_id)
-        self._interrupt(sid, entry_id)
+        self._interrupt(session, entry_id)
         return {"delivery": "interrupting", "entry": moved.entries[0].to_dto()}
 
     async def set_auto_run(self, sid: str, auto_run: bool) -> QueueState:

@@ -1,16 +1,19 @@
 """The root of the nursery tree (DESIGN.md §2), in one function.
 
     open_supervisor                 root nursery
+    ├── Store.run                   the store's own tasks
     ├── Retries.run                 store retries nursery → records the store refused
+    ├── TurnCheckpoints.run         checkpoints nursery → turn snapshots (DESIGN.md §12)
     ├── LifecycleManager.run        executions nursery → one nursery per agent
     │   └── take_over               per turn an agentctl ran on through a restart
-    ├── TurnCheckpoints.run         checkpoints nursery → turn snapshots (DESIGN.md §12)
-    ├── Orchestrator.run            operations nursery → accepted cancels
-    │   └── TurnQueue.run           queue nursery → auto-run and send-now starts
+    ├── Cancellations.run           operations nursery → accepted cancels
+    ├── TurnQueue.run               queue nursery → auto-run and send-now starts
     └── _warm_up_schema             builds ACP's schema models on a worker thread
     (+ whatever the caller runs inside, e.g. the web server)
 
-Store, event bus and notifier are plain objects owned here.  On exit the
+Store, event bus and notifier are plain objects owned here.  Every component
+is given what it calls in its constructor, below, lowest layer first:
+nothing is patched on after construction.  On exit the
 lifecycle shuts down gracefully first (running turns cancelled, agents
 stopped) under a shielded scope with its own deadline, then the root nursery
 is cancelled.
@@ -30,20 +33,27 @@ import trio
 from protocols.acp import load_schema
 
 from .bus import EventBus
+from .cancellation import Cancellations
 from .catalog import Catalog
 from .config import Config
 from .db import SCHEMA_VERSION, SchemaTooNew
 from .errors import StartError
-from .executors import Launcher, outlives_backend
+from .execution_state import Agents
+from .executors import Launcher, default_launcher, outlives_backend
 from .executors.container import sweep_containers
 from .lifecycle import LifecycleManager
 from .notify import Notifier
 from .orchestrator import Caller, Orchestrator
+from .queue import TurnQueue
+from .queue_gate import QueueGate
 from .recovery import handovers, recover
+from .retries import Retries
 from .sandboxing import check_sandbox
 from .session_files import session_deleted
+from .shields import bounded_shield
 from .store import Store
 from .turn_checkpoints import TurnCheckpoints
+from .turn_close import TurnCloser
 
 __all__ = ["Supervisor", "open_supervisor"]
 
@@ -117,20 +127,28 @@ async def open_supervisor(
                                      keep={h.session_id for h in handed_over})
         await check_sandbox(config.profiles)
         await sweep_containers(config)  # container profiles only: no engine contacted otherwise
+        t = config.timeouts
         bus = EventBus(queue_size=config.limits.ws_send_queue)
-        notify = Notifier(bus)
+        agents = Agents(config)
+        notify = Notifier(bus, agents)
         store.bind(notify)
-        lifecycle = LifecycleManager(config, store, notify, launcher)
-        orchestrator = Orchestrator(config, store, notify, lifecycle)
-        checkpoints = (TurnCheckpoints(config, store, notify, lifecycle.turn_running)
+        retries = Retries(t.store_retry_s)
+        gate = QueueGate()
+        checkpoints = (TurnCheckpoints(config, store, notify, agents.turn_running)
                        if config.projects.checkpoints else None)
-        lifecycle.checkpoints = checkpoints
+        closer = TurnCloser(t, store, notify, gate, retries, checkpoints)
+        cancellations = Cancellations(t, store, notify, agents, closer, gate, retries)
+        lifecycle = LifecycleManager(config, store, notify, agents, closer, cancellations,
+                                     retries, launcher or default_launcher(config),
+                                     checkpoints)
+        queue = TurnQueue(config, store, lifecycle, cancellations, gate)
+        orchestrator = Orchestrator(config, store, notify, lifecycle, cancellations, queue)
         catalog = Catalog(store, orchestrator, lifecycle)
         catalog.on_session_deleted = functools.partial(session_deleted, config, checkpoints)
         async with trio.open_nursery() as root:
             await root.start(store.run)
             # Before anything can hand it a write the store refused.
-            await root.start(lifecycle.retries.run)
+            await root.start(retries.run)
             if checkpoints is not None:
                 # Before any turn: a restore a kill interrupted is finished first.
                 await root.start(checkpoints.run)
@@ -138,15 +156,14 @@ async def open_supervisor(
             # Before the queue runs: its starts wait for these sessions' takeovers.
             for handover in handed_over:
                 lifecycle.start_take_over(handover)
-            await root.start(orchestrator.run)
+            await root.start(cancellations.run)
+            await root.start(queue.run)
             root.start_soon(_warm_up_schema)
             try:
                 yield Supervisor(config, store, bus, notify, lifecycle, orchestrator, recovered,
                                  catalog, checkpoints)
             finally:
-                with trio.CancelScope(
-                    shield=True, deadline=trio.current_time() + config.timeouts.shutdown_s
-                ):
+                with bounded_shield(config.timeouts.shutdown_s):
                     await lifecycle.shutdown()
                 root.cancel_scope.cancel()
     finally:

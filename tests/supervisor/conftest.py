@@ -41,13 +41,14 @@ def make_supervisor(tmp_path: Path) -> SupervisorFactory:
     @asynccontextmanager
     async def factory(*, launcher: Launcher | None = None, inline: bool = False,
                       agents: dict[str, Any] | None = None,
+                      store_class: type[InlineStore] = InlineStore,
                       **timeouts: float) -> AsyncIterator[Supervisor]:
         data = tmp_path / "data"
         config = Config.from_mapping(data, {"timeouts": timeouts, "agents": agents or {}})
         store = None
         if inline:
             data.mkdir(parents=True, exist_ok=True)
-            store = InlineStore(Db(config.db_path))
+            store = store_class(Db(config.db_path))
         async with open_supervisor(config, launcher=launcher, store=store) as sup:
             yield sup
 

@@ -251,7 +251,7 @@ async def test_the_cancel_is_on_the_agents_stdin_at_admission(
         with trio.testing.assert_no_checkpoints():
             op = sup.orchestrator.admit_known(caller, sid)
             assert op is not None
-            assert turn.cancel_sent_early and turn.cancel_sent_at is not None
+            assert turn.cancel_sent_at is not None  # on the pipe, in this step
             assert op.marks["admitted"] <= turn.cancel_sent_at
         with trio.fail_after(5):
             assert await op.wait() is CancelOutcome.ACKNOWLEDGED

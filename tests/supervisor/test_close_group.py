@@ -14,6 +14,7 @@ import trio
 import trio.testing
 
 from supervisor.bus import EventBus
+from supervisor.close_group import CloseGroup
 from supervisor.db import ClosedRow, Db, StoreUnavailable, TurnClose
 from supervisor.notify import Notifier
 from supervisor.store import Store
@@ -177,3 +178,56 @@ async def test_a_follower_whose_group_failed_otherwise_closes_alone(
     (ok,) = {1, 2} - set(failed)
     assert rig.store.db.get_turn(rig.turns[ok][1]).state == "cancelled"  # type: ignore[union-attr]
     assert rig.waiting() == {rig.turns[0][0], rig.turns[ok][0]}
+
+
+async def _burst_of_two(bound_s: float) -> tuple[str, dict[str, object], float]:
+    """After a lone close, two closes ready in the same round (whichever runs
+    first leads): ``patient`` unbounded, ``bounded`` inside a shield of
+    ``bound_s``; the group's commit takes 10 s and, as a worker thread's, is
+    not cancellable.  Returns who led, what each got and when, and the start."""
+    release = trio.Event()
+    led: list[str] = []
+
+    async def commit(closes: Sequence[TurnClose]) -> list[ClosedRow]:
+        if closes[0].turn_id != "first":
+            led.append(closes[0].turn_id)
+            with trio.CancelScope(shield=True):
+                await release.wait()  # a disk that takes its time
+        return [(True, None, None, None)] * len(closes)
+
+    group = CloseGroup(commit, wait_s=30.0)
+    outcome: dict[str, object] = {}
+
+    async def close(name: str, within_s: float) -> None:
+        with trio.CancelScope(shield=True, deadline=trio.current_time() + within_s):
+            try:
+                outcome[name] = await group.close(TurnClose(name, "cancelled", "cancelled"))
+            except StoreUnavailable as exc:
+                outcome[name] = exc
+        outcome[name + "_at"] = trio.current_time()
+
+    await close("first", 100.0)  # alone, at once; the next two are a burst
+    start = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(close, "patient", 100.0)
+        nursery.start_soon(close, "bounded", bound_s)
+        await trio.sleep(10)
+        release.set()
+    return led[0], outcome, start
+
+
+async def test_a_follower_keeps_the_bound_of_the_shield_around_it(
+        autojump_clock: trio.testing.MockClock) -> None:
+    """A follower waits for its leader shielded, but never past the deadline of
+    a shield its caller holds (a turn's close bounded by its own cleanup): it
+    gives up there with ``StoreUnavailable``, which the caller retries."""
+    for _attempt in range(50):
+        leader, outcome, start = await _burst_of_two(2.0)
+        if leader == "patient":
+            break
+    else:
+        pytest.fail("the bounded close never followed")
+    assert isinstance(outcome["bounded"], StoreUnavailable)
+    assert outcome["bounded_at"] == pytest.approx(start + 2.0)
+    assert outcome["patient"] == (True, None, None, None)
+    assert outcome["patient_at"] == pytest.approx(start + 10.0)

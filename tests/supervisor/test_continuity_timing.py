@@ -56,7 +56,7 @@ async def test_a_cancel_during_the_restore_abandons_it_within_the_join_window(
         await sup.orchestrator.send_message(caller, sid, "after the stop")
         await trio.sleep(1)
         turn = sup.lifecycle.executions[sid].turn
-        assert turn is not None and turn.restoring is not None  # stuck in the restore
+        assert turn is not None and turn.before_prompt is not None  # stuck in the restore
         assert launcher.agents[1].resumed == ["fake-0"]
         # The restore holds the turn, not the gate: a second prompt is refused at once.
         with trio.fail_after(0.5), pytest.raises(Conflict):
@@ -179,7 +179,7 @@ async def test_a_shutdown_during_the_restore_closes_the_turn(
         await sup.orchestrator.send_message(caller, sid, "interrupted by the stop")
         await trio.sleep(1)
         turn = sup.lifecycle.executions[sid].turn
-        assert turn is not None and turn.restoring is not None
+        assert turn is not None and turn.before_prompt is not None
         start = trio.current_time()
     assert trio.current_time() - start < sup.config.timeouts.cancel_cleanup_s
     db = Db(sup.config.db_path)

@@ -1,0 +1,286 @@
+"""What the lifecycle knows of each running agent and its turn: plain state.
+
+``Execution`` is one running agent; ``TurnHandle`` its running turn (the
+one answer to "is a turn running here": ``Execution.turn``); ``Agents`` the
+registry of every session's execution, which the notifier, the checkpoints
+and the cancel path read.  The tasks that change this state live in
+``supervisor.execution`` (agents), ``supervisor.turns`` (prompts),
+``supervisor.turn_close`` (every turn's end) and ``supervisor.cancellation``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol
+
+import trio
+
+from protocols.adapters import AgentAdapter
+from protocols.events import (
+    MessageChunk,
+    PermissionRequested,
+    PlanUpdated,
+    ToolCallStarted,
+    ToolCallUpdated,
+)
+
+from .config import Config
+from .executors import LaunchedAgent
+from .models import AgentSessionRef, Message, Session, StopReason
+from .profiles import AgentProfile
+from .store import Store
+from .transcript import Transcript, TurnText
+
+__all__ = [
+    "NEVER_STARTED_STATUS",
+    "PROGRESS_EVENTS",
+    "SHUTDOWN_STATUS",
+    "STDERR_TAIL",
+    "Agents",
+    "CancelOutcome",
+    "CancelPhase",
+    "CancelResult",
+    "CancelWaiter",
+    "Execution",
+    "ExecutionStatus",
+    "StopRequest",
+    "TurnHandle",
+    "remember_conversation",
+]
+
+#: The status message of a turn stopped because Turnvisor shut down.
+SHUTDOWN_STATUS = "Turn interrupted: Turnvisor shut down"
+
+#: The status message of a turn the agent never started (DESIGN.md §9).
+NEVER_STARTED_STATUS = "The agent never started the turn"
+
+#: Agent events that show a turn is alive (the stall watchdog's progress);
+#: metadata (usage, modes, notices, echoes) is not progress.
+PROGRESS_EVENTS = (MessageChunk, ToolCallStarted, ToolCallUpdated, PlanUpdated,
+                   PermissionRequested)
+
+#: Lines of an agent's stderr kept for its start failure's message.
+STDERR_TAIL = 8
+
+
+class ExecutionStatus(StrEnum):
+    STARTING = "STARTING"
+    READY = "READY"
+    RUNNING = "RUNNING"
+    STOPPED = "STOPPED"
+
+
+class StopRequest(StrEnum):
+    """Who asked a running turn to stop; it decides the turn's status message."""
+
+    #: The user (``agent.cancel``, REST cancel, Esc).
+    USER = "user"
+    #: Turnvisor is shutting down.
+    SHUTDOWN = "shutdown"
+    #: A "send now" replaces the turn (DESIGN.md §9): not the user's cancel.
+    INTERRUPT = "interrupt"
+
+
+class CancelPhase(StrEnum):
+    """A cancel's progress on a running turn (``supervisor.cancellation.PHASES``
+    says what each one waits for and how a turn that ends in it is reported)."""
+
+    #: Before the prompt was written: the prompt is withheld, nothing is sent.
+    WITHHELD = "withheld"
+    #: The protocol cancel is written to the agent (DESIGN.md §9 "sent").
+    SENT = "sent"
+    #: The join window passed without the turn's end.
+    LATE = "late"
+    #: Force-stopped: the turn is completed without the agent.
+    ESCALATED = "escalated"
+
+
+class CancelOutcome(StrEnum):
+    #: No execution (never started, crashed, gone): the store was reconciled.
+    NO_EXECUTION = "no_execution"
+    #: No turn was running.
+    IDLE = "idle"
+    #: The turn ended within the join window.
+    ACKNOWLEDGED = "acknowledged"
+    #: Not acknowledged within the join window, but ended before escalation.
+    LATE = "late"
+    #: Never ended: synthetic completion, execution marked ready.
+    ESCALATED = "escalated"
+
+
+@dataclass(frozen=True, slots=True)
+class CancelResult:
+    outcome: CancelOutcome
+    #: The turn the cancel acted on (None: none was running, in memory or in the store).
+    turn_id: str | None = None
+    #: ``trio.current_time()`` when the protocol cancel was written, and when the
+    #: agent's end of turn reached the pump (the cancel's stage breakdown).
+    sent_at: float | None = None
+    answered_at: float | None = None
+    #: The agent stopped, but the store refused the record of it (why): the
+    #: record is written by the store retries nursery when the store can again.
+    record_error: str | None = None
+
+
+class CancelWaiter(Protocol):
+    """The cancel operation a turn's close settles (``supervisor.cancellation``):
+    told in the close's own step, once the turn is done."""
+
+    def turn_closed(self, turn: TurnHandle) -> None: ...
+
+
+@dataclass(eq=False)
+class TurnHandle:
+    id: str
+    session_id: str
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    done: trio.Event = field(default_factory=trio.Event)
+    stop_reason: StopReason | None = None
+    stop_request: StopRequest | None = None
+    cancel_phase: CancelPhase | None = None
+    #: When the agent's end of turn reached the pump.
+    answered_at: float | None = None
+    #: Agent events of this turn since its cancel was sent (it keeps going?).
+    events_after_cancel: int = 0
+    #: Whether this turn's close moved the session out of RUNNING (nothing left
+    #: for a cancel to reconcile).
+    settled_session: bool = False
+    text: TurnText | None = None
+    #: From the turn's claim until its prompt is written (the turn being
+    #: opened in the store, its conversation restored, its checkpoint taken):
+    #: a cancel or shutdown cancels it, and the prompt is never written.
+    before_prompt: trio.CancelScope | None = None
+    #: The stall watchdog: when the last progress event came, how many came,
+    #: the open "no output" notice, and whether the turn never started.
+    last_event_at: float = field(default_factory=trio.current_time)
+    events: int = 0
+    stall_notice: Message | None = None
+    never_started: bool = False
+    #: Taken over from a previous backend and not settled yet: if it cannot
+    #: be, it ends as interrupted by the restart, not as this agent's error.
+    adopting: bool = False
+    #: The stream position last recorded for the next backend (``handover``).
+    recorded: int | None = None
+    #: When a cancel began on this turn (its join window and escalation count
+    #: from here), and when the protocol cancel was written to the agent.
+    cancel_began_at: float | None = None
+    cancel_sent_at: float | None = None
+    #: The cancel operation waiting for this turn's close.
+    cancel: CancelWaiter | None = None
+    #: Checkpointed before its prompt and after its end (a session with a project).
+    checkpointed: bool = False
+
+    @property
+    def prompt_withheld(self) -> bool:
+        """A cancel came before the prompt was written: the agent never saw
+        this turn, and its close says nothing the agent did not do."""
+        return self.cancel_phase is CancelPhase.WITHHELD
+
+
+@dataclass(eq=False)
+class Execution:
+    session_id: str
+    profile: AgentProfile
+    agent: LaunchedAgent
+    nursery: trio.Nursery
+    transcript: Transcript
+    #: The session's (workspace, task): who may join a cancel it starts itself.
+    owner: tuple[str, str] = ("", "")
+    status: ExecutionStatus = ExecutionStatus.STARTING
+    #: The running turn: the one answer to "is a turn running in this execution".
+    turn: TurnHandle | None = None
+    stopped: trio.Event = field(default_factory=trio.Event)
+    #: The last lines the agent wrote on stderr (for a start failure's message).
+    stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_TAIL))
+    #: An escalation abandoned a turn this agent never ended: it is replaced
+    #: before the next prompt (it would refuse it, or answer it with the old turn).
+    abandoned: bool = False
+    #: The working directory the agent runs in.
+    cwd: str = ""
+    #: A conversation the next turn restores before its prompt (DESIGN.md §10):
+    #: this agent was started for a session that already had one.
+    restore_from: AgentSessionRef | None = None
+    #: ``trio.current_time()`` when the agent last became idle (no turn).
+    idle_since: float = 0.0
+    #: Shutdown left the running turn to the agent's host (``handover``): it
+    #: stays open in the store for the next backend.
+    detached: bool = False
+    #: Set when the event pump has ended.
+    pumped: trio.Event = field(default_factory=trio.Event)
+
+    @property
+    def adapter(self) -> AgentAdapter:
+        return self.agent.adapter
+
+    @property
+    def permissions(self) -> dict[str, Message]:
+        return self.transcript.permissions
+
+
+class Agents:
+    """Every session's execution in this backend, and what follows from it."""
+
+    def __init__(self, config: Config) -> None:
+        self._profiles = config.profiles
+        self.executions: dict[str, Execution] = {}
+        #: Sessions whose agent is being started (prompts wait for it).
+        self.starting: dict[str, trio.Event] = {}
+        #: Sessions whose running turn is being taken over (``take_over``).
+        self.taking_over: dict[str, trio.Event] = {}
+        #: What each session's agent last negotiated in this backend (kept
+        #: after the agent stops: the next one speaks what its profile allows).
+        self.protocols: dict[str, str] = {}
+
+    def running(self, session_id: str) -> Execution | None:
+        """The session's execution, unless there is none or it has stopped."""
+        ex = self.executions.get(session_id)
+        return None if ex is None or ex.status is ExecutionStatus.STOPPED else ex
+
+    def agent_live(self, session_id: str) -> bool:
+        """Whether the session's agent process is running (the session DTO's
+        ``agent_live``): false before its first start and once it stopped."""
+        ex = self.running(session_id)
+        return ex is not None and not ex.adapter.connection.closed.is_set()
+
+    def agent_protocol(self, session: Session) -> str | None:
+        """``acp/1`` / ``acp/2`` / ``codex``: what the session's agent
+        negotiated, else what its profile implies (None for an ACP profile
+        with ``acp_version = "auto"`` whose agent has not started here)."""
+        known = self.protocols.get(session.id)
+        if known is not None:
+            return known
+        profile = self._profiles.get(session.agent)
+        if profile is None:
+            return None
+        if profile.protocol == "codex":
+            return "codex"
+        return None if profile.acp_version == "auto" else f"acp/{profile.acp_version}"
+
+    def turn_running(self, session_id: str) -> bool:
+        """Whether a turn is running (or being opened, or taken over after a
+        restart) in the session's agent."""
+        if session_id in self.taking_over:
+            return True
+        ex = self.executions.get(session_id)
+        return ex is not None and ex.turn is not None
+
+    def running_turn_id(self, session_id: str) -> str | None:
+        ex = self.executions.get(session_id)
+        return ex.turn.id or None if ex is not None and ex.turn is not None else None
+
+    def live_and_idle(self, session_id: str) -> bool:
+        """The session's agent runs here and no turn is running or being opened
+        in it: what memory says is the whole truth (no store to reconcile)."""
+        ex = self.running(session_id)
+        return session_id not in self.taking_over and ex is not None and ex.turn is None
+
+
+async def remember_conversation(store: Store, ex: Execution) -> None:
+    """Store the agent's own conversation id, so a later agent can restore it."""
+    agent_session_id = ex.adapter.agent_session_id
+    if agent_session_id is None:
+        return
+    await store.set_agent_session(ex.session_id, AgentSessionRef(
+        agent_session_id=agent_session_id, profile=ex.profile.name, cwd=ex.cwd))
