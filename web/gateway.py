@@ -13,9 +13,7 @@ order; the writer hands every frame already queued to one write
 (``web.wsconn``, served by ``web.front`` below Quart).  A client that falls
 ``ws_send_queue`` frames behind is dropped; it resyncs from the subscribe
 snapshot when it reconnects.  A client that stops reading altogether (TCP
-window at zero) is dropped after ``SEND_TIMEOUT_S`` (and, on the Quart
-fallback route, whose writes Hypercorn shields, by the kernel:
-``web.server.STALLED_PEER_TIMEOUT_S``).  When the client goes away the
+window at zero) is dropped after ``SEND_TIMEOUT_S``.  When the client goes away the
 nursery is cancelled: waits on accepted cancel operations are abandoned, the
 operations themselves (in the orchestrator's nursery) are not.  When the
 server stops, every connection is closed with 1001 at once, so the graceful
