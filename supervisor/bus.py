@@ -1,15 +1,19 @@
-"""Session-scoped pub/sub with bounded, never-blocking delivery.
+"""Session-scoped pub/sub with bounded, never-blocking delivery; no I/O.
 
-A notification is encoded once (the WebSocket envelope, as text) and queued for
-every subscriber of its session (``Subscriber.offer``): publishing never awaits,
-so it can run inside the cancel path without being slowed by any client, and
-the order of publishes is the order subscribers see.  A publish may carry a
+A notification is encoded once (the WebSocket envelope, as text) and offered
+to every sink subscribed to its session (``Sink.offer``): publishing never
+awaits, so it can run inside the cancel path without being slowed by any
+client, and the order of publishes is the order subscribers see.  What a sink
+does with a frame is its own: the gateway's (``web.outbox``) writes it to its
+connection or queues it for its writer; ``Subscriber`` here only queues it,
+for a consumer in this process.  A publish may carry a
 second variant of its notification (a streamed text message's append, beside
 the whole message): each subscriber gets the variant its subscription to the
 session asked for, and each variant is encoded at most once, only if some
-subscriber takes it.  A subscriber whose
-queue is full is marked ``overflowed`` and its queue closed; its connection
-drops it, and the client resyncs from snapshots when it reconnects.
+subscriber takes it.  A sink that cannot take more is marked
+``overflowed`` (its ``offer`` says False): it is counted and logged once, and
+offered nothing more; its connection drops it, and the client resyncs from
+snapshots when it reconnects.
 """
 
 from __future__ import annotations
@@ -20,13 +24,13 @@ import logging
 import random
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import trio
 
-__all__ = ["EventBus", "Subscriber", "WriteNow", "envelope", "timestamp"]
+__all__ = ["EventBus", "Sink", "Subscriber", "envelope", "timestamp"]
 
 log = logging.getLogger(__name__)
 
@@ -77,41 +81,42 @@ def envelope(kind: str, action: str, payload: Any, msg_id: str | None = None) ->
     )
 
 
-#: Writes frames (and pre-framed tails) to the client at once, in one write, if
-#: it can (the gateway's, for its own WebSocket): None if nothing was written
-#: (queue them), else the unwritten tail (pre-framed bytes; empty: all went).
-WriteNow = Callable[[Sequence[str | bytes]], bytes | None]
+class Sink(Protocol):
+    """Where the bus delivers: never waits, never raises."""
+
+    #: True once the sink could not take a frame: it is offered nothing more.
+    overflowed: bool
+
+    def offer(self, frame: str, *, batched: bool = False) -> bool:
+        """Take a frame; False if it could not (full: ``overflowed``, or closed).
+        ``batched``: more frames follow in this step (``EventBus.coalescing``),
+        so a sink that writes may wait for them and write them together."""
+        ...
 
 
 class Subscriber:
-    """One client's outbound queue.  The gateway's writer task drains it with
-    ``receive`` (frames, and pre-framed bytes: the tail of what ``write_now``
-    began); ``flush`` may write it out from the calling task instead.
-
-    A deque and a parking lot, not a memory channel: a channel hands the first
-    frame straight to a waiting receiver, so once the writer is woken nothing
-    queued can be written by anyone else, and a cancel's answer would always
-    wait for the writer's turn (a scheduler round)."""
+    """A sink that only queues: a consumer in this process takes its frames
+    with ``receive`` or ``receive_nowait``.  Bounded: once ``queue_size``
+    frames wait, it is ``overflowed`` and closed."""
 
     def __init__(self, bus: EventBus, queue_size: int) -> None:
         self._bus = bus
         self._queue_size = queue_size
-        self._items: deque[str | bytes] = deque()
+        self._items: deque[str] = deque()
         self._lot = trio.lowlevel.ParkingLot()
         self._closed = False
-        #: Set by the gateway: with nothing queued, a frame is written from the
-        #: publishing task itself (a fan-out is then one syscall per
-        #: subscriber, not a writer task woken per subscriber).
-        self.write_now: WriteNow | None = None
-        self.sessions: set[str] = set()
-        #: Sessions subscribed with ``text_appends``: they get a publish's
-        #: append variant, when it has one, instead of its full frame.
-        self.text_appends: set[str] = set()
         self.overflowed = False
 
-    def offer(self, frame: str) -> bool:
-        """Queue a frame without waiting; False (and marked overflowed) if full.
-        With nothing ahead of it, it is written at once if it can be (``flush``)."""
+    @property
+    def sessions(self) -> set[str]:
+        return self._bus.sessions_of(self)
+
+    @property
+    def text_appends(self) -> set[str]:
+        """The sessions followed with ``text_appends``."""
+        return self._bus.sessions_of(self, text_appends=True)
+
+    def offer(self, frame: str, *, batched: bool = False) -> bool:
         if self.overflowed or self._closed:
             return False
         if len(self._items) >= self._queue_size:
@@ -119,39 +124,20 @@ class Subscriber:
             self._close_queue()
             return False
         self._items.append(frame)
-        if len(self._items) == 1:
-            self.flush()
-        if self._items and self._lot:
+        if self._lot:
             self._lot.unpark()
         return True
 
-    def flush(self) -> None:
-        """Write everything queued now, from this task, in one write, if the
-        connection takes it at once (``write_now``: its writer idle); else the
-        writer sends it as usual.  Never waits."""
-        if (not self._items or self.write_now is None or self.overflowed
-                or self._bus.coalesce):
-            return
-        tail = self.write_now(tuple(self._items))
-        if tail is None:
-            return
-        self._items.clear()
-        if tail:
-            self._items.append(tail)
-
-    async def receive(self) -> str | bytes:
-        """The next queued item (``trio.EndOfChannel`` once closed and empty)."""
-        if self._items:
-            await trio.lowlevel.checkpoint()
-        # Taken only after the last checkpoint: a ``flush`` in between must not
-        # write what follows an item held here.
+    async def receive(self) -> str:
+        """The next queued frame (``trio.EndOfChannel`` once closed and empty)."""
+        await trio.lowlevel.checkpoint()
         while not self._items:
             if self._closed:
                 raise trio.EndOfChannel
             await self._lot.park()
         return self._items.popleft()
 
-    def receive_nowait(self) -> str | bytes:
+    def receive_nowait(self) -> str:
         """``receive``, or ``trio.WouldBlock`` if nothing is queued."""
         if self._items:
             return self._items.popleft()
@@ -164,51 +150,72 @@ class Subscriber:
         self._lot.unpark_all()
 
     def subscribe(self, session_id: str, *, text_appends: bool = False) -> None:
-        """Follow a session (again: the latest call's ``text_appends`` holds)."""
-        self.sessions.add(session_id)
-        if text_appends:
-            self.text_appends.add(session_id)
-        else:
-            self.text_appends.discard(session_id)
-        self._bus._subscribers[session_id].add(self)
+        self._bus.subscribe(session_id, self, text_appends=text_appends)
 
     def unsubscribe(self, session_id: str) -> None:
-        self.sessions.discard(session_id)
-        self.text_appends.discard(session_id)
-        subs = self._bus._subscribers.get(session_id)
-        if subs is not None:
-            subs.discard(self)
-            if not subs:
-                del self._bus._subscribers[session_id]
+        self._bus.unsubscribe(session_id, self)
 
     def close(self) -> None:
-        for session_id in list(self.sessions):
-            self.unsubscribe(session_id)
+        self._bus.unsubscribe_all(self)
         self._close_queue()
 
 
 class EventBus:
     def __init__(self, *, queue_size: int = 1024) -> None:
+        #: How many frames a subscriber may hold (``Subscriber``; the gateway's
+        #: connections take the same bound).
         self.queue_size = queue_size
-        self._subscribers: defaultdict[str, set[Subscriber]] = defaultdict(set)
+        #: Session → its sinks, each with whether it takes text appends.
+        self._subscribers: defaultdict[str, dict[Sink, bool]] = defaultdict(dict)
+        #: Sink → the sessions it follows (for ``unsubscribe_all``).
+        self._following: dict[Sink, set[str]] = {}
         self.published = 0
         self.dropped_subscribers = 0
-        #: Inside ``coalescing``: frames are queued, never written from the publisher.
-        self.coalesce = False
+        #: Inside ``coalescing``: frames are offered ``batched``.
+        self._coalesce = False
 
     @contextlib.contextmanager
     def coalescing(self) -> Iterator[None]:
-        """Publishes in a row (no checkpoint between them): each subscriber's
-        frames are queued, and its writer, woken after, sends them in one write
-        instead of one syscall each from here."""
-        was, self.coalesce = self.coalesce, True
+        """Publishes in a row (no checkpoint between them): each frame is
+        offered ``batched``, so a sink that writes sends them in one write
+        instead of one each."""
+        was, self._coalesce = self._coalesce, True
         try:
             yield
         finally:
-            self.coalesce = was
+            self._coalesce = was
 
     def subscriber(self) -> Subscriber:
+        """A queueing sink of this bus's bound (not yet subscribed to anything)."""
         return Subscriber(self, self.queue_size)
+
+    def subscribe(self, session_id: str, sink: Sink, *, text_appends: bool = False) -> None:
+        """Deliver the session's notifications to ``sink`` (again: the latest
+        call's ``text_appends`` holds)."""
+        self._subscribers[session_id][sink] = text_appends
+        self._following.setdefault(sink, set()).add(session_id)
+
+    def unsubscribe(self, session_id: str, sink: Sink) -> None:
+        sinks = self._subscribers.get(session_id)
+        if sinks is not None:
+            sinks.pop(sink, None)
+            if not sinks:
+                del self._subscribers[session_id]
+        following = self._following.get(sink)
+        if following is not None:
+            following.discard(session_id)
+            if not following:
+                del self._following[sink]
+
+    def unsubscribe_all(self, sink: Sink) -> None:
+        for session_id in list(self._following.get(sink, ())):
+            self.unsubscribe(session_id, sink)
+
+    def sessions_of(self, sink: Sink, *, text_appends: bool = False) -> set[str]:
+        """The sessions ``sink`` follows (with ``text_appends``: those it takes
+        appends of)."""
+        return {sid for sid in self._following.get(sink, ())
+                if not text_appends or self._subscribers[sid][sink]}
 
     def subscriber_count(self, session_id: str) -> int:
         return len(self._subscribers.get(session_id, ()))
@@ -219,16 +226,17 @@ class EventBus:
 
         ``append``: the (action, payload) that subscribers asking for text
         appends get instead of (action, payload)."""
-        subs = self._subscribers.get(session_id)
+        sinks = self._subscribers.get(session_id)
         self.published += 1
-        if not subs:
+        if not sinks:
             return
         full: str | None = None
         short: str | None = None
-        for sub in list(subs):
-            if sub.overflowed:
+        batched = self._coalesce
+        for sink, appends in list(sinks.items()):
+            if sink.overflowed:
                 continue  # already dropped (counted and logged once); its connection is closing
-            if append is not None and session_id in sub.text_appends:
+            if append is not None and appends:
                 if short is None:
                     short = envelope("notification", append[0], append[1])
                 frame = short
@@ -236,6 +244,6 @@ class EventBus:
                 if full is None:
                     full = envelope("notification", action, payload)
                 frame = full
-            if not sub.offer(frame) and sub.overflowed:
+            if not sink.offer(frame, batched=batched) and sink.overflowed:
                 self.dropped_subscribers += 1
                 log.warning("dropped a subscriber that fell %d frames behind", self.queue_size)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import trio
-from quart import Response, request, websocket
+from quart import Response, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException, NotFound
 
@@ -398,7 +398,8 @@ def create_app(sup: Supervisor, tokens: Tokens, *, bound_host: str = "127.0.0.1"
     # -- WebSocket ------------------------------------------------------------
 
     async def ws_admission(hs: Handshake) -> Admitted | WsRefusal:
-        """Who may open /ws (either path): the caller, or the refusal."""
+        """Who may open /ws: the caller, or the refusal (the upgrade is
+        web.front's, on a fresh connection or a reused one)."""
         refused_host = hosts.refusal(hs.host)
         if refused_host is not None:
             return WsRefusal(421, refused_host)
@@ -420,24 +421,5 @@ def create_app(sup: Supervisor, tokens: Tokens, *, bound_host: str = "127.0.0.1"
     app.extensions["turnvisor"]["ws_route"] = WsRoute(
         path="/ws", admit=ws_admission, gateway=gateway,
         max_message=ws_max_message(sup.config))
-
-    @app.websocket("/ws")
-    async def ws() -> Response | None:
-        # Served here only when the upgrade comes on a reused HTTP connection;
-        # a fresh one is served by web.front below Quart (one write per batch).
-        admitted = await ws_admission(Handshake(
-            origin=websocket.headers.get("Origin"), host=websocket.headers.get("Host"),
-            authorization=websocket.headers.get("Authorization"),
-            subprotocols=tuple(websocket.requested_subprotocols),
-            peer=websocket.remote_addr or "?"))
-        if isinstance(admitted, WsRefusal):
-            refusal = Response(admitted.text, admitted.status)
-            for name, value in admitted.headers:
-                refusal.headers[name] = value
-            return refusal
-        await websocket.accept(subprotocol=admitted.subprotocol)
-        # The proxy resolves in the gateway's child tasks too (they inherit the context).
-        await gateway.serve(websocket, admitted.caller)
-        return None
 
     return app

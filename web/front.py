@@ -1,19 +1,20 @@
-"""The HTTP listener: ``/ws`` upgrades to the gateway's own WebSocket, the rest to Hypercorn.
+"""The HTTP listener: every ``/ws`` upgrade to the gateway's own WebSocket, the rest to Hypercorn.
 
     serve_http                        the caller's nursery (web.listener's tree)
     └── connections                   one handler per accepted socket
-        ├── Hypercorn's TCPServer     pages, REST (and a WebSocket upgrade that
-        │                             comes on a reused keep-alive connection:
-        │                             the Quart route serves that one)
-        └── _websocket                a fresh connection asking for ``/ws``
+        ├── Hypercorn's TCPServer     pages, REST
+        └── _websocket                a connection asking for ``/ws``
             └── ServerWebSocket reader + Gateway.serve
 
 Every connection starts with its request head read by ``web.listener``
 (bounded in size and time, with the per-peer cap and the idle timeout); a
 ``GET /ws`` with ``Upgrade: websocket`` is served by ``web.wsconn``, anything
-else is handed to Hypercorn with the bytes already read replayed first.  Why:
-see ``web.wsconn`` (one write for every frame queued, not one trip through
-the ASGI stack per frame).
+else is handed to Hypercorn with the bytes already read replayed first.  An
+upgrade that comes later on a keep-alive connection Hypercorn serves is
+claimed from it before it answers (``web.hyper``) and comes here the same
+way, so there is one WebSocket stack.  Why not Hypercorn's: see
+``web.wsconn`` (one write for every frame queued, not one trip through the
+ASGI stack per frame).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Handshake:
-    """What admission looks at in a WebSocket upgrade (either path)."""
+    """What admission looks at in a WebSocket upgrade."""
 
     origin: str | None
     host: str | None
@@ -96,7 +97,7 @@ async def serve_http(app: Any, config: HyperConfig, route: WsRoute, limits: Conn
                      task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
                      ) -> None:
     """Serve until ``shutdown_trigger`` returns (``web.listener``: the limits,
-    the graceful stop); a fresh ``/ws`` upgrade is ours, the rest Hypercorn's."""
+    the graceful stop); every ``/ws`` upgrade is ours, the rest Hypercorn's."""
     await serve_listener(app, config, limits, take=partial(_take, route, limits.idle_s),
                          shutdown_trigger=shutdown_trigger, task_status=task_status)
 

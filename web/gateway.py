@@ -3,19 +3,17 @@
 One connection = one nursery (``serve``):
 
     serve                     the connection's nursery
-    ├── _writer               the only task that writes to the socket
+    ├── Outbox.run            the connection's writer (web.outbox)
     ├── _close_on_shutdown    closes the socket (1001) when the server stops
     └── _request (each)       one per request frame, bounded in number
 
 Every outbound frame (responses and notifications alike) goes through the
-connection's bounded ``Subscriber`` queue, so there is one writer and one
-order; the writer hands every frame already queued to one write
-(``web.wsconn``, served by ``web.front`` below Quart).  A client that falls
+connection's bounded ``Outbox`` (the bus's sink for this connection), so there
+is one order and one write path; the outbox owns the write policy (at once
+from the offering task, or batched by its writer).  A client that falls
 ``ws_send_queue`` frames behind is dropped; it resyncs from the subscribe
 snapshot when it reconnects.  A client that stops reading altogether (TCP
-window at zero) is dropped after ``SEND_TIMEOUT_S`` (and, on the Quart
-fallback route, whose writes Hypercorn shields, by the kernel:
-``web.server.STALLED_PEER_TIMEOUT_S``).  When the client goes away the
+window at zero) is dropped after ``SEND_TIMEOUT_S``.  When the client goes away the
 nursery is cancelled: waits on accepted cancel operations are abandoned, the
 operations themselves (in the orchestrator's nursery) are not.  When the
 server stops, every connection is closed with 1001 at once, so the graceful
@@ -28,15 +26,13 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import re
 import weakref
-from collections.abc import Sequence
 from typing import Any, Final, Protocol
 
 import trio
 
-from supervisor.bus import Subscriber, envelope
+from supervisor.bus import envelope
 from supervisor.errors import SupervisorError
 from supervisor.notify import workspace_channel
 from supervisor.orchestrator import Caller, CancelOperation
@@ -51,8 +47,9 @@ from .actions import (
     store_failed,
 )
 from .contract.requests import SessionRef, SessionSubscribe, parse
+from .outbox import FrameWriter, Outbox
 from .validate import BadInput
-from .wsconn import ServerWebSocket, WebSocketClosed
+from .wsconn import WebSocketClosed
 
 __all__ = ["Gateway"]
 
@@ -62,20 +59,11 @@ SEND_TIMEOUT_S: Final = 10.0
 MAX_IN_FLIGHT: Final = 512
 
 
-class Socket(Protocol):
-    """A WebSocket: ``web.wsconn.ServerWebSocket``, or Quart's (the fallback
-    route); ``receive`` raises ``WebSocketClosed`` (or is cancelled) when the
-    client has gone."""
+class Socket(FrameWriter, Protocol):
+    """A WebSocket (``web.wsconn.ServerWebSocket``): ``receive`` raises
+    ``WebSocketClosed`` (or is cancelled) when the client has gone."""
 
     async def receive(self) -> str | bytes: ...
-    async def send(self, data: str | bytes) -> None: ...
-    async def close(self, code: int, reason: str = "") -> None: ...
-
-
-#: Scheduler rounds the writer lets pass before it writes what is queued.
-WRITE_AFTER_ROUNDS: Final = 2
-#: Frames written at most in one send (a bound on one write's size and time).
-MAX_BATCH: Final = 256
 
 
 class Gateway:
@@ -93,25 +81,16 @@ class Gateway:
         self.closing.set()
 
     async def serve(self, ws: Socket, caller: Caller) -> None:
-        sub = self.sup.bus.subscriber()
-        # Every connection follows its workspace's task and session lists.
-        sub.subscribe(workspace_channel(caller.workspace_id))
-        self.connections += 1
         in_flight = _InFlight()
         ordered = _Sequencer()
-        writing = _Writing()
-        if isinstance(ws, ServerWebSocket):
-            def write_now(frames: Sequence[str | bytes]) -> bytes | None:
-                # Not while the writer holds frames, nor while a request is in
-                # flight (its frames are batched with its response), nor closing.
-                if writing.busy or in_flight.count or self.closing.is_set():
-                    return None
-                return ws.write_now(frames)
-            sub.write_now = write_now
+        sub = Outbox(ws, queue_size=self.sup.bus.queue_size, requests=in_flight,
+                     closing=self.closing, send_timeout_s=SEND_TIMEOUT_S)
+        # Every connection follows its workspace's task and session lists.
+        self.sup.bus.subscribe(workspace_channel(caller.workspace_id), sub)
+        self.connections += 1
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._writer, ws, sub, nursery.cancel_scope, in_flight,
-                                   writing)
+                nursery.start_soon(self._writer, sub, nursery.cancel_scope)
                 nursery.start_soon(self._close_on_shutdown, ws, nursery.cancel_scope)
                 while not sub.overflowed:
                     try:
@@ -122,56 +101,13 @@ class Gateway:
                 nursery.cancel_scope.cancel()
         finally:
             self.connections -= 1
+            self.sup.bus.unsubscribe_all(sub)
             sub.close()
 
-    async def _writer(self, ws: Socket, sub: Subscriber, scope: trio.CancelScope,
-                      in_flight: _InFlight, writing: _Writing) -> None:
-        send_many = ws.send_many if isinstance(ws, ServerWebSocket) else None
-        with trio.CancelScope() as deadline:
-            while True:
-                try:
-                    frame = await sub.receive()
-                except trio.EndOfChannel:
-                    break
-                writing.busy = True
-                if self.closing.is_set():
-                    return  # _close_on_shutdown closes the socket and ends the connection
-                if sub.overflowed:
-                    break
-                # One scope per connection whose deadline moves per write: a
-                # fail_after per write costs a scope and a deadline-heap entry.
-                deadline.deadline = trio.current_time() + SEND_TIMEOUT_S
-                if send_many is None:
-                    await ws.send(frame)  # (only frames: write_now is ours alone)
-                else:
-                    # With a request of this connection in flight, let the tasks
-                    # already woken queue their frames first (a cancel's
-                    # notifications, then its pending=false and its response,
-                    # come from three tasks in consecutive scheduler rounds):
-                    # everything queued by then goes out in one write.  A
-                    # connection that only listens (a fan-out) writes at once.
-                    if in_flight.count:
-                        for _ in range(WRITE_AFTER_ROUNDS):
-                            await trio.lowlevel.checkpoint()
-                    batch = [frame]
-                    while len(batch) < MAX_BATCH:
-                        try:
-                            batch.append(sub.receive_nowait())
-                        except (trio.WouldBlock, trio.EndOfChannel):
-                            break
-                    try:
-                        await send_many(batch)
-                    except WebSocketClosed:
-                        break
-                deadline.deadline = math.inf
-                writing.busy = False
-        if deadline.cancelled_caught:
-            sub.overflowed = True
-        if sub.overflowed:
-            log.warning("dropping a WebSocket client that cannot keep up")
-            with trio.move_on_after(1):
-                await ws.close(1013, "too slow: reconnect and resubscribe")
-        scope.cancel()
+    @staticmethod
+    async def _writer(sub: Outbox, scope: trio.CancelScope) -> None:
+        await sub.run()
+        scope.cancel()  # the connection ends with its writer
 
     async def _close_on_shutdown(self, ws: Socket, scope: trio.CancelScope) -> None:
         await self.closing.wait()
@@ -181,7 +117,7 @@ class Gateway:
 
     # -- requests -------------------------------------------------------------
 
-    def _dispatch(self, data: str | bytes | None, sub: Subscriber, caller: Caller,
+    def _dispatch(self, data: str | bytes | None, sub: Outbox, caller: Caller,
                   nursery: trio.Nursery, in_flight: _InFlight, ordered: _Sequencer) -> None:
         req_id: str = ""
         action = ""
@@ -233,7 +169,7 @@ class Gateway:
         nursery.start_soon(self._request, sub, caller, req_id, action, payload, in_flight,
                            ordered, ticket)
 
-    async def _request(self, sub: Subscriber, caller: Caller, req_id: str, action: str,
+    async def _request(self, sub: Outbox, caller: Caller, req_id: str, action: str,
                        payload: dict[str, Any], in_flight: _InFlight,
                        ordered: _Sequencer, ticket: int | None) -> None:
         try:
@@ -243,7 +179,8 @@ class Gateway:
                 await self._subscribe(sub, caller, req_id, payload)
                 return
             if action == "session.unsubscribe":
-                sub.unsubscribe(parse(SessionRef, payload, self.sup.config.limits).session_id)
+                self.sup.bus.unsubscribe(
+                    parse(SessionRef, payload, self.sup.config.limits).session_id, sub)
                 result: dict[str, Any] = {"success": True}
             else:
                 result = await ACTIONS[action](self.sup, caller, payload)
@@ -268,7 +205,7 @@ class Gateway:
             if ticket is not None:
                 ordered.done(ticket)
 
-    def _join_cancel(self, sub: Subscriber, caller: Caller, req_id: str,
+    def _join_cancel(self, sub: Outbox, caller: Caller, req_id: str,
                      payload: dict[str, Any], in_flight: _InFlight) -> bool:
         """A cancel the orchestrator admits or joins without a store read has
         no task of its own: it is answered when the operation settles (a storm
@@ -313,7 +250,7 @@ class Gateway:
             op.on_settled.append(answer)
         return True
 
-    async def _subscribe(self, sub: Subscriber, caller: Caller, req_id: str,
+    async def _subscribe(self, sub: Outbox, caller: Caller, req_id: str,
                          payload: dict[str, Any]) -> None:
         req = parse(SessionSubscribe, payload, self.sup.config.limits)
         session_id = req.session_id
@@ -322,7 +259,7 @@ class Gateway:
         text_appends = req.text_appends
         # Authorize before subscribing: another workspace's session is not found.
         await self.sup.orchestrator.session(caller, session_id)
-        sub.subscribe(session_id, text_appends=text_appends)
+        self.sup.bus.subscribe(session_id, sub, text_appends=text_appends)
         session = await self.sup.orchestrator.session(caller, session_id)
         sub.offer(envelope("response", "session.subscribe", {"success": True}, req_id or None))
         sub.offer(envelope("notification", "session.state_changed",
@@ -343,15 +280,6 @@ def _head_id_action(data: str) -> tuple[str, str]:
     found_action = _HEAD_ACTION.search(head)
     return (found_id.group(1) if found_id else "",
             found_action.group(1) if found_action else "")
-
-
-class _Writing:
-    """Whether the connection's writer holds frames not yet written."""
-
-    __slots__ = ("busy",)
-
-    def __init__(self) -> None:
-        self.busy = False
 
 
 class _InFlight:

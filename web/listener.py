@@ -4,7 +4,8 @@
     ├── lifespan                      Hypercorn's ASGI lifespan of the app
     └── connections                   one handler per accepted socket
         └── _connection               peer cap → request head → ``take`` or
-                                      Hypercorn's TCPServer → a close that lands
+                                      Hypercorn (web.hyper) → ``take`` again for
+                                      a claimed upgrade → a close that lands
 
 What a client can hold, and for how long (``ConnLimits``):
 
@@ -30,7 +31,10 @@ What a client can hold, and for how long (``ConnLimits``):
 ``take(stream, head)`` may serve a connection itself, given its first
 request head (Turnvisor's ``/ws``); everything else goes to Hypercorn with
 the bytes read so far replayed first, so Hypercorn sees the connection
-exactly as the client sent it.
+exactly as the client sent it.  With a ``take``, every WebSocket upgrade is
+``take``'s: one that comes after other requests on a keep-alive connection
+is claimed from Hypercorn before it answers (``web.hyper``) and handed to
+``take`` with its head; an upgrade ``take`` does not want gets a 404.
 """
 
 from __future__ import annotations
@@ -44,15 +48,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final
 
-import h11
 import trio
-from hypercorn.config import Config as HyperConfig
-from hypercorn.trio.lifespan import Lifespan
-from hypercorn.trio.tcp_server import TCPServer
-from hypercorn.trio.worker_context import WorkerContext
-from hypercorn.typing import ConnectionState
-from hypercorn.utils import repr_socket_addr, wrap_app
 from quart import Quart, Response, request
+
+from .hyper import Config as HyperConfig
+from .hyper import Hypercorn, bind_name
 
 __all__ = ["ConnLimits", "Take", "close_after_refusals", "serve_listener"]
 
@@ -89,14 +89,11 @@ async def serve_listener(app: Any, config: HyperConfig, limits: ConnLimits, *,
     open connections ``config.graceful_timeout`` (as ``hypercorn.trio.serve``).
     ``config.keep_alive_timeout`` is set to ``limits.idle_s``."""
     config.keep_alive_timeout = limits.idle_s
-    wrapped = wrap_app(app, config.wsgi_max_body_size, None)
-    state: dict[str, Any] = {}
-    lifespan = Lifespan(wrapped, config, state)
-    context = WorkerContext(None)
+    hypercorn = Hypercorn(app, config, claim_upgrades=take is not None)
     peers = _Peers(limits.per_peer)
     async with trio.open_nursery() as lifespan_nursery:
-        await lifespan_nursery.start(lifespan.handle_lifespan)
-        await lifespan.wait_for_startup()
+        await lifespan_nursery.start(hypercorn.run_lifespan)
+        await hypercorn.wait_for_startup()
         async with trio.open_nursery() as connections:
             sockets = config.create_sockets()
             listeners = []
@@ -104,17 +101,17 @@ async def serve_listener(app: Any, config: HyperConfig, limits: ConnLimits, *,
             for sock in sockets.insecure_sockets:
                 sock.listen(config.backlog)
                 listeners.append(trio.SocketListener(trio.socket.from_stdlib_socket(sock)))
-                binds.append(f"http://{repr_socket_addr(sock.family, sock.getsockname())}")
-            handler = partial(_connection, wrapped, config, context, state, limits, peers, take)
+                binds.append(bind_name(sock))
+            handler = partial(_connection, hypercorn, limits, peers, take)
             async with trio.open_nursery() as accepting:
                 accepting.start_soon(partial(trio.serve_listeners, handler, listeners,
                                              handler_nursery=connections))
                 task_status.started(binds)
                 await shutdown_trigger()
                 accepting.cancel_scope.cancel()
-            await context.terminated.set()
+            await hypercorn.terminate()
             connections.cancel_scope.deadline = trio.current_time() + config.graceful_timeout
-        await lifespan.wait_for_shutdown()
+        await hypercorn.wait_for_shutdown()
         lifespan_nursery.cancel_scope.cancel()
 
 
@@ -172,8 +169,7 @@ def _peer(stream: trio.SocketStream) -> str:
     return str(address[0]) if isinstance(address, tuple) else str(address)
 
 
-async def _connection(app: Any, config: HyperConfig, context: WorkerContext,
-                      state: dict[str, Any], limits: ConnLimits, peers: _Peers,
+async def _connection(hypercorn: Hypercorn, limits: ConnLimits, peers: _Peers,
                       take: Take | None, stream: trio.SocketStream) -> None:
     with peers.admit(_peer(stream)) as admitted:
         if not admitted:
@@ -194,11 +190,16 @@ async def _connection(app: Any, config: HyperConfig, context: WorkerContext,
                 return
             if take is not None and await take(stream, head):
                 return
-            guarded = _Guarded(stream, head, limits.idle_s)
-            server = TCPServer(app, config, context, ConnectionState(state.copy()),
-                               guarded)  # type: ignore[arg-type]
-            guarded.answering = partial(_answering, server)
-            await server.run()
+            served = hypercorn.connection()
+            guarded = _Guarded(stream, head, limits.idle_s, answering=served.answering)
+            await served.run(guarded)
+            if guarded.claimed is not None:
+                # A WebSocket upgrade on a connection Hypercorn served before
+                # (keep-alive): ours, as a fresh one is (web.hyper).
+                assert take is not None  # only claimed when there is a take
+                if not await take(stream, guarded.claimed):
+                    with trio.move_on_after(LINGER_S):
+                        await _send(stream, _plain(404, "no WebSocket at this path"))
         finally:
             await _close(stream, LINGER_S)
 
@@ -219,16 +220,6 @@ async def _read_head(stream: trio.SocketStream, within_s: float) -> tuple[bytes,
             head += data
         return head, True
     return head, False
-
-
-def _answering(server: TCPServer) -> bool:
-    """The client has sent a whole request and the app is still answering it
-    (a cancel waits up to its join window): the connection is not idle.
-    Read from Hypercorn's HTTP/1.1 protocol; anything else counts as idle."""
-    protocol = getattr(getattr(server, "protocol", None), "protocol", None)
-    connection = getattr(protocol, "connection", None)
-    return (getattr(protocol, "stream", None) is not None
-            and getattr(connection, "their_state", None) is h11.DONE)
 
 
 def _plain(status: int, text: str, extra: bytes = b"") -> bytes:
@@ -277,13 +268,18 @@ class _Guarded(trio.abc.HalfCloseableStream):
     """The socket as Hypercorn sees it: the bytes read before given back first;
     each read bounded by ``idle_s`` (a ``trio.TooSlowError``, which Hypercorn
     takes as its own read timeout) unless a request is being answered, and
-    none once a 101 upgraded the connection; a
+    none once a 101 upgraded the connection (agentctl's WebSocket, or h2c); a
     ``send_eof``/``aclose`` that cannot be cancelled before it has done its
     work (see the module's docstring).  ``aclose`` does not close the socket:
     it sends our FIN and ends the pending read (Hypercorn then sees the end of
-    the connection); the listener closes the socket after Hypercorn."""
+    the connection); the listener closes the socket after Hypercorn.
 
-    def __init__(self, stream: trio.SocketStream, first: bytes, idle_s: float) -> None:
+    ``claim`` takes the connection back from Hypercorn for a WebSocket upgrade
+    (``web.hyper``): from then on Hypercorn reads the end of the stream and its
+    writes and closes go nowhere; the socket is the listener's again, open."""
+
+    def __init__(self, stream: trio.SocketStream, first: bytes, idle_s: float, *,
+                 answering: Callable[[], bool]) -> None:
         self._stream = stream
         self._first = first
         self._idle_s = idle_s
@@ -292,7 +288,15 @@ class _Guarded(trio.abc.HalfCloseableStream):
         self._reading: trio.CancelScope | None = None
         self.socket = stream.socket
         #: Whether a request is being answered (then a silent client is waiting, not idle).
-        self.answering: Callable[[], bool] = lambda: False
+        self._answering = answering
+        #: The head of the WebSocket upgrade this connection was claimed for.
+        self.claimed: bytes | None = None
+
+    def claim(self, head: bytes) -> None:
+        self.claimed = head
+        self._closing = True
+        if self._reading is not None:
+            self._reading.cancel()
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         if self._first:
@@ -312,10 +316,13 @@ class _Guarded(trio.abc.HalfCloseableStream):
                     self._reading = None
             if self._closing:
                 return b""
-            if not self.answering():
+            if not self._answering():
                 raise trio.TooSlowError(f"nothing received for {self._idle_s:g}s")
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        if self.claimed is not None:
+            await trio.lowlevel.checkpoint()
+            return  # Hypercorn's answer to an upgrade it no longer has
         if not self._upgraded and bytes(data[:13]) == b"HTTP/1.1 101 ":
             self._upgraded = True
             if self._reading is not None:  # the read under way has no bound either
@@ -326,12 +333,14 @@ class _Guarded(trio.abc.HalfCloseableStream):
         await self._stream.wait_send_all_might_not_block()
 
     async def send_eof(self) -> None:
-        _shut_write(self.socket)
+        if self.claimed is None:
+            _shut_write(self.socket)
         await trio.lowlevel.cancel_shielded_checkpoint()
 
     async def aclose(self) -> None:
         self._closing = True
-        _shut_write(self.socket)
+        if self.claimed is None:
+            _shut_write(self.socket)
         if self._reading is not None:
             self._reading.cancel()
         await trio.lowlevel.cancel_shielded_checkpoint()

@@ -3,7 +3,7 @@
     serve
     └── open_supervisor                   root nursery (lifecycle, operations)
         └── server nursery
-            ├── front.serve_http          /ws (web.wsconn) + Hypercorn for the rest
+            ├── front.serve_http          /ws (web.wsconn, every upgrade) + Hypercorn for the rest
             └── _watch_signals            SIGINT/SIGTERM → graceful stop
 
 Where to find it: ``DATA_DIR/server.json`` (0600: url, token, pid) is written
@@ -32,15 +32,15 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from hypercorn.config import Config as HyperConfig
-from hypercorn.config import Sockets
 
 from supervisor.config import Config
 from supervisor.root import DEFAULT_WORKSPACE, open_supervisor
 
 from .app import create_app
 from .auth import Tokens
-from .front import conn_limits, serve_http, ws_max_message
+from .front import conn_limits, serve_http
+from .hyper import Config as HyperConfig
+from .hyper import Sockets
 
 __all__ = ["serve"]
 
@@ -51,8 +51,9 @@ log = logging.getLogger(__name__)
 #: nothing for this long is aborted by the kernel (TCP_USER_TIMEOUT, set on the
 #: listening socket and inherited by every accepted one).  Hypercorn writes to
 #: the socket inside a *shielded* cancel scope, so no Trio timeout can free a
-#: WebSocket writer stuck on a client that stopped reading: without this, such
-#: a client would hold its connection (and graceful shutdown) forever.  Long
+#: response stuck on a client that stopped reading (``/ws`` is not Hypercorn's:
+#: the gateway's send deadline bounds it): without this, such a client would
+#: hold its connection (and graceful shutdown) forever.  Long
 #: enough for a flaky network's retransmissions; a dropped client reconnects
 #: and resyncs from the subscribe snapshot.
 STALLED_PEER_TIMEOUT_S = 10.0
@@ -76,8 +77,6 @@ def hypercorn_config(config: Config, host: str, port: int) -> HyperConfig:
     hc.accesslog = None
     hc.errorlog = logging.getLogger("hypercorn.error")
     hc.graceful_timeout = 2.0
-    # (The fallback /ws route through Quart; web.front applies the same bound.)
-    hc.websocket_max_message_size = ws_max_message(config)
     return hc
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -246,10 +247,13 @@ class _ClosingSocket:
         await trio.sleep_forever()
         raise AssertionError
 
-    async def send(self, data: str | bytes) -> None:
+    def write_now(self, frames: Sequence[str | bytes]) -> bytes | None:
+        return None  # never at once: every frame goes through send_many
+
+    async def send_many(self, frames: Sequence[str | bytes]) -> None:
         if self.closed:
             raise RuntimeError("websocket.send given the state CLOSED")
-        self.sent.append(data)
+        self.sent.extend(frames)
         await trio.lowlevel.checkpoint()
 
     async def close(self, code: int, reason: str = "") -> None:

@@ -71,6 +71,8 @@ def app_routes(srv: Server) -> set[tuple[str, str]]:
         for method in rule.methods or ():
             if method not in ("HEAD", "OPTIONS"):
                 out.add((method, rule.rule))
+    # The WebSocket is no Quart route: web.front serves its upgrades.
+    out.add(("GET", app.extensions["turnvisor"]["ws_route"].path))
     return out
 
 

@@ -101,7 +101,7 @@ async def test_a_rebinding_host_reaches_nothing(tmp_path: Path) -> None:
         # The WebSocket, on a fresh connection (web.front) ...
         (answer,) = await _exchange(srv, _upgrade(evil))
         assert answer.startswith(b"HTTP/1.1 421"), answer
-        # ... and on a reused one (Quart's route).
+        # ... and on a reused one (claimed from Hypercorn: the same path).
         health = f"GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
         first, second = await _exchange(srv, health, _upgrade(evil))
         assert first.startswith(b"HTTP/1.1 200") and second.startswith(b"HTTP/1.1 421"), second

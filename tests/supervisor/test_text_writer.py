@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,21 @@ def drain(sub: Subscriber) -> list[dict[str, Any]]:
         frames.append(json.loads(frame))
 
 
+class Recording(Subscriber):
+    """A queueing sink that notes the frames offered one by one (not
+    ``batched``): those a connection would write from the publisher at once,
+    one write each."""
+
+    def __init__(self, bus: EventBus) -> None:
+        super().__init__(bus, bus.queue_size)
+        self.unbatched: list[str] = []
+
+    def offer(self, frame: str, *, batched: bool = False) -> bool:
+        if not batched:
+            self.unbatched.append(frame)
+        return super().offer(frame, batched=batched)
+
+
 class Rig:
     def __init__(self, tmp_path: Path, sessions: int) -> None:
         self.bus = EventBus()
@@ -43,9 +57,7 @@ class Rig:
         db = self.store.db
         task = db.create_task(db.ensure_workspace("default"), "t").id
         self.turns: list[tuple[Transcript, TurnText]] = []
-        self.sub = self.bus.subscriber()
-        self.written: list[str] = []
-        self.sub.write_now = self._write_now
+        self.sub = Recording(self.bus)
         for _ in range(sessions):
             sid = db.create_session(task, "mock").id
             turn_row, *_ = db.open_turn(sid, "hi")
@@ -55,11 +67,9 @@ class Rig:
         self.writer = TextWriter(self.store, PERIOD_S)
         self.failures: list[Exception] = []
 
-    def _write_now(self, frames: Sequence[str | bytes]) -> bytes | None:
-        for frame in frames:
-            assert isinstance(frame, str)
-            self.written.append(frame)
-        return b""  # all of it went
+    @property
+    def written(self) -> list[str]:
+        return self.sub.unbatched
 
     async def say(self, i: int, text: str) -> None:
         """What the pump does with a chunk outside agentctl: buffer, mark."""

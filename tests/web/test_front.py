@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 from pathlib import Path
 
 import trio
 
+from bench.lean_ws import client_frame
 from tests.support.server import Server, running_server
 from web.auth import bearer_subprotocol
 from web.front import _asks_for
@@ -70,19 +72,83 @@ async def test_a_head_sent_in_pieces_is_still_upgraded(tmp_path: Path) -> None:
             assert srv.token.encode() not in reply
 
 
-async def test_an_upgrade_on_a_reused_connection_is_served_too(tmp_path: Path) -> None:
+async def _speaks_the_gateway(stream: trio.SocketStream, srv: Server) -> None:
+    """The upgraded connection answers a request as the gateway does, and its
+    server frames are wsconn's (no permessage-deflate: Hypercorn's stack
+    negotiated it; wsconn never does)."""
+    await stream.send_all(client_frame(json.dumps(
+        {"id": "r1", "type": "request", "action": "no.such.action", "payload": {}}).encode()))
+    with trio.fail_after(10):
+        while True:
+            chunk = await stream.receive_some(65536)
+            assert chunk, "closed before an answer"
+            # A server frame: FIN + text opcode, never the RSV1 bit of a deflated one.
+            assert chunk[0] == 0x81, chunk[:2]
+            if b'"r1"' in chunk:
+                assert b"UNKNOWN_ACTION" in chunk
+                return
+
+
+def _accepted(reply: bytes) -> bool:
+    head = reply.split(b"\r\n\r\n", 1)[0].lower()
+    return head.startswith(b"http/1.1 101") and b"permessage-deflate" not in head
+
+
+async def test_an_upgrade_on_a_reused_connection_goes_to_the_same_websocket(
+        tmp_path: Path) -> None:
     """A client may ask for /ws after a request on the same keep-alive
-    connection: Hypercorn has that connection, and Quart's /ws route serves it."""
+    connection: Hypercorn serves that connection, and hands the upgrade over
+    (web.hyper) to the WebSocket a fresh connection gets."""
     async with running_server(tmp_path / "data") as srv:
         stream, host = await _connect(srv)
         async with stream:
             await stream.send_all(f"GET /api/v1/health HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
             first = await _read_until(stream, b"}")
             assert first.startswith(b"HTTP/1.1 200")
-            await stream.send_all(_upgrade(srv))
+            await stream.send_all(_upgrade(srv).replace(
+                b"\r\n\r\n", b"\r\nSec-WebSocket-Extensions: permessage-deflate\r\n\r\n"))
             reply = await _read_until(stream, b"\r\n\r\n")
-            assert reply.startswith(b"HTTP/1.1 101")
+            assert _accepted(reply), reply
             assert _selected(reply) == ["turnvisor"]
+            await _speaks_the_gateway(stream, srv)
+
+
+async def test_an_upgrade_pipelined_behind_a_request_goes_there_too(tmp_path: Path) -> None:
+    async with running_server(tmp_path / "data") as srv:
+        stream, host = await _connect(srv)
+        async with stream:
+            await stream.send_all(
+                f"GET /api/v1/health HTTP/1.1\r\nHost: {host}\r\n\r\n".encode() + _upgrade(srv))
+            data = await _read_until(stream, b"HTTP/1.1 101")
+            data += await _read_until(stream, b"\r\n\r\n") if not data.endswith(b"\r\n\r\n") \
+                else b""
+            first, _, rest = data.partition(b"}")
+            assert first.startswith(b"HTTP/1.1 200")
+            assert _accepted(rest), rest
+            await _speaks_the_gateway(stream, srv)
+
+
+async def test_a_fresh_upgrade_negotiates_no_compression_either(tmp_path: Path) -> None:
+    async with running_server(tmp_path / "data") as srv:
+        stream, _ = await _connect(srv)
+        async with stream:
+            await stream.send_all(_upgrade(srv).replace(
+                b"\r\n\r\n", b"\r\nSec-WebSocket-Extensions: permessage-deflate\r\n\r\n"))
+            reply = await _read_until(stream, b"\r\n\r\n")
+            assert _accepted(reply), reply
+            await _speaks_the_gateway(stream, srv)
+
+
+async def test_an_upgrade_to_another_path_on_a_reused_connection_is_refused(
+        tmp_path: Path) -> None:
+    async with running_server(tmp_path / "data") as srv:
+        stream, host = await _connect(srv)
+        async with stream:
+            await stream.send_all(f"GET /api/v1/health HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+            await _read_until(stream, b"}")
+            await stream.send_all(_upgrade(srv, path="/elsewhere"))
+            reply = await _read_until(stream, b"\r\n\r\n")
+            assert reply.startswith(b"HTTP/1.1 404"), reply
 
 
 async def test_a_plain_request_to_the_path_goes_to_hypercorn(tmp_path: Path) -> None:
