@@ -60,6 +60,7 @@ from protocols.framing import DEFAULT_MAX_LINE_BYTES
 from protocols.jsonrpc import LocalProtocolError
 from protocols.process import drain_stderr, terminate_group
 from protocols.sandbox import HiddenDir, resolve_mode, wrap
+from protocols.scopes import shielded_for
 from supervisor.config import Timeouts
 from supervisor.executors.environment import agent_environment
 
@@ -586,14 +587,18 @@ class AgentHost:
         again = resend and turn.cancel_requested
         turn.cancel_requested = True
         started = trio.current_time()
+        # ACP's cancel waits for the prompt's write, then writes: two writes' bounds.
+        bound = 2 * self.config.timeouts.agent_request_s
         try:
-            # Shielded: a client that hangs up must not leave half a cancel on the
-            # agent's stdin.  Bounded by the connection's write timeout.
-            with trio.CancelScope(shield=True):
+            # Shielded: a client that hangs up must not lose a cancel it asked
+            # for (a write is whole or not at all: the transport sees to that).
+            with shielded_for(bound) as writing:
                 if again:
                     await agent.adapter.resend_cancel()
                 else:
                     await agent.adapter.cancel()
+            if writing.cancelled_caught:
+                raise AgentTimeout(f"the cancel was not written within {bound:g}s")
         except AgentClosed as exc:
             raise _not_running(str(exc)) from None
         except AgentTimeout as exc:
@@ -621,9 +626,13 @@ class AgentHost:
                                  session_id: str | None) -> dict[str, Any]:
         agent = self._live()
         self._check_session(agent, session_id)
+        bound = self.config.timeouts.agent_request_s
         try:
-            with trio.CancelScope(shield=True):
+            # Shielded like the cancel: the agent waits on this answer.
+            with shielded_for(bound) as writing:
                 await agent.adapter.respond_permission(request_id, option_id)
+            if writing.cancelled_caught:
+                raise AgentTimeout(f"the answer was not written within {bound:g}s")
         except LocalProtocolError as exc:
             raise HostError(404, str(exc)) from None
         except AgentClosed as exc:
