@@ -161,7 +161,9 @@ class _Base:
             core, send_stream, receive_stream, write_timeout_s=self.timeouts.write_s,
             withdraw_timeout_s=self.timeouts.withdraw_s,
         )
-        self._prompt_lock = trio.Lock()
+        #: Set while ``prompt`` runs: a flag, not a lock, so nothing is held
+        #: across the turn (guarding our own misuse, two prompts at once).
+        self._prompting = False
 
     @property
     def events(self) -> trio.MemoryReceiveChannel[AgentEvent]:
@@ -177,6 +179,11 @@ class _Base:
 
     async def prompt(self, text: str) -> TurnEnded:
         self._check_open()
+        # Refused before the core starts a turn, so a misused adapter is left
+        # as it was (no turn the agent never hears of).  The supervisor's one
+        # turn per execution is what users see.
+        if self._prompting:
+            raise RuntimeError("a prompt is already running on this adapter")
         return await self._run_turn(self._start_turn(text))
 
     def cancel_now(self) -> bool:
@@ -219,19 +226,18 @@ class _Base:
             raise AgentClosed(self.connection.close_reason)
 
     async def _run_turn(self, data: bytes) -> TurnEnded:
-        # The lock guards our own misuse (two prompts at once); the supervisor's
-        # one turn per execution is what users see.
-        if self._prompt_lock.locked():
-            raise RuntimeError("a prompt is already running on this adapter")
         # Set before the first checkpoint after the core started the turn.
         self._prompt_written = written = trio.Event()
-        async with self._prompt_lock:
+        self._prompting = True
+        try:
             self.connection.expect_turn()
             try:
                 await self.connection.send(data)
             finally:
                 written.set()
             return await self.connection.wait_turn(timeout_s=self.timeouts.turn_s)
+        finally:
+            self._prompting = False
 
     async def _wait_prompt_written(self) -> None:
         """Bounded: the prompt's write is itself bounded by ``write_s``."""

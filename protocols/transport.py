@@ -6,8 +6,10 @@ id; the end of a turn wakes the task waiting on the prompt; everything else
 goes to ``events`` (a bounded channel: a slow consumer slows the reader, it
 never loses an event).  Writes go through one lock, each bounded by
 ``write_timeout_s``: an agent that stops reading its stdin cannot block a
-caller forever.  A write to a pipe nobody is writing is tried at once, before
-the task yields (a cancel is on the agent's stdin before anything else runs).
+caller forever, and each is whole or not at all: a cancel never leaves half
+a JSON line on the agent's stdin (see ``send``).  A write to a pipe nobody
+is writing is tried at once, before the task yields (a cancel is on the
+agent's stdin before anything else runs).
 The connection owns no task; whoever runs ``run`` (the execution nursery) owns
 the reader.
 
@@ -118,13 +120,16 @@ class AgentConnection:
         self.close_reason = ""
         self._events_send, self.events = trio.open_memory_channel[AgentEvent](event_buffer)
         self._pipe: bool | None = None
+        #: Why the agent's stdin takes no more writes: a write timed out
+        #: mid-line ("" while it is whole).
+        self._cut = ""
 
     # -- writing ------------------------------------------------------------
 
     def can_send_now(self) -> bool:
         """Whether ``send_now`` may write: open, nobody writing, and a pipe
         (whose writes of at most ``PIPE_BUF`` bytes are whole or nothing)."""
-        if self.closed.is_set() or self._write_lock.locked():
+        if self.closed.is_set() or self._write_lock.locked() or self._cut:
             return False
         if self._pipe is None:
             self._pipe = isinstance(self._send_stream, trio.lowlevel.FdStream) and _is_fifo(
@@ -140,11 +145,22 @@ class AgentConnection:
             return False
         return self._write_now(data) == len(data)
 
-    async def send(self, data: bytes) -> None:
+    async def send(self, data: bytes, *, timeout_s: float | None = None) -> None:
+        """Write ``data`` whole or not at all, within ``timeout_s`` (default
+        ``write_timeout_s``).
+
+        A cancel can take the caller only before the first byte is written
+        (while it waits for the pipe).  Once a byte is on the agent's stdin the
+        rest follows, shielded but bounded by the same timeout: half
+        a JSON line followed by the next frame would be one garbled line to the
+        agent.  When the bound bites mid-line (the agent stopped reading), the
+        line stays cut: this and every later write raise ``AgentTimeout`` and
+        write nothing more."""
         if not data:
             return
         if self.closed.is_set():
             raise AgentClosed(self.close_reason)
+        self._check_not_cut()
         sent = self._write_now(data)
         if sent == len(data):
             # Written before any other task ran (a cancel reaches the agent
@@ -152,22 +168,50 @@ class AgentConnection:
             # still a checkpoint, one that cannot lose the write.
             await trio.lowlevel.cancel_shielded_checkpoint()
             return
+        timeout_s = self.write_timeout_s if timeout_s is None else timeout_s
+        deadline = trio.current_time() + timeout_s
+        if sent:
+            # Part of the line is out: take the pipe in this same step (it is
+            # free, or ``_write_now`` would not have written) so no other frame
+            # gets between the halves, and no cancel before the rest.
+            self._write_lock.acquire_nowait()
+        else:
+            with trio.move_on_at(deadline) as waited:
+                # Nothing written yet: a cancel here loses nothing.
+                await self._write_lock.acquire()
+            if waited.cancelled_caught:
+                raise AgentTimeout(f"agent did not read its stdin for {timeout_s}s")
         try:
-            with trio.fail_after(self.write_timeout_s):
-                # (No checkpoint between a partial write above and this lock.)
-                async with self._write_lock:
-                    await self._send_stream.send_all(data[sent:])
-        except trio.TooSlowError:
-            raise AgentTimeout(
-                f"agent did not read its stdin for {self.write_timeout_s}s"
-            ) from None
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            raise AgentClosed(f"agent's stdin is closed: {exc}") from None
+            # (Another writer may have cut the line while this one waited.)
+            self._check_not_cut()
+            await self._write_rest(data[sent:], deadline, timeout_s)
+        finally:
+            self._write_lock.release()
+        self._check_not_cut()
+
+    async def _write_rest(self, rest: bytes, deadline: float, timeout_s: float) -> None:
+        """The write itself: shielded, so a cancel cannot cut it, with a
+        deadline inside that can (then the line is marked cut)."""
+        with trio.CancelScope(shield=True, deadline=deadline) as scope:
+            try:
+                await self._send_stream.send_all(rest)
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                raise AgentClosed(f"agent's stdin is closed: {exc}") from None
+        if scope.cancelled_caught:
+            self._cut = (f"agent did not read its stdin for {timeout_s}s"
+                         " (a line to it is cut off; nothing more is written)")
+            # A cancelled caller sees its cancel, not the timeout.
+            await trio.lowlevel.checkpoint_if_cancelled()
+
+    def _check_not_cut(self) -> None:
+        if self._cut:
+            raise AgentTimeout(self._cut)
 
     def _write_now(self, data: bytes) -> int:
         """What one non-blocking ``write`` of a pipe nobody is writing took
         (0: not tried, or it took nothing; an error is left to ``send_all``)."""
-        if not isinstance(self._send_stream, trio.lowlevel.FdStream) or self._write_lock.locked():
+        if (not isinstance(self._send_stream, trio.lowlevel.FdStream)
+                or self._write_lock.locked() or self._cut):
             return 0
         try:
             # (A closed stream's fileno is -1: EBADF.)
@@ -197,7 +241,7 @@ class AgentConnection:
             if withdraw is not None and waiter.value is None and not self.closed.is_set():
                 deadline = trio.current_time() + self.withdraw_timeout_s
                 with trio.CancelScope(shield=True, deadline=deadline):
-                    await self._withdraw(rid, withdraw)
+                    await self._withdraw(rid, withdraw, self.withdraw_timeout_s)
             raise
         finally:
             self._waiters.pop(rid, None)
@@ -213,10 +257,11 @@ class AgentConnection:
             raise AgentTimeout(f"no answer to request {rid!r} within {timeout_s}s (withdrawn)")
         raise AgentTimeout(f"no answer to request {rid!r} within {timeout_s}s")
 
-    async def _withdraw(self, rid: int | str, withdraw: Callable[[int | str], bytes]) -> None:
+    async def _withdraw(self, rid: int | str, withdraw: Callable[[int | str], bytes],
+                        timeout_s: float | None = None) -> None:
         # Best effort: an agent that is gone or not reading has nothing to stop.
         with contextlib.suppress(AgentClosed, AgentTimeout):
-            await self.send(withdraw(rid))
+            await self.send(withdraw(rid), timeout_s=timeout_s)
 
     def expect_turn(self) -> None:
         """Arm the turn waiter before the prompt is written, so a fast answer is not missed."""

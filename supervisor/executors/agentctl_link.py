@@ -51,6 +51,7 @@ from protocols.agentctl_wire import (
     WireError,
 )
 from protocols.events import AgentEvent, AgentNotice, TurnEnded
+from protocols.scopes import shielded_for
 from protocols.transport import AgentClosed, AgentRefused, AgentTimeout
 
 from ..config import Timeouts
@@ -193,7 +194,9 @@ class AgentctlLink:
                     nursery.cancel_scope.cancel()  # the connection's reader task
         finally:
             if stream is not None:
-                with trio.CancelScope(shield=True):
+                # Shielded (the socket is ours to close) but bounded: a TLS
+                # goodbye to a peer that reads nothing would wait forever.
+                with shielded_for(self.timeouts.cancel_cleanup_s):
                     await stream.aclose()
 
     async def _read(self, ws: WebSocketConnection) -> str:

@@ -494,3 +494,25 @@ async def test_cancel_now_never_overtakes_an_unwritten_prompt(agent: RunningAgen
         await adapter.cancel()
 
     await _during_delay(agent, before_the_prompt)
+
+
+async def test_a_second_prompt_at_once_is_refused_and_changes_nothing(
+        agent: RunningAgent) -> None:
+    """Two prompts on one adapter are our own misuse: the second raises at once,
+    before the core starts a turn or anything is written, and the running turn
+    goes on (its cancel still works); once it is over, the next prompt runs."""
+    adapter = agent.adapter
+
+    async def during(adapter: AgentAdapter) -> None:
+        before = bytes(agent.written.data)
+        operation_id = adapter.operation_id
+        with trio.testing.assert_no_checkpoints(), pytest.raises(
+                RuntimeError, match="already running"):
+            await adapter.prompt("a second prompt")
+        assert bytes(agent.written.data) == before
+        assert adapter.turn_running and adapter.operation_id == operation_id
+        await adapter.cancel()
+
+    await _during_delay(agent, during)
+    with trio.fail_after(TEST_S):
+        assert (await adapter.prompt("after")).stop_reason == "end_turn"

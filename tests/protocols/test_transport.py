@@ -457,3 +457,119 @@ async def test_send_now_is_for_pipes_only(autojump_clock: object) -> None:
             conn = AgentConnection(AcpClient(), near, near)
             assert not conn.can_send_now()
             assert not conn.send_now(b"x\n")
+
+
+# -- a write is whole or not at all, whatever cancels its caller ---------------
+
+
+def _fill_pipe(conn: AgentConnection, leave: int) -> bytes:
+    """Fill the agent's stdin pipe up to ``leave`` free bytes; what was written."""
+    import fcntl
+
+    fd = conn._send_stream.fileno()  # type: ignore[attr-defined]
+    filler = b"y" * (fcntl.fcntl(fd, 1032) - leave)  # F_GETPIPE_SZ
+    assert os.write(fd, filler) == len(filler)
+    return filler
+
+
+async def _drain_until(far: trio.lowlevel.FdStream, got: bytearray, end: bytes) -> None:
+    while not got.endswith(end):
+        got += await far.receive_some(65536)
+
+
+async def test_a_cancelled_sender_finishes_the_line_it_began(autojump_clock: object) -> None:
+    """The pipe takes only the head of the line at once; the caller is already
+    cancelled.  The rest still follows (before the next frame), so the agent
+    reads whole lines only."""
+    line = b'{"jsonrpc":"2.0","method":"x","params":{"t":"' + b"z" * 8000 + b'"}}\n'
+    async with piped() as (conn, far):
+        # One free page: a non-blocking write of the line takes one page of it.
+        filler = _fill_pipe(conn, leave=4096)
+        got = bytearray()
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_drain_until, far, got, b"next\n")
+                with trio.CancelScope() as scope:
+                    scope.cancel()
+                    await conn.send(line)
+                await conn.send(b"next\n")
+        assert bytes(got) == filler + line + b"next\n"
+
+
+async def test_a_send_cancelled_mid_write_still_writes_its_whole_line(
+        autojump_clock: object) -> None:
+    big = b'{"t":"' + b"x" * 300_000 + b'"}\n'
+    async with piped() as (conn, far):
+        got = bytearray()
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                sender = trio.CancelScope()
+
+                async def send_big() -> None:
+                    with sender:
+                        await conn.send(big)
+
+                nursery.start_soon(send_big)
+                await trio.testing.wait_all_tasks_blocked()  # the pipe is full
+                sender.cancel()
+                nursery.start_soon(_drain_until, far, got, b"next\n")
+                await conn.send(b"next\n")
+        assert bytes(got) == big + b"next\n"
+
+
+async def test_a_sender_cancelled_while_waiting_for_the_pipe_writes_nothing(
+        autojump_clock: object) -> None:
+    big = b'{"t":"' + b"x" * 300_000 + b'"}\n'
+    async with piped() as (conn, far):
+        got = bytearray()
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(conn.send, big)
+                await trio.testing.wait_all_tasks_blocked()
+                waiting = trio.CancelScope()
+
+                async def send_second() -> None:
+                    with waiting:
+                        await conn.send(b'{"second":1}\n')
+
+                nursery.start_soon(send_second)
+                await trio.testing.wait_all_tasks_blocked()
+                waiting.cancel()
+                await trio.testing.wait_all_tasks_blocked()
+                nursery.start_soon(_drain_until, far, got, b"next\n")
+                await conn.send(b"next\n")
+        assert bytes(got) == big + b"next\n"
+
+
+async def test_a_line_cut_by_the_write_timeout_is_the_last_write(
+        autojump_clock: trio.testing.MockClock) -> None:
+    """An agent that stops reading mid-line: the cancelled sender waits at most
+    ``write_timeout_s``; the line stays cut, so nothing is ever appended to it."""
+    big = b'{"t":"' + b"x" * 300_000 + b'"}\n'
+    async with piped() as (conn, far):
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                sender = trio.CancelScope()
+                ended: list[float] = []
+
+                async def send_big() -> None:
+                    with sender:
+                        await conn.send(big)
+                    ended.append(trio.current_time())
+
+                start = trio.current_time()
+                nursery.start_soon(send_big)
+                await trio.testing.wait_all_tasks_blocked()
+                sender.cancel()
+        assert sender.cancelled_caught  # the caller sees its cancel, not the timeout
+        assert ended == [pytest.approx(start + 5)]
+        assert not conn.can_send_now()
+        assert not conn.send_now(b"late\n")
+        with pytest.raises(AgentTimeout, match="cut off"):
+            await conn.send(b"late\n")
+        got = bytearray()
+        with trio.move_on_after(1):
+            while True:
+                got += await far.receive_some(65536)
+        assert 0 < len(got) < len(big)
+        assert big.startswith(bytes(got))

@@ -21,8 +21,11 @@ timeout.  The agent's group is torn down in ``_run_agent``'s ``finally``
 deadline; if agentctl itself dies, the launcher's lifeline kills the group.
 
 Turn ends are published exactly once (``_end_turn``): by the pump, in order
-with the turn's output, or after ``end_grace_s`` by the turn task when the
-pump cannot see the end (the prompt could not be written, the turn timed out).
+with the turn's output, or after ``cancel_cleanup_s`` by the turn task when
+the pump cannot see the end (the prompt could not be written, the turn timed
+out): ``supervisor.turn_end``, the rule the backend's lifecycle follows too.
+The event log is ``eventlog.py``, the configuration and refusals
+``hostconfig.py``.
 
 No lock is held across agent I/O: concurrent requests are refused by state
 (one turn at a time, one session start at a time), not serialized.
@@ -30,14 +33,11 @@ No lock is held across agent I/O: concurrent requests are refused by state
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import subprocess
 import sys
 import uuid
-from collections import deque
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -56,14 +56,16 @@ from protocols.adapters import (
 )
 from protocols.agentctl_wire import event_frame
 from protocols.events import AgentEvent, AgentNotice, TurnEnded
-from protocols.framing import DEFAULT_MAX_LINE_BYTES
 from protocols.jsonrpc import LocalProtocolError
 from protocols.process import drain_stderr, terminate_group
-from protocols.sandbox import HiddenDir, resolve_mode, wrap
-from supervisor.config import Timeouts
+from protocols.sandbox import resolve_mode, wrap
+from protocols.scopes import shielded_for
 from supervisor.executors.environment import agent_environment
+from supervisor.turn_end import TURN_ERRORS, left_to_us, turn_error
 
 from . import launcher
+from .eventlog import EventLog, Subscriber
+from .hostconfig import AgentctlConfig, HostError, not_running
 
 __all__ = [
     "AgentHost",
@@ -77,129 +79,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _MAX_TURN_ID: Final = 128
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AgentctlConfig:
-    command: tuple[str, ...]
-    protocol: ProtocolName
-    #: Merged over agentctl's environment (minus Turnvisor's secrets) for the agent.
-    env: Mapping[str, str] = field(default_factory=dict)
-    #: The agent's working directory, and a session's cwd when a client names none.
-    cwd: str = field(default_factory=os.getcwd)
-    #: Extra ``thread/start`` parameters (Codex only).
-    thread_params: Mapping[str, Any] = field(default_factory=dict)
-    #: Every bound, as the backend names them (supervisor/config.py): agentctl
-    #: uses ``cancel_join_s`` (the join window when a cancel request names
-    #: none), ``cancel_operation_s`` (the longest one it may name),
-    #: ``agent_start_s``, ``agent_request_s``, ``turn_s``, ``term_grace_s`` and
-    #: ``cancel_cleanup_s`` (how long a turn task waits for the pump to publish
-    #: a turn's end before publishing it itself).
-    timeouts: Timeouts = field(default_factory=Timeouts)
-    #: Frames queued to one event-stream subscriber before it is dropped.
-    subscriber_buffer: int = 1024
-    #: Log entries kept for reconnecting subscribers.
-    replay_events: int = 4096
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
-    #: ``bwrap``, ``none``, or None: bwrap when it works here (protocols/sandbox.py).
-    sandbox: str | None = None
-    #: Directories the sandbox hides from the agent (a Turnvisor data dir): by
-    #: identity, checked before each launch, when recorded (``HiddenDir.record``).
-    hide: tuple[HiddenDir | str, ...] = ()
-    #: Paths the sandboxed agent may write besides its cwd, its own /tmp and its homes.
-    sandbox_writable: tuple[str, ...] = ()
-
-
-class HostError(Exception):
-    """A request agentctl refuses; ``status`` and ``body`` are the HTTP answer."""
-
-    def __init__(self, status: int, error: str, **extra: Any) -> None:
-        super().__init__(error)
-        self.status = status
-        self.body: dict[str, Any] = {"success": False, "error": error, **extra}
-
-
-def _not_running(detail: str | None = None) -> HostError:
-    return HostError(503, "agent not running", **({"detail": detail} if detail else {}))
-
-
-# -- the event log ----------------------------------------------------------------
-
-
-@dataclass(eq=False)
-class Subscriber:
-    send: trio.MemorySendChannel[str]
-    receive: trio.MemoryReceiveChannel[str]
-    #: Set when the subscriber is dropped (it fell behind, or agentctl stops).
-    dropped: str | None = None
-    #: The last seq queued to it.
-    last_seq: int = 0
-    #: Who it says it is (``?owner=``): a connected owner keeps its session.
-    owner: str | None = None
-
-
-class EventLog:
-    """Numbered log entries, a replay ring, and bounded fan-out.
-
-    ``publish`` never blocks: each subscriber has ``buffer`` frames of room;
-    one that has no room is dropped (its channel closed after what it already
-    has, ``dropped`` says why), so a slow reader never slows the agent or a
-    cancel.  Subscribing and taking the replay happen without a checkpoint in
-    between, so nothing falls between the backlog and the live stream.
-    """
-
-    def __init__(self, *, buffer: int, replay: int) -> None:
-        self.buffer = buffer
-        self.last_seq = 0
-        self._ring: deque[tuple[int, str]] = deque(maxlen=replay)
-        self.subscribers: set[Subscriber] = set()
-
-    @property
-    def oldest_seq(self) -> int:
-        """The oldest seq still replayable (``last_seq + 1`` when none is)."""
-        return self._ring[0][0] if self._ring else self.last_seq + 1
-
-    def publish(self, frame: dict[str, Any], *, turn: str | None) -> int:
-        self.last_seq += 1
-        seq = self.last_seq
-        data = json.dumps({"seq": seq, "turn": turn, **frame}, default=str)
-        self._ring.append((seq, data))
-        for sub in list(self.subscribers):
-            try:
-                sub.send.send_nowait(data)
-                sub.last_seq = seq
-            except trio.WouldBlock:
-                self.drop(sub, f"subscriber fell behind: more than {self.buffer} frames queued; "
-                               f"reconnect with ?after={sub.last_seq}")
-            except trio.BrokenResourceError:
-                self.subscribers.discard(sub)
-        return seq
-
-    def subscribe(self, after: int | None, *, owner: str | None = None,
-                  ) -> tuple[Subscriber, list[str], tuple[int, int] | None]:
-        """A new subscriber, the backlog after ``after`` (None: live only), and
-        the range it asked for that is no longer kept."""
-        send, receive = trio.open_memory_channel[str](self.buffer)
-        sub = Subscriber(send=send, receive=receive, last_seq=self.last_seq, owner=owner)
-        backlog: list[str] = []
-        gap: tuple[int, int] | None = None
-        if after is not None and after < self.last_seq:
-            oldest = self.oldest_seq
-            if after + 1 < oldest:
-                gap = (after + 1, oldest - 1)
-            backlog = [data for seq, data in self._ring if seq > after]
-        self.subscribers.add(sub)
-        return sub, backlog, gap
-
-    def drop(self, sub: Subscriber, reason: str) -> None:
-        if sub.dropped is None:
-            sub.dropped = reason
-        self.subscribers.discard(sub)
-        sub.send.close()
-
-    def close(self, reason: str) -> None:
-        for sub in list(self.subscribers):
-            self.drop(sub, reason)
 
 
 # -- the agent --------------------------------------------------------------------
@@ -223,7 +102,7 @@ class _Turn:
     done: trio.Event = field(default_factory=trio.Event)
     ended: TurnEnded | None = None
     cancel_requested: bool = False
-    #: Set when the turn's task has returned (it holds the adapter's prompt lock).
+    #: Set when the turn's task has returned (the adapter takes a prompt again).
     finished: trio.Event = field(default_factory=trio.Event)
 
 
@@ -428,25 +307,24 @@ class AgentHost:
                 ended = await agent.adapter.prompt(text)
             except AgentTimeout as exc:
                 agent.adapter.abandon_turn()
-                ended = TurnEnded(stop_reason="error", error=str(exc))
+                ended = turn_error(exc)
             except AgentClosed as exc:
                 ended = TurnEnded(stop_reason="error", error=str(exc) or "agent closed")
-            except (LocalProtocolError, RuntimeError) as exc:
-                ended = TurnEnded(stop_reason="error", error=str(exc))
+            except TURN_ERRORS as exc:
+                ended = turn_error(exc)
         if turn.scope.cancelled_caught:
             return
         # The pump publishes the end in order with the turn's output; only if it
         # cannot (nothing came back from the agent) is the end published here.
-        with trio.move_on_after(self.config.timeouts.cancel_cleanup_s):
-            await turn.done.wait()
-        self._end_turn(agent, turn, ended)
+        if await left_to_us(ended, turn.done, self.config.timeouts.cancel_cleanup_s):
+            self._end_turn(agent, turn, ended)
 
     # -- requests -----------------------------------------------------------------
 
     def _live(self) -> _Agent:
         agent = self.agent
         if agent is None or not agent.alive or agent.adapter.connection.closed.is_set():
-            raise _not_running(agent.error if agent is not None else None)
+            raise not_running(agent.error if agent is not None else None)
         return agent
 
     def _check_session(self, agent: _Agent, session_id: str | None) -> None:
@@ -484,19 +362,19 @@ class AgentHost:
                 try:
                     agent = await self._start_agent()
                 except OSError as exc:
-                    raise _not_running(f"cannot start the agent: {exc}") from None
+                    raise not_running(f"cannot start the agent: {exc}") from None
             with trio.move_on_after(self.config.timeouts.agent_start_s):
                 await agent.settled.wait()
                 await self._warmed.wait()
             if agent.state is not AgentState.READY:
-                raise _not_running(agent.error or f"the agent did not initialize within "
+                raise not_running(agent.error or f"the agent did not initialize within "
                                    f"{self.config.timeouts.agent_start_s}s")
             try:
                 session_id = await agent.adapter.new_session(cwd or self.config.cwd)
             except (AgentTimeout, AgentRequestError, LocalProtocolError) as exc:
                 raise HostError(502, f"session/new failed: {exc}") from None
             except AgentClosed as exc:
-                raise _not_running(str(exc)) from None
+                raise not_running(str(exc)) from None
             agent.session_id = session_id
             agent.owner = owner
             self.log.publish({"type": "SessionStarted", "session_id": session_id,
@@ -558,7 +436,7 @@ class AgentHost:
                 raise HostError(504, "the turn did not start in time", turn_id=turn.id)
         except RuntimeError:  # the agent's nursery is closing: it is exiting
             self._end_turn(agent, turn, TurnEnded(stop_reason="error", error="agent exiting"))
-            raise _not_running("the agent is exiting") from None
+            raise not_running("the agent is exiting") from None
         return {"success": True, "turn_id": turn.id, "seq": seq}
 
     async def cancel(self, *, session_id: str | None, join_s: float | None,
@@ -586,16 +464,20 @@ class AgentHost:
         again = resend and turn.cancel_requested
         turn.cancel_requested = True
         started = trio.current_time()
+        # ACP's cancel waits for the prompt's write, then writes: two writes' bounds.
+        bound = 2 * self.config.timeouts.agent_request_s
         try:
-            # Shielded: a client that hangs up must not leave half a cancel on the
-            # agent's stdin.  Bounded by the connection's write timeout.
-            with trio.CancelScope(shield=True):
+            # Shielded: a client that hangs up must not lose a cancel it asked
+            # for (a write is whole or not at all: the transport sees to that).
+            with shielded_for(bound) as writing:
                 if again:
                     await agent.adapter.resend_cancel()
                 else:
                     await agent.adapter.cancel()
+            if writing.cancelled_caught:
+                raise AgentTimeout(f"the cancel was not written within {bound:g}s")
         except AgentClosed as exc:
-            raise _not_running(str(exc)) from None
+            raise not_running(str(exc)) from None
         except AgentTimeout as exc:
             raise HostError(504, f"could not write the cancel to the agent: {exc}",
                             turn_id=turn.id) from None
@@ -621,13 +503,17 @@ class AgentHost:
                                  session_id: str | None) -> dict[str, Any]:
         agent = self._live()
         self._check_session(agent, session_id)
+        bound = self.config.timeouts.agent_request_s
         try:
-            with trio.CancelScope(shield=True):
+            # Shielded like the cancel: the agent waits on this answer.
+            with shielded_for(bound) as writing:
                 await agent.adapter.respond_permission(request_id, option_id)
+            if writing.cancelled_caught:
+                raise AgentTimeout(f"the answer was not written within {bound:g}s")
         except LocalProtocolError as exc:
             raise HostError(404, str(exc)) from None
         except AgentClosed as exc:
-            raise _not_running(str(exc)) from None
+            raise not_running(str(exc)) from None
         except AgentTimeout as exc:
             raise HostError(504, str(exc)) from None
         return {"success": True}

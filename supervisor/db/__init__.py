@@ -1,0 +1,71 @@
+"""The SQLite database: workspaces, tasks, task sessions, turns, messages, agent groups.
+
+``Db`` is plain synchronous SQL on one connection (tested directly; callers
+serialize: ``supervisor.store.Store`` runs it on a worker thread).  WAL journal,
+``synchronous=NORMAL``: a committed message survives a crash of the backend
+(SIGKILL), which is the promise; a power cut may lose the last transaction.
+
+Turn closing is conditional (``WHERE state = 'running'``) and the session is
+moved to WAITING_FOR_INPUT only if it still points at that turn, so whichever
+path closes a turn first (the turn itself, a cancel's reconciliation, an
+escalation, startup recovery) does it exactly once and never touches a
+successor turn.
+
+Modules, one job each: ``values`` (errors, ids, timestamps, a turn's close),
+``schema`` (the migrations), ``connection`` (the connection, its settings, the
+transaction), and the rows: ``tasks``, ``sessions``, ``turns``, ``messages``,
+``queues``, ``groups``.  ``Db`` is all of them on one connection.
+"""
+
+from __future__ import annotations
+
+from protocols.process import process_identity
+
+from .connection import Checkpointer, Connection, _Tx, private_file
+from .groups import GroupRows
+from .schema import _MIGRATIONS, SCHEMA_VERSION, SchemaTooNew, migrate
+from .tasks import TaskRows
+from .turns import TurnRows
+from .values import (
+    ClosedRow,
+    QueueFull,
+    StoreError,
+    StoreUnavailable,
+    TurnClose,
+    new_id,
+    now,
+    storable,
+)
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "_MIGRATIONS",
+    "Checkpointer",
+    "ClosedRow",
+    "Connection",
+    "Db",
+    "QueueFull",
+    "SchemaTooNew",
+    "StoreError",
+    "StoreUnavailable",
+    "TurnClose",
+    "_Tx",
+    "migrate",
+    "new_id",
+    "now",
+    "private_file",
+    "storable",
+]
+
+
+class Db(TaskRows, TurnRows, GroupRows):
+    """Synchronous access to the database (one connection; callers serialize)."""
+
+    def record_agent_group(self, pgid: int, session_id: str, command: str,
+                           tag: str | None = None, *, leader: str | None = None) -> None:
+        """``GroupRows.record_agent_group``; a leader not given is read now
+        (the caller's child, not yet reaped).  Transitional: the recorder
+        (``Store.record_agent_group``) should pass it, and then the DB layer
+        reads no /proc at all."""
+        super().record_agent_group(pgid, session_id, command, tag,
+                                   leader=leader if leader is not None else process_identity(pgid))
