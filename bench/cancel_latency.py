@@ -91,6 +91,8 @@ async def run_peer(params: Params) -> dict[str, Any]:
     }
 
 
+#: The dialects measured by default: ACP v1, Codex, ACP v2 (the mock in each).
+DEFAULT_AGENTS = ("mock", "mock-codex", "mock-acp2")
 #: The fan-out phase opens 1,000 WebSockets, all from this one address.
 BENCH_LIMITS = "[limits]\nmax_connections_per_peer = 100000\n"
 
@@ -130,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write every figure here")
     parser.add_argument("--png", type=Path, help="write the plot here")
     parser.add_argument("--agent", action="append", choices=[*MOCK_PROFILES, *REAL_AGENTS],
-                        help="agent profile(s) to measure (default: mock and mock-codex); "
+                        help="agent profile(s) to measure (default: mock, mock-codex and "
+                             "mock-acp2, the mock speaking ACP 1, Codex and ACP 2); "
                              "the first one also runs the scale phases.  A real agent "
                              f"({', '.join(REAL_AGENTS)}) runs against a fake model provider "
                              "on 127.0.0.1, latency phase only, 10 samples by default")
@@ -152,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     phases = set(args.phases.split(","))
     if not phases <= set(PHASES):
         parser.error(f"unknown phase(s): {', '.join(sorted(phases - set(PHASES)))}")
-    agents = args.agent or ["mock", "mock-codex"]
+    agents = args.agent or list(DEFAULT_AGENTS)
     params = QUICK if args.quick else FULL
     if args.samples:
         params = dataclasses.replace(params, samples=args.samples)

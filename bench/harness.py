@@ -106,6 +106,8 @@ class Bench:
         #: Per session: each e2e sample's (request written, response read) on
         #: this host's monotonic clock, to place the server's stages between them.
         self.e2e_clock: dict[str, list[tuple[float, float]]] = {}
+        #: Per agent: the protocol its latency session negotiated (the session DTO's).
+        self.wire_protocols: dict[str, str | None] = {}
         self.http = httpx.Client(base_url=server.url, timeout=30,
                                  headers={"Authorization": f"Bearer {server.token}"})
 
@@ -217,6 +219,9 @@ class Bench:
                 # Auggie asks about workspace indexing at once: decline, as a person would.
                 self.nursery.start_soon(decline_permissions, self.main, sid)
             await self.e2e_sample(self.main, sid, self.real_turn(agent))  # warm the paths
+        listed = await self.main.call("session.list", {"task_id": self.task_id})
+        by_id = {str(d["id"]): d.get("protocol") for d in listed["sessions"]}
+        self.wire_protocols = {a: by_id.get(sid) for a, sid in sessions.items()}
         results: dict[str, Any] = {}
         pool: list[str] = []
         if phases & POOL_PHASES:

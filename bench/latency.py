@@ -35,7 +35,8 @@ async def latency(bench: Bench, sessions: dict[str, str]) -> dict[str, Any]:
                     open_real_floor(agent, bench.real))
                 continue
             profile = BUILTIN_PROFILES[agent]
-            floors[agent] = await stack.enter_async_context(open_floor(profile.protocol))
+            floors[agent] = await stack.enter_async_context(
+                open_floor(profile.protocol, profile.command, profile.acp_version))
         total = bench.p.warmup + bench.p.samples
         for i in range(total):
             keep = i >= bench.p.warmup
@@ -72,6 +73,8 @@ async def latency(bench: Bench, sessions: dict[str, str]) -> dict[str, Any]:
         pending_true = summary(per["pending_true"])
         out["dialects"][agent] = {
             "protocol": BUILTIN_PROFILES[agent].protocol,
+            # What the server's session negotiated (acp/1, acp/2, codex).
+            "wire_protocol": bench.wire_protocols.get(agent),
             "real_agent": agent in REAL_AGENTS,
             "e2e_ms": {k: summary(v) for k, v in per.items()},
             "e2e_samples_ms": per,
