@@ -26,7 +26,7 @@ from .measure import log
 from .stats import paired
 
 if TYPE_CHECKING:
-    from .cancel_latency import Bench
+    from .harness import Bench
 
 __all__ = ["checkpointed", "project_toml"]
 

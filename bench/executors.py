@@ -17,7 +17,9 @@ from .floors import REPO_ROOT
 __all__ = ["EXECUTORS", "executor_toml", "image_tag"]
 
 EXECUTORS = ("local", "agentctl", "container")
-_MOCKS = {"mock": "acp", "mock-codex": "codex"}
+#: The mock profiles and their mock agent's arguments.
+_MOCKS = {"mock": ("--protocol", "acp"), "mock-codex": ("--protocol", "codex"),
+          "mock-acp2": ("--protocol", "acp", "--acp-version", "2")}
 
 
 def image_tag() -> str:
@@ -30,10 +32,9 @@ def executor_toml(executor: str, image: str | None = None) -> str | None:
     if executor == "local":
         return None
     lines: list[str] = []
-    for name, proto in _MOCKS.items():
+    for name, args in _MOCKS.items():
         lines += [f"[agents.{name}]", f'executor = "{executor}"']
         if executor == "container":
-            lines += [f'image = "{image or image_tag()}"',
-                      f'command = ["python", "-m", "protocols.mock_agent", "--protocol", '
-                      f'"{proto}"]']
+            argv = ", ".join(f'"{a}"' for a in ("python", "-m", "protocols.mock_agent", *args))
+            lines += [f'image = "{image or image_tag()}"', f"command = [{argv}]"]
     return "\n".join(lines) + "\n"

@@ -19,12 +19,13 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import trio
 
+from protocols.acp import AcpVersion
 from protocols.adapters import AgentAdapter, make_adapter
 from protocols.events import MessageChunk, TurnEnded
 from protocols.process import start_agent_process, terminate_group
@@ -78,12 +79,16 @@ class AdapterFloor:
 
 
 @asynccontextmanager
-async def open_floor(protocol: str) -> AsyncIterator[AdapterFloor]:
-    """A mock agent started, initialized and with a session, in its own group."""
-    proc = await start_agent_process(mock_agent_command(protocol), cwd=str(REPO_ROOT))
+async def open_floor(protocol: str, command: Sequence[str] | None = None,
+                     acp_version: AcpVersion = "auto") -> AsyncIterator[AdapterFloor]:
+    """A mock agent started, initialized and with a session, in its own group;
+    ``command``/``acp_version``: a profile's (``mock-acp2`` speaks v2 when offered 2)."""
+    argv = list(command) if command is not None else mock_agent_command(protocol)
+    proc = await start_agent_process(argv, cwd=str(REPO_ROOT))
     try:
         assert proc.stdin is not None and proc.stdout is not None
-        adapter = make_adapter("acp" if protocol == "acp" else "codex", proc.stdin, proc.stdout)
+        adapter = make_adapter("acp" if protocol == "acp" else "codex", proc.stdin, proc.stdout,
+                               acp_version=acp_version)
         floor = AdapterFloor(adapter)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(adapter.connection.run)

@@ -26,7 +26,7 @@ from .measure import log
 from .stats import percentile, summary
 
 if TYPE_CHECKING:
-    from .cancel_latency import Bench
+    from .harness import Bench
 
 __all__ = ["peer_e2e"]
 

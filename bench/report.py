@@ -26,6 +26,8 @@ FANOUT_LAST_MS = {100: 5.0, 1000: 30.0}
 BURST_ALL_SETTLED_MS = 100.0
 STREAMING_CPU_MS_PER_CHUNK = 0.3
 ADDS_NOTHING_RATIO = 1.1
+#: Issue 31: ACP v2's e2e p50 at most this many times v1's, in the same run.
+ACP2_X_ACP1 = 1.1
 
 
 def _target(value: Any, target: Any, met: bool) -> dict[str, Any]:
@@ -49,6 +51,13 @@ def targets(r: dict[str, Any]) -> dict[str, Any]:
             d["ratio_pending_true_p50"],
             f"{PENDING_TRUE_X_FLOOR} (met if <= {PENDING_TRUE_TOLERANCE})",
             _le(d["ratio_pending_true_p50"], PENDING_TRUE_TOLERANCE))
+    dialects = r.get("latency", {}).get("dialects", {})
+    if "mock" in dialects and "mock-acp2" in dialects:
+        # Issue 31: the ACP v2 dialect costs no more than v1 in the same run.
+        ratio = round(dialects["mock-acp2"]["e2e_ms"]["response"]["p50"]
+                      / dialects["mock"]["e2e_ms"]["response"]["p50"], 3)
+        out[f"acp2_e2e_p50_le_{ACP2_X_ACP1}x_acp1"] = _target(
+            ratio, f"e2e p50 mock-acp2 / mock <= {ACP2_X_ACP1}", _le(ratio, ACP2_X_ACP1))
     if "storm" in r:
         s = r["storm"]
         p99 = s["answer_after_settle_ms"].get("p99")
@@ -104,7 +113,8 @@ def _latency(r: dict[str, Any]) -> list[str]:
     if "floor_b_ws_ping_ms" in lat:
         lines.append(f"floor (b) WebSocket ping: {fmt(lat['floor_b_ws_ping_ms'])}")
     for agent, d in lat["dialects"].items():
-        lines.append(f"[{agent} / {d['protocol']}]")
+        wire = d.get("wire_protocol")
+        lines.append(f"[{agent} / {d['protocol']}" + (f" ({wire})]" if wire else "]"))
         lines.append(f"  floor (a) adapter cancel→cancelled: {fmt(d['floor_a_adapter_ms'])}")
         if "floor_a_upstream_closed_ms" in d:
             lines.append(f"  floor (a) cancel→model stream closed: "

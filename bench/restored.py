@@ -34,7 +34,7 @@ from .stats import paired, summary
 if TYPE_CHECKING:
     from tests.support.serverproc import ServerProcess
 
-    from .cancel_latency import Bench
+    from .harness import Bench
 
 __all__ = ["restored"]
 

@@ -28,7 +28,7 @@ from tests.support.ws import now, open_client
 from .measure import cpu_s, log
 
 if TYPE_CHECKING:
-    from .cancel_latency import Bench
+    from .harness import Bench
 
 __all__ = ["ChunkCounter", "streaming"]
 

@@ -2,8 +2,8 @@
 
 The methods that start something return the bytes to write (and the request
 id, where an answer is expected); ``receive_data``/``next_event`` turn the
-agent's output into ``protocols.events`` values.  Incoming messages are
-validated with the ``agent-client-protocol`` package's pydantic models, but
+agent's output into ``protocols.events`` values.  What a message says is
+read by protocols/acp_incoming.py, the one parser of incoming ACP (v1 and v2),
 liberally: a message that fails validation or names an update kind we do not
 know is passed through as ``OtherUpdate``/``AgentNotice``, never an error.
 
@@ -49,32 +49,28 @@ it as a turn of its own, with its own answer.
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
 from typing import Any, Final, Literal
 
-from pydantic import ValidationError
-
 from . import acp_v2
+from .acp_incoming import (
+    HISTORY_KINDS,
+    load_schema,
+    read_permission,
+    read_prompt_answer,
+    read_update,
+    stop_reason,
+)
 from .acp_v2 import AcpVersion
 from .core import ClientEvent, CoreBase
 from .events import (
-    STOP_REASONS,
-    AgentEvent,
     AgentNotice,
     HistoryReplayed,
-    MessageChunk,
     OtherUpdate,
-    PermissionOption,
     PermissionRequested,
     PermissionResolved,
     PermissionWithdrawn,
-    PlanUpdated,
-    StopReason,
-    ToolCallStarted,
     ToolCallUpdated,
     TurnEnded,
-    UserEcho,
 )
 from .framing import DEFAULT_MAX_LINE_BYTES
 from .jsonrpc import (
@@ -101,45 +97,6 @@ __all__ = [
 #: The highest ACP version this client speaks (``acp_version = "auto"`` offers it).
 PROTOCOL_VERSION: Final = 2
 CANCEL_REQUEST: Final = "$/cancel_request"
-_FINISHED_TOOL_STATES: Final = frozenset({"completed", "failed", "cancelled"})
-#: Streamed text chunks in their plain shape are checked field by field (a
-#: chunk per line of a streamed answer; the schema's model costs more than the
-#: rest of the line's handling); any other shape goes through the model.
-_TEXT_CHUNK_CHANNELS: Final[dict[str, Literal["agent", "thought"]]] = {
-    "agent_message_chunk": "agent", "agent_thought_chunk": "thought"}
-_PLAIN_CHUNK_KEYS: Final = frozenset({"sessionUpdate", "content", "messageId", "_meta"})
-_PLAIN_TEXT_KEYS: Final = frozenset({"type", "text", "_meta"})
-_PLAIN_ANSWER_KEYS: Final = frozenset({"stopReason", "_meta"})
-#: The schema's ``StopReason`` values (ours add "error", which no agent sends).
-_SCHEMA_STOP_REASONS: Final = frozenset(
-    {"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"})
-#: Update kinds that are conversation history: what a ``session/load`` replays.
-_HISTORY_KINDS: Final = frozenset({
-    "user_message_chunk", "agent_message_chunk", "agent_thought_chunk",
-    "tool_call", "tool_call_update", "plan",
-})
-
-
-
-_loaded: list[ModuleType] = []
-
-
-def load_schema() -> None:
-    """Build the schema models now (a worker thread's job: over a second of
-    CPU), so that no update, answer or cancel of a turn pays for it later.
-    The plain text chunks of a stream do not need them: without this, the
-    first use could be a turn's end, on the cancel path."""
-    _models()
-
-
-def _models() -> ModuleType:
-    """The schema models, imported on first use: building them takes over a
-    second, which ``turnvisor serve`` should not spend before it listens
-    (``supervisor.root`` warms them up on a worker thread instead).  Kept
-    once imported: this is asked for every update an agent streams."""
-    if not _loaded:
-        _loaded.append(importlib.import_module("protocols._acp_models"))
-    return _loaded[0]
 
 
 class AcpClient(CoreBase):
@@ -483,7 +440,7 @@ class AcpClient(CoreBase):
         if state.stop_reason is None:
             self._events.append(AgentNotice(
                 message="idle state_update without a stopReason ended the turn", level="info"))
-        self._finish_turn(TurnEnded(stop_reason=_stop(state.stop_reason or "end_turn")))
+        self._finish_turn(TurnEnded(stop_reason=stop_reason(state.stop_reason or "end_turn")))
 
     def _on_restored(self, ev: Response | ErrorResponse, method: str, session_id: str,
                      replay: bool) -> None:
@@ -526,17 +483,10 @@ class AcpClient(CoreBase):
         self._events.append(AgentNotice(message=text, level="info"))
 
     def _end_turn(self, result: Any) -> None:
-        stop = _plain_stop_reason(result)
-        if stop is not None:
-            self._finish_turn(TurnEnded(stop_reason=stop))
-            return
-        try:
-            stop = _models().PromptResponse.model_validate(result).stop_reason
-        except ValidationError:
-            raw = result.get("stopReason") if isinstance(result, dict) else None
-            stop = raw if raw in STOP_REASONS else "end_turn"
-            self._events.append(AgentNotice(message=f"unexpected prompt result {result!r}"))
-        self._finish_turn(TurnEnded(stop_reason=_stop(stop)))
+        stop, notice = read_prompt_answer(result)
+        if notice is not None:
+            self._events.append(notice)
+        self._finish_turn(TurnEnded(stop_reason=stop))
 
     def _finish_turn(self, ended: TurnEnded) -> None:
         self._prompt_id = None
@@ -548,42 +498,13 @@ class AcpClient(CoreBase):
         self._events.append(ended)
 
     def _on_permission(self, req: IncomingRequest) -> None:
-        if self.version == 2:
-            self._on_permission_v2(req)
-            return
-        try:
-            params = _models().RequestPermissionRequest.model_validate(req.params)
-        except ValidationError as exc:
+        fields = read_permission(req.params, self.version)
+        if isinstance(fields, str):
             self._outgoing += self.rpc.send_error(req.id, -32602, "invalid permission request")
-            self._events.append(AgentNotice(message=f"invalid permission request: {exc}"))
+            self._events.append(AgentNotice(message=fields))
             return
-        request_id = str(req.id)
         if self.turn.state is TurnState.CANCEL_SENT:
             # Asked after we cancelled: the answer can only be "cancelled".
-            self._outgoing += self.rpc.send_response(req.id, {"outcome": {"outcome": "cancelled"}})
-            return
-        self._permissions[request_id] = req.id
-        tool = params.tool_call
-        self._events.append(
-            PermissionRequested(
-                request_id=request_id,
-                title=tool.title or tool.tool_call_id,
-                tool_call_id=tool.tool_call_id,
-                options=tuple(
-                    PermissionOption(option_id=o.option_id, name=o.name, kind=str(o.kind))
-                    for o in params.options
-                ),
-                details=_tool_details(req.params),
-            )
-        )
-
-    def _on_permission_v2(self, req: IncomingRequest) -> None:
-        fields = acp_v2.parse_permission(req.params)
-        if fields is None:
-            self._outgoing += self.rpc.send_error(req.id, -32602, "invalid permission request")
-            self._events.append(AgentNotice(message="invalid permission request (v2)"))
-            return
-        if self.turn.state is TurnState.CANCEL_SENT:
             self._outgoing += self.rpc.send_response(req.id, {"outcome": {"outcome": "cancelled"}})
             return
         request_id = str(req.id)
@@ -599,128 +520,18 @@ class AcpClient(CoreBase):
         if not isinstance(kind, str) or not isinstance(update, dict):
             self._events.append(AgentNotice(message="session/update without an update kind"))
             return
-        if kind in _HISTORY_KINDS or (self.version == 2 and kind in acp_v2.HISTORY_KINDS):
+        if kind in HISTORY_KINDS or (self.version == 2 and kind in acp_v2.HISTORY_KINDS):
             if self.replaying:
                 self._replayed[kind] = self._replayed.get(kind, 0) + 1
                 return
             if params.get("sessionId") in self._abandoned_loads:
                 return  # the tail of a replay we gave up on
-        if self.version == 2:
-            if kind == "state_update":
-                self._on_state(update)
-                return
-            mapped = acp_v2.map_update(kind, update, self._seen_tools, self._open_tools)
-            if mapped is not None:
-                self._events.append(mapped)
-                return
-        channel = _TEXT_CHUNK_CHANNELS.get(kind)
-        if channel is not None:
-            chunk = _plain_text_chunk(channel, update)
-            if chunk is not None:
-                self._events.append(chunk)
-                return
-        model = _models().UPDATE_MODELS.get(kind)
-        if model is None:
-            self._events.append(OtherUpdate(kind=kind, payload=update))
+        if self.version == 2 and kind == "state_update":
+            self._on_state(update)
             return
-        try:
-            parsed = model.model_validate(update)
-        except ValidationError:
-            self._events.append(OtherUpdate(kind=kind, payload=update))
-            self._events.append(AgentNotice(message=f"{kind} of an unexpected shape", level="info"))
-            return
-        self._events.append(self._map_update(kind, parsed, update))
-
-    def _map_update(self, kind: str, parsed: Any, raw: dict[str, Any]) -> AgentEvent:
-        if kind in ("agent_message_chunk", "agent_thought_chunk", "user_message_chunk"):
-            content = parsed.content
-            text = getattr(content, "text", None)
-            if text is None:
-                return OtherUpdate(kind=kind, payload=raw)
-            if kind == "user_message_chunk":
-                # A replay never gets here (consumed above): this is an echo.
-                return UserEcho(text=text, message_id=parsed.message_id)
-            return MessageChunk(
-                text=text, channel="agent" if kind == "agent_message_chunk" else "thought",
-                message_id=parsed.message_id,
-            )
-        if kind == "tool_call":
-            status = str(parsed.status or "pending")
-            if status not in _FINISHED_TOOL_STATES:
-                self._open_tools[parsed.tool_call_id] = status
-            return ToolCallStarted(
-                tool_call_id=parsed.tool_call_id, title=parsed.title, status=status,
-                kind=str(parsed.kind) if parsed.kind else None, raw=raw,
-            )
-        if kind == "tool_call_update":
-            new_status = str(parsed.status) if parsed.status else None
-            if new_status in _FINISHED_TOOL_STATES:
-                self._open_tools.pop(parsed.tool_call_id, None)
-            elif new_status is not None:
-                self._open_tools[parsed.tool_call_id] = new_status
-            return ToolCallUpdated(
-                tool_call_id=parsed.tool_call_id, status=new_status, title=parsed.title, raw=raw
-            )
-        if kind == "plan":
-            # Wire names (by_alias), as Codex plans are mapped: not pydantic's field_meta.
-            return PlanUpdated(entries=tuple(
-                e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in parsed.entries
-            ))
-        return OtherUpdate(kind=kind, payload=raw)
-
-
-#: ACP tool call members worth showing with a permission request (wire name →
-#: ``details`` key).
-_TOOL_DETAILS: Final = {
-    "kind": "kind", "rawInput": "raw_input", "content": "content", "locations": "locations",
-}
-
-
-def _tool_details(params: Any) -> dict[str, Any]:
-    """What a ``session/request_permission`` asks about, as the agent wrote it."""
-    tool = params.get("toolCall") if isinstance(params, dict) else None
-    if not isinstance(tool, dict):
-        return {}
-    return {key: tool[wire] for wire, key in _TOOL_DETAILS.items() if tool.get(wire)}
+        self._events.extend(
+            read_update(kind, update, self.version, self._seen_tools, self._open_tools))
 
 
 def _is_id(value: object) -> bool:
     return isinstance(value, int | str) and not isinstance(value, bool)
-
-
-def _stop(value: str) -> StopReason:
-    return value if value in STOP_REASONS else "end_turn"  # type: ignore[return-value]
-
-
-def _plain_stop_reason(result: Any) -> StopReason | None:
-    """The stop reason of a prompt's answer of exactly the plain shape
-    (``{"stopReason"}``, optional ``_meta``), as the schema's model reads it;
-    None for any other shape (the model decides).  A turn's end, a cancel's
-    answer among them, then never waits for the models to be built."""
-    if type(result) is not dict or not _PLAIN_ANSWER_KEYS.issuperset(result):
-        return None
-    stop = result.get("stopReason")
-    meta = result.get("_meta")
-    if stop not in _SCHEMA_STOP_REASONS or (meta is not None and type(meta) is not dict):
-        return None
-    return _stop(stop)
-
-
-def _plain_text_chunk(channel: Literal["agent", "thought"],
-                      update: dict[str, Any]) -> MessageChunk | None:
-    """A text chunk of exactly the plain shape (``{"sessionUpdate", "content":
-    {"type": "text", "text"}}``, optional ``messageId`` and ``_meta``), as the
-    schema's model would map it; None for any other shape (the model decides)."""
-    content = update.get("content")
-    if (type(content) is not dict or content.get("type") != "text"
-            or not _PLAIN_TEXT_KEYS.issuperset(content)
-            or not _PLAIN_CHUNK_KEYS.issuperset(update)):
-        return None
-    text = content.get("text")
-    message_id = update.get("messageId")
-    if type(text) is not str or (message_id is not None and type(message_id) is not str):
-        return None
-    for meta in (update.get("_meta"), content.get("_meta")):
-        if meta is not None and type(meta) is not dict:
-            return None
-    return MessageChunk(text=text, channel=channel, message_id=message_id)

@@ -1,7 +1,8 @@
 """What ACP v2 changes on the client side, as pure functions over the wire shapes.
 
 ``protocols.acp.AcpClient`` negotiates the version (``initialize``) and, on a
-v2 connection, hands the v2-only shapes to these functions.  They are checked
+v2 connection, the one reader of incoming ACP (protocols/acp_incoming.py) hands
+the v2-only shapes to these functions.  They are checked
 field by field here (the ``agent-client-protocol`` package's models are v1's);
 a shape they do not know stays an ``OtherUpdate``, never an error.
 

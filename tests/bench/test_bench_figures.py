@@ -166,3 +166,16 @@ def test_server_stages_are_split_by_the_kind_of_sample_that_bracketed_them() -> 
     assert plain["n"] == 2
     # Each stage from the mark before it: the medians of (0.9, 1.0) and (0.3, 0.4).
     assert plain["agent_answered"] == 0.95 and plain["reconciled"] == 0.35
+
+
+def test_the_acp2_dialect_is_held_to_acp1_in_the_same_run() -> None:
+    r = _results()
+    v1 = r["latency"]["dialects"]["mock"]
+    v2 = {**v1, "wire_protocol": "acp/2", "e2e_ms": {"response": _summary(1.5, 3.0)}}
+    r["latency"]["dialects"]["mock-acp2"] = v2
+    target = targets(r)["acp2_e2e_p50_le_1.1x_acp1"]
+    assert target["value"] == round(1.5 / 1.4, 3) and target["met"]
+    v2["e2e_ms"] = {"response": _summary(1.6, 3.0)}
+    assert not targets(r)["acp2_e2e_p50_le_1.1x_acp1"]["met"]
+    r["targets"] = targets(r)
+    assert "[mock-acp2 / acp (acp/2)]" in report(r)

@@ -35,82 +35,96 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from protocols.jsonrpc import Dialect
-from protocols.mock_agent import MockAgent, Turn, _int
+from protocols import mock_agent
+from protocols.mock import stdio
+from protocols.mock.base import Exit, Turn, Wait
+from protocols.mock.scripts import Steps, echo, number, stream
 
 
-class WeirdAgent(MockAgent):
-    def run_turn(self, turn: Turn, text: str) -> None:
-        words = text.split()
-        command = words[0] if words else ""
-        arg = _int(words[1]) if len(words) > 1 else None
-        if command == "/surrogates":
-            self.chunk(turn, "split \ud83d")
-            self.chunk(turn, "\ude00 lone \udfff end ")
-            self.tool_call(turn, "tool \ud800 title")
-            self.echo(turn, text)
-        elif command == "/late":
-            rid = turn.rpc_id
-            self.echo(turn, text)
-            self.chunk(turn, " after the end")
-            if self.dialect is Dialect.JSONRPC2 and rid is not None:
-                self.write(self.rpc.send_response(rid, {"stopReason": "end_turn"}))
-            self.write(self.rpc.send_response(424242, {}))
-            self.write(self.rpc.send_error(424243, -32000, "for nobody"))
-            self.write(self.rpc.send_response("no-such-id", {"stopReason": "cancelled"}))
-        elif command == "/env":
-            name = words[1] if len(words) > 1 else ""
-            self.chunk(turn, f"{name}={os.environ.get(name, '<unset>')}")
-            self.end_turn(turn, "end_turn")
-        elif command == "/errorcancel":
-            self.stream_until_cancel_then_fail(turn, arg or 5000)
-        elif command in ("/spawn", "/spawnhang", "/spawncrash"):
-            tool = subprocess.Popen(["sleep", "600"], start_new_session=True,
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL)
-            self.chunk(turn, f"tool-pid: {tool.pid} ")
-            if command == "/spawncrash":
-                os._exit(1)
-            if command == "/spawn":
-                self.stream(turn, arg or 5000, honour_cancel=True)
-        elif command == "/flood":
-            for _ in range(arg or 1000):
-                self.tool_call(turn, "flood")
-            self.echo(turn, text)
-        else:
-            super().run_turn(turn, text)
+def _acp(turn: Turn) -> bool:
+    return turn.wire.protocol == "acp"
 
-    def stream_until_cancel_then_fail(self, turn: Turn, ms: int) -> None:
-        if turn.cancelled.wait(ms / 1000) is False:
-            self.echo(turn, "no cancel came")
-            return
-        with self.lock:
-            if self.turn is turn:
-                self.turn = None
-        if self.dialect is Dialect.JSONRPC2:
-            assert turn.rpc_id is not None
-            self.write(self.rpc.send_error(turn.rpc_id, -32603, "Internal error: aborted"))
-        else:
-            self.notify("turn/completed", {"threadId": self.thread_id, "turn": {
-                "id": turn.turn_id, "items": [], "status": "failed",
-                "error": {"message": "aborted"}}})
 
-    def tool_call(self, turn: Turn, title: str) -> None:
-        tool_id = f"tool_{uuid.uuid4().hex[:8]}"
-        if self.dialect is Dialect.JSONRPC2:
-            for update in ({"sessionUpdate": "tool_call", "toolCallId": tool_id, "title": title,
-                            "kind": "execute", "status": "pending"},
-                           {"sessionUpdate": "tool_call_update", "toolCallId": tool_id,
-                            "status": "completed"}):
-                self.notify("session/update", {"sessionId": self.session_id, "update": update})
-        else:
-            item = {"type": "commandExecution", "id": tool_id, "command": title,
-                    "status": "inProgress"}
-            self.notify("item/started", {"threadId": self.thread_id, "turnId": turn.turn_id,
-                                         "item": item})
-            self.notify("item/completed", {"threadId": self.thread_id, "turnId": turn.turn_id,
-                                           "item": {**item, "status": "completed",
-                                                    "exitCode": 0}})
+def tool_call(turn: Turn, title: str) -> None:
+    tool_id = f"tool_{uuid.uuid4().hex[:8]}"
+    if _acp(turn):
+        for update in ({"sessionUpdate": "tool_call", "toolCallId": tool_id, "title": title,
+                        "kind": "execute", "status": "pending"},
+                       {"sessionUpdate": "tool_call_update", "toolCallId": tool_id,
+                        "status": "completed"}):
+            turn.notify("session/update", {"sessionId": turn.agent.session_id,
+                                           "update": update})
+    else:
+        item = {"type": "commandExecution", "id": tool_id, "command": title,
+                "status": "inProgress"}
+        where = {"threadId": turn.agent.session_id, "turnId": turn.turn_id}
+        turn.notify("item/started", {**where, "item": item})
+        turn.notify("item/completed", {**where, "item": {**item, "status": "completed",
+                                                          "exitCode": 0}})
+
+
+def surrogates(turn: Turn, text: str) -> Steps:
+    turn.chunk("split \ud83d")
+    turn.chunk("\ude00 lone \udfff end ")
+    tool_call(turn, "tool \ud800 title")
+    return echo(turn, text)
+
+
+def late(turn: Turn, text: str) -> Steps:
+    rid = turn.rpc_id
+    yield from echo(turn, text)
+    turn.chunk(" after the end")
+    rpc = turn.agent.rpc
+    if _acp(turn) and rid is not None:
+        turn.write(rpc.send_response(rid, {"stopReason": "end_turn"}))
+    turn.write(rpc.send_response(424242, {}))
+    turn.write(rpc.send_error(424243, -32000, "for nobody"))
+    turn.write(rpc.send_response("no-such-id", {"stopReason": "cancelled"}))
+
+
+def env(turn: Turn, text: str) -> Steps:
+    words = text.split()
+    name = words[1] if len(words) > 1 else ""
+    turn.chunk(f"{name}={os.environ.get(name, '<unset>')}")
+    turn.end("end_turn")
+    yield from ()
+
+
+def errorcancel(turn: Turn, text: str) -> Steps:
+    yield Wait(number(text, 5000) / 1000, cancel=True)
+    if not turn.cancelled:
+        yield from echo(turn, "no cancel came")
+        return
+    turn.agent.close_turn(turn)
+    if _acp(turn):
+        assert turn.rpc_id is not None
+        turn.write(turn.agent.rpc.send_error(turn.rpc_id, -32603, "Internal error: aborted"))
+    else:
+        turn.notify("turn/completed", {"threadId": turn.agent.session_id, "turn": {
+            "id": turn.turn_id, "items": [], "status": "failed",
+            "error": {"message": "aborted"}}})
+
+
+def spawn(turn: Turn, text: str) -> Steps:
+    command = text.split()[0]
+    tool = subprocess.Popen(["sleep", "600"], start_new_session=True,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    turn.chunk(f"tool-pid: {tool.pid} ")
+    if command == "/spawncrash":
+        turn.agent.emit(Exit(1))
+    elif command == "/spawn":
+        yield from stream(turn, number(text, 5000), honour_cancel=True)
+
+
+def flood(turn: Turn, text: str) -> Steps:
+    for _ in range(number(text, 1000)):
+        tool_call(turn, "flood")
+    return echo(turn, text)
+
+
+WEIRD = {"/surrogates": surrogates, "/late": late, "/env": env, "/errorcancel": errorcancel,
+         "/spawn": spawn, "/spawnhang": spawn, "/spawncrash": spawn, "/flood": flood}
 
 
 def main() -> int:
@@ -118,8 +132,8 @@ def main() -> int:
         sys.stderr.write("boom: bad config\n")
         sys.stderr.flush()
         return 3
-    protocol = sys.argv[sys.argv.index("--protocol") + 1] if "--protocol" in sys.argv else "acp"
-    return WeirdAgent(Dialect.JSONRPC2 if protocol == "acp" else Dialect.CODEX).serve()
+    args = mock_agent.build_parser().parse_args()
+    return stdio.serve(mock_agent.machine(args, WEIRD))
 
 
 if __name__ == "__main__":

@@ -660,14 +660,14 @@ def test_plain_text_chunks_map_as_the_schema_model_maps_them(update: dict[str, A
                                                              plain: bool) -> None:
     """The field-by-field path for plain text chunks gives what the model's
     path gives, and takes nothing else."""
-    from protocols import acp
+    from protocols import acp_incoming
 
     kind = update["sessionUpdate"]
-    fast = acp._plain_text_chunk(acp._TEXT_CHUNK_CHANNELS[kind], update)
+    fast = acp_incoming.plain_text_chunk(acp_incoming.TEXT_CHUNK_CHANNELS[kind], update)
     assert (fast is not None) == plain
     if fast is not None:
-        parsed = acp._models().UPDATE_MODELS[kind].model_validate(update)
-        assert fast == AcpClient()._map_update(kind, parsed, update)
+        parsed = acp_incoming.models().UPDATE_MODELS[kind].model_validate(update)
+        assert fast == acp_incoming._from_model(kind, parsed, update, {})
 
 
 @pytest.mark.parametrize(("result", "plain"), [
@@ -688,12 +688,12 @@ def test_plain_prompt_answers_read_as_the_schema_model_reads_them(result: Any,
                                                                   plain: bool) -> None:
     """The field-by-field path for a prompt's plain answer gives the model's
     stop reason, and takes nothing else."""
-    from protocols import acp
+    from protocols import acp_incoming
 
-    fast = acp._plain_stop_reason(result)
+    fast = acp_incoming.plain_stop_reason(result)
     assert (fast is not None) == plain
     if fast is not None:
-        assert fast == acp._models().PromptResponse.model_validate(result).stop_reason
+        assert fast == acp_incoming.models().PromptResponse.model_validate(result).stop_reason
 
 
 def test_a_cancelled_turn_ends_without_the_schema_models(
@@ -701,14 +701,14 @@ def test_a_cancelled_turn_ends_without_the_schema_models(
     """A cancel's plain answer (and a plain text chunk before it) never waits
     for the models: a first cancel while they are still being built (the
     server's warm-up, on a worker thread, holds the import) is not held up."""
-    from protocols import acp
+    from protocols import acp_incoming
 
     p = prompting()
 
     def unbuilt() -> None:
         raise AssertionError("the schema models were asked for")
 
-    monkeypatch.setattr(acp, "_models", unbuilt)
+    monkeypatch.setattr(acp_incoming, "models", unbuilt)
     chunk = p.agent.send_notification(
         "session/update", update("agent_message_chunk", content={"type": "text", "text": "hi"}))
     assert p.to_client(chunk) == [MessageChunk(text="hi", channel="agent")]

@@ -30,8 +30,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from protocols.jsonrpc import Dialect
-from protocols.mock_agent import MockAgent, Turn
+from protocols import mock_agent
+from protocols.mock import stdio
+from protocols.mock.base import Turn
+from protocols.mock.scripts import Steps, echo
 
 
 def _try(fn: Callable[[], object]) -> str:
@@ -85,50 +87,53 @@ def _backend_pids() -> list[int]:
     return found
 
 
-class HostileAgent(MockAgent):
-    def run_turn(self, turn: Turn, text: str) -> None:
-        if text.startswith("/sh "):
-            # Any shell command, as an agent's tool would run it: its status and output.
-            done = subprocess.run(["sh", "-c", text[4:]], capture_output=True, text=True,
-                                  stdin=subprocess.DEVNULL, timeout=60, check=False)
-            self.chunk(turn, json.dumps({"rc": done.returncode,
-                                         "out": done.stdout + done.stderr}))
-            self.end_turn(turn, "end_turn")
-            return
-        words = text.split()
-        if not words or words[0] != "/attack" or len(words) != 5:
-            super().run_turn(turn, text)
-            return
-        data, url, pid, outside = words[1], words[2], int(words[3]), words[4]
-        report: dict[str, str] = {}
-        out = Path("attack.json")
+def shell(turn: Turn, text: str) -> Steps:
+    if not text.startswith("/sh "):
+        return echo(turn, text)
+    # Any shell command, as an agent's tool would run it: its status and output.
+    done = subprocess.run(["sh", "-c", text[4:]], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=60, check=False)
+    turn.chunk(json.dumps({"rc": done.returncode, "out": done.stdout + done.stderr}))
+    turn.end("end_turn")
+    return iter(())
 
-        def attempt(name: str, fn: Callable[[], object]) -> None:
-            report[name] = _try(fn)
-            out.write_text(json.dumps(report, indent=1))
 
-        attempt("env_token", lambda: os.environ["TURNVISOR_TOKEN"])
-        attempt("read_token", lambda: _read(f"{data}/token"))
-        attempt("read_db", lambda: len(Path(f"{data}/turnvisor.db").read_bytes()))
-        attempt("read_wal", lambda: len(Path(f"{data}/turnvisor.db-wal").read_bytes()))
-        attempt("read_config", lambda: _read(f"{data}/turnvisor.toml"))
-        attempt("list_data_dir", lambda: sorted(os.listdir(data)))
-        attempt("backend_in_proc", _backend_pids)
-        attempt("backend_environ", lambda: _read(f"/proc/{pid}/environ"))
-        attempt("guessed_token", lambda: _http(url, "turnvisor-guess-0123456789"))
-        attempt("empty_token", lambda: _http(url, ""))
-        attempt("controlling_tty", lambda: os.close(os.open("/dev/tty", os.O_RDWR)))
-        attempt("write_outside", lambda: _write(outside))
-        attempt("write_data_dir", lambda: _write(f"{data}/planted"))
-        attempt("signal_backend", lambda: os.kill(pid, signal.SIGTERM))
-        attempt("signal_backend_group", lambda: os.killpg(pid, signal.SIGTERM))
-        attempt("signal_parent_group", _parent_group)
-        self.chunk(turn, json.dumps(report))
-        self.end_turn(turn, "end_turn")
+def attack(turn: Turn, text: str) -> Steps:
+    words = text.split()
+    if len(words) != 5:
+        return echo(turn, text)
+    data, url, pid, outside = words[1], words[2], int(words[3]), words[4]
+    report: dict[str, str] = {}
+    out = Path("attack.json")
+
+    def attempt(name: str, fn: Callable[[], object]) -> None:
+        report[name] = _try(fn)
+        out.write_text(json.dumps(report, indent=1))
+
+    attempt("env_token", lambda: os.environ["TURNVISOR_TOKEN"])
+    attempt("read_token", lambda: _read(f"{data}/token"))
+    attempt("read_db", lambda: len(Path(f"{data}/turnvisor.db").read_bytes()))
+    attempt("read_wal", lambda: len(Path(f"{data}/turnvisor.db-wal").read_bytes()))
+    attempt("read_config", lambda: _read(f"{data}/turnvisor.toml"))
+    attempt("list_data_dir", lambda: sorted(os.listdir(data)))
+    attempt("backend_in_proc", _backend_pids)
+    attempt("backend_environ", lambda: _read(f"/proc/{pid}/environ"))
+    attempt("guessed_token", lambda: _http(url, "turnvisor-guess-0123456789"))
+    attempt("empty_token", lambda: _http(url, ""))
+    attempt("controlling_tty", lambda: os.close(os.open("/dev/tty", os.O_RDWR)))
+    attempt("write_outside", lambda: _write(outside))
+    attempt("write_data_dir", lambda: _write(f"{data}/planted"))
+    attempt("signal_backend", lambda: os.kill(pid, signal.SIGTERM))
+    attempt("signal_backend_group", lambda: os.killpg(pid, signal.SIGTERM))
+    attempt("signal_parent_group", _parent_group)
+    turn.chunk(json.dumps(report))
+    turn.end("end_turn")
+    return iter(())
 
 
 def main() -> int:
-    return HostileAgent(Dialect.JSONRPC2).serve()
+    args = mock_agent.build_parser().parse_args(["--protocol", "acp"])
+    return stdio.serve(mock_agent.machine(args, {"/sh": shell, "/attack": attack}))
 
 
 if __name__ == "__main__":

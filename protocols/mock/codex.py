@@ -1,0 +1,157 @@
+"""The mock agent's Codex app-server dialect: threads, turns and items.
+
+``turn/start`` is answered with the turn at once; the turn ends with ``turn/completed``.
+``turn/steer {threadId, input, expectedTurnId}`` adds input to the running turn, and
+``turn/interrupt`` is its cancel.  Approvals are ``item/commandExecution/requestApproval``,
+each settled one followed by ``serverRequest/resolved`` as Codex does.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from .. import mock_edits
+from ..mock_edits import Edit
+from .base import Turn, Wire, prompt_text
+
+__all__ = ["CodexWire"]
+
+
+class CodexWire(Wire):
+    protocol = "codex"
+    update_method = "item/agentMessage/delta"
+    cancel_ends_permission = True
+
+    def on_request(self, rid: int | str, method: str, params: dict[str, Any]) -> bool:
+        agent = self.agent
+        match method:
+            case "initialize":
+                agent.respond(rid, {"userAgent": "turnvisor-mock/0.1.0",
+                                    "platformOs": sys.platform})
+            case "thread/start":
+                agent.session_id = agent.new_id()
+                agent.open_session(agent.session_id, params.get("cwd"))
+                thread = {"id": agent.session_id, "cwd": params.get("cwd"), "ephemeral": False}
+                agent.respond(rid, {"thread": thread})
+                agent.notify("thread/started", {"thread": thread})
+            case "thread/resume":
+                self.resume(rid, params)
+            case "turn/steer":
+                self.steer(rid, params)
+            case "turn/start":
+                agent.start_turn(rid, prompt_text(params.get("input")))
+            case "turn/interrupt":
+                turn = agent.turn
+                if turn is None or params.get("turnId") != turn.turn_id:
+                    agent.error(rid, -32602, "no active turn with that id")
+                else:
+                    agent.respond(rid, {})
+                    agent.cancel_turn()
+            case _:
+                return False
+        return True
+
+    def resume(self, rid: int | str, params: dict[str, Any]) -> None:
+        agent = self.agent
+        if "resume" not in agent.restore:
+            agent.error(rid, -32601, "method not found: thread/resume")
+            return
+        thread_id = params.get("threadId")
+        if not agent.restore_asked(thread_id):
+            return
+        session = agent.reopen(thread_id)
+        if session is None:
+            # As codex 0.169 answers a thread it has no rollout of.
+            agent.error(rid, -32600, f"no rollout found for thread id {thread_id}")
+            return
+        agent.session_id = str(session["id"])
+        cwd = params.get("cwd") or session.get("cwd")
+        thread: dict[str, Any] = {"id": agent.session_id, "cwd": cwd, "ephemeral": False,
+                                  "turns": []}
+        agent.respond(rid, {
+            "thread": thread, "cwd": cwd, "model": "mock", "modelProvider": "mock",
+            "approvalPolicy": "never", "approvalsReviewer": "user",
+            "sandbox": {"type": "dangerFullAccess"},
+        })
+
+    def steer(self, rid: int | str, params: dict[str, Any]) -> None:
+        agent = self.agent
+        turn = agent.turn
+        text = prompt_text(params.get("input"))
+        if params.get("threadId") != agent.session_id:
+            agent.error(rid, -32600, "no such thread")
+        elif turn is None or params.get("expectedTurnId") != turn.turn_id:
+            agent.error(rid, -32600, f"expectedTurnId {params.get('expectedTurnId')!r} is not "
+                        "the active turn")
+        elif not turn.add_steer(text):
+            agent.error(rid, -32600, "the turn is ending")
+        else:
+            agent.remember("user", text)
+            agent.respond(rid, {"turnId": turn.turn_id})
+
+    # -- a turn -------------------------------------------------------------
+
+    def item(self, method: str, turn: Turn, item: dict[str, Any]) -> None:
+        self.agent.notify(method, {"threadId": self.agent.session_id, "turnId": turn.turn_id,
+                                   "item": item})
+
+    def accept_turn(self, rid: int | str, turn: Turn, text: str) -> None:
+        t: dict[str, Any] = {"id": turn.turn_id, "items": [], "status": "inProgress",
+                             "error": None}
+        self.agent.respond(rid, {"turn": t})
+        self.agent.notify("turn/started", {"threadId": self.agent.session_id, "turn": t})
+
+    def chunk(self, turn: Turn, text: str) -> bytes:
+        return self.agent.rpc.send_notification("item/agentMessage/delta", {
+            "threadId": self.agent.session_id, "turnId": turn.turn_id,
+            "itemId": f"msg_{turn.turn_id}", "delta": text,
+        })
+
+    def end_turn(self, turn: Turn, stop: str) -> None:
+        status = {"end_turn": "completed", "cancelled": "interrupted"}.get(stop, "failed")
+        self.item("item/completed", turn,
+                  {"type": "agentMessage", "id": f"msg_{turn.turn_id}", "text": ""})
+        self.agent.notify("turn/completed", {
+            "threadId": self.agent.session_id,
+            "turn": {"id": turn.turn_id, "items": [], "status": status, "error": None},
+        })
+
+    def tool_started(self, turn: Turn, tool_id: str, ms: int) -> None:
+        self.item("item/started", turn, {"type": "commandExecution", "id": tool_id,
+                                         "command": f"sleep {ms / 1000}",
+                                         "status": "inProgress"})
+
+    def tool_finished(self, turn: Turn, tool_id: str, ms: int) -> None:
+        self.item("item/completed", turn, {"type": "commandExecution", "id": tool_id,
+                                           "command": f"sleep {ms / 1000}",
+                                           "status": "completed", "exitCode": 0})
+
+    def edit_started(self, turn: Turn, tool_id: str, edit: Edit) -> None:
+        self.item("item/started", turn, mock_edits.codex_item(tool_id, edit, "inProgress"))
+
+    def edit_finished(self, turn: Turn, tool_id: str, edit: Edit, status: str) -> None:
+        self.item("item/completed", turn, mock_edits.codex_item(tool_id, edit, status))
+
+    def ask_permission(self, turn: Turn) -> int:
+        rid, data = self.agent.rpc.send_request("item/commandExecution/requestApproval", {
+            "threadId": self.agent.session_id, "turnId": turn.turn_id, "itemId": "perm-item",
+            "command": "touch file.txt", "reason": "Write to disk",
+        })
+        self.agent.send(data)
+        return rid
+
+    def permission_settled(self, turn: Turn) -> tuple[bool, str]:
+        # As Codex does once a request is settled, answered or cleared.
+        self.agent.notify("serverRequest/resolved", {
+            "threadId": self.agent.session_id, "requestId": turn.permission_rpc_id})
+        answer = turn.answer or {}
+        # "cancel" is "deny and stop": Codex interrupts the turn itself.
+        if turn.cancelled or answer.get("decision") == "cancel":
+            return True, ""
+        return False, f"approval: {answer.get('decision')}"
+
+    def withdraw(self, turn: Turn, rid: int) -> bool:
+        self.agent.notify("serverRequest/resolved", {"threadId": self.agent.session_id,
+                                                     "requestId": rid})
+        return False
