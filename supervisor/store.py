@@ -36,6 +36,8 @@ from typing import Any, ParamSpec, TypeVar
 
 import trio
 
+from protocols.process import process_identity
+
 from .close_group import CloseGroup
 from .db import Checkpointer, ClosedRow, Db, StoreUnavailable, TurnClose
 from .models import (
@@ -296,7 +298,10 @@ class Store:
 
     async def record_agent_group(self, pgid: int, session_id: str, command: str,
                                  tag: str | None = None) -> None:
-        await self.call(self.db.record_agent_group, pgid, session_id, command, tag)
+        # The leader's identity is read here, while it is the caller's unreaped
+        # child (its pid cannot be reused yet), not in the DB layer.
+        await self.call(self.db.record_agent_group, pgid, session_id, command, tag,
+                        leader=process_identity(pgid))
 
     async def forget_agent_group(self, pgid: int) -> None:
         await self.call(self.db.forget_agent_group, pgid)

@@ -34,6 +34,7 @@ from .store import Store
 from .transcript import TurnText
 from .turn_checkpoints import TurnCheckpoints
 from .turn_close import TurnCloser
+from .turn_end import TURN_ERRORS, left_to_us, turn_error
 from .watchdog import Watchdog
 
 __all__ = ["Turns"]
@@ -150,19 +151,14 @@ class Turns:
                     handover.bind_turn(turn.id)
                     await self.executions.record_position(ex, handover.take(0))
                 ended = await ex.adapter.prompt(text)
-            except (AgentTimeout, AgentRefused, LocalProtocolError, RuntimeError) as exc:
-                ended = TurnEnded(stop_reason="error", error=str(exc))
+            except TURN_ERRORS as exc:
+                ended = turn_error(exc)
             except AgentClosed:
                 return  # the pump ends the turn when the agent's output ends
         if turn.scope.cancelled_caught or ended is None or ex.detached:
             return  # escalated (the escalation closed the turn), or left to agentctl
-        if ended.stop_reason == "error" and not turn.done.is_set():
-            # An error the pump may never see (the prompt was never written, or
-            # the turn timed out); wait briefly for the pump, then close it here.
-            with trio.move_on_after(self.timeouts.cancel_cleanup_s):
-                await turn.done.wait()
-            if not turn.done.is_set():
-                await self.closer.finish_turn(ex, turn, ended)
+        if await left_to_us(ended, turn.done, self.timeouts.cancel_cleanup_s):
+            await self.closer.finish_turn(ex, turn, ended)
 
     async def _before_prompt(self, ex: Execution, turn: TurnHandle, text: str) -> str | None:
         """What comes before the prompt, in the turn's pre-prompt scope: the

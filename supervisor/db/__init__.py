@@ -19,8 +19,6 @@ transaction), and the rows: ``tasks``, ``sessions``, ``turns``, ``messages``,
 
 from __future__ import annotations
 
-from protocols.process import process_identity
-
 from .connection import Checkpointer, Connection, _Tx, private_file
 from .groups import GroupRows
 from .schema import _MIGRATIONS, SCHEMA_VERSION, SchemaTooNew, migrate
@@ -60,12 +58,3 @@ __all__ = [
 
 class Db(TaskRows, TurnRows, GroupRows):
     """Synchronous access to the database (one connection; callers serialize)."""
-
-    def record_agent_group(self, pgid: int, session_id: str, command: str,
-                           tag: str | None = None, *, leader: str | None = None) -> None:
-        """``GroupRows.record_agent_group``; a leader not given is read now
-        (the caller's child, not yet reaped).  Transitional: the recorder
-        (``Store.record_agent_group``) should pass it, and then the DB layer
-        reads no /proc at all."""
-        super().record_agent_group(pgid, session_id, command, tag,
-                                   leader=leader if leader is not None else process_identity(pgid))

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import trio
 
-from protocols.process import start_agent_process
+from protocols.process import process_identity, start_agent_process
 from supervisor.db import Db
 from supervisor.lifecycle import CancelOutcome
 from supervisor.recovery import recover
@@ -127,7 +127,8 @@ async def test_the_startup_sweep_stops_a_dead_backends_agent_and_its_tools(
         tool = int((await agent.stdout.receive_some(100)).split()[0])
     db = Db(tmp_path / "t.db")
     try:
-        db.record_agent_group(agent.pid, "s1", "python -c ...", "dead-backend-tag")
+        db.record_agent_group(agent.pid, "s1", "python -c ...", "dead-backend-tag",
+                              leader=process_identity(agent.pid))
         assert alive(tool) and alive(agent.pid)
         result = recover(db)
         assert result["swept_groups"] == 1

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from protocols.process import process_identity
 from supervisor.db import SCHEMA_VERSION, Db
 from supervisor.models import SessionState
 from supervisor.recovery import RESTART_STATUS, recover
@@ -85,7 +86,7 @@ def test_recovery_reconciles_running_sessions_and_sweeps_groups(tmp_path: Path) 
     # An orphaned agent group left by a dead backend.
     orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
                               process_group=0)
-    db.record_agent_group(orphan.pid, sid, "sleep")
+    db.record_agent_group(orphan.pid, sid, "sleep", leader=process_identity(orphan.pid))
     result = recover(db)
     assert result == {"swept_groups": 1, "reconciled_sessions": 1}
     assert orphan.wait(timeout=5) == -signal.SIGKILL

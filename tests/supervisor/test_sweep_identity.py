@@ -77,7 +77,7 @@ def test_our_group_is_killed_leader_alive_or_gone(tmp_path: Path) -> None:
     db, sid = _db(tmp_path)
     # Leader alive: identity read at record time (as the lifecycle records it).
     ours = _sleeper()
-    db.record_agent_group(ours.pid, sid, "agent")
+    db.record_agent_group(ours.pid, sid, "agent", leader=process_identity(ours.pid))
     # Leader gone, a member left in its group (an agent's child).
     leader = subprocess.Popen(
         ["sh", "-c", "sleep 60 </dev/null >/dev/null 2>&1 & echo $!"],
@@ -85,7 +85,8 @@ def test_our_group_is_killed_leader_alive_or_gone(tmp_path: Path) -> None:
     assert leader.stdout is not None
     with leader.stdout:
         member = int(leader.stdout.readline())
-    db.record_agent_group(leader.pid, sid, "agent with a child")
+    db.record_agent_group(leader.pid, sid, "agent with a child",
+                          leader=process_identity(leader.pid))
     leader.wait()
     assert _alive(member)
     assert recover(db)["swept_groups"] == 2
