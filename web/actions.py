@@ -52,18 +52,18 @@ FEATURES = ("text_appends", "queue", "steer", "schema", "projects", "checkpoints
 async def task_create(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
     req = parse(rq.TaskCreate, p, sup.config.limits)
     task = await sup.orchestrator.create_task(caller, req.title, req.project_dir)
-    return task.to_dto()
+    return sup.notify.task_dto(task)
 
 
 async def task_list(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
-    return {"tasks": [t.to_dto() for t in await sup.orchestrator.list_tasks(caller)]}
+    return {"tasks": [sup.notify.task_dto(t) for t in await sup.orchestrator.list_tasks(caller)]}
 
 
 async def task_update(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
     req = parse(rq.TaskUpdate, p, sup.config.limits)
     task = await sup.catalog.update_task(caller, req.task_id, title=req.title,
                                          archived=req.archived)
-    return task.to_dto()
+    return sup.notify.task_dto(task)
 
 
 async def task_delete(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:

@@ -251,6 +251,16 @@ class SessionRemoved(DTO):
     task_id: str
 
 
+class SessionAttention(DTO):
+    """DESIGN.md §15, to the whole workspace: whether a session waits for an
+    approval or is being cancelled, for every tab's lists."""
+
+    session_id: str
+    task_id: str
+    needs_approval: bool
+    cancelling: bool
+
+
 class CancellationChanged(DTO):
     session_id: str
     cancellation_pending: bool
@@ -324,6 +334,7 @@ NOTIFICATIONS: dict[str, type[DTO]] = {
     "task.removed": TaskRemoved,
     "session.changed": SessionChanged,
     "session.removed": SessionRemoved,
+    "session.attention": SessionAttention,
     "session.cancellation_changed": CancellationChanged,
     "session.message.added": MessageEvent,
     "session.message.updated": MessageEvent,
