@@ -16,7 +16,8 @@ import { createQueueList } from "./queue-list.js";
 import { addQueuedEntry, applyQueue, messageAddOutcome, queueView } from "./queue-state.js";
 import * as S from "./state.js";
 import { createStallNotice } from "./stall-notice.js";
-import { humanizeError, sessionStatus, stallNotice, titleMark } from "./status.js";
+import { createPageAttention } from "./page-attention.js";
+import { humanizeError, lastTurnError, sessionStatus, stallNotice, titleMark } from "./status.js";
 import { socketProtocols } from "./credential.js";
 import { Connection, newRequestId, socketUrl } from "./ws.js";
 import * as C from "./turn-changes-state.js";
@@ -105,6 +106,14 @@ export function mountTaskPage(root, boot, env = globalThis) {
   const chatTitle = h("h2", { class: "chat-title" });
   const chatState = h("span", { class: "state-badge", dataset: { testid: "selected-session-state" } });
   const chatReason = h("p", { class: "chat-reason", dataset: { testid: "session-status-reason" }, hidden: true });
+  // A session whose agent did not start: start one again with the same agent (issue 29).
+  const retryButton = h("button", { type: "button", class: "btn btn-secondary", hidden: true, dataset: { testid: "retry-start-button" } }, "Retry start");
+  retryButton.addEventListener("click", () => {
+    const row = state.sessions[state.selectedSessionId];
+    if (row) launch(row.agent, null);
+  });
+  // DESIGN.md §15: what needs the person in the sessions not looked at.
+  const attention = createPageAttention({ env, onOpen: (sid) => select(sid, { push: true }) });
   const messageList = createMessageList({
     onPermission: respondPermission,
     renderTurnChanges: (message) => renderTurnChanges(message, { loadTurnDiff, onRevert: revertTurn }),
@@ -143,6 +152,8 @@ export function mountTaskPage(root, boot, env = globalThis) {
         { class: "topbar" },
         h("a", { href: "/", class: "back-link" }, "← Tasks"),
         topTitle,
+        attention.badge,
+        attention.toggle,
         connectionBadge,
       ),
       banner.el,
@@ -155,7 +166,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
         h(
           "main",
           { class: "chat" },
-          h("div", { class: "chat-header" }, h("div", { class: "chat-heading" }, chatTitle, chatState, changesView.button), workDir, chatReason),
+          h("div", { class: "chat-header" }, h("div", { class: "chat-heading" }, chatTitle, chatState, changesView.button), workDir, h("div", { class: "chat-reason-row" }, chatReason, retryButton)),
           changesView.el,
           messageList.el,
           h("div", { class: "composer-stack" }, queueSlot, composerSlot),
@@ -205,6 +216,8 @@ export function mountTaskPage(root, boot, env = globalThis) {
     chatReason.hidden = !status?.reason;
     chatReason.textContent = status?.reason ?? "";
     chatReason.dataset.tone = status?.tone ?? "neutral"; // an asleep agent is no error
+    retryButton.hidden = !status?.retry || launching;
+    retryButton.disabled = offline;
 
     const place = C.workplace(row, state.task);
     workDir.hidden = !place;
@@ -228,7 +241,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
     errorBanner.hidden = !pageError;
     errorBanner.textContent = pageError ?? "";
     renderLists(offline);
-    const title = `${titleMark(state)}${state.task?.title ?? task.title} · Turnvisor`;
+    const title = `${attention.mark() || titleMark(state)}${state.task?.title ?? task.title} · Turnvisor`;
     if (env.document.title !== title) env.document.title = title;
   }
 
@@ -293,6 +306,31 @@ export function mountTaskPage(root, boot, env = globalThis) {
       refreshTask();
     },
     onNotification: (action, payload, epoch) => {
+      const before = state.sessions;
+      noticeAttention(before, () => handleNotification(action, payload, epoch));
+    },
+  });
+
+  /** The session the person is looking at: the one shown, in a tab that is visible. */
+  function lookingAt() {
+    return env.document.visibilityState === "hidden" ? null : state.selectedSessionId;
+  }
+
+  /** Runs a change, then tells attention what it did to the sessions (page-attention.js). */
+  function noticeAttention(before, change) {
+    change();
+    const names = new Map(S.orderedSessions(state).map((r, i) => [r.id, L.sessionName(r, i)]));
+    attention.observe(before, state.sessions, (sid, row) => ({
+      name: names.get(sid) ?? "A session",
+      taskId,
+      taskTitle: state.task?.title ?? task.title,
+      turnFailed: Array.isArray(state.messages[sid]) && row.state !== S.RUNNING && Boolean(lastTurnError(state.messages[sid])),
+    }), lookingAt());
+    attention.forget((sid) => Boolean(state.sessions[sid]));
+    render();
+  }
+
+  function handleNotification(action, payload, epoch) {
       if (action === "session.turn.changes") {
         changes = C.applyTurnChanges(changes, payload);
         if (payload?.session_id === state.selectedSessionId) changesView.reload();
@@ -301,8 +339,8 @@ export function mountTaskPage(root, boot, env = globalThis) {
       // An append did not fit (a lost frame): list the messages again (state.js). Any later
       // notification retries one that failed, or one whose replay still found a gap.
       resyncMessages(state.selectedSessionId);
-    },
-  });
+  }
+
   const sessionActions = createSessionActions({
     ws,
     dialog,
@@ -430,6 +468,8 @@ export function mountTaskPage(root, boot, env = globalThis) {
   function select(sid, { push }) {
     if (!sid || sid === state.selectedSessionId) return;
     const previous = state.selectedSessionId;
+    pageError = null; // it was about the view left behind
+    attention.seen(sid);
     setState((s) => S.selectSession(s, sid));
     messageList.scrollToEnd(); // another conversation: start at its latest message
     if (push) env.history.pushState({ session: sid }, "", sessionHref(taskId, sid));
@@ -442,7 +482,9 @@ export function mountTaskPage(root, boot, env = globalThis) {
     picker.remember(agent);
     launching = true;
     pageError = null;
-    render();
+    const before = new Set(state.sessionOrder);
+    // Send waits meanwhile: what is typed now is for the new session (state.composerView).
+    setState((s) => ({ ...s, launching: true }));
     try {
       const payload = { task_id: taskId, agent };
       if (prompt) payload.prompt = prompt;
@@ -453,11 +495,35 @@ export function mountTaskPage(root, boot, env = globalThis) {
       if (!coarsePointer(env)) composer.focus();
       return true;
     } catch (err) {
-      showError(`Could not start a session. ${humanizeError(err.message)}`);
+      // The agent did not start: the session it left says why. Show it, so that what is typed
+      // next goes there (and Retry start is at hand), never to the session shown before.
+      const failed = await failedStart(before, agent);
+      if (failed) {
+        select(failed, { push: true });
+        if (!coarsePointer(env)) composer.focus();
+      } else {
+        showError(`Could not start a session. ${humanizeError(err.message)}`);
+      }
       return false;
     } finally {
       launching = false;
-      render();
+      setState((s) => ({ ...s, launching: false }));
+    }
+  }
+
+  /** The FAILED session a failed session.launch of `agent` left in this task, if any. */
+  async function failedStart(before, agent) {
+    try {
+      const known = [...state.sessionOrder];
+      const { sessions } = await ws.request("session.list", { task_id: taskId });
+      const epoch = ws.epoch;
+      applyLists((s) => L.syncSessions(s, sessions, epoch, known));
+      const fresh = sessions
+        .filter((d) => !before.has(d.id) && d.agent === agent && d.state === "FAILED")
+        .sort((a, b) => Date.parse(b.created_at) - Date.parse(a.created_at));
+      return fresh[0]?.id ?? null;
+    } catch {
+      return null; // offline meanwhile: the banner and the next listing tell the rest
     }
   }
 
@@ -565,6 +631,14 @@ export function mountTaskPage(root, boot, env = globalThis) {
     if (view.visible && !view.disabled) {
       event.preventDefault();
       cancel();
+    }
+  });
+
+  // Back to a tab whose shown session had news: it is seen now.
+  env.document.addEventListener("visibilitychange", () => {
+    if (env.document.visibilityState === "visible" && state.selectedSessionId) {
+      attention.seen(state.selectedSessionId);
+      render();
     }
   });
 
