@@ -45,4 +45,7 @@ async def task_boot(sup: Supervisor, caller: Caller, task_id: str,
         # on its session DTO), and the revision they are at.
         "queue": queue.payload()["entries"] if queue is not None else [],
         "queue_revision": queue.revision if queue is not None else 0,
+        # DESIGN.md §15: the late cancel's countdown (seconds until the agent is stopped).
+        "cancel_timeouts": {"join_s": sup.config.timeouts.cancel_join_s,
+                            "escalate_s": sup.config.timeouts.cancel_escalate_s},
     } | agents_info(sup)

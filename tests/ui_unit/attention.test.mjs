@@ -92,3 +92,36 @@ describe("the composer while a new session starts", () => {
     assert.equal(sessionStatus(s, "s1").retry, true);
   });
 });
+
+describe("the working indicator and the escalation countdown", async () => {
+  const P = await import("../../web/static/turn-progress.js");
+  const started = "2026-08-03T10:00:00Z";
+  const t0 = Date.parse(started);
+  const user = { id: "u", session_id: "s1", role: "user", kind: "text", content: "go", metadata: {}, created_at: started };
+  const tool = { id: "t", session_id: "s1", role: "agent", kind: "tool_call", content: "ls -la", metadata: { status: "in_progress" }, created_at: started };
+  function running(messages) {
+    return S.setConnection(S.hydrate(boot([session("s1")], { messages })), "open");
+  }
+  it("says how long the turn runs and what the agent did last", () => {
+    const v = P.workingView(running([user]), "s1", { now: t0 + 12_000 });
+    assert.deepEqual(v, { visible: true, text: "Working · 12 s — Waiting for the agent's first output" });
+    const w = P.workingView(running([user, tool]), "s1", { now: t0 + 75_000, lastEventAt: t0 + 5_000 });
+    assert.equal(w.text, "Working · 1 min 15 s — Running ls -la (last output 1 min 10 s ago)");
+  });
+  it("is hidden when no turn runs or a cancel tells the story", () => {
+    const idle = S.hydrate(boot([session("s1", { state: "WAITING_FOR_INPUT" })]));
+    assert.equal(P.workingView(idle, "s1", { now: t0 }).visible, false);
+    const pending = S.hydrate(boot([session("s1", { cancellation_pending: true, cancellation_revision: 1 })]));
+    assert.equal(P.workingView(pending, "s1", { now: t0 }).visible, false);
+  });
+  it("counts down from the late phase to escalation", () => {
+    let s = S.hydrate(boot([session("s1", { cancellation_pending: true, cancellation_revision: 1 })]));
+    const timeouts = { join_s: 1, escalate_s: 10 };
+    assert.equal(P.countdownView(s, "s1", { now: t0, lateAt: t0, timeouts }).visible, false); // not late yet
+    s = S.applyNotification(s, "session.cancel.progress", { session_id: "s1", turn_id: "x", phase: "late" }, 0);
+    const v = P.countdownView(s, "s1", { now: t0 + 2_500, lateAt: t0, timeouts });
+    assert.equal(v.seconds, 7);
+    assert.equal(v.text, "The agent is not answering; it is stopped in 7 s.");
+    assert.equal(P.countdownView(s, "s1", { now: t0 + 60_000, lateAt: t0, timeouts }).text, "Stopping the agent now…");
+  });
+});

@@ -9,8 +9,15 @@ import { h, setAttr } from "./dom.js";
 
 export const COMPACT_QUERY = "(max-width: 640px)";
 
+/** What the keys do, said under the input (desktop) and in the input's description. */
+export function keyHint(view) {
+  if (!view?.running) return "Enter sends · Shift+Enter adds a line";
+  return view.steer?.visible ? "Enter queues · Alt+Enter steers into the turn · Esc cancels" : "Enter queues · Esc cancels the turn";
+}
+
 /**
- * layout: "desktop" | "compact". onSend(text) -> Promise<boolean> (true = sent, clear the draft).
+ * layout: "desktop" | "compact". onSend(text, delivery) -> Promise<boolean> (true = sent, clear
+ * the draft); delivery "steer" for the steer button and Alt+Enter, else undefined.
  * onCancel() asks to cancel the selected session's turn.
  */
 export function createComposer({ layout, onSend, onCancel, onCancelRevert }) {
@@ -19,6 +26,7 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert }) {
   const input = h("textarea", {
     class: "chat-input",
     dataset: { testid: "chat-input" },
+    "aria-describedby": `composer-hint-${layout}`,
     "aria-label": "Message to the agent",
     rows: compact ? 1 : 3,
     placeholder,
@@ -26,22 +34,27 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert }) {
   const send = h("button", { type: "submit", class: "btn btn-primary btn-send", dataset: { testid: "send-button" } }, "Send");
   const cancel = createCancelControl({ onActivate: () => onCancel() });
   const error = h("p", { class: "composer-error", role: "alert", dataset: { testid: "composer-error" }, hidden: true });
-  const hint = h("span", { class: "composer-hint" }, "Esc cancels a running turn");
+  const hint = h("span", { class: "composer-hint", id: `composer-hint-${layout}` }, "");
+  // DESIGN.md §9, §15: sent into the running turn where the agent steers (Alt+Enter).
+  const steer = h("button", { type: "button", class: "btn btn-secondary", hidden: true, dataset: { testid: "steer-button" }, title: "Send into the running turn (Alt+Enter)" }, "Steer");
+  steer.addEventListener("click", () => submit("steer"));
+  // The §9 fallback, and other words about the last send that are no error.
+  const note = h("p", { class: "composer-note", "aria-live": "polite", dataset: { testid: "composer-note" }, hidden: true });
   // DESIGN.md §12: "Cancel and undo" beside the cancel control; Esc stays a plain cancel.
   const cancelRevert = h("button", { type: "button", class: "btn btn-secondary", hidden: true, dataset: { testid: "cancel-revert-button" }, title: "Cancel the turn and put its files back" }, "Cancel and undo");
   cancelRevert.addEventListener("click", () => {
     if (!cancelRevert.disabled) onCancelRevert?.();
   });
-  const actions = h("div", { class: "composer-actions" }, cancelRevert, cancel.el, send);
+  const actions = h("div", { class: "composer-actions" }, cancelRevert, cancel.el, steer, send);
   // The row wraps (actions under the input) before the input would get narrower than a usable
   // width, so a phone with Cancel shown still has room to type.
   const form = compact
-    ? h("form", { class: "composer composer--compact" }, error, cancel.note, h("div", { class: "composer-row" }, input, actions))
+    ? h("form", { class: "composer composer--compact" }, error, note, cancel.note, h("div", { class: "composer-row" }, input, actions), hint)
     : h(
         "form",
         { class: "composer composer--desktop" },
         input,
-        h("div", { class: "composer-bar" }, error, cancel.note, hint, actions),
+        h("div", { class: "composer-bar" }, error, note, cancel.note, hint, actions),
       );
   form.dataset.testid = "composer";
   form.dataset.layout = layout;
@@ -49,13 +62,13 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert }) {
   let view = null;
   let sending = false;
 
-  async function submit() {
+  async function submit(delivery) {
     const text = input.value.trim();
     if (!text || !view || view.sendDisabled || sending) return;
     sending = true;
     refresh();
     try {
-      if (await onSend(text)) {
+      if (await onSend(text, delivery)) {
         // Keep whatever was typed meanwhile only if it differs from what was sent.
         if (input.value.trim() === text) input.value = "";
       }
@@ -81,7 +94,8 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert }) {
     }
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
       event.preventDefault();
-      submit();
+      // Alt+Enter steers while a turn runs (queued by the backend where the agent cannot).
+      submit(event.altKey && view?.running ? "steer" : undefined);
     }
   });
   input.addEventListener("input", () => refresh());
@@ -98,6 +112,11 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert }) {
           : "Queue a message for when the agent is done (Enter queues, Esc cancels the turn)"
         : placeholder;
     hint.hidden = Boolean(view.cancel.note);
+    hint.textContent = keyHint(view);
+    steer.hidden = !view.steer?.visible;
+    steer.disabled = send.disabled;
+    note.hidden = !view.note;
+    note.textContent = view.note ?? "";
     send.textContent = view.sendLabel;
     setAttr(send, "aria-label", view.sendLabel);
     cancel.update(view.cancel, view.sessionId);

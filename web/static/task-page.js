@@ -16,6 +16,8 @@ import { createQueueList } from "./queue-list.js";
 import { addQueuedEntry, applyQueue, messageAddOutcome, queueView } from "./queue-state.js";
 import * as S from "./state.js";
 import { createStallNotice } from "./stall-notice.js";
+import { countdownView, workingView } from "./turn-progress.js";
+import { createEscalationCountdown, createWorkingIndicator } from "./working-indicator.js";
 import { createPageAttention } from "./page-attention.js";
 import { humanizeError, lastTurnError, sessionStatus, stallNotice, titleMark } from "./status.js";
 import { socketProtocols } from "./credential.js";
@@ -63,6 +65,8 @@ export function mountTaskPage(root, boot, env = globalThis) {
     state = S.selectSession(state, mostRecentlyUpdated(state));
   }
   let launching = false;
+  const steerRefused = new Set(); // sessions whose agent answered a steer with steer_unsupported
+  const composerNotes = {}; // session id -> words about its last send that are no error
   let pageError = null;
   // What each turn changed (turn-changes-state.js): {sessionId: {turnId: {files, skipped} | null}}.
   let changes = {};
@@ -131,7 +135,10 @@ export function mountTaskPage(root, boot, env = globalThis) {
     onSendNow: (entryId) => queueAction("queue.send_now", { entry_id: entryId }, "Could not send the message now."),
     onSetAutoRun: (autoRun) => queueAction("queue.set_auto_run", { auto_run: autoRun }, autoRun ? "Could not resume the queue." : "Could not pause the queue."),
   });
-  const queueSlot = h("div", { class: "queue-slot" }, stall.el, queueList.el);
+  // DESIGN.md §15: the running turn's live row, and the late cancel's countdown.
+  const working = createWorkingIndicator();
+  const countdown = createEscalationCountdown();
+  const queueSlot = h("div", { class: "queue-slot" }, countdown.el, stall.el, queueList.el);
   const composerSlot = h("div", { class: "composer-slot" });
 
   const topTitle = h("h1", { class: "topbar-title" }, task.title);
@@ -169,6 +176,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
           h("div", { class: "chat-header" }, h("div", { class: "chat-heading" }, chatTitle, chatState, changesView.button), workDir, h("div", { class: "chat-reason-row" }, chatReason, retryButton)),
           changesView.el,
           messageList.el,
+          working.el,
           h("div", { class: "composer-stack" }, queueSlot, composerSlot),
         ),
       ),
@@ -194,8 +202,13 @@ export function mountTaskPage(root, boot, env = globalThis) {
 
   /** The composer's view, plus whether the turn can be undone (checkpoints need a project). */
   function composerViewNow() {
-    const row = state.sessions[state.selectedSessionId];
-    return { ...S.composerView(state), revertable: Boolean(row?.cwd || state.task?.project_dir) };
+    const sid = state.selectedSessionId;
+    const row = state.sessions[sid];
+    const view = S.composerView(state);
+    // Codex steers (turn/steer); an ACP agent may (the steering extension): offered until it
+    // refuses one, then the §9 fallback says why the message was queued instead.
+    const steers = Boolean(row) && (row.protocol === "codex" || !steerRefused.has(sid));
+    return { ...view, revertable: Boolean(row?.cwd || state.task?.project_dir), steer: { visible: view.running && steers }, note: composerNotes[sid] ?? null };
   }
 
   // --- Render --------------------------------------------------------------------------------
@@ -232,6 +245,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
     const composerView = composerViewNow();
     composer.update(composerView);
     stall.update(stallNotice(state, sid), composerView.cancel);
+    renderProgress();
     queueList.update(queueView(state, sid, { offline }));
     launchButton.disabled = launching || offline || !picker.launchable;
     agentSelect.disabled = launching;
@@ -243,6 +257,42 @@ export function mountTaskPage(root, boot, env = globalThis) {
     renderLists(offline);
     const title = `${attention.mark() || titleMark(state)}${state.task?.title ?? task.title} · Turnvisor`;
     if (env.document.title !== title) env.document.title = title;
+  }
+
+  // The page's clock for turn-progress.js: when this page saw each session run, last heard an
+  // agent event of it, and heard its cancel go late. One ticker while something counts.
+  const seenRunningAt = {};
+  const lastEventAt = {};
+  const lateAt = {};
+  let ticker = null;
+  function renderProgress() {
+    const sid = state.selectedSessionId;
+    const now = Date.now();
+    for (const [id, row] of Object.entries(state.sessions)) {
+      if (row.state === S.RUNNING) seenRunningAt[id] ??= now;
+      else delete seenRunningAt[id];
+    }
+    const work = workingView(state, sid, { now, seenRunningAt: seenRunningAt[sid], lastEventAt: lastEventAt[sid] });
+    const late = countdownView(state, sid, { now, lateAt: lateAt[sid], timeouts: boot.cancel_timeouts });
+    working.update(work);
+    countdown.update(late);
+    const ticking = work.visible || late.visible;
+    if (ticking && ticker === null) ticker = env.setInterval(renderProgress, 1000);
+    if (!ticking && ticker !== null) {
+      env.clearInterval(ticker);
+      ticker = null;
+    }
+  }
+
+  /** Times what turn-progress.js needs from a notification. */
+  function clockNotification(action, payload) {
+    const sid = payload?.session_id;
+    if (typeof sid !== "string") return;
+    if (action === "session.message.appended" || (action.startsWith("session.message.") && payload.message?.role === "agent")) lastEventAt[sid] = Date.now();
+    if (action === "session.cancel.progress") {
+      if (payload.phase === "late") lateAt[sid] = Date.now();
+      else delete lateAt[sid];
+    }
   }
 
   /** The task's own title, the deleted-task notice and the item dialog (lists.js). */
@@ -307,6 +357,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
     },
     onNotification: (action, payload, epoch) => {
       const before = state.sessions;
+      clockNotification(action, payload);
       noticeAttention(before, () => handleNotification(action, payload, epoch));
     },
   });
@@ -527,15 +578,20 @@ export function mountTaskPage(root, boot, env = globalThis) {
     }
   }
 
-  async function send(text) {
+  async function send(text, delivery = "auto") {
     const sid = state.selectedSessionId;
     if (!sid || !state.sessions[sid]) return launch(picker.value, text);
+    delete composerNotes[sid];
     try {
       // "auto": starts a turn when the agent is free, else joins the queue (DESIGN.md §9).
       // One client_message_id per message (DESIGN.md §14): sent again after a lost connection,
       // the backend answers what the first attempt made and runs nothing twice.
-      const payload = { session_id: sid, content: text, delivery: "auto", client_message_id: `m-${newRequestId()}-${Date.now()}` };
+      const payload = { session_id: sid, content: text, delivery, client_message_id: `m-${newRequestId()}-${Date.now()}` };
       const outcome = messageAddOutcome(await sendOnce(payload));
+      if (outcome.steerUnsupported) {
+        steerRefused.add(sid);
+        composerNotes[sid] = "This agent cannot take a message into a running turn: it was queued and runs when the turn ends.";
+      }
       setState((s) => {
         let next = S.clearComposerError(s, sid);
         if (outcome.message) next = S.addMessage(next, sid, outcome.message);
