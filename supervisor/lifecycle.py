@@ -223,6 +223,9 @@ class TurnHandle:
     on_cancel_closed: Callable[[CancelResult], None] | None = None
     #: Checkpointed before its prompt and after its end (a session with a project).
     checkpointed: bool = False
+    #: The late cancel's wait for the agent (phase ``late``): ``stop_now``
+    #: cancels it, so the same operation escalates at once (DESIGN.md §15).
+    late_wait: trio.CancelScope | None = None
 
     @property
     def cancel_sent_early(self) -> bool:
@@ -1339,12 +1342,28 @@ class LifecycleManager:
                     ex.session_id, self.timeouts.cancel_join_s)
         self._set_phase(turn, "late")
         left = self.timeouts.cancel_escalate_s - (trio.current_time() - started)
-        with trio.move_on_after(max(left, 0)):
-            await turn.done.wait()
+        turn.late_wait = trio.move_on_after(max(left, 0))
+        try:
+            with turn.late_wait:
+                await turn.done.wait()
+        finally:
+            turn.late_wait = None
         if turn.done.is_set():
             return CancelResult(CancelOutcome.LATE, turn.id, sent_at, turn.answered_at)
         await self._escalate(ex, turn)
         return CancelResult(CancelOutcome.ESCALATED, turn.id, sent_at)
+
+    def stop_now(self, session_id: str, turn_id: str | None = None) -> bool:
+        """The person asks not to wait out a late cancel (DESIGN.md §15): the
+        cancel operation waiting for the agent escalates at once.  No second
+        cancel: False when no cancel of that turn is in its late phase."""
+        ex = self.executions.get(session_id)
+        turn = ex.turn if ex is not None else None
+        if turn is None or (turn_id is not None and turn.id != turn_id) or turn.late_wait is None:
+            return False
+        log.info("session %s: stopping the agent now (asked during the late cancel)", session_id)
+        turn.late_wait.cancel()
+        return True
 
     async def _abandon_restore(self, ex: Execution, turn: TurnHandle) -> CancelResult:
         """A cancel while the turn restores its conversation: nothing was

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import pytest
@@ -22,6 +23,14 @@ COUNTDOWN_TOML = """\
 cancel_join_s = 0.5
 cancel_escalate_s = 6.0
 cancel_operation_s = 20.0
+"""
+
+#: The same, but the agent would be waited for a minute: stop-now-button cuts it short.
+PATIENT_TOML = """\
+[timeouts]
+cancel_join_s = 0.5
+cancel_escalate_s = 60.0
+cancel_operation_s = 90.0
 """
 
 
@@ -94,3 +103,28 @@ def test_a_late_cancel_counts_down_to_the_stop(
     shot(person.page, f"escalation-countdown-{view}")
     person.expect_settled(timeout=15_000)
     expect(countdown).to_be_hidden()
+
+
+def test_stop_now_stops_a_hung_agent_without_a_second_cancel(
+    server_factory: Any, new_context: Any, view: str
+) -> None:
+    srv = server_factory(toml=PATIENT_TOML)
+    task_id = create_task(srv, f"Stop now {view}")
+    person = open_person(srv, new_context, view, f"/tasks/{task_id}")
+    person.launch_session()
+    person.start_turn("/hang")
+    sent: list[str] = []
+    person.page.on("websocket", lambda ws: ws.on("framesent", lambda f: sent.append(str(f))))
+    person.page.reload()  # the socket opened after the listener: its frames are counted
+    person.expect_cancel_ready(timeout=10_000)
+    person.press(person.cancel_button)
+    countdown = person.page.get_by_test_id("escalation-countdown")
+    expect(countdown).to_have_text(re.compile(r"stopped in (5\d|60) s"), timeout=5_000)
+    started = time.monotonic()
+    person.press(countdown.get_by_test_id("stop-now-button"))
+    person.expect_settled(timeout=10_000)
+    assert time.monotonic() - started < 10
+    expect(person.status_messages().last).to_contain_text("Turn cancelled by user")
+    expect(person.status_messages().last).to_contain_text("had to be stopped")
+    assert sum('"agent.cancel"' in f for f in sent) == 1, sent
+    assert sum('"agent.stop_now"' in f for f in sent) == 1, sent

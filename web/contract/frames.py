@@ -136,6 +136,12 @@ class CancelAnswer(Success):
     revert_error: str | None = None
 
 
+class StopNowAnswer(Success):
+    session_id: str
+    #: Whether a late cancel was there to escalate (false: nothing done).
+    stopping: bool
+
+
 class ProjectList(DTO):
     roots: list[str]
     #: Project directories of recent tasks, newest first.
@@ -209,6 +215,7 @@ RESPONSES: dict[str, type[BaseModel]] = {
     "queue.send_now": SendNowAnswer,
     "queue.set_auto_run": QueueStateDTO,
     "agent.cancel": CancelAnswer,
+    "agent.stop_now": StopNowAnswer,
     "permission.respond": Success,
     "server.info": ServerInfo,
     "ping": EmptyAnswer,

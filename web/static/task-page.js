@@ -137,7 +137,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
   });
   // DESIGN.md §15: the running turn's live row, and the late cancel's countdown.
   const working = createWorkingIndicator();
-  const countdown = createEscalationCountdown();
+  const countdown = createEscalationCountdown({ onStopNow: stopNow });
   const queueSlot = h("div", { class: "queue-slot" }, countdown.el, stall.el, queueList.el);
   const composerSlot = h("div", { class: "composer-slot" });
 
@@ -275,7 +275,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
     const work = workingView(state, sid, { now, seenRunningAt: seenRunningAt[sid], lastEventAt: lastEventAt[sid] });
     const late = countdownView(state, sid, { now, lateAt: lateAt[sid], timeouts: boot.cancel_timeouts });
     working.update(work);
-    countdown.update(late);
+    countdown.update({ ...late, offline: S.isOffline(state) });
     const ticking = work.visible || late.visible;
     if (ticking && ticker === null) ticker = env.setInterval(renderProgress, 1000);
     if (!ticking && ticker !== null) {
@@ -638,6 +638,16 @@ export function mountTaskPage(root, boot, env = globalThis) {
       },
       (err) => setState((s) => S.settleCancel(s, sid, requestId, { ok: false, error: cancelErrorText(err) })),
     );
+  }
+
+  /** stop-now-button: the late cancel escalates at once (the same operation, DESIGN.md §15). */
+  function stopNow() {
+    const sid = state.selectedSessionId;
+    const turnId = state.sessions[sid]?.current_turn_id;
+    ws.request("agent.stop_now", turnId ? { session_id: sid, turn_id: turnId } : { session_id: sid }).catch((err) => {
+      if (err?.code !== "DISCONNECTED") setState((s) => S.setComposerError(s, sid, `Could not stop the agent now. ${humanizeError(err?.message) ?? ""}`.trim()));
+    });
+    if (!coarsePointer(env)) composer.focus(); // the clicked button is disabled now
   }
 
   /** One queue action on the selected session; the backend answers with session.queue.changed. */

@@ -19,12 +19,21 @@ export function createWorkingIndicator() {
   };
 }
 
-export function createEscalationCountdown() {
+/** onStopNow(): the person does not want to wait; the page sends agent.stop_now. */
+export function createEscalationCountdown({ onStopNow }) {
   const text = h("span", { class: "countdown-text" });
-  const el = h("div", { class: "escalation-countdown", role: "timer", "aria-live": "off", hidden: true, dataset: { testid: "escalation-countdown" } }, text);
+  const stop = h("button", { type: "button", class: "btn btn-danger", dataset: { testid: "stop-now-button" }, title: "Stop the agent now instead of waiting" }, "Stop it now");
+  stop.addEventListener("click", () => {
+    if (stop.disabled) return;
+    stop.disabled = true; // once: the same cancel escalates, there is nothing to repeat
+    onStopNow();
+  });
+  const el = h("div", { class: "escalation-countdown", role: "timer", "aria-live": "off", hidden: true, dataset: { testid: "escalation-countdown" } }, text, stop);
   return {
     el,
     update(view) {
+      if (!view.visible) stop.disabled = false; // the next late cancel may be stopped again
+      else if (view.offline) stop.disabled = true;
       el.hidden = !view.visible;
       el.dataset.seconds = view.seconds === null || view.seconds === undefined ? "" : String(view.seconds);
       if (text.textContent !== view.text) text.textContent = view.text;
