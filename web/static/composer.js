@@ -20,7 +20,7 @@ export function keyHint(view) {
  * the draft); delivery "steer" for the steer button and Alt+Enter, else undefined.
  * onCancel() asks to cancel the selected session's turn.
  */
-export function createComposer({ layout, onSend, onCancel, onCancelRevert }) {
+export function createComposer({ layout, onSend, onCancel, onCancelRevert, onTyping }) {
   const compact = layout === "compact";
   const placeholder = compact ? "Message the agent" : "Message the agent (Enter sends, Shift+Enter adds a line, Esc cancels)";
   const input = h("textarea", {
@@ -65,16 +65,21 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert }) {
   async function submit(delivery) {
     const text = input.value.trim();
     if (!text || !view || view.sendDisabled || sending) return;
+    // The button pressed is disabled while sending and drops the focus: it goes back to the
+    // input afterwards, so the next message (or Esc) goes on from there.
+    const hadFocus = form.contains(document.activeElement);
     sending = true;
     refresh();
     try {
       if (await onSend(text, delivery)) {
         // Keep whatever was typed meanwhile only if it differs from what was sent.
         if (input.value.trim() === text) input.value = "";
+        fit();
       }
     } finally {
       sending = false;
       refresh();
+      if (hadFocus && (document.activeElement === document.body || document.activeElement === null)) input.focus();
     }
   }
 
@@ -98,7 +103,25 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert }) {
       submit(event.altKey && view?.running ? "steer" : undefined);
     }
   });
-  input.addEventListener("input", () => refresh());
+  // The box grows with its text (up to a third of the window, then it scrolls), so a
+  // multi-line message can be read before it is sent; it shrinks back once sent.
+  function fit() {
+    input.style.height = "auto";
+    const most = Math.max(80, Math.round((window.visualViewport?.height ?? window.innerHeight) / 3));
+    input.style.height = `${Math.min(input.scrollHeight + 2, most)}px`;
+  }
+  input.addEventListener("input", () => {
+    fit();
+    refresh();
+  });
+  // Typing on a phone: the page folds its header away while the focus is in the composer
+  // (a tap on Send keeps it: the layout must not move under the finger).
+  form.addEventListener("focusin", (event) => {
+    if (event.target === input) onTyping?.(true);
+  });
+  form.addEventListener("focusout", (event) => {
+    if (!form.contains(event.relatedTarget)) onTyping?.(false);
+  });
 
   function refresh() {
     if (!view) return;
@@ -138,6 +161,7 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert }) {
     },
     set draft(text) {
       input.value = text;
+      fit();
       refresh();
     },
     hasFocus: () => document.activeElement === input,

@@ -191,7 +191,14 @@ export function mountTaskPage(root, boot, env = globalThis) {
     if (composer && composer.layout === layout) return;
     const draft = composer?.draft ?? "";
     const focused = composer?.hasFocus() ?? false;
-    composer = createComposer({ layout, onSend: send, onCancel: () => cancel(), onCancelRevert: () => cancel({ revert: true }) });
+    composer = createComposer({
+      layout,
+      onSend: send,
+      onCancel: () => cancel(),
+      onCancelRevert: () => cancel({ revert: true }),
+      // With the phone's keyboard up, the conversation gets the room the header took.
+      onTyping: (typing) => pageEl.classList.toggle("is-typing", typing && layout === "compact"),
+    });
     composer.draft = draft;
     composerSlot.replaceChildren(composer.el);
     composer.update(composerViewNow());
@@ -199,6 +206,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
   }
   compactQuery.addEventListener("change", mountComposer);
   const layout = root.querySelector(".task-layout");
+  const pageEl = root.querySelector(".page--task");
 
   /** The composer's view, plus whether the turn can be undone (checkpoints need a project). */
   function composerViewNow() {
