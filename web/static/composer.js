@@ -106,6 +106,7 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert, onTyp
   // The box grows with its text (up to a third of the window, then it scrolls), so a
   // multi-line message can be read before it is sent; it shrinks back once sent.
   function fit() {
+    if (!input.isConnected) return; // measured once it is on the page
     input.style.height = "auto";
     const most = Math.max(80, Math.round((window.visualViewport?.height ?? window.innerHeight) / 3));
     input.style.height = `${Math.min(input.scrollHeight + 2, most)}px`;

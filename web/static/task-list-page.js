@@ -10,6 +10,7 @@ import * as L from "./lists.js";
 import * as S from "./state.js";
 import { createPageAttention } from "./page-attention.js";
 import { createProjectPicker } from "./project-picker.js";
+import { createShortcutHelp } from "./shortcut-help.js";
 import { humanizeError } from "./status.js";
 import { socketProtocols } from "./credential.js";
 import { Connection, socketUrl } from "./ws.js";
@@ -68,6 +69,7 @@ export function mountTaskListPage(root, boot, env = globalThis) {
   let retryAt = null;
 
   root.replaceChildren(
+    createShortcutHelp(env.document).el,
     h(
       "div",
       { class: "page page--tasks" },

@@ -15,6 +15,7 @@ import { createSessionList, sessionHref } from "./session-list.js";
 import { createQueueList } from "./queue-list.js";
 import { addQueuedEntry, applyQueue, messageAddOutcome, queueView } from "./queue-state.js";
 import * as S from "./state.js";
+import { createShortcutHelp } from "./shortcut-help.js";
 import { createStallNotice } from "./stall-notice.js";
 import { countdownView, workingView } from "./turn-progress.js";
 import { createEscalationCountdown, createWorkingIndicator } from "./working-indicator.js";
@@ -151,6 +152,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
   );
   root.replaceChildren(
     dialog.el,
+    createShortcutHelp(env.document).el,
     h(
       "div",
       { class: "page page--task" },
@@ -220,7 +222,24 @@ export function mountTaskPage(root, boot, env = globalThis) {
   }
 
   // --- Render --------------------------------------------------------------------------------
+  // The control that last had the focus: when it acted and is gone (Allow, Send now, Resume…
+  // are disabled, hidden or replaced), the focus would fall to the page's body; it goes to the
+  // composer instead (not on touch screens, where that pops the keyboard up).
+  let lastFocused = null;
+  env.document.addEventListener("focusin", (event) => {
+    lastFocused = event.target;
+  });
   function render() {
+    draw();
+    const active = env.document.activeElement;
+    const was = lastFocused;
+    if (active && active !== env.document.body) return;
+    if (!was || (was.isConnected && !was.disabled && !was.closest("[hidden]"))) return; // left on purpose
+    if (coarsePointer(env) || env.document.querySelector("dialog[open]")) return;
+    composer.focus();
+  }
+
+  function draw() {
     const sid = state.selectedSessionId;
     const row = sid ? state.sessions[sid] : undefined;
     const ordered = S.orderedSessions(state);
