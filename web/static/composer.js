@@ -79,7 +79,9 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert, onTyp
     } finally {
       sending = false;
       refresh();
-      if (hadFocus && (document.activeElement === document.body || document.activeElement === null)) input.focus();
+      // Not on a touch screen: focusing the input there pops the keyboard up again.
+      const touch = window.matchMedia?.("(pointer: coarse)").matches;
+      if (hadFocus && !touch && (document.activeElement === document.body || document.activeElement === null)) input.focus();
     }
   }
 
@@ -115,13 +117,34 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert, onTyp
     fit();
     refresh();
   });
-  // Typing on a phone: the page folds its header away while the focus is in the composer
-  // (a tap on Send keeps it: the layout must not move under the finger).
-  form.addEventListener("focusin", (event) => {
-    if (event.target === input) onTyping?.(true);
+  // Typing on a phone: the page folds its header away while the input has the focus. When a
+  // tap takes the focus away, it unfolds only once that tap's click is done: the tap must land
+  // where it was aimed, before the header comes back and moves the page under it.
+  let pressing = false;
+  let unfoldAfterPress = false;
+  function unfold() {
+    if (document.activeElement !== input) onTyping?.(false);
+  }
+  document.addEventListener("pointerdown", () => {
+    pressing = true;
+    setTimeout(released, 1000); // a press that never clicks (a drag) ends anyway
+  }, true);
+  const released = () => setTimeout(() => {
+    pressing = false;
+    if (unfoldAfterPress) {
+      unfoldAfterPress = false;
+      unfold();
+    }
+  }, 0);
+  document.addEventListener("click", released, true);
+  document.addEventListener("pointercancel", released, true);
+  input.addEventListener("focus", () => {
+    unfoldAfterPress = false;
+    onTyping?.(true);
   });
-  form.addEventListener("focusout", (event) => {
-    if (!form.contains(event.relatedTarget)) onTyping?.(false);
+  input.addEventListener("blur", () => {
+    if (pressing) unfoldAfterPress = true;
+    else unfold();
   });
 
   function refresh() {
