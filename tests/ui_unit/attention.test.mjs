@@ -125,3 +125,11 @@ describe("the working indicator and the escalation countdown", async () => {
     assert.equal(P.countdownView(s, "s1", { now: t0 + 60_000, lateAt: t0, timeouts }).text, "Stopping the agent now…");
   });
 });
+
+describe("the smaller items of issue 29", async () => {
+  const { permissionOutcome } = await import("../../web/static/tool-card.js");
+  it("words a withdrawn question apart from a cancelled turn", () => {
+    assert.equal(permissionOutcome({ status: "cancelled", withdrawn: true }), "Withdrawn by the agent");
+    assert.equal(permissionOutcome({ status: "cancelled" }), "Cancelled with the turn");
+  });
+});
