@@ -312,10 +312,16 @@ class Cancellations:
             row = PHASES[turn.cancel_phase]
             if row.until is None or row.then is None:
                 break
-            with trio.move_on_at(turn.cancel_began_at + getattr(self.timeouts, row.until)):
-                if turn.cancel_phase is CancelPhase.SENT:
-                    await self._persist(ex, turn)
-                await turn.done.wait()
+            with trio.move_on_at(turn.cancel_began_at
+                                 + getattr(self.timeouts, row.until)) as wait:
+                if turn.cancel_phase is CancelPhase.LATE:
+                    turn.late_wait = wait
+                try:
+                    if turn.cancel_phase is CancelPhase.SENT:
+                        await self._persist(ex, turn)
+                    await turn.done.wait()
+                finally:
+                    turn.late_wait = None
             if turn.done.is_set():
                 break
             if row.then is CancelPhase.ESCALATED:
@@ -325,6 +331,20 @@ class Cancellations:
                             ex.session_id, self.timeouts.cancel_join_s)
                 self._set_phase(turn, row.then)
         return self._result(turn)
+
+    def stop_now(self, session_id: str, turn_id: str | None = None) -> bool:
+        """The person asks not to wait out a late cancel (DESIGN.md §15): the
+        operation waiting for the agent escalates at once, through the same
+        phases (no second cancel).  False: no cancel of that turn is late."""
+        ex = self.agents.running(session_id)
+        turn = ex.turn if ex is not None else None
+        if turn is None or (turn_id is not None and turn.id != turn_id) \
+                or turn.late_wait is None:
+            return False
+        log.info("session %s: stopping the agent now (asked during the late cancel)",
+                 session_id)
+        turn.late_wait.cancel()
+        return True
 
     async def stop_for_shutdown(self, ex: Execution) -> None:
         """Shutdown's stop of the running turn: the same writer, then at most

@@ -171,6 +171,9 @@ class TurnHandle:
     cancel: CancelWaiter | None = None
     #: Checkpointed before its prompt and after its end (a session with a project).
     checkpointed: bool = False
+    #: The late cancel's wait for the agent (phase ``late``): ``stop_now``
+    #: cancels it, so the same operation escalates at once (DESIGN.md §15).
+    late_wait: trio.CancelScope | None = None
 
     @property
     def prompt_withheld(self) -> bool:

@@ -40,6 +40,15 @@ class Notifier:
         self.projection = CancellationProjection(self.cancellation_changed)
         #: Whether a session's agent process runs, and the dialect it speaks.
         self._agents: AgentStatus = agents or NoAgents()
+        #: DESIGN.md §15, what needs the person: each session's workspace and
+        #: task (learnt from every DTO and state change built here), its
+        #: unanswered permission cards (message ids) and whether a cancel of it
+        #: is pending.  Kept here because every message and cancellation value
+        #: already passes through; nothing is persisted (after a restart no
+        #: permission waits and no cancel is pending).
+        self._where: dict[str, tuple[str, str]] = {}
+        self._asking: dict[str, set[str]] = {}
+        self._cancelling: set[str] = set()
 
     def agent_live(self, session_id: str) -> bool:
         return self._agents.agent_live(session_id)
@@ -49,11 +58,46 @@ class Notifier:
 
     def session_dto(self, session: Session) -> dict[str, Any]:
         progress = self.projection.get(session.id)
+        self._where[session.id] = (session.workspace_id, session.task_id)
         return session.to_dto(progress.pending, progress.revision,
-                              self.agent_live(session.id), self.agent_protocol(session))
+                              self.agent_live(session.id), self.agent_protocol(session)) | {
+            "needs_approval": bool(self._asking.get(session.id))}
+
+    def task_dto(self, task: Task) -> dict[str, Any]:
+        """The task DTO with how many of its sessions wait for an approval and
+        how many are being cancelled (the task list's "Needs approval" and
+        "Cancelling")."""
+        ids = [sid for sid, (_ws, tid) in self._where.items() if tid == task.id]
+        return task.to_dto() | {
+            "approval_count": sum(1 for sid in ids if self._asking.get(sid)),
+            "cancelling_count": sum(1 for sid in ids if sid in self._cancelling)}
+
+    def _attention(self, session_id: str) -> None:
+        """``session.attention`` to the whole workspace: every tab's task and
+        session lists say "Needs approval" / "Cancelling", subscribed or not."""
+        where = self._where.get(session_id)
+        if where is None:
+            return  # never listed nor changed in this backend: no tab shows it
+        self.bus.publish(workspace_channel(where[0]), "session.attention", {
+            "session_id": session_id, "task_id": where[1],
+            "needs_approval": bool(self._asking.get(session_id)),
+            "cancelling": session_id in self._cancelling})
+
+    def _track_permission(self, msg: Message) -> None:
+        if msg.kind != "permission":
+            return
+        asking = self._asking.setdefault(msg.session_id, set())
+        before = bool(asking)
+        if msg.metadata.get("status", "pending") == "pending":
+            asking.add(msg.id)
+        else:
+            asking.discard(msg.id)
+        if bool(asking) != before:
+            self._attention(msg.session_id)
 
     def state_payload(self, session: Session) -> dict[str, Any]:
         progress = self.projection.get(session.id)
+        self._where[session.id] = (session.workspace_id, session.task_id)
         return {
             "session_id": session.id, "task_id": session.task_id,
             "new_state": session.state.value, "updated_at": session.updated_at,
@@ -71,7 +115,7 @@ class Notifier:
 
     def task_changed(self, task: Task) -> None:
         self.bus.publish(workspace_channel(task.workspace_id), "task.changed",
-                         {"task": task.to_dto()})
+                         {"task": self.task_dto(task)})
 
     def task_removed(self, task: Task) -> None:
         self.bus.publish(workspace_channel(task.workspace_id), "task.removed",
@@ -82,16 +126,27 @@ class Notifier:
                          {"session": self.session_dto(session)})
 
     def session_removed(self, session: Session) -> None:
+        self._where.pop(session.id, None)
+        self._asking.pop(session.id, None)
+        self._cancelling.discard(session.id)
         self.bus.publish(workspace_channel(session.workspace_id), "session.removed",
                          {"session_id": session.id, "task_id": session.task_id})
 
     def cancellation_changed(self, session_id: str, progress: Progress) -> None:
+        was = session_id in self._cancelling
+        if progress.pending:
+            self._cancelling.add(session_id)
+        else:
+            self._cancelling.discard(session_id)
         self.bus.publish(session_id, "session.cancellation_changed", {
             "session_id": session_id, "cancellation_pending": progress.pending,
             "cancellation_revision": progress.revision,
         })
+        if progress.pending != was:
+            self._attention(session_id)
 
     def message_added(self, msg: Message) -> None:
+        self._track_permission(msg)
         self.bus.publish(msg.session_id, "session.message.added",
                          {"session_id": msg.session_id, "message": msg.to_dto()})
 
@@ -99,6 +154,7 @@ class Notifier:
         """The whole message; ``appended``: it only grew by that text, which
         connections subscribed with ``text_appends`` get instead
         (``session.message.appended``, docs/contract-notes.md)."""
+        self._track_permission(msg)
         append = None
         if appended is not None:
             append = ("session.message.appended", {

@@ -52,18 +52,18 @@ FEATURES = ("text_appends", "queue", "steer", "schema", "projects", "checkpoints
 async def task_create(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
     req = parse(rq.TaskCreate, p, sup.config.limits)
     task = await sup.orchestrator.create_task(caller, req.title, req.project_dir)
-    return task.to_dto()
+    return sup.notify.task_dto(task)
 
 
 async def task_list(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
-    return {"tasks": [t.to_dto() for t in await sup.orchestrator.list_tasks(caller)]}
+    return {"tasks": [sup.notify.task_dto(t) for t in await sup.orchestrator.list_tasks(caller)]}
 
 
 async def task_update(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
     req = parse(rq.TaskUpdate, p, sup.config.limits)
     task = await sup.catalog.update_task(caller, req.task_id, title=req.title,
                                          archived=req.archived)
-    return task.to_dto()
+    return sup.notify.task_dto(task)
 
 
 async def task_delete(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
@@ -196,6 +196,14 @@ async def agent_cancel(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> di
     return result
 
 
+async def agent_stop_now(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
+    """DESIGN.md §15 ``stop-now-button``: the late cancel in flight escalates at once."""
+    req = parse(rq.AgentStopNow, p, sup.config.limits)
+    await sup.orchestrator.session(caller, req.session_id)  # the caller's, else NotFound
+    stopping = sup.orchestrator.cancellations.stop_now(req.session_id, req.turn_id)
+    return {"success": True, "session_id": req.session_id, "stopping": stopping}
+
+
 async def cancel_revert(sup: Supervisor, op: CancelOperation) -> dict[str, Any]:
     """DESIGN.md §12 "Cancel and undo": the settled cancel's turn reverted."""
     if op.acted_on is None:
@@ -257,6 +265,7 @@ ACTIONS: dict[str, Handler] = {
     "queue.send_now": queue_send_now,
     "queue.set_auto_run": queue_set_auto_run,
     "agent.cancel": agent_cancel,
+    "agent.stop_now": agent_stop_now,
     "permission.respond": permission_respond,
     "server.info": server_info_action,
     "ping": ping,

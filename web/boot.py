@@ -28,7 +28,7 @@ def agents_info(sup: Supervisor) -> dict[str, Any]:
 async def tasks_boot(sup: Supervisor, caller: Caller) -> dict[str, Any]:
     """The task list page."""
     tasks = await sup.orchestrator.list_tasks(caller)
-    return {"page": "tasks", "tasks": [t.to_dto() for t in tasks]} | agents_info(sup)
+    return {"page": "tasks", "tasks": [sup.notify.task_dto(t) for t in tasks]} | agents_info(sup)
 
 
 async def task_boot(sup: Supervisor, caller: Caller, task_id: str,
@@ -37,7 +37,7 @@ async def task_boot(sup: Supervisor, caller: Caller, task_id: str,
                                                                           selected)
     queue = await sup.orchestrator.selected_queue(selected)
     return {
-        "page": "task", "task": task.to_dto(),
+        "page": "task", "task": sup.notify.task_dto(task),
         "sessions": [sup.notify.session_dto(s) for s in sessions],
         "selected_session_id": selected,
         "messages": [m.to_dto() for m in messages],
@@ -45,4 +45,7 @@ async def task_boot(sup: Supervisor, caller: Caller, task_id: str,
         # on its session DTO), and the revision they are at.
         "queue": queue.payload()["entries"] if queue is not None else [],
         "queue_revision": queue.revision if queue is not None else 0,
+        # DESIGN.md §15: the late cancel's countdown (seconds until the agent is stopped).
+        "cancel_timeouts": {"join_s": sup.config.timeouts.cancel_join_s,
+                            "escalate_s": sup.config.timeouts.cancel_escalate_s},
     } | agents_info(sup)

@@ -31,6 +31,10 @@ class TaskDTO(DTO):
     running_count: int
     #: DESIGN.md §12: where its sessions work (null: the data dir's work/).
     project_dir: str | None = None
+    #: DESIGN.md §15: its sessions waiting for an approval, and being cancelled
+    #: (0 where a path builds the DTO without the notifier's knowledge).
+    approval_count: int = 0
+    cancelling_count: int = 0
 
 
 class WorktreeDTO(DTO):
@@ -83,6 +87,8 @@ class SessionDTO(DTO):
     #: and its own worktree, if launched with one.
     cwd: str | None = None
     worktree: WorktreeDTO | None = None
+    #: DESIGN.md §15: a permission card of it waits for the person's answer.
+    needs_approval: bool = False
 
 
 class MessageDTO(DTO):

@@ -136,6 +136,12 @@ class CancelAnswer(Success):
     revert_error: str | None = None
 
 
+class StopNowAnswer(Success):
+    session_id: str
+    #: Whether a late cancel was there to escalate (false: nothing done).
+    stopping: bool
+
+
 class ProjectList(DTO):
     roots: list[str]
     #: Project directories of recent tasks, newest first.
@@ -209,6 +215,7 @@ RESPONSES: dict[str, type[BaseModel]] = {
     "queue.send_now": SendNowAnswer,
     "queue.set_auto_run": QueueStateDTO,
     "agent.cancel": CancelAnswer,
+    "agent.stop_now": StopNowAnswer,
     "permission.respond": Success,
     "server.info": ServerInfo,
     "ping": EmptyAnswer,
@@ -249,6 +256,16 @@ class SessionChanged(DTO):
 class SessionRemoved(DTO):
     session_id: str
     task_id: str
+
+
+class SessionAttention(DTO):
+    """DESIGN.md §15, to the whole workspace: whether a session waits for an
+    approval or is being cancelled, for every tab's lists."""
+
+    session_id: str
+    task_id: str
+    needs_approval: bool
+    cancelling: bool
 
 
 class CancellationChanged(DTO):
@@ -324,6 +341,7 @@ NOTIFICATIONS: dict[str, type[DTO]] = {
     "task.removed": TaskRemoved,
     "session.changed": SessionChanged,
     "session.removed": SessionRemoved,
+    "session.attention": SessionAttention,
     "session.cancellation_changed": CancellationChanged,
     "session.message.added": MessageEvent,
     "session.message.updated": MessageEvent,

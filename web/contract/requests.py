@@ -180,6 +180,14 @@ class AgentCancel(Request):
     revert: StrictBool = False
 
 
+class AgentStopNow(Request):
+    """DESIGN.md §15: a late cancel escalates at once (no second cancel)."""
+
+    session_id: Id
+    #: Optional: the turn whose cancel the client shows.
+    turn_id: Id | None = None
+
+
 class ProjectBrowse(Request):
     #: Default: the first project root.
     path: DirPath | None = None
@@ -231,6 +239,7 @@ REQUESTS: dict[str, type[Request]] = {
     "queue.send_now": QueueEntryRef,
     "queue.set_auto_run": QueueSetAutoRun,
     "agent.cancel": AgentCancel,
+    "agent.stop_now": AgentStopNow,
     "permission.respond": PermissionRespond,
     "server.info": NoPayload,
     "ping": NoPayload,

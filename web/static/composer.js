@@ -9,16 +9,24 @@ import { h, setAttr } from "./dom.js";
 
 export const COMPACT_QUERY = "(max-width: 640px)";
 
+/** What the keys do, said under the input (desktop) and in the input's description. */
+export function keyHint(view) {
+  if (!view?.running) return "Enter sends · Shift+Enter adds a line";
+  return view.steer?.visible ? "Enter queues · Alt+Enter steers into the turn · Esc cancels" : "Enter queues · Esc cancels the turn";
+}
+
 /**
- * layout: "desktop" | "compact". onSend(text) -> Promise<boolean> (true = sent, clear the draft).
+ * layout: "desktop" | "compact". onSend(text, delivery) -> Promise<boolean> (true = sent, clear
+ * the draft); delivery "steer" for the steer button and Alt+Enter, else undefined.
  * onCancel() asks to cancel the selected session's turn.
  */
-export function createComposer({ layout, onSend, onCancel, onCancelRevert }) {
+export function createComposer({ layout, onSend, onCancel, onCancelRevert, onTyping }) {
   const compact = layout === "compact";
   const placeholder = compact ? "Message the agent" : "Message the agent (Enter sends, Shift+Enter adds a line, Esc cancels)";
   const input = h("textarea", {
     class: "chat-input",
     dataset: { testid: "chat-input" },
+    "aria-describedby": `composer-hint-${layout}`,
     "aria-label": "Message to the agent",
     rows: compact ? 1 : 3,
     placeholder,
@@ -26,22 +34,27 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert }) {
   const send = h("button", { type: "submit", class: "btn btn-primary btn-send", dataset: { testid: "send-button" } }, "Send");
   const cancel = createCancelControl({ onActivate: () => onCancel() });
   const error = h("p", { class: "composer-error", role: "alert", dataset: { testid: "composer-error" }, hidden: true });
-  const hint = h("span", { class: "composer-hint" }, "Esc cancels a running turn");
+  const hint = h("span", { class: "composer-hint", id: `composer-hint-${layout}` }, "");
+  // DESIGN.md §9, §15: sent into the running turn where the agent steers (Alt+Enter).
+  const steer = h("button", { type: "button", class: "btn btn-secondary", hidden: true, dataset: { testid: "steer-button" }, title: "Send into the running turn (Alt+Enter)" }, "Steer");
+  steer.addEventListener("click", () => submit("steer"));
+  // The §9 fallback, and other words about the last send that are no error.
+  const note = h("p", { class: "composer-note", "aria-live": "polite", dataset: { testid: "composer-note" }, hidden: true });
   // DESIGN.md §12: "Cancel and undo" beside the cancel control; Esc stays a plain cancel.
   const cancelRevert = h("button", { type: "button", class: "btn btn-secondary", hidden: true, dataset: { testid: "cancel-revert-button" }, title: "Cancel the turn and put its files back" }, "Cancel and undo");
   cancelRevert.addEventListener("click", () => {
     if (!cancelRevert.disabled) onCancelRevert?.();
   });
-  const actions = h("div", { class: "composer-actions" }, cancelRevert, cancel.el, send);
+  const actions = h("div", { class: "composer-actions" }, cancelRevert, cancel.el, steer, send);
   // The row wraps (actions under the input) before the input would get narrower than a usable
   // width, so a phone with Cancel shown still has room to type.
   const form = compact
-    ? h("form", { class: "composer composer--compact" }, error, cancel.note, h("div", { class: "composer-row" }, input, actions))
+    ? h("form", { class: "composer composer--compact" }, error, note, cancel.note, h("div", { class: "composer-row" }, input, actions), hint)
     : h(
         "form",
         { class: "composer composer--desktop" },
         input,
-        h("div", { class: "composer-bar" }, error, cancel.note, hint, actions),
+        h("div", { class: "composer-bar" }, error, note, cancel.note, hint, actions),
       );
   form.dataset.testid = "composer";
   form.dataset.layout = layout;
@@ -49,19 +62,26 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert }) {
   let view = null;
   let sending = false;
 
-  async function submit() {
+  async function submit(delivery) {
     const text = input.value.trim();
     if (!text || !view || view.sendDisabled || sending) return;
+    // The button pressed is disabled while sending and drops the focus: it goes back to the
+    // input afterwards, so the next message (or Esc) goes on from there.
+    const hadFocus = form.contains(document.activeElement);
     sending = true;
     refresh();
     try {
-      if (await onSend(text)) {
+      if (await onSend(text, delivery)) {
         // Keep whatever was typed meanwhile only if it differs from what was sent.
         if (input.value.trim() === text) input.value = "";
+        fit();
       }
     } finally {
       sending = false;
       refresh();
+      // Not on a touch screen: focusing the input there pops the keyboard up again.
+      const touch = window.matchMedia?.("(pointer: coarse)").matches;
+      if (hadFocus && !touch && (document.activeElement === document.body || document.activeElement === null)) input.focus();
     }
   }
 
@@ -81,10 +101,51 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert }) {
     }
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
       event.preventDefault();
-      submit();
+      // Alt+Enter steers while a turn runs (queued by the backend where the agent cannot).
+      submit(event.altKey && view?.running ? "steer" : undefined);
     }
   });
-  input.addEventListener("input", () => refresh());
+  // The box grows with its text (up to a third of the window, then it scrolls), so a
+  // multi-line message can be read before it is sent; it shrinks back once sent.
+  function fit() {
+    if (!input.isConnected) return; // measured once it is on the page
+    input.style.height = "auto";
+    const most = Math.max(80, Math.round((window.visualViewport?.height ?? window.innerHeight) / 3));
+    input.style.height = `${Math.min(input.scrollHeight + 2, most)}px`;
+  }
+  input.addEventListener("input", () => {
+    fit();
+    refresh();
+  });
+  // Typing on a phone: the page folds its header away while the input has the focus. When a
+  // tap takes the focus away, it unfolds only once that tap's click is done: the tap must land
+  // where it was aimed, before the header comes back and moves the page under it.
+  let pressing = false;
+  let unfoldAfterPress = false;
+  function unfold() {
+    if (document.activeElement !== input) onTyping?.(false);
+  }
+  document.addEventListener("pointerdown", () => {
+    pressing = true;
+    setTimeout(released, 1000); // a press that never clicks (a drag) ends anyway
+  }, true);
+  const released = () => setTimeout(() => {
+    pressing = false;
+    if (unfoldAfterPress) {
+      unfoldAfterPress = false;
+      unfold();
+    }
+  }, 0);
+  document.addEventListener("click", released, true);
+  document.addEventListener("pointercancel", released, true);
+  input.addEventListener("focus", () => {
+    unfoldAfterPress = false;
+    onTyping?.(true);
+  });
+  input.addEventListener("blur", () => {
+    if (pressing) unfoldAfterPress = true;
+    else unfold();
+  });
 
   function refresh() {
     if (!view) return;
@@ -98,6 +159,11 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert }) {
           : "Queue a message for when the agent is done (Enter queues, Esc cancels the turn)"
         : placeholder;
     hint.hidden = Boolean(view.cancel.note);
+    hint.textContent = keyHint(view);
+    steer.hidden = !view.steer?.visible;
+    steer.disabled = send.disabled;
+    note.hidden = !view.note;
+    note.textContent = view.note ?? "";
     send.textContent = view.sendLabel;
     setAttr(send, "aria-label", view.sendLabel);
     cancel.update(view.cancel, view.sessionId);
@@ -119,6 +185,7 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert }) {
     },
     set draft(text) {
       input.value = text;
+      fit();
       refresh();
     },
     hasFocus: () => document.activeElement === input,

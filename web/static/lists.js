@@ -15,6 +15,10 @@ import * as S from "./state.js";
 export function taskStatus(task) {
   const running = Number(task?.running_count) || 0;
   const count = Number(task?.session_count) || 0;
+  // DESIGN.md §15: what needs the person comes before what merely runs.
+  const approval = Number(task?.approval_count) || 0;
+  if (approval > 0) return { key: "approval", label: approval > 1 ? `Needs approval (${approval})` : "Needs approval", tone: "attention" };
+  if ((Number(task?.cancelling_count) || 0) > 0) return { key: "cancelling", label: "Cancelling", tone: "warning" };
   if (running > 0) return { key: "running", label: running > 1 ? `Running (${running})` : "Running", tone: "active" };
   if (count === 0) return { key: "empty", label: "No sessions", tone: "neutral" };
   return { key: "idle", label: count === 1 ? "1 session" : `${count} sessions`, tone: "neutral" };
@@ -87,7 +91,7 @@ export function mergeTaskListing(state, tasks, knownBefore) {
   for (const held of state.tasks) {
     const fresh = listed.get(held.id);
     if (fresh) {
-      next.push(taskStamp(held) > taskStamp(fresh) ? { ...fresh, ...held, session_count: fresh.session_count, running_count: fresh.running_count } : fresh);
+      next.push(taskStamp(held) > taskStamp(fresh) ? { ...fresh, ...held, session_count: fresh.session_count, running_count: fresh.running_count, approval_count: fresh.approval_count, cancelling_count: fresh.cancelling_count } : fresh);
       listed.delete(held.id);
     } else if (!before.has(held.id)) {
       next.push(held);
@@ -99,7 +103,7 @@ export function mergeTaskListing(state, tasks, knownBefore) {
 
 /** True when a notification may change the list's counts, so the page re-lists (once). */
 export function changesTaskCounts(action) {
-  return action === "session.changed" || action === "session.removed";
+  return action === "session.changed" || action === "session.removed" || action === "session.attention";
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -61,6 +61,8 @@ function renderText(message) {
   };
 }
 
+const SPEAKERS = { user: "You", agent: "Agent", system: "Turnvisor" };
+
 function renderRow(message, ctx) {
   let body;
   let view = null;
@@ -89,6 +91,8 @@ function renderRow(message, ctx) {
       class: `msg msg--${message.role ?? "agent"} msg--kind-${message.kind ?? "text"}`,
       dataset: { messageId: String(message.id), role: message.role ?? "", kind: message.kind ?? "" },
     },
+    // Who speaks, for those who hear the conversation (the bubbles' sides say it to the eye).
+    h("span", { class: "visually-hidden", dataset: { testid: "speaker" } }, `${SPEAKERS[message.role] ?? "Agent"}: `),
     body,
   );
   return { node: li, view };

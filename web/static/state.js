@@ -366,6 +366,16 @@ export function applyNotification(state, action, payload, epoch) {
       const next = putSession(state, fields);
       return applyCancellation(next, sid, p.cancellation_pending, p.cancellation_revision, epoch);
     }
+    case "session.attention": {
+      // DESIGN.md §15, heard by every tab: a known session waits for an approval or is being
+      // cancelled. Only rows this page already shows take it (no partial rows of other tasks).
+      const row = state.sessions[sid];
+      if (!row) return state;
+      const fields = { ...row };
+      if (typeof p.needs_approval === "boolean") fields.needs_approval = p.needs_approval;
+      if (typeof p.cancelling === "boolean") fields.attention_cancelling = p.cancelling;
+      return putSession(state, fields);
+    }
     case "session.cancellation_changed":
       return applyCancellation(state, sid, p.cancellation_pending, p.cancellation_revision, epoch);
     case "session.message.added":
@@ -513,8 +523,11 @@ export function composerView(state) {
     hasSession: Boolean(row),
     running,
     offline,
-    sendDisabled: offline,
-    sendLabel: row ? (running ? "Queue" : "Send") : "Start session",
+    // While a new session starts, Send waits: what is typed then is meant for the new one, and
+    // must not go to the session still shown (issue 29).
+    launching: Boolean(state.launching),
+    sendDisabled: offline || Boolean(state.launching),
+    sendLabel: state.launching ? "Starting…" : row ? (running ? "Queue" : "Send") : "Start session",
     cancel: cancelControlView(state, sid),
     error: (sid && state.composerErrors[sid]) || null,
   };

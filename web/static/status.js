@@ -64,13 +64,16 @@ export function sessionStatus(state, sessionId) {
   const messages = state.messages[sessionId];
   const s = row.state;
   const live = s === RUNNING || s === "STARTING" || s === "CREATED" || s === "WAITING_FOR_INPUT";
-  if (effectiveCancelPending(state, sessionId)) {
+  // A session this page does not follow hears its cancel only through `session.attention`.
+  const cancelling = effectiveCancelPending(state, sessionId) ||
+    (sessionId !== state.selectedSessionId && row.attention_cancelling === true && s === RUNNING);
+  if (cancelling) {
     const phase = state.cancelPhases?.[sessionId];
     return phase === "late" || phase === "escalated"
       ? { key: "stopping", label: "Stopping an unresponsive agent", tone: "warning", reason: null }
       : { key: "cancelling", label: "Cancelling", tone: "warning", reason: null };
   }
-  if (live && hasPendingPermission(messages)) {
+  if (live && (hasPendingPermission(messages) || (row.needs_approval === true && !Array.isArray(messages)))) {
     return { key: "approval", label: "Needs approval", tone: "attention", reason: null };
   }
   switch (s) {
@@ -81,7 +84,8 @@ export function sessionStatus(state, sessionId) {
       return { key: "starting", label: "Starting", tone: "active", reason: null };
     case "FAILED": {
       const err = lastOf(messages, (m) => m.kind === "status" && m.metadata?.variant === "error");
-      return { key: "failed", label: "Failed", tone: "error", reason: humanizeError(err?.content) };
+      // The agent never came up: the page offers to start it again (retry-start-button).
+      return { key: "failed", label: "Failed", tone: "error", reason: humanizeError(err?.content), retry: true };
     }
     case "WAITING_FOR_INPUT": {
       const err = lastTurnError(messages);

@@ -8,7 +8,9 @@ import { h, timeElement } from "./dom.js";
 import { createItemDialog } from "./item-dialog.js";
 import * as L from "./lists.js";
 import * as S from "./state.js";
+import { createPageAttention } from "./page-attention.js";
 import { createProjectPicker } from "./project-picker.js";
+import { createShortcutHelp } from "./shortcut-help.js";
 import { humanizeError } from "./status.js";
 import { socketProtocols } from "./credential.js";
 import { Connection, socketUrl } from "./ws.js";
@@ -35,6 +37,14 @@ export function mountTaskListPage(root, boot, env = globalThis) {
   );
   const lists = h("div", { class: "task-lists", dataset: { testid: "task-list" } }, list, archivedGroup);
   const dialog = createItemDialog();
+  // DESIGN.md §15: sessions of any task that ended a turn, asked or failed since this page
+  // opened (each heard in session.changed; none is looked at here).
+  const attention = createPageAttention({
+    env,
+    onOpen: (sid, taskId) => env.location.assign(`${taskHref(taskId)}?session=${encodeURIComponent(sid)}`),
+  });
+  let heard = {}; // session id -> its last DTO heard
+
   const title = h("input", {
     id: "new-task-title",
     class: "text-input",
@@ -59,16 +69,16 @@ export function mountTaskListPage(root, boot, env = globalThis) {
   let retryAt = null;
 
   root.replaceChildren(
+    createShortcutHelp(env.document).el,
     h(
       "div",
       { class: "page page--tasks" },
-      h("header", { class: "topbar" }, h("h1", { class: "topbar-title" }, "Turnvisor")),
+      h("header", { class: "topbar" }, h("h1", { class: "topbar-title" }, "Turnvisor"), attention.badge, attention.toggle),
       banner.el,
       h("main", { class: "tasks-main" }, form, h("h2", { class: "section-title" }, "Tasks"), lists),
     ),
     dialog.el,
   );
-  env.document.title = "Tasks · Turnvisor";
 
   function taskRow(t) {
     const status = L.taskStatus(t);
@@ -107,7 +117,7 @@ export function mountTaskListPage(root, boot, env = globalThis) {
   function renderList() {
     // Redraw only when something shown changed (a click between mousedown and mouseup on a
     // replaced link would be lost).
-    const signature = JSON.stringify(state.tasks.map((t) => [t.id, t.title, t.archived, t.updated_at, t.session_count, t.running_count]));
+    const signature = JSON.stringify(state.tasks.map((t) => [t.id, t.title, t.archived, t.updated_at, t.session_count, t.running_count, t.approval_count, t.cancelling_count]));
     if (signature === drawn) return;
     drawn = signature;
     const { active, archived } = L.splitArchived(state.tasks);
@@ -124,6 +134,8 @@ export function mountTaskListPage(root, boot, env = globalThis) {
 
   function render() {
     renderList();
+    const title = `${attention.mark()}Tasks · Turnvisor`;
+    if (env.document.title !== title) env.document.title = title;
     const offline = S.isOffline(state);
     create.disabled = creating || offline;
     create.title = offline ? "Offline: waiting for the server" : "";
@@ -196,10 +208,34 @@ export function mountTaskListPage(root, boot, env = globalThis) {
     },
     onNotification: (action, payload) => {
       state = L.applyTaskListNotification(state, action, payload);
+      noticeAttention(action, payload);
       render();
       if (L.changesTaskCounts(action)) refreshTasks();
     },
   });
+
+  /** A session's change, told to attention (the task list looks at no session). */
+  function noticeAttention(action, payload) {
+    const dto = action === "session.changed" ? payload?.session : null;
+    const sid = dto?.id ?? payload?.session_id;
+    if (typeof sid !== "string") return;
+    const before = heard;
+    if (action === "session.removed") {
+      const { [sid]: _gone, ...rest } = heard;
+      heard = rest;
+    } else if (dto) {
+      heard = { ...heard, [sid]: { ...heard[sid], ...dto } };
+    } else if (action === "session.attention" && heard[sid]) {
+      heard = { ...heard, [sid]: { ...heard[sid], needs_approval: payload.needs_approval } };
+    } else if (action === "session.attention") {
+      heard = { ...heard, [sid]: { id: sid, task_id: payload.task_id, needs_approval: payload.needs_approval } };
+    }
+    attention.observe(before, heard, (_sid, row) => {
+      const t = state.tasks.find((x) => x.id === row.task_id);
+      return { name: row.title || `A ${row.agent ?? "agent"} session`, taskId: row.task_id, taskTitle: t?.title ?? null };
+    }, null);
+    attention.forget((id) => id in heard);
+  }
 
   // One listing at a time; what asks meanwhile gets one more after it (a burst of session
   // changes costs two listings, not one each).

@@ -15,8 +15,12 @@ import { createSessionList, sessionHref } from "./session-list.js";
 import { createQueueList } from "./queue-list.js";
 import { addQueuedEntry, applyQueue, messageAddOutcome, queueView } from "./queue-state.js";
 import * as S from "./state.js";
+import { createShortcutHelp } from "./shortcut-help.js";
 import { createStallNotice } from "./stall-notice.js";
-import { humanizeError, sessionStatus, stallNotice, titleMark } from "./status.js";
+import { countdownView, workingView } from "./turn-progress.js";
+import { createEscalationCountdown, createWorkingIndicator } from "./working-indicator.js";
+import { createPageAttention } from "./page-attention.js";
+import { humanizeError, lastTurnError, sessionStatus, stallNotice, titleMark } from "./status.js";
 import { socketProtocols } from "./credential.js";
 import { Connection, newRequestId, socketUrl } from "./ws.js";
 import * as C from "./turn-changes-state.js";
@@ -62,6 +66,8 @@ export function mountTaskPage(root, boot, env = globalThis) {
     state = S.selectSession(state, mostRecentlyUpdated(state));
   }
   let launching = false;
+  const steerRefused = new Set(); // sessions whose agent answered a steer with steer_unsupported
+  const composerNotes = {}; // session id -> words about its last send that are no error
   let pageError = null;
   // What each turn changed (turn-changes-state.js): {sessionId: {turnId: {files, skipped} | null}}.
   let changes = {};
@@ -105,6 +111,14 @@ export function mountTaskPage(root, boot, env = globalThis) {
   const chatTitle = h("h2", { class: "chat-title" });
   const chatState = h("span", { class: "state-badge", dataset: { testid: "selected-session-state" } });
   const chatReason = h("p", { class: "chat-reason", dataset: { testid: "session-status-reason" }, hidden: true });
+  // A session whose agent did not start: start one again with the same agent (issue 29).
+  const retryButton = h("button", { type: "button", class: "btn btn-secondary", hidden: true, dataset: { testid: "retry-start-button" } }, "Retry start");
+  retryButton.addEventListener("click", () => {
+    const row = state.sessions[state.selectedSessionId];
+    if (row) launch(row.agent, null);
+  });
+  // DESIGN.md §15: what needs the person in the sessions not looked at.
+  const attention = createPageAttention({ env, onOpen: (sid) => select(sid, { push: true }) });
   const messageList = createMessageList({
     onPermission: respondPermission,
     renderTurnChanges: (message) => renderTurnChanges(message, { loadTurnDiff, onRevert: revertTurn }),
@@ -122,7 +136,10 @@ export function mountTaskPage(root, boot, env = globalThis) {
     onSendNow: (entryId) => queueAction("queue.send_now", { entry_id: entryId }, "Could not send the message now."),
     onSetAutoRun: (autoRun) => queueAction("queue.set_auto_run", { auto_run: autoRun }, autoRun ? "Could not resume the queue." : "Could not pause the queue."),
   });
-  const queueSlot = h("div", { class: "queue-slot" }, stall.el, queueList.el);
+  // DESIGN.md §15: the running turn's live row, and the late cancel's countdown.
+  const working = createWorkingIndicator();
+  const countdown = createEscalationCountdown({ onStopNow: stopNow });
+  const queueSlot = h("div", { class: "queue-slot" }, countdown.el, stall.el, queueList.el);
   const composerSlot = h("div", { class: "composer-slot" });
 
   const topTitle = h("h1", { class: "topbar-title" }, task.title);
@@ -135,6 +152,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
   );
   root.replaceChildren(
     dialog.el,
+    createShortcutHelp(env.document).el,
     h(
       "div",
       { class: "page page--task" },
@@ -143,6 +161,8 @@ export function mountTaskPage(root, boot, env = globalThis) {
         { class: "topbar" },
         h("a", { href: "/", class: "back-link" }, "← Tasks"),
         topTitle,
+        attention.badge,
+        attention.toggle,
         connectionBadge,
       ),
       banner.el,
@@ -155,9 +175,10 @@ export function mountTaskPage(root, boot, env = globalThis) {
         h(
           "main",
           { class: "chat" },
-          h("div", { class: "chat-header" }, h("div", { class: "chat-heading" }, chatTitle, chatState, changesView.button), workDir, chatReason),
+          h("div", { class: "chat-header" }, h("div", { class: "chat-heading" }, chatTitle, chatState, changesView.button), workDir, h("div", { class: "chat-reason-row" }, chatReason, retryButton)),
           changesView.el,
           messageList.el,
+          working.el,
           h("div", { class: "composer-stack" }, queueSlot, composerSlot),
         ),
       ),
@@ -172,7 +193,14 @@ export function mountTaskPage(root, boot, env = globalThis) {
     if (composer && composer.layout === layout) return;
     const draft = composer?.draft ?? "";
     const focused = composer?.hasFocus() ?? false;
-    composer = createComposer({ layout, onSend: send, onCancel: () => cancel(), onCancelRevert: () => cancel({ revert: true }) });
+    composer = createComposer({
+      layout,
+      onSend: send,
+      onCancel: () => cancel(),
+      onCancelRevert: () => cancel({ revert: true }),
+      // With the phone's keyboard up, the conversation gets the room the header took.
+      onTyping: (typing) => pageEl.classList.toggle("is-typing", typing && layout === "compact"),
+    });
     composer.draft = draft;
     composerSlot.replaceChildren(composer.el);
     composer.update(composerViewNow());
@@ -180,15 +208,38 @@ export function mountTaskPage(root, boot, env = globalThis) {
   }
   compactQuery.addEventListener("change", mountComposer);
   const layout = root.querySelector(".task-layout");
+  const pageEl = root.querySelector(".page--task");
 
   /** The composer's view, plus whether the turn can be undone (checkpoints need a project). */
   function composerViewNow() {
-    const row = state.sessions[state.selectedSessionId];
-    return { ...S.composerView(state), revertable: Boolean(row?.cwd || state.task?.project_dir) };
+    const sid = state.selectedSessionId;
+    const row = state.sessions[sid];
+    const view = S.composerView(state);
+    // Codex steers (turn/steer); an ACP agent may (the steering extension): offered until it
+    // refuses one, then the §9 fallback says why the message was queued instead.
+    const steers = Boolean(row) && (row.protocol === "codex" || !steerRefused.has(sid));
+    return { ...view, revertable: Boolean(row?.cwd || state.task?.project_dir), steer: { visible: view.running && steers }, note: composerNotes[sid] ?? null };
   }
 
   // --- Render --------------------------------------------------------------------------------
+  // The control that last had the focus: when it acted and is gone (Allow, Send now, Resume…
+  // are disabled, hidden or replaced), the focus would fall to the page's body; it goes to the
+  // composer instead (not on touch screens, where that pops the keyboard up).
+  let lastFocused = null;
+  env.document.addEventListener("focusin", (event) => {
+    lastFocused = event.target;
+  });
   function render() {
+    draw();
+    const active = env.document.activeElement;
+    const was = lastFocused;
+    if (active && active !== env.document.body) return;
+    if (!was || (was.isConnected && !was.disabled && !was.closest("[hidden]"))) return; // left on purpose
+    if (coarsePointer(env) || env.document.querySelector("dialog[open]")) return;
+    composer.focus();
+  }
+
+  function draw() {
     const sid = state.selectedSessionId;
     const row = sid ? state.sessions[sid] : undefined;
     const ordered = S.orderedSessions(state);
@@ -205,6 +256,8 @@ export function mountTaskPage(root, boot, env = globalThis) {
     chatReason.hidden = !status?.reason;
     chatReason.textContent = status?.reason ?? "";
     chatReason.dataset.tone = status?.tone ?? "neutral"; // an asleep agent is no error
+    retryButton.hidden = !status?.retry || launching;
+    retryButton.disabled = offline;
 
     const place = C.workplace(row, state.task);
     workDir.hidden = !place;
@@ -219,6 +272,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
     const composerView = composerViewNow();
     composer.update(composerView);
     stall.update(stallNotice(state, sid), composerView.cancel);
+    renderProgress();
     queueList.update(queueView(state, sid, { offline }));
     launchButton.disabled = launching || offline || !picker.launchable;
     agentSelect.disabled = launching;
@@ -228,8 +282,44 @@ export function mountTaskPage(root, boot, env = globalThis) {
     errorBanner.hidden = !pageError;
     errorBanner.textContent = pageError ?? "";
     renderLists(offline);
-    const title = `${titleMark(state)}${state.task?.title ?? task.title} · Turnvisor`;
+    const title = `${attention.mark() || titleMark(state)}${state.task?.title ?? task.title} · Turnvisor`;
     if (env.document.title !== title) env.document.title = title;
+  }
+
+  // The page's clock for turn-progress.js: when this page saw each session run, last heard an
+  // agent event of it, and heard its cancel go late. One ticker while something counts.
+  const seenRunningAt = {};
+  const lastEventAt = {};
+  const lateAt = {};
+  let ticker = null;
+  function renderProgress() {
+    const sid = state.selectedSessionId;
+    const now = Date.now();
+    for (const [id, row] of Object.entries(state.sessions)) {
+      if (row.state === S.RUNNING) seenRunningAt[id] ??= now;
+      else delete seenRunningAt[id];
+    }
+    const work = workingView(state, sid, { now, seenRunningAt: seenRunningAt[sid], lastEventAt: lastEventAt[sid] });
+    const late = countdownView(state, sid, { now, lateAt: lateAt[sid], timeouts: boot.cancel_timeouts });
+    working.update(work);
+    countdown.update({ ...late, offline: S.isOffline(state) });
+    const ticking = work.visible || late.visible;
+    if (ticking && ticker === null) ticker = env.setInterval(renderProgress, 1000);
+    if (!ticking && ticker !== null) {
+      env.clearInterval(ticker);
+      ticker = null;
+    }
+  }
+
+  /** Times what turn-progress.js needs from a notification. */
+  function clockNotification(action, payload) {
+    const sid = payload?.session_id;
+    if (typeof sid !== "string") return;
+    if (action === "session.message.appended" || (action.startsWith("session.message.") && payload.message?.role === "agent")) lastEventAt[sid] = Date.now();
+    if (action === "session.cancel.progress") {
+      if (payload.phase === "late") lateAt[sid] = Date.now();
+      else delete lateAt[sid];
+    }
   }
 
   /** The task's own title, the deleted-task notice and the item dialog (lists.js). */
@@ -293,6 +383,32 @@ export function mountTaskPage(root, boot, env = globalThis) {
       refreshTask();
     },
     onNotification: (action, payload, epoch) => {
+      const before = state.sessions;
+      clockNotification(action, payload);
+      noticeAttention(before, () => handleNotification(action, payload, epoch));
+    },
+  });
+
+  /** The session the person is looking at: the one shown, in a tab that is visible. */
+  function lookingAt() {
+    return env.document.visibilityState === "hidden" ? null : state.selectedSessionId;
+  }
+
+  /** Runs a change, then tells attention what it did to the sessions (page-attention.js). */
+  function noticeAttention(before, change) {
+    change();
+    const names = new Map(S.orderedSessions(state).map((r, i) => [r.id, L.sessionName(r, i)]));
+    attention.observe(before, state.sessions, (sid, row) => ({
+      name: names.get(sid) ?? "A session",
+      taskId,
+      taskTitle: state.task?.title ?? task.title,
+      turnFailed: Array.isArray(state.messages[sid]) && row.state !== S.RUNNING && Boolean(lastTurnError(state.messages[sid])),
+    }), lookingAt());
+    attention.forget((sid) => Boolean(state.sessions[sid]));
+    render();
+  }
+
+  function handleNotification(action, payload, epoch) {
       if (action === "session.turn.changes") {
         changes = C.applyTurnChanges(changes, payload);
         if (payload?.session_id === state.selectedSessionId) changesView.reload();
@@ -301,8 +417,8 @@ export function mountTaskPage(root, boot, env = globalThis) {
       // An append did not fit (a lost frame): list the messages again (state.js). Any later
       // notification retries one that failed, or one whose replay still found a gap.
       resyncMessages(state.selectedSessionId);
-    },
-  });
+  }
+
   const sessionActions = createSessionActions({
     ws,
     dialog,
@@ -430,6 +546,8 @@ export function mountTaskPage(root, boot, env = globalThis) {
   function select(sid, { push }) {
     if (!sid || sid === state.selectedSessionId) return;
     const previous = state.selectedSessionId;
+    pageError = null; // it was about the view left behind
+    attention.seen(sid);
     setState((s) => S.selectSession(s, sid));
     messageList.scrollToEnd(); // another conversation: start at its latest message
     if (push) env.history.pushState({ session: sid }, "", sessionHref(taskId, sid));
@@ -442,7 +560,9 @@ export function mountTaskPage(root, boot, env = globalThis) {
     picker.remember(agent);
     launching = true;
     pageError = null;
-    render();
+    const before = new Set(state.sessionOrder);
+    // Send waits meanwhile: what is typed now is for the new session (state.composerView).
+    setState((s) => ({ ...s, launching: true }));
     try {
       const payload = { task_id: taskId, agent };
       if (prompt) payload.prompt = prompt;
@@ -453,23 +573,52 @@ export function mountTaskPage(root, boot, env = globalThis) {
       if (!coarsePointer(env)) composer.focus();
       return true;
     } catch (err) {
-      showError(`Could not start a session. ${humanizeError(err.message)}`);
+      // The agent did not start: the session it left says why. Show it, so that what is typed
+      // next goes there (and Retry start is at hand), never to the session shown before.
+      const failed = await failedStart(before, agent);
+      if (failed) {
+        select(failed, { push: true });
+        if (!coarsePointer(env)) composer.focus();
+      } else {
+        showError(`Could not start a session. ${humanizeError(err.message)}`);
+      }
       return false;
     } finally {
       launching = false;
-      render();
+      setState((s) => ({ ...s, launching: false }));
     }
   }
 
-  async function send(text) {
+  /** The FAILED session a failed session.launch of `agent` left in this task, if any. */
+  async function failedStart(before, agent) {
+    try {
+      const known = [...state.sessionOrder];
+      const { sessions } = await ws.request("session.list", { task_id: taskId });
+      const epoch = ws.epoch;
+      applyLists((s) => L.syncSessions(s, sessions, epoch, known));
+      const fresh = sessions
+        .filter((d) => !before.has(d.id) && d.agent === agent && d.state === "FAILED")
+        .sort((a, b) => Date.parse(b.created_at) - Date.parse(a.created_at));
+      return fresh[0]?.id ?? null;
+    } catch {
+      return null; // offline meanwhile: the banner and the next listing tell the rest
+    }
+  }
+
+  async function send(text, delivery = "auto") {
     const sid = state.selectedSessionId;
     if (!sid || !state.sessions[sid]) return launch(picker.value, text);
+    delete composerNotes[sid];
     try {
       // "auto": starts a turn when the agent is free, else joins the queue (DESIGN.md §9).
       // One client_message_id per message (DESIGN.md §14): sent again after a lost connection,
       // the backend answers what the first attempt made and runs nothing twice.
-      const payload = { session_id: sid, content: text, delivery: "auto", client_message_id: `m-${newRequestId()}-${Date.now()}` };
+      const payload = { session_id: sid, content: text, delivery, client_message_id: `m-${newRequestId()}-${Date.now()}` };
       const outcome = messageAddOutcome(await sendOnce(payload));
+      if (outcome.steerUnsupported) {
+        steerRefused.add(sid);
+        composerNotes[sid] = "This agent cannot take a message into a running turn: it was queued and runs when the turn ends.";
+      }
       setState((s) => {
         let next = S.clearComposerError(s, sid);
         if (outcome.message) next = S.addMessage(next, sid, outcome.message);
@@ -516,6 +665,16 @@ export function mountTaskPage(root, boot, env = globalThis) {
       },
       (err) => setState((s) => S.settleCancel(s, sid, requestId, { ok: false, error: cancelErrorText(err) })),
     );
+  }
+
+  /** stop-now-button: the late cancel escalates at once (the same operation, DESIGN.md §15). */
+  function stopNow() {
+    const sid = state.selectedSessionId;
+    const turnId = state.sessions[sid]?.current_turn_id;
+    ws.request("agent.stop_now", turnId ? { session_id: sid, turn_id: turnId } : { session_id: sid }).catch((err) => {
+      if (err?.code !== "DISCONNECTED") setState((s) => S.setComposerError(s, sid, `Could not stop the agent now. ${humanizeError(err?.message) ?? ""}`.trim()));
+    });
+    if (!coarsePointer(env)) composer.focus(); // the clicked button is disabled now
   }
 
   /** One queue action on the selected session; the backend answers with session.queue.changed. */
@@ -565,6 +724,14 @@ export function mountTaskPage(root, boot, env = globalThis) {
     if (view.visible && !view.disabled) {
       event.preventDefault();
       cancel();
+    }
+  });
+
+  // Back to a tab whose shown session had news: it is seen now.
+  env.document.addEventListener("visibilitychange", () => {
+    if (env.document.visibilityState === "visible" && state.selectedSessionId) {
+      attention.seen(state.selectedSessionId);
+      render();
     }
   });
 

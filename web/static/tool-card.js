@@ -210,6 +210,8 @@ export function renderPlan(message) {
 /** "Allowed" / "Rejected" / "Cancelled with the turn" / null while open. */
 export function permissionOutcome(meta) {
   const status = meta?.status ?? "pending";
+  // The agent took its question back and went on: no cancel of the turn (issue 29).
+  if (status === "cancelled" && meta.withdrawn) return "Withdrawn by the agent";
   if (status === "cancelled") return "Cancelled with the turn";
   if (status !== "selected") return null;
   const options = Array.isArray(meta.options) ? meta.options : [];
