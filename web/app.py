@@ -42,6 +42,7 @@ from .actions import (
     store_failed,
     task_create,
     task_delete,
+    task_list,
     task_update,
 )
 from .auth import SUBPROTOCOL, Tokens, cross_site_refusal, origin_allowed
@@ -238,15 +239,18 @@ def create_app(sup: Supervisor, tokens: Tokens, *, bound_host: str = "127.0.0.1"
             resp.headers["Connection"] = "close"
             return resp
         path = request.path
-        if path.startswith("/api/") and path != "/api/v1/health":
+        # The right token always passes: the throttle refuses only further
+        # wrong ones, so a page on another local port (same peer address)
+        # that sends bad tokens cannot lock the user out.
+        if (path.startswith("/api/") and path != "/api/v1/health"
+                and await current_caller() is None):
             peer = request.remote_addr or "?"
             retry = throttled(peer)
             if retry is not None:
                 return too_many(retry)
-            if await current_caller() is None:
-                auth_failed(peer, path)
-                return _error("UNAUTHORIZED",
-                              "a valid token is required (Authorization: Bearer)")
+            auth_failed(peer, path)
+            return _error("UNAUTHORIZED",
+                          "a valid token is required (Authorization: Bearer)")
         # A cross-site page holding the user's cookie gets nothing done, whichever
         # endpoint it aims at (today's or one added later).
         refusal = cross_site_refusal(
@@ -276,7 +280,7 @@ def create_app(sup: Supervisor, tokens: Tokens, *, bound_host: str = "127.0.0.1"
 
     @app.get("/api/v1/tasks")
     async def tasks() -> Response:
-        return _json({"tasks": [t.to_dto() for t in await sup.orchestrator.list_tasks(await me())]})
+        return _json(await task_list(sup, await me(), {}))
 
     @app.post("/api/v1/tasks")
     async def create_task() -> Response:
@@ -405,12 +409,12 @@ def create_app(sup: Supervisor, tokens: Tokens, *, bound_host: str = "127.0.0.1"
             return WsRefusal(421, refused_host)
         if not origin_allowed(hs.origin, hs.host):
             return WsRefusal(403, "forbidden origin")
-        retry = throttled(hs.peer)
-        if retry is not None:
-            return WsRefusal(429, "too many failed authentications",
-                             (("retry-after", str(max(1, int(retry + 0.999)))),))
         name = tokens.resolve(hs.authorization, hs.subprotocols)
         if name is None:
+            retry = throttled(hs.peer)
+            if retry is not None:
+                return WsRefusal(429, "too many failed authentications",
+                                 (("retry-after", str(max(1, int(retry + 0.999)))),))
             auth_failed(hs.peer, "/ws")
             return WsRefusal(401, "unauthorized")
         # Select the plain subprotocol if offered (a browser requires one of

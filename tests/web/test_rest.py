@@ -12,7 +12,8 @@ from tests.support.ws import is_turn_completed, ws_client
 from .support import http, launch, new_task
 
 BOOT_KEYS = {"page", "task", "sessions", "selected_session_id", "messages", "agents",
-             "default_agent", "agent_sandbox", "sandbox_warning", "queue", "queue_revision"}
+             "default_agent", "agent_sandbox", "sandbox_warning", "queue", "queue_revision",
+             "cancel_timeouts"}
 
 
 async def test_rest_boot_and_page_agree(server: Server) -> None:
@@ -24,7 +25,7 @@ async def test_rest_boot_and_page_agree(server: Server) -> None:
             task = r.json()
             assert set(task) == {"id", "workspace_id", "title", "created_at", "updated_at",
                                  "archived", "session_count", "running_count",
-                                 "project_dir"}
+                                 "project_dir", "approval_count", "cancelling_count"}
             assert task["project_dir"] is None
             task_id = task["id"]
             first = await launch(ws, task_id)
