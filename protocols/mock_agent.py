@@ -38,7 +38,8 @@ milliseconds.  The prompt text selects a behaviour (DESIGN.md §3):
 
 Sessions survive the process: each agent session (ACP session, Codex thread)
 is one JSON file in the state directory (``$MOCK_AGENT_STATE_DIR``, default
-``.mock-agent/`` under the working directory), rewritten atomically at each
+``turnvisor-mock-agent/`` under ``$XDG_STATE_HOME`` or ``~/.local/state``: never
+in the working directory, the user's project), rewritten atomically at each
 prompt and turn end, so a new mock process can restore it.  ACP advertises
 ``agentCapabilities.loadSession`` and ``sessionCapabilities.resume``:
 ``session/load`` replays the history (``user_message_chunk`` /

@@ -42,8 +42,17 @@ class SessionStore:
 
     @classmethod
     def from_environment(cls) -> SessionStore:
-        """``$MOCK_AGENT_STATE_DIR``, else ``.mock-agent/`` under the working directory."""
-        return cls(Path(os.environ.get(STATE_DIR_ENV) or os.path.join(os.getcwd(), ".mock-agent")))
+        """``$MOCK_AGENT_STATE_DIR``, else ``turnvisor-mock-agent/`` in the
+        user's state directory (``$XDG_STATE_HOME``, ``~/.local/state``), as
+        real agents keep theirs in their home: never in the working directory,
+        which is the user's project (its files are the turn's changes)."""
+        explicit = os.environ.get(STATE_DIR_ENV)
+        if explicit:
+            return cls(Path(explicit))
+        base = os.environ.get("XDG_STATE_HOME") or (
+            os.path.join(os.environ["HOME"], ".local", "state") if os.environ.get("HOME")
+            else os.path.join(os.getcwd(), ".mock-agent-state"))
+        return cls(Path(base) / "turnvisor-mock-agent")
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory

@@ -154,13 +154,20 @@ async def test_the_state_directory_holds_one_json_file_per_session(
     ]}
 
 
-async def test_the_default_state_directory_is_under_the_working_directory(
+async def test_the_default_state_directory_is_in_the_home_not_the_project(
     tmp_path: Path,
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "MOCK_AGENT_STATE_DIR"}
+    """Its state never shows as a change of the user's project (DESIGN.md §12)."""
+    home = tmp_path / "home"
+    project = tmp_path / "project"
+    project.mkdir()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MOCK_AGENT_STATE_DIR", "XDG_STATE_HOME")} | {"HOME": str(home)}
     with trio.fail_after(TEST_S):
-        session_id = await first_conversation("acp", env, tmp_path)
-    assert (tmp_path / ".mock-agent" / f"{session_id}.json").is_file()
+        session_id = await first_conversation("acp", env, project)
+    state = home / ".local" / "state" / "turnvisor-mock-agent"
+    assert (state / f"{session_id}.json").is_file()
+    assert os.listdir(project) == []
 
 
 @pytest.mark.parametrize("protocol", ["acp", "codex"])
