@@ -233,7 +233,10 @@ export function mountTaskPage(root, boot, env = globalThis) {
     draw();
     const active = env.document.activeElement;
     const was = lastFocused;
-    if (active && active !== env.document.body) return;
+    // A control just hidden or disabled may still be the active element until the browser's
+    // next rendering step blurs it (no render follows that): count it as lost already.
+    const lost = !active || active === env.document.body || active.disabled || active.closest?.("[hidden]");
+    if (!lost) return;
     if (!was || (was.isConnected && !was.disabled && !was.closest("[hidden]"))) return; // left on purpose
     if (coarsePointer(env) || env.document.querySelector("dialog[open]")) return;
     composer.focus();
