@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -37,6 +36,7 @@ from supervisor.restore import RESTORE_FAILED_STATUS
 from supervisor.turn_checkpoints import REVERTED_STATUS
 from tests.fake_provider import FakeProvider
 from tests.fake_provider.edits import EditPlan, FileEdit
+from tests.support.git import git
 from tests.support.leaks import kill_group
 from tests.support.server import Server, running_server
 from tests.support.ws import WsClient, ws_client
@@ -84,12 +84,6 @@ def provider() -> Iterator[FakeProvider]:
 
 # -- the project and its tree -----------------------------------------------------
 
-def _git(repo: Path, *args: str) -> str:
-    env = {"PATH": os.environ["PATH"], "HOME": str(repo), "GIT_CONFIG_NOSYSTEM": "1",
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
-    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True,
-                          text=True).stdout.strip()
 
 
 def _project(path: Path) -> Path:
@@ -98,9 +92,9 @@ def _project(path: Path) -> Path:
     for rel, text in (("notes.txt", NOTES), ("README.md", README), ("src/app.py", APP),
                       ("old.txt", OLD)):
         (path / rel).write_text(text)
-    _git(path, "init", "-q", "-b", "main")
-    _git(path, "add", ".")
-    _git(path, "commit", "-qm", "first")
+    git(path, "init", "-q", "-b", "main")
+    git(path, "add", ".")
+    git(path, "commit", "-qm", "first")
     return path.resolve()
 
 
@@ -310,7 +304,7 @@ async def test_an_agents_edits_are_listed_and_a_turn_cancelled_half_way_reverts(
             # Back to where the user started: their repository sees no change.
             await ws.call("turn.revert", {"session_id": e.sid, "turn_id": t1})
             assert _hashes(project) == original
-            assert _git(project, "status", "--porcelain") == ""
+            assert git(project, "status", "--porcelain") == ""
             e.assert_same_agent()
 
 
@@ -361,4 +355,4 @@ async def test_sandboxed_codex_restores_its_conversation_after_a_backend_restart
                 reverted = await ws.call("turn.revert", {"session_id": sid, "turn_id": t1})
                 assert reverted["later_turns"] == [t2], reverted
                 assert _hashes(project) == original
-                assert _git(project, "status", "--porcelain") == ""
+                assert git(project, "status", "--porcelain") == ""

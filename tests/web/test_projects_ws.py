@@ -15,6 +15,7 @@ import pytest
 import trio
 
 from supervisor.config import Projects
+from tests.support.git import git
 from tests.support.server import Server, running_server
 from tests.support.ws import WsClient, is_turn_completed, ws_client
 
@@ -35,20 +36,14 @@ async def psrv(tmp_path: Path, projects: Path) -> AsyncIterator[Server]:
         yield srv
 
 
-def _git(repo: Path, *args: str) -> str:
-    env = {"PATH": os.environ["PATH"], "HOME": str(repo), "GIT_CONFIG_NOSYSTEM": "1",
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
-    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True,
-                          text=True).stdout.strip()
 
 
 def _repo(path: Path) -> Path:
     path.mkdir()
-    _git(path, "init", "-q", "-b", "main")
+    git(path, "init", "-q", "-b", "main")
     (path / "a.txt").write_text("one\n")
-    _git(path, "add", "a.txt")
-    _git(path, "commit", "-qm", "first")
+    git(path, "add", "a.txt")
+    git(path, "commit", "-qm", "first")
     return path
 
 
@@ -231,7 +226,7 @@ async def test_worktree_sessions_are_isolated_and_cleaned_up(psrv: Server,
             for s in (one, two):
                 wt = s["worktree"]
                 assert s["cwd"] == wt["path"] and wt["branch"].startswith("turnvisor/")
-                assert wt["base_commit"] == _git(repo, "rev-parse", "HEAD")
+                assert wt["base_commit"] == git(repo, "rev-parse", "HEAD")
             await _turn(ws, one["id"], "/write a.txt from one")
             await _turn(ws, two["id"], "/write a.txt from two")
             assert _read(Path(one["cwd"], "a.txt")) == "from one\n"
@@ -239,14 +234,14 @@ async def test_worktree_sessions_are_isolated_and_cleaned_up(psrv: Server,
             assert _read(repo / "a.txt") == "one\n"  # the project itself untouched
 
             # A commit on one's branch: deleting it keeps the branch; two's goes.
-            _git(Path(one["cwd"]), "commit", "-qam", "agent work")
+            git(Path(one["cwd"]), "commit", "-qam", "agent work")
             await ws.call("session.delete", {"session_id": one["id"]})
             await ws.call("session.delete", {"session_id": two["id"]})
             assert not _exists(Path(one["cwd"])) and not _exists(Path(two["cwd"]))
-            branches = _git(repo, "branch", "--format=%(refname:short)").split()
+            branches = git(repo, "branch", "--format=%(refname:short)").split()
             assert one["worktree"]["branch"] in branches
             assert two["worktree"]["branch"] not in branches
-            assert _git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+            assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
 
             (projects / "plain").mkdir()
             plain = await _task(ws, "plain")
