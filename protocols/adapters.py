@@ -19,7 +19,9 @@ ACP ``session/resume`` when the agent advertises it, else ``session/load``
 (its replay is consumed: ``HistoryReplayed``), Codex ``thread/resume``; an
 agent that can do neither raises ``RestoreUnsupported``.  ``steer`` adds user
 input to the running turn (Codex ``turn/steer``); where the protocol cannot,
-``SteerUnsupported``.
+``SteerUnsupported``.  ``revert_thread`` drops a turn and every later one
+from the agent's own history (Codex ``thread/revert``, after a revert of the
+files: DESIGN.md §12); ``RevertUnsupported`` where the protocol has no such call.
 
 Ids: ``agent_session_id`` is the agent's own conversation id (ACP
 ``sessionId``, Codex ``threadId``); ``operation_id`` is what a cancel acts on
@@ -62,6 +64,7 @@ __all__ = [
     "RestoreMethod",
     "RestoreUnsupported",
     "Restored",
+    "RevertUnsupported",
     "SteerUnsupported",
     "WireProtocol",
     "make_adapter",
@@ -78,6 +81,10 @@ RestoreMethod: TypeAlias = Literal["resume", "load", "thread/resume"]
 class RestoreUnsupported(Exception):
     """The agent offers no way to reopen a conversation (no advertised
     ``session/resume`` or ``loadSession``): start a fresh session instead."""
+
+
+class RevertUnsupported(Exception):
+    """The agent cannot drop turns from its history: tell it in words instead."""
 
 
 class SteerUnsupported(Exception):
@@ -130,6 +137,7 @@ class AgentAdapter(Protocol):
     async def restore_session(self, agent_session_id: str, cwd: str) -> Restored: ...
     async def prompt(self, text: str) -> TurnEnded: ...
     async def steer(self, text: str) -> None: ...
+    async def revert_thread(self, before_turn_id: str) -> None: ...
     def cancel_now(self) -> bool: ...
     async def cancel(self) -> None: ...
     async def resend_cancel(self) -> None: ...
@@ -329,6 +337,9 @@ class AcpAdapter(_Base):
         if outcome == "promptRequired":
             raise SteerUnsupported("the agent had no turn running to steer")
 
+    async def revert_thread(self, before_turn_id: str) -> None:
+        raise RevertUnsupported("ACP has no call to drop turns from a session's history")
+
     def _cancel_may_go(self) -> bool:
         written = self._prompt_written
         return written is None or written.is_set()
@@ -398,6 +409,15 @@ class CodexAdapter(_Base):
         refuses (the turn it names is over)."""
         await self._wait_prompt_written()
         rid, data = self.core.steer(text)
+        await self.connection.request(rid, data, timeout_s=self.timeouts.request_s)
+
+    async def revert_thread(self, before_turn_id: str) -> None:
+        """``thread/revert`` (the agent's own turn id), waiting ``request_s`` for
+        its answer: ``AgentRequestError`` when the agent refuses (an unknown
+        turn, or a Codex older than 0.171: method not found), ``AgentTimeout``,
+        ``AgentClosed``."""
+        self._check_open()
+        rid, data = self.core.thread_revert(before_turn_id)
         await self.connection.request(rid, data, timeout_s=self.timeouts.request_s)
 
     async def cancel(self) -> None:

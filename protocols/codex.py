@@ -220,6 +220,19 @@ class CodexClient(CoreBase):
             "expectedTurnId": self.turn_id,
         })
 
+    def thread_revert(self, before_turn_id: str) -> tuple[int, bytes]:
+        """``thread/revert``: the thread's history without ``before_turn_id``
+        and every later turn (Codex 0.171; it leaves files alone: Turnvisor's
+        checkpoints restore those).  Not while a turn runs."""
+        if self.thread_id is None:
+            raise LocalProtocolError("thread/revert before the thread is open")
+        if self.turn.running:
+            raise LocalProtocolError("thread/revert while a turn is running")
+        if not before_turn_id:
+            raise LocalProtocolError("thread/revert needs a turn id")
+        return self.rpc.send_request("thread/revert", {"threadId": self.thread_id,
+                                                       "beforeTurnId": before_turn_id})
+
     def turn_start(self, text: str) -> tuple[int, bytes]:
         if self.thread_id is None:
             raise LocalProtocolError("turn/start before thread/start succeeded")

@@ -10,7 +10,7 @@ from typing import Literal
 
 from .db import Db, now
 
-__all__ = ["Entry", "add_entry", "entries", "entry", "set_after"]
+__all__ = ["Entry", "add_entry", "entries", "entry", "set_after", "set_agent_turn"]
 
 Kind = Literal["turn", "revert"]
 
@@ -23,11 +23,14 @@ class Entry:
     kind: Kind
     before_commit: str | None
     after_commit: str | None
+    #: The agent's own id of the turn (Codex), for a rewind of its history.
+    agent_turn_id: str | None = None
 
 
 def _entry(r: sqlite3.Row) -> Entry:
     return Entry(seq=r["seq"], id=r["id"], session_id=r["session_id"], kind=r["kind"],
-                 before_commit=r["before_commit"], after_commit=r["after_commit"])
+                 before_commit=r["before_commit"], after_commit=r["after_commit"],
+                 agent_turn_id=r["agent_turn_id"])
 
 
 def add_entry(db: Db, entry_id: str, session_id: str, kind: Kind, before: str | None,
@@ -43,6 +46,12 @@ def set_after(db: Db, entry_id: str, after: str) -> None:
     with db._tx():
         db.conn.execute("UPDATE turn_checkpoints SET after_commit = ? WHERE id = ?",
                         (after, entry_id))
+
+
+def set_agent_turn(db: Db, entry_id: str, agent_turn_id: str) -> None:
+    with db._tx():
+        db.conn.execute("UPDATE turn_checkpoints SET agent_turn_id = ? WHERE id = ?",
+                        (agent_turn_id, entry_id))
 
 
 def entry(db: Db, session_id: str, entry_id: str) -> Entry | None:

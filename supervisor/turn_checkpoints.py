@@ -11,8 +11,10 @@ the session's life); the lifecycle calls two hooks:
   nursery and the turn waits for it at most ``before_turn_s`` (5 s); past that, or
   if it fails, the transcript says so and the turn runs without one.  A cancel
   meanwhile ends only the wait (the lifecycle's pre-prompt scope).  It returns the
-  prompt, with a note in front when the files were restored since the agent's
-  last turn (the agent is told: DESIGN.md §12).
+  prompt.  When the files were restored since the agent's last turn the agent
+  is told (DESIGN.md §12): where it can drop turns from its own history (Codex
+  ``thread/revert``) the reverted turns go from it, else a note goes in front
+  of the prompt; the transcript says which.
 - ``turn_ended`` from the turn's close, synchronously and after it: the
   after-snapshot is a task of this nursery, so it never delays a cancel or its
   settle.
@@ -33,6 +35,8 @@ from typing import Any, Final
 
 import trio
 
+from protocols.adapters import AgentAdapter, RevertUnsupported
+
 from . import checkpoint_rows as rows
 from .checkpoints import (
     Checkpoint,
@@ -47,12 +51,16 @@ from .errors import Conflict, NotFound
 from .notify import Notifier
 from .store import Store
 
-__all__ = ["REVERTED_STATUS", "REVERT_NOTE", "TurnCheckpoints"]
+__all__ = ["REVERTED_STATUS", "REVERT_NOTE", "REWOUND_STATUS", "TurnCheckpoints"]
 
 log = logging.getLogger(__name__)
 
 REVERTED_STATUS: Final = "Files restored to before this turn"
 CHECKPOINT_FAILED_STATUS: Final = "No checkpoint before this turn"
+#: The transcript's word when the agent's own history lost the reverted turns.
+REWOUND_STATUS: Final = "The agent's conversation was rewound to before the reverted turn"
+#: ... and when the agent was told in words instead.
+TOLD_STATUS: Final = "The agent is told with this prompt that the files were restored"
 #: What the agent is told with its next prompt after a revert.
 REVERT_NOTE: Final = (
     "[Turnvisor: the user restored the files of this directory to their state before "
@@ -72,6 +80,9 @@ class _Session:
     reverting: trio.Event | None = None
     #: The agent is to be told of a revert with its next prompt.
     note: bool = False
+    #: The turn whose start the files went back to, not yet dropped from the
+    #: agent's own history (a rewind is tried before the next prompt).
+    rewind_to: str | None = None
 
 
 class TurnCheckpoints:
@@ -150,9 +161,11 @@ class TurnCheckpoints:
 
     # -- the lifecycle's hooks ------------------------------------------------
 
-    async def before_prompt(self, session_id: str, turn_id: str, cwd: Path, text: str) -> str:
+    async def before_prompt(self, session_id: str, turn_id: str, cwd: Path, text: str,
+                            agent: AgentAdapter | None = None) -> str:
         """Snapshot ``cwd`` before the turn's prompt (waited for ``before_turn_s``
-        at most) and record it; the prompt to write (a revert note in front)."""
+        at most) and record it; after a revert, rewind ``agent``'s history or
+        tell it in words.  Returns the prompt to write."""
         assert self._nursery is not None, "TurnCheckpoints.run is not running"
         state = self._session(session_id, cwd)
         if state.reverting is not None:
@@ -176,26 +189,61 @@ class TurnCheckpoints:
                 session_id, turn_id, "system", "status",
                 f"{CHECKPOINT_FAILED_STATUS}: {why}; the turn runs, but it cannot be reverted",
                 {"checkpoint_failed": True, "variant": "warning"})
+        if state.rewind_to is not None and agent is not None:
+            await self._rewind(state, session_id, turn_id, agent)
         if state.note and not text.lstrip().startswith("/"):
             # (A slash command is the agent's CLI's, not prose: a note in front
             # would break it; the note waits for the next prose prompt.)
             state.note = False
+            await self.store.add_message(session_id, turn_id, "system", "status", TOLD_STATUS,
+                                         {"revert_told": "note", "variant": "info"})
             return REVERT_NOTE + text
         return text
 
-    def turn_ended(self, session_id: str, turn_id: str) -> None:
-        """The turn closed (however it ended): its after-snapshot, in this nursery."""
+    async def _rewind(self, state: _Session, session_id: str, turn_id: str,
+                      agent: AgentAdapter) -> None:
+        """Drop the reverted turns from the agent's own history (bounded by the
+        adapter's request timeout).  Tried once: where it fails, the note stays."""
+        target, state.rewind_to = state.rewind_to, None
+        assert target is not None
+        entry = await self.store.call(rows.entry, self.store.db, session_id, target)
+        if entry is None or entry.agent_turn_id is None:
+            return
+        try:
+            await agent.revert_thread(entry.agent_turn_id)
+        except RevertUnsupported:
+            return
+        except Exception as exc:  # the agent refused, timed out or went away: tell it
+            log.warning("session %s: the agent's history was not rewound (%s); it is told "
+                        "in words", session_id, exc)
+            return
+        state.note = False
+        log.info("session %s: the agent's history rewound to before turn %s", session_id,
+                 target)
+        await self.store.add_message(session_id, turn_id, "system", "status", REWOUND_STATUS,
+                                     {"revert_told": "rewound", "rewound_to": target,
+                                      "variant": "info"})
+
+    def turn_ended(self, session_id: str, turn_id: str,
+                   agent_turn_id: str | None = None) -> None:
+        """The turn closed (however it ended): its after-snapshot, in this
+        nursery.  ``agent_turn_id``: the agent's own id of it (Codex), kept for
+        a rewind of the agent's history after a revert."""
         state = self._sessions.get(session_id)
         if state is None or self._nursery is None:
             return
         state.after_done = trio.Event()
-        self._nursery.start_soon(self._after, state, session_id, turn_id)
+        self._nursery.start_soon(self._after, state, session_id, turn_id, agent_turn_id)
 
-    async def _after(self, state: _Session, session_id: str, turn_id: str) -> None:
+    async def _after(self, state: _Session, session_id: str, turn_id: str,
+                     agent_turn_id: str | None) -> None:
         try:
             entry = await self.store.call(rows.entry, self.store.db, session_id, turn_id)
             if entry is None or entry.before_commit is None:
                 return  # no checkpoint before it: nothing to compare with
+            if agent_turn_id is not None:
+                await self.store.call(rows.set_agent_turn, self.store.db, turn_id,
+                                      agent_turn_id)
             out: list[Checkpoint | str] = []
             await self._snap(state.repo, f"after turn {turn_id}", out, trio.Event())
             after = out[0] if out else "no result"
@@ -294,6 +342,14 @@ class TurnCheckpoints:
             state.reverting.set()
             state.reverting = None
         state.note = True
+        if target_entry.kind == "turn":
+            current = next((e for e in entries if e.id == state.rewind_to), None)
+            if current is None or target_entry.seq < current.seq:
+                state.rewind_to = target_entry.id
+        else:
+            # Undoing a revert: the files are back; the agent's history is left
+            # as it is (a rewind already made cannot be undone), and it is told.
+            state.rewind_to = None
         later = [e.id for e in entries if e.seq > target_entry.seq and e.kind == "turn"]
         answer = _answer(session_id, turn_id, revert_id, result, later)
         await self.store.add_message(session_id, None, "system", "status", REVERTED_STATUS,

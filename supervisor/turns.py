@@ -184,7 +184,7 @@ class Turns:
                 if turn.checkpointed:
                     assert self.checkpoints is not None
                     text = await self.checkpoints.before_prompt(ex.session_id, turn.id,
-                                                                Path(ex.cwd), text)
+                                                                Path(ex.cwd), text, ex.adapter)
         finally:
             turn.before_prompt = None
         if reopened is not None:

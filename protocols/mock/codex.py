@@ -37,6 +37,8 @@ class CodexWire(Wire):
                 agent.notify("thread/started", {"thread": thread})
             case "thread/resume":
                 self.resume(rid, params)
+            case "thread/revert":
+                self.revert(rid, params)
             case "turn/steer":
                 self.steer(rid, params)
             case "turn/start":
@@ -74,6 +76,26 @@ class CodexWire(Wire):
             "approvalPolicy": "never", "approvalsReviewer": "user",
             "sandbox": {"type": "dangerFullAccess"},
         })
+
+    def revert(self, rid: int | str, params: dict[str, Any]) -> None:
+        """``thread/revert {threadId, beforeTurnId}`` as Codex 0.171 answers it: the
+        history up to that turn (files untouched), then ``thread/reverted``."""
+        agent = self.agent
+        before = params.get("beforeTurnId")
+        if params.get("threadId") != agent.session_id:
+            agent.error(rid, -32600, "no such thread")
+            return
+        if agent.turn is not None:
+            agent.error(rid, -32600, "cannot revert a thread while a turn is running")
+            return
+        if not agent.rewind(before):
+            agent.error(rid, -32600, f"turn {before!r} is not in thread {agent.session_id}")
+            return
+        thread: dict[str, Any] = {"id": agent.session_id, "cwd": agent.cwd, "ephemeral": False,
+                                  "turns": []}
+        agent.respond(rid, {"thread": thread, "turnsBackwardsCursor": None,
+                            "itemsBackwardsCursor": None})
+        agent.notify("thread/reverted", {"threadId": agent.session_id})
 
     def steer(self, rid: int | str, params: dict[str, Any]) -> None:
         agent = self.agent

@@ -157,15 +157,29 @@ class MockMachine:
             self.cwd = cwd
         self.store.save(self.session)
 
-    def remember(self, role: str, text: str) -> list[str]:
-        """Add a message to the session's history; the user prompts before it."""
+    def remember(self, role: str, text: str, turn_id: str | None = None) -> list[str]:
+        """Add a message to the session's history (with the turn it came in,
+        so a Codex ``thread/revert`` can drop it); the user prompts before it."""
         if self.session is None:
             return []
         messages: list[dict[str, str]] = self.session["messages"]
         earlier = [m["text"] for m in messages if m.get("role") == "user"]
-        messages.append({"role": role, "text": text})
+        message = {"role": role, "text": text}
+        if turn_id is not None:
+            message["turn"] = turn_id
+        messages.append(message)
         self.store.save(self.session)
         return earlier
+
+    def rewind(self, before_turn: object) -> bool:
+        """Drop the history from turn ``before_turn`` on; False if it has no such turn."""
+        messages = self.session["messages"] if self.session is not None else []
+        cut = next((i for i, m in enumerate(messages) if m.get("turn") == before_turn), None)
+        if self.session is None or cut is None:
+            return False
+        del messages[cut:]
+        self.store.save(self.session)
+        return True
 
     def restore_asked(self, session_id: object) -> bool:
         """A restore of ``session_id`` was asked for: answer it?"""
@@ -188,7 +202,7 @@ class MockMachine:
             return
         self.prompts.append(text)
         turn = Turn(self, rid if self.wire.protocol == "acp" else None, _new_uuid())
-        turn.earlier = tuple(self.remember("user", text))
+        turn.earlier = tuple(self.remember("user", text, turn.turn_id))
         if text.split()[:1] == ["/dropcancel"]:
             # Before the script runs: a cancel may follow the prompt at once.
             turn.drop_cancels = 1
@@ -201,7 +215,7 @@ class MockMachine:
     def end_turn(self, turn: Turn, stop: str) -> None:
         self.close_turn(turn)
         if turn.reply:
-            self.remember("agent", "".join(turn.reply))
+            self.remember("agent", "".join(turn.reply), turn.turn_id)
         self.wire.end_turn(turn, stop)
 
     def close_turn(self, turn: Turn) -> None:

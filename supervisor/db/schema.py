@@ -107,6 +107,9 @@ _MIGRATIONS: tuple[str, ...] = (
         created_at TEXT NOT NULL);
     CREATE INDEX turn_checkpoints_by_session ON turn_checkpoints(session_id, seq);
     """,
+    # DESIGN.md §12: the agent's own id of a checkpointed turn (Codex's turn id),
+    # so a revert can drop that turn from the agent's history (thread/revert).
+    "ALTER TABLE turn_checkpoints ADD COLUMN agent_turn_id TEXT;",
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 

@@ -30,7 +30,13 @@ from typing import Any
 
 import trio
 
-from protocols.adapters import Restored, RestoreUnsupported, SteerUnsupported, WireProtocol
+from protocols.adapters import (
+    Restored,
+    RestoreUnsupported,
+    RevertUnsupported,
+    SteerUnsupported,
+    WireProtocol,
+)
 from protocols.events import AgentEvent, TurnEnded
 from protocols.transport import AgentClosed, AgentRefused, AgentTimeout
 
@@ -226,6 +232,11 @@ class AgentctlAdapter:
     async def steer(self, text: str) -> None:
         """Not through agentctl yet: its API has no steer."""
         raise SteerUnsupported("agentctl cannot steer a running turn yet")
+
+    async def revert_thread(self, before_turn_id: str) -> None:
+        """Not through agentctl yet: its API has no history rewind (the agent is
+        told of a revert in words instead)."""
+        raise RevertUnsupported("agentctl cannot rewind an agent's history yet")
 
     async def prompt(self, text: str) -> TurnEnded:
         if self.turn_running:

@@ -66,7 +66,7 @@ def _enum(schema: dict[str, Any], name: str) -> set[str]:
 
 def test_the_client_requests_we_send_are_in_the_schema(schema: dict[str, Any]) -> None:
     sent = {"initialize", "thread/start", "thread/resume", "turn/start", "turn/interrupt",
-            "turn/steer"}
+            "turn/steer", "thread/revert"}
     assert sent <= _methods(schema["files"]["ClientRequest"])
 
 
@@ -78,6 +78,8 @@ def test_their_parameters_are_in_the_schema(schema: dict[str, Any]) -> None:
     assert {"threadId", "input"} <= _props(schema, "TurnStartParams")
     assert {"threadId", "turnId"} <= _props(schema, "TurnInterruptParams")
     assert {"threadId", "input", "expectedTurnId"} <= _props(schema, "TurnSteerParams")
+    assert {"threadId", "beforeTurnId"} <= _props(schema, "ThreadRevertParams")
+    assert {"thread"} <= _props(schema, "ThreadRevertResponse")
 
 
 def test_the_profiles_policies_are_in_the_schema(schema: dict[str, Any]) -> None:

@@ -241,7 +241,10 @@ async def test_an_agents_edits_are_listed_and_a_turn_cancelled_half_way_reverts(
 ) -> None:
     project = _project(tmp_path / "projects" / "app")
     root = project.parent
-    cfg = _profile(tmp_path / "data", name, provider, tmp_path, monkeypatch)
+    # Codex keeps its threads, as a user's does (an ephemeral thread refuses
+    # thread/revert: the agent would be told of a revert in words instead).
+    cfg = _profile(tmp_path / "data", name, provider, tmp_path, monkeypatch,
+                   persist=name == "codex")
     original = _hashes(project)
     with trio.fail_after(TEST_S):
         async with _agents_checked() as (pgids, seen), \
@@ -294,12 +297,24 @@ async def test_an_agents_edits_are_listed_and_a_turn_cancelled_half_way_reverts(
             assert [(m["content"], m["metadata"]["turn_id"]) for m in status] == [
                 (REVERTED_STATUS, t2)], status
 
-            # The agent is told with its next prompt.
+            # The agent is told with its next prompt: Codex drops the reverted turn
+            # from its thread (thread/revert: the model no longer sees it), Claude
+            # gets a note in front of the prompt.
             seen_requests = len(provider.requests)
             mark, t3 = await e.prompt("QUICK: what now?")
             assert await e.turn_end(mark, t3) == "end_turn"
             asked = [b for b in _posts_since(provider, seen_requests) if "what now?" in b]
-            assert any("the user restored the files" in b for b in asked), asked[-1:]
+            assert asked, "the model was not asked"
+            told = [m["metadata"]["revert_told"] for m in await e.messages()
+                    if m["metadata"].get("revert_told")]
+            if name == "codex":
+                assert told == ["rewound"], told
+                assert not any("change several files" in b for b in asked), asked[-1:]
+                assert not any("the user restored the files" in b for b in asked), asked[-1:]
+                assert any("update the notes" in b for b in asked), asked[-1:]  # kept
+            else:
+                assert told == ["note"], told
+                assert any("the user restored the files" in b for b in asked), asked[-1:]
 
             # Back to where the user started: their repository sees no change.
             await ws.call("turn.revert", {"session_id": e.sid, "turn_id": t1})

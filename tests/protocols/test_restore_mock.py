@@ -146,6 +146,9 @@ async def test_the_state_directory_holds_one_json_file_per_session(
     state_dir = Path(agent_env["MOCK_AGENT_STATE_DIR"])
     assert sorted(os.listdir(state_dir)) == [f"{session_id}.json"]  # no temporary file left
     stored = json.loads((state_dir / f"{session_id}.json").read_text())
+    # Each message names its turn (a Codex thread/revert drops turns by id).
+    turns = [m.pop("turn") for m in stored["messages"]]
+    assert turns[0] == turns[1] != turns[2] == turns[3], turns
     assert stored == {"id": session_id, "protocol": protocol, "cwd": str(tmp_path), "messages": [
         {"role": "user", "text": "/recall"},
         {"role": "agent", "text": "recall: (nothing)"},

@@ -287,3 +287,47 @@ async def test_planted_git_programs_never_run(psrv: Server, projects: Path,
     # The plant is live: plain git runs it (so the assertion above can fail).
     _plain_git_status(repo, tmp_path)
     assert marker.exists()
+
+
+async def test_a_revert_rewinds_codex_history_and_tells_an_acp_agent(psrv: Server,
+                                                                   projects: Path) -> None:
+    """DESIGN.md §12: the agent is told of a revert.  The mock's Codex dialect
+    drops the reverted turns from its thread (``thread/revert``: its /recall no
+    longer lists them); the ACP dialect gets the note with its next prose prompt."""
+    (projects / "p").mkdir()
+    with trio.fail_after(60):
+        async with ws_client(psrv) as ws:
+            task = await _task(ws, "p")
+            sid = (await _session(ws, task["id"], agent="mock-codex"))["id"]
+            await _turn(ws, sid, "/write a.txt one")
+            t2 = await _turn(ws, sid, "/write b.txt two")
+            await ws.wait_for(_changes(sid, t2))
+            await _turn(ws, sid, "/write c.txt three")
+            await ws.call("turn.revert", {"session_id": sid, "turn_id": t2})
+            assert sorted(p.name for p in (projects / "p").iterdir()) == ["a.txt"]
+            t4 = await _turn(ws, sid, "/recall")
+            page = await ws.call("message.list", {"session_id": sid})
+            said = [m["content"] for m in page["messages"] if m["role"] == "agent"]
+            assert said[-1] == "recall: /write a.txt one"
+            [told] = [m for m in page["messages"] if m["metadata"].get("revert_told")]
+            assert told["turn_id"] == t4 and told["metadata"]["revert_told"] == "rewound"
+            assert told["content"] == ("The agent's conversation was rewound to before the "
+                                       "reverted turn")
+            # Told once: the next prose prompt carries no note.
+            await _turn(ws, sid, "hello")
+            page = await ws.call("message.list", {"session_id": sid})
+            said = [m["content"] for m in page["messages"] if m["role"] == "agent"]
+            assert "restored the files" not in said[-1]
+
+            acp = (await _session(ws, task["id"]))["id"]
+            a1 = await _turn(ws, acp, "/write d.txt four")
+            await ws.wait_for(_changes(acp, a1))
+            await ws.call("turn.revert", {"session_id": acp, "turn_id": a1})
+            await _turn(ws, acp, "/recall")  # a slash command: the note waits
+            await _turn(ws, acp, "hello")
+            page = await ws.call("message.list", {"session_id": acp})
+            said = [m["content"] for m in page["messages"] if m["role"] == "agent"]
+            assert "recall: /write d.txt four" in said  # ACP keeps its history
+            assert "the user restored the files" in said[-1]
+            [told] = [m for m in page["messages"] if m["metadata"].get("revert_told")]
+            assert told["metadata"]["revert_told"] == "note"
