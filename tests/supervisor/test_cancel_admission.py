@@ -12,6 +12,7 @@ import trio
 from supervisor.errors import CancelFailed
 from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS, Message, SessionState, Turn
+from tests.support.sessions import new_session
 
 from .conftest import InlineStore
 from .fake_agent import FakeLauncher
@@ -45,9 +46,7 @@ async def test_a_cancel_while_the_turn_is_opened_never_sends_the_prompt(
     launcher = FakeLauncher()
     async with make_supervisor(launcher=launcher, inline=True, store_class=SlowOpenStore,
                                cancel_join_s=3, cancel_escalate_s=10) as sup:
-        caller = await sup.caller()
-        task = await sup.orchestrator.create_task(caller, "t")
-        sid = (await sup.orchestrator.launch_session(caller, task.id, "mock"))["id"]
+        caller, sid = await new_session(sup)
         sub = sup.bus.subscriber()
         sub.subscribe(sid)
         agent = launcher.agents[0]
@@ -100,9 +99,7 @@ async def test_a_cancel_that_cannot_begin_is_settled_not_left_registered(
     has stopped) cannot run: it is answered with an error at once, and leaves
     neither an operation in flight nor the session pending."""
     async with make_supervisor(launcher=FakeLauncher(), inline=True) as sup:
-        caller = await sup.caller()
-        task = await sup.orchestrator.create_task(caller, "t")
-        sid = (await sup.orchestrator.launch_session(caller, task.id, "mock"))["id"]
+        caller, sid = await new_session(sup)
         await sup.orchestrator.session(caller, sid)  # its owner is known from here
     op = sup.orchestrator.admit_known(caller, sid)
     assert op is not None and op.done.is_set()

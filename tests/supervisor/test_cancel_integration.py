@@ -10,38 +10,35 @@ import trio
 import trio.lowlevel
 import trio.testing
 
+from supervisor.bus import Subscriber
 from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS, SessionState
+from supervisor.orchestrator import Caller
+from supervisor.root import Supervisor
 from tests.support.leaks import pgid_alive
+from tests.support.sessions import new_session
 
 AGENTS = ["mock", "mock-acp2", "mock-codex"]
 
 
-async def _session(sup: Any, agent: str) -> tuple[Any, str]:
-    caller = await sup.caller()
-    task = await sup.orchestrator.create_task(caller, "t")
-    dto = await sup.orchestrator.launch_session(caller, task.id, agent)
-    return caller, dto["id"]
-
-
-async def _wait_state(sup: Any, caller: Any, sid: str, state: SessionState,
+async def _wait_state(sup: Supervisor, caller: Caller, sid: str, state: SessionState,
                       timeout: float = 10) -> None:
     with trio.fail_after(timeout):
         while (await sup.orchestrator.session(caller, sid)).state is not state:
             await trio.sleep(0.02)
 
 
-async def _wait_chunks(sup: Any, caller: Any, sid: str) -> None:
+async def _wait_chunks(sup: Supervisor, caller: Caller, sid: str) -> None:
     with trio.fail_after(10):
         while not any(m.role == "agent" for m in
                       await sup.orchestrator.list_messages(caller, sid)):
             await trio.sleep(0.02)
 
 
-async def _delaying(sup: Any, agent: str) -> tuple[Any, str, Any]:
+async def _delaying(sup: Supervisor, agent: str) -> tuple[Caller, str, Subscriber]:
     """A session streaming a long /delay turn (its first chunk in), and a
     subscriber to its notifications."""
-    caller, sid = await _session(sup, agent)
+    caller, sid = await new_session(sup, agent)
     sub = sup.bus.subscriber()
     sub.subscribe(sid)
     await sup.orchestrator.send_message(caller, sid, "/delay 10000")
@@ -59,7 +56,7 @@ def _drain(sub: Any) -> list[str]:
             return frames
 
 
-async def _statuses(sup: Any, caller: Any, sid: str) -> list[Any]:
+async def _statuses(sup: Supervisor, caller: Caller, sid: str) -> list[Any]:
     return [m for m in await sup.orchestrator.list_messages(caller, sid) if m.kind == "status"]
 
 
@@ -68,7 +65,7 @@ async def test_delay_cancels_promptly_and_the_same_agent_answers_again(
     make_supervisor: Any, agent: str
 ) -> None:
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup, agent)
+        caller, sid = await new_session(sup, agent)
         pid = sup.lifecycle.executions[sid].agent.pgid
         await sup.orchestrator.send_message(caller, sid, "/delay 10000")
         await _wait_chunks(sup, caller, sid)
@@ -120,7 +117,7 @@ async def test_slow_agent_is_not_acknowledged_gate_released_next_prompt_works(
     make_supervisor: Any, agent: str
 ) -> None:
     async with make_supervisor(cancel_join_s=0.3, cancel_escalate_s=10) as sup:
-        caller, sid = await _session(sup, agent)
+        caller, sid = await new_session(sup, agent)
         await sup.orchestrator.send_message(caller, sid, "/slow 1200")
         await _wait_chunks(sup, caller, sid)
         ex = sup.lifecycle.executions[sid]
@@ -143,7 +140,7 @@ async def test_slow_agent_is_not_acknowledged_gate_released_next_prompt_works(
 @pytest.mark.parametrize("agent", AGENTS)
 async def test_hang_is_escalated_and_reconciled(make_supervisor: Any, agent: str) -> None:
     async with make_supervisor(cancel_join_s=0.2, cancel_escalate_s=0.6) as sup:
-        caller, sid = await _session(sup, agent)
+        caller, sid = await new_session(sup, agent)
         await sup.orchestrator.send_message(caller, sid, "/hang")
         await _wait_state(sup, caller, sid, SessionState.RUNNING)
         with trio.fail_after(5):
@@ -157,7 +154,7 @@ async def test_hang_is_escalated_and_reconciled(make_supervisor: Any, agent: str
 @pytest.mark.parametrize("agent", AGENTS)
 async def test_crash_mid_turn_then_cancel_reconciles(make_supervisor: Any, agent: str) -> None:
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup, agent)
+        caller, sid = await new_session(sup, agent)
         await sup.orchestrator.send_message(caller, sid, "/crash")
         with trio.fail_after(5):
             await sup.orchestrator.cancel(caller, sid)
@@ -173,7 +170,7 @@ async def test_crash_mid_turn_then_cancel_reconciles(make_supervisor: Any, agent
 @pytest.mark.parametrize("agent", AGENTS)
 async def test_pending_permission_is_answered_cancelled(make_supervisor: Any, agent: str) -> None:
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup, agent)
+        caller, sid = await new_session(sup, agent)
         sub = sup.bus.subscriber()
         sub.subscribe(sid)
         await sup.orchestrator.send_message(caller, sid, "/permission")
@@ -194,7 +191,7 @@ async def test_pending_permission_is_answered_cancelled(make_supervisor: Any, ag
 @pytest.mark.parametrize("agent", AGENTS)
 async def test_permission_answered_by_the_user(make_supervisor: Any, agent: str) -> None:
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup, agent)
+        caller, sid = await new_session(sup, agent)
         await sup.orchestrator.send_message(caller, sid, "/permission")
         with trio.fail_after(5):
             while not sup.lifecycle.executions[sid].permissions:
@@ -237,7 +234,6 @@ async def test_concurrent_duplicates_make_one_operation(
         assert pending == [True, False]
 
 
-
 @pytest.mark.parametrize("agent", AGENTS)
 async def test_the_cancel_is_on_the_agents_stdin_at_admission(
     make_supervisor: Any, agent: str
@@ -273,7 +269,7 @@ async def test_caller_cancelled_after_admission_does_not_abort_the_operation(
     make_supervisor: Any,
 ) -> None:
     async with make_supervisor(cancel_join_s=0.3) as sup:
-        caller, sid = await _session(sup, "mock")
+        caller, sid = await new_session(sup, "mock")
         await sup.orchestrator.send_message(caller, sid, "/slow 800")
         await _wait_chunks(sup, caller, sid)
         with trio.CancelScope() as scope:
@@ -295,7 +291,7 @@ async def test_caller_cancelled_after_admission_does_not_abort_the_operation(
 
 async def test_idle_cancel_is_a_harmless_success(make_supervisor: Any) -> None:
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup, "mock")
+        caller, sid = await new_session(sup, "mock")
         assert await sup.orchestrator.cancel(caller, sid) is CancelOutcome.IDLE
         assert await _statuses(sup, caller, sid) == []
         assert sup.notify.projection.get(sid).revision == 2
@@ -318,11 +314,11 @@ async def test_shutdown_leaves_no_agent_process(make_supervisor: Any) -> None:
     pgids = []
     async with make_supervisor() as sup:
         for agent in AGENTS * 2:
-            caller, sid = await _session(sup, agent)
+            caller, sid = await new_session(sup, agent)
             await sup.orchestrator.send_message(caller, sid, "/delay 60000")
             pgids.append(sup.lifecycle.executions[sid].agent.pgid)
         # One agent ignores cancel: shutdown must still take it down.
-        caller, sid = await _session(sup, "mock")
+        caller, sid = await new_session(sup, "mock")
         await sup.orchestrator.send_message(caller, sid, "/hang")
         pgids.append(sup.lifecycle.executions[sid].agent.pgid)
         await trio.sleep(0.3)

@@ -20,7 +20,10 @@ import trio
 from protocols.process import process_identity, start_agent_process
 from supervisor.db import Db
 from supervisor.lifecycle import CancelOutcome
+from supervisor.orchestrator import Caller
 from supervisor.recovery import recover
+from supervisor.root import Supervisor
+from tests.support.sessions import new_session
 
 WEIRD = str(Path(__file__).resolve().parents[1] / "faults" / "weird_agent.py")
 DIALECTS = ["acp", "codex"]
@@ -50,7 +53,7 @@ async def gone(pid: int, within: float = 10.0) -> bool:
     return not alive(pid)
 
 
-async def _tool_pid(sup: Any, caller: Any, sid: str) -> int:
+async def _tool_pid(sup: Supervisor, caller: Caller, sid: str) -> int:
     with trio.fail_after(10):
         while True:
             text = " ".join(m.content for m in await sup.orchestrator.list_messages(caller, sid))
@@ -60,12 +63,10 @@ async def _tool_pid(sup: Any, caller: Any, sid: str) -> int:
             await trio.sleep(0.02)
 
 
-async def _start(sup: Any, prompt: str) -> tuple[Any, str, int]:
+async def _start(sup: Supervisor, prompt: str) -> tuple[Caller, str, int]:
     """The tool's pid.  (``sleep 600`` does not end by itself: if it is gone,
     the teardown took it.)"""
-    caller = await sup.caller()
-    task = await sup.orchestrator.create_task(caller, "t")
-    sid = (await sup.orchestrator.launch_session(caller, task.id, "weird"))["id"]
+    caller, sid = await new_session(sup, "weird")
     await sup.orchestrator.send_message(caller, sid, prompt)
     return caller, sid, await _tool_pid(sup, caller, sid)
 

@@ -13,6 +13,9 @@ import trio
 from supervisor.errors import AgentStartError
 from supervisor.lifecycle import SHUTDOWN_STATUS, CancelOutcome
 from supervisor.models import CANCELLED_STATUS, SessionState
+from supervisor.orchestrator import Caller
+from supervisor.root import Supervisor
+from tests.support.sessions import new_session
 
 WEIRD = str(Path(__file__).resolve().parents[1] / "faults" / "weird_agent.py")
 DIALECTS = ["acp", "codex"]
@@ -23,14 +26,8 @@ def weird(protocol: str, **env: str) -> dict[str, Any]:
             "env": env}
 
 
-async def _session(sup: Any, agent: str) -> tuple[Any, str]:
-    caller = await sup.caller()
-    task = await sup.orchestrator.create_task(caller, "t")
-    dto = await sup.orchestrator.launch_session(caller, task.id, agent)
-    return caller, dto["id"]
-
-
-async def _wait(sup: Any, caller: Any, sid: str, pred: Any, timeout: float = 10) -> list[Any]:
+async def _wait(sup: Supervisor, caller: Caller, sid: str, pred: Any,
+                timeout: float = 10) -> list[Any]:
     with trio.fail_after(timeout):
         while True:
             msgs = await sup.orchestrator.list_messages(caller, sid)
@@ -58,7 +55,7 @@ async def test_shutdown_is_not_recorded_as_the_users_cancel(
 ) -> None:
     agent = "mock" if protocol == "acp" else "mock-codex"
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup, agent)
+        caller, sid = await new_session(sup, agent)
         await sup.orchestrator.send_message(caller, sid, "/delay 20000")
         await _wait(sup, caller, sid, lambda ms: any(m.role == "agent" for m in ms))
     # The supervisor shut down with the turn running; a new one reads what it wrote.
@@ -76,7 +73,7 @@ async def test_an_agent_error_after_a_user_cancel_reads_as_the_users_cancel(
     make_supervisor: Any, protocol: str
 ) -> None:
     async with make_supervisor(agents={"weird": weird(protocol)}) as sup:
-        caller, sid = await _session(sup, "weird")
+        caller, sid = await new_session(sup, "weird")
         sub = sup.bus.subscriber()
         sub.subscribe(sid)
         await sup.orchestrator.send_message(caller, sid, "/errorcancel 20000")
@@ -96,7 +93,7 @@ async def test_an_agent_error_after_a_user_cancel_reads_as_the_users_cancel(
 
 async def test_an_escalated_cancel_is_not_an_acknowledgement(make_supervisor: Any) -> None:
     async with make_supervisor(cancel_join_s=0.3, cancel_escalate_s=0.6) as sup:
-        caller, sid = await _session(sup, "mock")
+        caller, sid = await new_session(sup, "mock")
         sub = sup.bus.subscriber()
         sub.subscribe(sid)
         await sup.orchestrator.send_message(caller, sid, "/hang")
@@ -120,7 +117,7 @@ async def test_a_dropped_early_cancel_is_resent_and_lands_in_under_a_second(
 ) -> None:
     agent = "mock" if protocol == "acp" else "mock-codex"
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup, agent)
+        caller, sid = await new_session(sup, agent)
         await sup.orchestrator.send_message(caller, sid, "/dropcancel 20000")
         start = trio.current_time()
         with trio.fail_after(5):
@@ -169,7 +166,7 @@ async def test_deny_and_stop_ends_the_turn_as_the_users_cancel(make_supervisor: 
     the turn ends through the one user-cancel operation: pending true → false,
     one status message "Turn cancelled by user"."""
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup, "mock-codex")
+        caller, sid = await new_session(sup, "mock-codex")
         sub = sup.bus.subscriber()
         sub.subscribe(sid)
         await sup.orchestrator.send_message(caller, sid, "/permission")

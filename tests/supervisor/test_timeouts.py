@@ -10,20 +10,21 @@ import trio
 from supervisor.errors import CancelFailed
 from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS, SessionState
+from supervisor.orchestrator import Caller
+from supervisor.root import Supervisor
+from tests.support.sessions import new_session
 
 from .fake_agent import FakeLauncher
 
 
-async def _running(sup: Any, prompt: str) -> tuple[Any, str]:
-    caller = await sup.caller()
-    task = await sup.orchestrator.create_task(caller, "t")
-    dto = await sup.orchestrator.launch_session(caller, task.id, "mock")
-    await sup.orchestrator.send_message(caller, dto["id"], prompt)
+async def _running(sup: Supervisor, prompt: str) -> tuple[Caller, str]:
+    caller, sid = await new_session(sup)
+    await sup.orchestrator.send_message(caller, sid, prompt)
     await trio.sleep(0.25)
-    return caller, dto["id"]
+    return caller, sid
 
 
-async def _status_messages(sup: Any, caller: Any, sid: str) -> list[Any]:
+async def _status_messages(sup: Supervisor, caller: Caller, sid: str) -> list[Any]:
     msgs = await sup.orchestrator.list_messages(caller, sid)
     return [m for m in msgs if m.kind == "status"]
 

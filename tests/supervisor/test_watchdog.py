@@ -10,17 +10,13 @@ import trio
 from supervisor.bus import Subscriber
 from supervisor.lifecycle import NEVER_STARTED_STATUS
 from supervisor.models import SessionState
+from supervisor.orchestrator import Caller
+from supervisor.root import Supervisor
+from tests.support.sessions import new_session
 
 from .fake_agent import FakeLauncher
 
 WATCH = {"stall_notice_s": 120, "never_started_s": 300}
-
-
-async def _session(sup: Any) -> tuple[Any, str]:
-    caller = await sup.caller()
-    task = await sup.orchestrator.create_task(caller, "t")
-    dto = await sup.orchestrator.launch_session(caller, task.id, "mock")
-    return caller, dto["id"]
 
 
 def _drain(sub: Subscriber) -> list[dict[str, Any]]:
@@ -32,7 +28,7 @@ def _drain(sub: Subscriber) -> list[dict[str, Any]]:
             return frames
 
 
-async def _statuses(sup: Any, caller: Any, sid: str) -> list[Any]:
+async def _statuses(sup: Supervisor, caller: Caller, sid: str) -> list[Any]:
     return [m for m in await sup.orchestrator.list_messages(caller, sid) if m.kind == "status"]
 
 
@@ -40,7 +36,7 @@ async def test_a_silent_turn_gets_a_notice_resolved_when_output_resumes(
     make_supervisor: Any, autojump_clock: Any
 ) -> None:
     async with make_supervisor(launcher=FakeLauncher(), inline=True, **WATCH) as sup:
-        caller, sid = await _session(sup)
+        caller, sid = await new_session(sup)
         sub = sup.bus.subscriber()
         sub.subscribe(sid)
         await sup.orchestrator.add_message(caller, sid, "/pause 150000")
@@ -69,7 +65,7 @@ async def test_metadata_is_not_progress_and_a_busy_turn_gets_no_notice(
     make_supervisor: Any, autojump_clock: Any
 ) -> None:
     async with make_supervisor(launcher=FakeLauncher(), inline=True, **WATCH) as sup:
-        caller, sid = await _session(sup)
+        caller, sid = await new_session(sup)
         # Streams a chunk every 100 ms for 200 s: never silent, never stalled.
         await sup.orchestrator.add_message(caller, sid, "/delay 200000")
         await trio.sleep(210)
@@ -83,7 +79,7 @@ async def test_a_never_started_turn_ends_as_an_error_and_parks_the_queue(
 ) -> None:
     launcher = FakeLauncher()
     async with make_supervisor(launcher=launcher, inline=True, **WATCH) as sup:
-        caller, sid = await _session(sup)
+        caller, sid = await new_session(sup)
         await sup.orchestrator.add_message(caller, sid, "/hang")
         queued = await sup.orchestrator.add_message(caller, sid, "waiting")
         assert queued["delivery"] == "queued"
