@@ -18,6 +18,8 @@ from supervisor.root import Supervisor
 from tests.support.leaks import pgid_alive
 from tests.support.sessions import new_session
 
+from .conftest import SupervisorFactory
+
 AGENTS = ["mock", "mock-acp2", "mock-codex"]
 
 
@@ -62,7 +64,7 @@ async def _statuses(sup: Supervisor, caller: Caller, sid: str) -> list[Any]:
 
 @pytest.mark.parametrize("agent", AGENTS)
 async def test_delay_cancels_promptly_and_the_same_agent_answers_again(
-    make_supervisor: Any, agent: str
+    make_supervisor: SupervisorFactory, agent: str
 ) -> None:
     async with make_supervisor() as sup:
         caller, sid = await new_session(sup, agent)
@@ -90,7 +92,7 @@ async def test_delay_cancels_promptly_and_the_same_agent_answers_again(
 
 @pytest.mark.parametrize("agent", AGENTS)
 async def test_text_streamed_since_the_last_batch_is_written_by_the_close(
-    make_supervisor: Any, agent: str
+    make_supervisor: SupervisorFactory, agent: str
 ) -> None:
     """With the text writer's period longer than the turn, what the agent
     streamed after its first words is still buffered at the cancel: the close
@@ -114,7 +116,7 @@ async def test_text_streamed_since_the_last_batch_is_written_by_the_close(
 
 @pytest.mark.parametrize("agent", AGENTS)
 async def test_slow_agent_is_not_acknowledged_gate_released_next_prompt_works(
-    make_supervisor: Any, agent: str
+    make_supervisor: SupervisorFactory, agent: str
 ) -> None:
     async with make_supervisor(cancel_join_s=0.3, cancel_escalate_s=10) as sup:
         caller, sid = await new_session(sup, agent)
@@ -138,7 +140,9 @@ async def test_slow_agent_is_not_acknowledged_gate_released_next_prompt_works(
 
 
 @pytest.mark.parametrize("agent", AGENTS)
-async def test_hang_is_escalated_and_reconciled(make_supervisor: Any, agent: str) -> None:
+async def test_hang_is_escalated_and_reconciled(
+    make_supervisor: SupervisorFactory, agent: str
+) -> None:
     async with make_supervisor(cancel_join_s=0.2, cancel_escalate_s=0.6) as sup:
         caller, sid = await new_session(sup, agent)
         await sup.orchestrator.send_message(caller, sid, "/hang")
@@ -152,7 +156,9 @@ async def test_hang_is_escalated_and_reconciled(make_supervisor: Any, agent: str
 
 
 @pytest.mark.parametrize("agent", AGENTS)
-async def test_crash_mid_turn_then_cancel_reconciles(make_supervisor: Any, agent: str) -> None:
+async def test_crash_mid_turn_then_cancel_reconciles(
+    make_supervisor: SupervisorFactory, agent: str
+) -> None:
     async with make_supervisor() as sup:
         caller, sid = await new_session(sup, agent)
         await sup.orchestrator.send_message(caller, sid, "/crash")
@@ -168,7 +174,9 @@ async def test_crash_mid_turn_then_cancel_reconciles(make_supervisor: Any, agent
 
 
 @pytest.mark.parametrize("agent", AGENTS)
-async def test_pending_permission_is_answered_cancelled(make_supervisor: Any, agent: str) -> None:
+async def test_pending_permission_is_answered_cancelled(
+    make_supervisor: SupervisorFactory, agent: str
+) -> None:
     async with make_supervisor() as sup:
         caller, sid = await new_session(sup, agent)
         sub = sup.bus.subscriber()
@@ -189,7 +197,9 @@ async def test_pending_permission_is_answered_cancelled(make_supervisor: Any, ag
 
 
 @pytest.mark.parametrize("agent", AGENTS)
-async def test_permission_answered_by_the_user(make_supervisor: Any, agent: str) -> None:
+async def test_permission_answered_by_the_user(
+    make_supervisor: SupervisorFactory, agent: str
+) -> None:
     async with make_supervisor() as sup:
         caller, sid = await new_session(sup, agent)
         await sup.orchestrator.send_message(caller, sid, "/permission")
@@ -209,7 +219,7 @@ async def test_permission_answered_by_the_user(make_supervisor: Any, agent: str)
 @pytest.mark.parametrize("agent", AGENTS)
 @pytest.mark.parametrize("n", [5, 500])
 async def test_concurrent_duplicates_make_one_operation(
-    make_supervisor: Any, agent: str, n: int
+    make_supervisor: SupervisorFactory, agent: str, n: int
 ) -> None:
     async with make_supervisor() as sup:
         caller, sid, sub = await _delaying(sup, agent)
@@ -236,7 +246,7 @@ async def test_concurrent_duplicates_make_one_operation(
 
 @pytest.mark.parametrize("agent", AGENTS)
 async def test_the_cancel_is_on_the_agents_stdin_at_admission(
-    make_supervisor: Any, agent: str
+    make_supervisor: SupervisorFactory, agent: str
 ) -> None:
     """A cancel admitted with no wait (its owner known) is written to the
     agent's pipe in the admission's own step, before pending=true is written
@@ -244,6 +254,7 @@ async def test_the_cancel_is_on_the_agents_stdin_at_admission(
     async with make_supervisor() as sup:
         caller, sid, sub = await _delaying(sup, agent)
         turn = sup.lifecycle.executions[sid].turn
+        assert turn is not None  # the /delay turn streams
         with trio.testing.assert_no_checkpoints():
             op = sup.orchestrator.admit_known(caller, sid)
             assert op is not None
@@ -266,7 +277,7 @@ async def test_the_cancel_is_on_the_agents_stdin_at_admission(
 
 
 async def test_caller_cancelled_after_admission_does_not_abort_the_operation(
-    make_supervisor: Any,
+    make_supervisor: SupervisorFactory,
 ) -> None:
     async with make_supervisor(cancel_join_s=0.3) as sup:
         caller, sid = await new_session(sup, "mock")
@@ -289,7 +300,7 @@ async def test_caller_cancelled_after_admission_does_not_abort_the_operation(
         assert len(await _statuses(sup, caller, sid)) == 1
 
 
-async def test_idle_cancel_is_a_harmless_success(make_supervisor: Any) -> None:
+async def test_idle_cancel_is_a_harmless_success(make_supervisor: SupervisorFactory) -> None:
     async with make_supervisor() as sup:
         caller, sid = await new_session(sup, "mock")
         assert await sup.orchestrator.cancel(caller, sid) is CancelOutcome.IDLE
@@ -297,7 +308,9 @@ async def test_idle_cancel_is_a_harmless_success(make_supervisor: Any) -> None:
         assert sup.notify.projection.get(sid).revision == 2
 
 
-async def test_running_session_without_execution_is_reconciled(make_supervisor: Any) -> None:
+async def test_running_session_without_execution_is_reconciled(
+    make_supervisor: SupervisorFactory
+) -> None:
     async with make_supervisor() as sup:
         caller = await sup.caller()
         task = await sup.orchestrator.create_task(caller, "t")
@@ -306,12 +319,13 @@ async def test_running_session_without_execution_is_reconciled(make_supervisor: 
         assert await sup.orchestrator.cancel(caller, session.id) is CancelOutcome.NO_EXECUTION
         after = await sup.orchestrator.session(caller, session.id)
         assert after.state is SessionState.WAITING_FOR_INPUT
-        assert (await sup.store.call(sup.store.db.get_turn, turn.id)).state == "cancelled"
+        closed = await sup.store.call(sup.store.db.get_turn, turn.id)
+        assert closed is not None and closed.state == "cancelled"
         assert len(await _statuses(sup, caller, session.id)) == 1
 
 
-async def test_shutdown_leaves_no_agent_process(make_supervisor: Any) -> None:
-    pgids = []
+async def test_shutdown_leaves_no_agent_process(make_supervisor: SupervisorFactory) -> None:
+    pgids: list[int | None] = []
     async with make_supervisor() as sup:
         for agent in AGENTS * 2:
             caller, sid = await new_session(sup, agent)
@@ -324,4 +338,4 @@ async def test_shutdown_leaves_no_agent_process(make_supervisor: Any) -> None:
         await trio.sleep(0.3)
     for pgid in pgids:
         # No live process (a sandbox's init may linger an instant as a zombie).
-        assert not pgid_alive(pgid), pgid
+        assert pgid is not None and not pgid_alive(pgid), pgid

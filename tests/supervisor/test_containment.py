@@ -25,6 +25,8 @@ from supervisor.recovery import recover
 from supervisor.root import Supervisor
 from tests.support.sessions import new_session
 
+from .conftest import SupervisorFactory
+
 WEIRD = str(Path(__file__).resolve().parents[1] / "faults" / "weird_agent.py")
 DIALECTS = ["acp", "codex"]
 
@@ -73,7 +75,7 @@ async def _start(sup: Supervisor, prompt: str) -> tuple[Caller, str, int]:
 
 @pytest.mark.parametrize("protocol", DIALECTS)
 async def test_a_tool_in_its_own_session_dies_with_a_stopped_agent(
-    make_supervisor: Any, protocol: str
+    make_supervisor: SupervisorFactory, protocol: str
 ) -> None:
     async with make_supervisor(agents=_agents(protocol)) as sup:
         _, sid, pid = await _start(sup, "/spawn 30000")
@@ -84,7 +86,7 @@ async def test_a_tool_in_its_own_session_dies_with_a_stopped_agent(
 
 @pytest.mark.parametrize("protocol", DIALECTS)
 async def test_a_crashed_agents_tool_is_stopped_with_its_execution(
-    make_supervisor: Any, protocol: str
+    make_supervisor: SupervisorFactory, protocol: str
 ) -> None:
     async with make_supervisor(agents=_agents(protocol)) as sup:
         _, sid, pid = await _start(sup, "/spawncrash")
@@ -95,7 +97,7 @@ async def test_a_crashed_agents_tool_is_stopped_with_its_execution(
 
 
 async def test_an_escalated_agents_tool_dies_when_the_agent_is_replaced(
-    make_supervisor: Any
+    make_supervisor: SupervisorFactory
 ) -> None:
     async with make_supervisor(agents=_agents("acp"), cancel_join_s=0.2,
                                cancel_escalate_s=0.4) as sup:
@@ -107,7 +109,7 @@ async def test_an_escalated_agents_tool_dies_when_the_agent_is_replaced(
         assert await gone(pid)
 
 
-async def test_a_tool_dies_at_shutdown(make_supervisor: Any) -> None:
+async def test_a_tool_dies_at_shutdown(make_supervisor: SupervisorFactory) -> None:
     async with make_supervisor(agents=_agents("acp")) as sup:
         _, _, pid = await _start(sup, "/spawn 30000")
     assert await gone(pid)

@@ -20,6 +20,8 @@ from supervisor.root import Supervisor
 from tests.support.leaks import pgid_alive
 from tests.support.sessions import new_session
 
+from .conftest import SupervisorFactory
+
 AGENTS = ["mock", "mock-acp2", "mock-codex"]
 
 
@@ -60,7 +62,9 @@ async def _warnings(sup: Supervisor, caller: Caller, sid: str) -> list[Any]:
 
 
 @pytest.mark.parametrize("agent", AGENTS)
-async def test_restore_after_a_backend_restart(make_supervisor: Any, agent: str) -> None:
+async def test_restore_after_a_backend_restart(
+    make_supervisor: SupervisorFactory, agent: str
+) -> None:
     async with make_supervisor() as sup:
         caller, sid = await new_session(sup, agent)
         assert await _turn(sup, caller, sid, "first words") == "first words"
@@ -84,7 +88,7 @@ NEGOTIATED = {"mock": "acp/1", "mock-acp2": "acp/2", "mock-codex": "codex"}
 
 
 @pytest.mark.parametrize("agent", AGENTS)
-async def test_the_session_dto_names_the_negotiated_protocol(make_supervisor: Any,
+async def test_the_session_dto_names_the_negotiated_protocol(make_supervisor: SupervisorFactory,
                                                              agent: str) -> None:
     async with make_supervisor() as sup:
         caller, sid = await new_session(sup, agent)
@@ -101,7 +105,7 @@ async def test_the_session_dto_names_the_negotiated_protocol(make_supervisor: An
 
 
 @pytest.mark.parametrize("agent", AGENTS)
-async def test_restore_after_an_agent_crash(make_supervisor: Any, agent: str) -> None:
+async def test_restore_after_an_agent_crash(make_supervisor: SupervisorFactory, agent: str) -> None:
     async with make_supervisor() as sup:
         caller, sid = await new_session(sup, agent)
         await _turn(sup, caller, sid, "before the crash")
@@ -117,7 +121,7 @@ async def test_restore_after_an_agent_crash(make_supervisor: Any, agent: str) ->
 
 @pytest.mark.parametrize("agent", AGENTS)
 async def test_restore_after_an_escalation_replaced_the_agent(
-    make_supervisor: Any, agent: str
+    make_supervisor: SupervisorFactory, agent: str
 ) -> None:
     async with make_supervisor(cancel_join_s=0.3, cancel_escalate_s=0.8) as sup:
         caller, sid = await new_session(sup, agent)
@@ -135,7 +139,7 @@ async def test_restore_after_an_escalation_replaced_the_agent(
 
 @pytest.mark.parametrize("agent", AGENTS)
 async def test_an_idle_agent_is_stopped_and_the_next_prompt_restores(
-    make_supervisor: Any, agent: str
+    make_supervisor: SupervisorFactory, agent: str
 ) -> None:
     async with make_supervisor(idle_agent_s=1.0) as sup:
         caller, sid = await new_session(sup, agent)
@@ -154,7 +158,7 @@ async def test_an_idle_agent_is_stopped_and_the_next_prompt_restores(
 
 @pytest.mark.parametrize("protocol", ["acp", "codex"])
 async def test_an_agent_that_cannot_restore_starts_fresh_with_the_warning(
-    make_supervisor: Any, protocol: str
+    make_supervisor: SupervisorFactory, protocol: str
 ) -> None:
     async with make_supervisor(agents=_no_restore(protocol)) as sup:
         caller, sid = await new_session(sup, "norestore")
@@ -170,7 +174,7 @@ async def test_an_agent_that_cannot_restore_starts_fresh_with_the_warning(
         assert len(await _warnings(sup, caller, sid)) == 1
 
 
-async def test_session_load_replay_is_not_stored_again(make_supervisor: Any) -> None:
+async def test_session_load_replay_is_not_stored_again(make_supervisor: SupervisorFactory) -> None:
     load_only = {"mockload": {"protocol": "acp", "command": [
         sys.executable, "-m", "protocols.mock_agent", "--protocol", "acp", "--restore", "load"]}}
     async with make_supervisor(agents=load_only) as sup:

@@ -4,10 +4,9 @@ answer within ``restore_s``, the idle stop after ``idle_agent_s``."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import trio
+from trio.testing import MockClock
 
 from supervisor.db import Db
 from supervisor.errors import Conflict
@@ -18,6 +17,7 @@ from supervisor.restore import RESTORE_FAILED_STATUS
 from supervisor.root import Supervisor
 from tests.support.sessions import new_session
 
+from .conftest import SupervisorFactory
 from .fake_agent import FakeLauncher
 
 
@@ -39,7 +39,7 @@ async def _answers(sup: Supervisor, caller: Caller, sid: str) -> list[str]:
 
 
 async def test_a_cancel_during_the_restore_abandons_it_within_the_join_window(
-    make_supervisor: Any, autojump_clock: Any
+    make_supervisor: SupervisorFactory, autojump_clock: MockClock
 ) -> None:
     launcher = FakeLauncher(resumable=True, hang_restores=1)
     async with make_supervisor(launcher=launcher, inline=True, cancel_join_s=3,
@@ -84,7 +84,7 @@ async def test_a_cancel_during_the_restore_abandons_it_within_the_join_window(
 
 
 async def test_a_restore_without_an_answer_falls_back_visibly_after_restore_s(
-    make_supervisor: Any, autojump_clock: Any
+    make_supervisor: SupervisorFactory, autojump_clock: MockClock
 ) -> None:
     launcher = FakeLauncher(resumable=True, hang_restores=1)
     async with make_supervisor(launcher=launcher, inline=True, restore_s=20) as sup:
@@ -105,7 +105,7 @@ async def test_a_restore_without_an_answer_falls_back_visibly_after_restore_s(
 
 
 async def test_the_idle_timer_stops_the_agent_and_the_next_prompt_restores(
-    make_supervisor: Any, autojump_clock: Any
+    make_supervisor: SupervisorFactory, autojump_clock: MockClock
 ) -> None:
     launcher = FakeLauncher(resumable=True)
     async with make_supervisor(launcher=launcher, inline=True, idle_agent_s=900) as sup:
@@ -128,7 +128,7 @@ async def test_the_idle_timer_stops_the_agent_and_the_next_prompt_restores(
 
 
 async def test_a_long_turn_is_never_stopped_as_idle(
-    make_supervisor: Any, autojump_clock: Any
+    make_supervisor: SupervisorFactory, autojump_clock: MockClock
 ) -> None:
     launcher = FakeLauncher(resumable=True)
     async with make_supervisor(launcher=launcher, inline=True, idle_agent_s=10) as sup:
@@ -145,7 +145,7 @@ async def test_a_long_turn_is_never_stopped_as_idle(
 
 
 async def test_a_conversation_of_another_directory_is_not_restored(
-    make_supervisor: Any, autojump_clock: Any
+    make_supervisor: SupervisorFactory, autojump_clock: MockClock
 ) -> None:
     launcher = FakeLauncher(resumable=True)
     async with make_supervisor(launcher=launcher, inline=True) as sup:
@@ -166,7 +166,7 @@ async def test_a_conversation_of_another_directory_is_not_restored(
 
 
 async def test_a_shutdown_during_the_restore_closes_the_turn(
-    make_supervisor: Any, autojump_clock: Any
+    make_supervisor: SupervisorFactory, autojump_clock: MockClock
 ) -> None:
     launcher = FakeLauncher(resumable=True, hang_restores=1)
     async with make_supervisor(launcher=launcher, inline=True, restore_s=30) as sup:

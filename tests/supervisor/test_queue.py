@@ -22,6 +22,8 @@ from supervisor.recovery import RESTART_STATUS, recover
 from supervisor.root import Supervisor
 from tests.support.sessions import new_session
 
+from .conftest import SupervisorFactory
+
 SLOW_CANCEL = {"cancel_join_s": 0.3, "cancel_escalate_s": 1.5, "cancel_cleanup_s": 1.0}
 
 
@@ -64,7 +66,7 @@ def _drain(sub: Subscriber) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("agent", ["mock", "mock-acp2", "mock-codex"])
-async def test_auto_run_starts_the_head_when_a_turn_ends(make_supervisor: Any,
+async def test_auto_run_starts_the_head_when_a_turn_ends(make_supervisor: SupervisorFactory,
                                                          agent: str) -> None:
     async with make_supervisor() as sup:
         caller, sid = await new_session(sup, agent)
@@ -90,7 +92,9 @@ async def test_auto_run_starts_the_head_when_a_turn_ends(make_supervisor: Any,
         assert [len(c["entries"]) for c in changes] == [1, 2, 1, 0]
 
 
-async def test_user_cancel_parks_the_queue_until_resumed(make_supervisor: Any) -> None:
+async def test_user_cancel_parks_the_queue_until_resumed(
+    make_supervisor: SupervisorFactory
+) -> None:
     async with make_supervisor() as sup:
         caller, sid = await new_session(sup)
         await sup.orchestrator.add_message(caller, sid, "/delay 10000")
@@ -111,7 +115,7 @@ async def test_user_cancel_parks_the_queue_until_resumed(make_supervisor: Any) -
         await _idle_with(sup, caller, sid, ["/delay 10000", "queued 1", "queued 2"])
 
 
-async def test_a_crashed_turn_parks_the_queue(make_supervisor: Any) -> None:
+async def test_a_crashed_turn_parks_the_queue(make_supervisor: SupervisorFactory) -> None:
     async with make_supervisor() as sup:
         caller, sid = await new_session(sup)
         await sup.orchestrator.add_message(caller, sid, "/delay 800")
@@ -134,7 +138,7 @@ async def test_a_crashed_turn_parks_the_queue(make_supervisor: Any) -> None:
         await _idle_with(sup, caller, sid, ["/delay 800", "/crash", "after the crash"])
 
 
-async def test_send_now_interrupts_without_parking(make_supervisor: Any) -> None:
+async def test_send_now_interrupts_without_parking(make_supervisor: SupervisorFactory) -> None:
     async with make_supervisor() as sup:
         caller, sid = await new_session(sup, "mock-codex")
         sub = sup.bus.subscriber()
@@ -160,7 +164,7 @@ async def test_send_now_interrupts_without_parking(make_supervisor: Any) -> None
                 if f["action"] == "session.cancel.progress"] == ["sent"]
 
 
-async def test_send_now_racing_a_natural_end(make_supervisor: Any) -> None:
+async def test_send_now_racing_a_natural_end(make_supervisor: SupervisorFactory) -> None:
     """Send now lands around the moment the turn ends by itself: whichever
     wins, the message runs exactly once, next, and the queue is not parked."""
     async with make_supervisor() as sup:
@@ -179,7 +183,9 @@ async def test_send_now_racing_a_natural_end(make_supervisor: Any) -> None:
         assert {m.content for m in statuses} <= {INTERRUPTED_STATUS}
 
 
-async def test_send_now_against_an_agent_that_ignores_the_cancel(make_supervisor: Any) -> None:
+async def test_send_now_against_an_agent_that_ignores_the_cancel(
+    make_supervisor: SupervisorFactory
+) -> None:
     async with make_supervisor(**SLOW_CANCEL) as sup:
         caller, sid = await new_session(sup)
         sub = sup.bus.subscriber()
@@ -204,7 +210,7 @@ async def test_send_now_against_an_agent_that_ignores_the_cancel(make_supervisor
         assert (await sup.orchestrator.queue_list(caller, sid)).auto_run is True
 
 
-async def test_a_user_cancel_joining_a_send_now_wins(make_supervisor: Any) -> None:
+async def test_a_user_cancel_joining_a_send_now_wins(make_supervisor: SupervisorFactory) -> None:
     async with make_supervisor(**SLOW_CANCEL) as sup:
         caller, sid = await new_session(sup)
         await sup.orchestrator.add_message(caller, sid, "/slow 20000")
@@ -221,7 +227,7 @@ async def test_a_user_cancel_joining_a_send_now_wins(make_supervisor: Any) -> No
         assert [m.content for m in await _statuses(sup, caller, sid)] == [CANCELLED_STATUS]
 
 
-async def test_the_queue_is_bounded(make_supervisor: Any) -> None:
+async def test_the_queue_is_bounded(make_supervisor: SupervisorFactory) -> None:
     async with make_supervisor() as sup:
         caller, sid = await new_session(sup)
         await sup.orchestrator.add_message(caller, sid, "/delay 20000")
@@ -236,7 +242,7 @@ async def test_the_queue_is_bounded(make_supervisor: Any) -> None:
         await sup.orchestrator.cancel(caller, sid)
 
 
-async def test_restart_keeps_a_parked_queue(make_supervisor: Any) -> None:
+async def test_restart_keeps_a_parked_queue(make_supervisor: SupervisorFactory) -> None:
     async with make_supervisor() as sup:
         caller, sid = await new_session(sup)
         await sup.orchestrator.add_message(caller, sid, "/delay 30000")
@@ -282,7 +288,7 @@ STEERING_ACP = {"protocol": "acp", "command": [sys.executable, "-m", "protocols.
 
 
 @pytest.mark.parametrize("agent", ["mock-codex", "mock-steering"])
-async def test_steer_into_a_running_turn(make_supervisor: Any, agent: str) -> None:
+async def test_steer_into_a_running_turn(make_supervisor: SupervisorFactory, agent: str) -> None:
     """Codex ``turn/steer``; ACP ``_session/steering`` where the agent offers it."""
     async with make_supervisor(agents={"mock-steering": STEERING_ACP}) as sup:
         caller, sid = await new_session(sup, agent)
@@ -300,7 +306,7 @@ async def test_steer_into_a_running_turn(make_supervisor: Any, agent: str) -> No
         assert (await sup.orchestrator.queue_list(caller, sid)).entries == ()
 
 
-async def test_steer_where_the_agent_cannot_is_queued(make_supervisor: Any) -> None:
+async def test_steer_where_the_agent_cannot_is_queued(make_supervisor: SupervisorFactory) -> None:
     async with make_supervisor() as sup:
         caller, sid = await new_session(sup, "mock")
         await sup.orchestrator.add_message(caller, sid, "/delay 800")
@@ -312,7 +318,9 @@ async def test_steer_where_the_agent_cannot_is_queued(make_supervisor: Any) -> N
         await _idle_with(sup, caller, sid, ["/delay 800", "look right"])
 
 
-async def test_a_hundred_concurrent_adds_to_a_busy_session(make_supervisor: Any) -> None:
+async def test_a_hundred_concurrent_adds_to_a_busy_session(
+    make_supervisor: SupervisorFactory
+) -> None:
     """None lost, none twice; each answer's position is the entry's place in
     the final order (the order they were admitted), and that order runs."""
     async with make_supervisor() as sup:
@@ -340,7 +348,9 @@ async def test_a_hundred_concurrent_adds_to_a_busy_session(make_supervisor: Any)
         await _idle_with(sup, caller, sid, ["/delay 30000", *order], timeout=40)
 
 
-async def test_a_steer_of_uncertain_delivery_is_never_sent_again(make_supervisor: Any) -> None:
+async def test_a_steer_of_uncertain_delivery_is_never_sent_again(
+    make_supervisor: SupervisorFactory
+) -> None:
     """The agent did not answer the steer in time: it may have taken it, so it
     is stored as steered (marked uncertain), neither queued nor re-sent."""
     from protocols.adapters import AgentTimeout
@@ -356,7 +366,7 @@ async def test_a_steer_of_uncertain_delivery_is_never_sent_again(make_supervisor
             sent.append(text)
             raise AgentTimeout("no answer to turn/steer")
 
-        adapter.steer = steer_without_answer
+        adapter.steer = steer_without_answer  # type: ignore[method-assign]  # the test's double
         reply = await sup.orchestrator.add_message(caller, sid, "maybe taken", "steer")
         assert reply["delivery"] == "steered"
         assert reply["metadata"] == {"delivery": "steer", "delivery_uncertain": True}

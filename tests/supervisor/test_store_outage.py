@@ -5,16 +5,17 @@ answers again, without anyone cancelling it."""
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
 
 import trio
 
 from supervisor.models import SessionState
 from tests.support.sessions import new_session
 
+from .conftest import SupervisorFactory
+
 
 async def test_a_turn_closed_during_a_store_outage_is_reconciled_when_it_ends(
-    make_supervisor: Any
+    make_supervisor: SupervisorFactory
 ) -> None:
     async with make_supervisor(store_wait_s=0.2) as sup:
         caller, sid = await new_session(sup)

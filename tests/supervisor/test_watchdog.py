@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import trio
+from trio.testing import MockClock
 
 from supervisor.bus import Subscriber
 from supervisor.lifecycle import NEVER_STARTED_STATUS
@@ -14,6 +15,7 @@ from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor
 from tests.support.sessions import new_session
 
+from .conftest import SupervisorFactory
 from .fake_agent import FakeLauncher
 
 WATCH = {"stall_notice_s": 120, "never_started_s": 300}
@@ -33,7 +35,7 @@ async def _statuses(sup: Supervisor, caller: Caller, sid: str) -> list[Any]:
 
 
 async def test_a_silent_turn_gets_a_notice_resolved_when_output_resumes(
-    make_supervisor: Any, autojump_clock: Any
+    make_supervisor: SupervisorFactory, autojump_clock: MockClock
 ) -> None:
     async with make_supervisor(launcher=FakeLauncher(), inline=True, **WATCH) as sup:
         caller, sid = await new_session(sup)
@@ -62,7 +64,7 @@ async def test_a_silent_turn_gets_a_notice_resolved_when_output_resumes(
 
 
 async def test_metadata_is_not_progress_and_a_busy_turn_gets_no_notice(
-    make_supervisor: Any, autojump_clock: Any
+    make_supervisor: SupervisorFactory, autojump_clock: MockClock
 ) -> None:
     async with make_supervisor(launcher=FakeLauncher(), inline=True, **WATCH) as sup:
         caller, sid = await new_session(sup)
@@ -75,7 +77,7 @@ async def test_metadata_is_not_progress_and_a_busy_turn_gets_no_notice(
 
 
 async def test_a_never_started_turn_ends_as_an_error_and_parks_the_queue(
-    make_supervisor: Any, autojump_clock: Any
+    make_supervisor: SupervisorFactory, autojump_clock: MockClock
 ) -> None:
     launcher = FakeLauncher()
     async with make_supervisor(launcher=launcher, inline=True, **WATCH) as sup:
