@@ -16,6 +16,7 @@ from supervisor.config import Config
 from supervisor.models import SessionState
 from supervisor.restore import RESTORE_FAILED_STATUS
 from supervisor.root import Supervisor, open_supervisor
+from tests.support.sessions import new_session
 
 
 async def _turn(sup: Supervisor, sid: str, prompt: str) -> str:
@@ -40,9 +41,7 @@ async def test_a_backend_restart_re_attaches_the_agentctl_conversation(
                 "agentctl_token": TOKEN,
                 "command": [sys.executable, "-m", "protocols.mock_agent"]}}})
             async with open_supervisor(config) as sup:
-                caller = await sup.caller()
-                task = await sup.orchestrator.create_task(caller, "t")
-                sid = (await sup.orchestrator.launch_session(caller, task.id, "remote"))["id"]
+                _caller, sid = await new_session(sup, "remote")
                 assert await _turn(sup, sid, "kept by agentctl") == "kept by agentctl"
                 agent_pid = (await ctl.status())["agent"]["pid"]
             async with open_supervisor(config) as sup:

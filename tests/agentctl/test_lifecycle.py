@@ -21,6 +21,7 @@ from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS, SessionState
 from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor, open_supervisor
+from tests.support.sessions import new_agentctl_session
 
 AGENTS = pytest.mark.parametrize("agent", ["mock", "mock-codex"])
 
@@ -35,14 +36,6 @@ async def supervisor(tmp_path: Path, **timeouts: float) -> AsyncIterator[Supervi
     })
     async with open_supervisor(config) as sup:
         yield sup
-
-
-async def _session(sup: Supervisor, agent: str) -> tuple[Caller, str]:
-    caller = await sup.caller()
-    task = await sup.orchestrator.create_task(caller, "t")
-    dto = await sup.orchestrator.launch_session(caller, task.id, agent)
-    assert isinstance(sup.lifecycle.executions[dto["id"]].adapter, AgentctlAdapter)
-    return caller, str(dto["id"])
 
 
 async def _wait_state(sup: Supervisor, caller: Caller, sid: str, state: SessionState,
@@ -69,7 +62,7 @@ async def test_delay_cancels_promptly_and_the_same_agent_answers_again(
         tmp_path: Path, agent: str) -> None:
     with trio.fail_after(40):
         async with supervisor(tmp_path) as sup:
-            caller, sid = await _session(sup, agent)
+            caller, sid = await new_agentctl_session(sup, agent)
             pgid = sup.lifecycle.executions[sid].agent.pgid
             await sup.orchestrator.send_message(caller, sid, "/delay 10000")
             await _wait_chunks(sup, caller, sid)
@@ -92,7 +85,7 @@ async def test_delay_cancels_promptly_and_the_same_agent_answers_again(
 async def test_slow_is_late_and_hang_is_escalated(tmp_path: Path) -> None:
     with trio.fail_after(60):
         async with supervisor(tmp_path, cancel_join_s=0.3, cancel_escalate_s=0.9) as sup:
-            caller, sid = await _session(sup, "mock")
+            caller, sid = await new_agentctl_session(sup, "mock")
             await sup.orchestrator.send_message(caller, sid, "/slow 700")
             await _wait_chunks(sup, caller, sid)
             assert await sup.orchestrator.cancel(caller, sid) is CancelOutcome.LATE
@@ -116,7 +109,7 @@ async def test_slow_is_late_and_hang_is_escalated(tmp_path: Path) -> None:
 async def test_agentctl_killed_mid_cancel_is_reconciled(tmp_path: Path, agent: str) -> None:
     with trio.fail_after(60):
         async with supervisor(tmp_path, cancel_join_s=3, cancel_escalate_s=10) as sup:
-            caller, sid = await _session(sup, agent)
+            caller, sid = await new_agentctl_session(sup, agent)
             ex = sup.lifecycle.executions[sid]
             adapter = ex.adapter
             assert isinstance(adapter, AgentctlAdapter) and ex.agent.pgid is not None
@@ -152,7 +145,7 @@ async def test_cancel_right_after_the_prompt_never_overtakes_it(tmp_path: Path) 
     prompt's request is in flight waits for it instead of finding no turn."""
     with trio.fail_after(60):
         async with supervisor(tmp_path, cancel_join_s=1, cancel_escalate_s=2) as sup:
-            caller, sid = await _session(sup, "mock")
+            caller, sid = await new_agentctl_session(sup, "mock")
             outcomes = []
             for _ in range(8):
                 await sup.orchestrator.send_message(caller, sid, "/delay 30000")

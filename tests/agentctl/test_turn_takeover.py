@@ -26,6 +26,7 @@ from supervisor.models import CANCELLED_STATUS, Message, SessionState
 from supervisor.orchestrator import Caller
 from supervisor.recovery import RESTART_STATUS
 from supervisor.root import Supervisor, open_supervisor
+from tests.support.sessions import new_session
 
 PROTOCOLS = pytest.mark.parametrize("protocol", ["acp", "codex"])
 
@@ -38,9 +39,7 @@ def _config(tmp_path: Path, url: str, protocol: str, **timeouts: float) -> Confi
 
 async def _start_turn(sup: Supervisor, prompt: str) -> tuple[Caller, str, str]:
     """A session on the remote agent, a streaming turn, its first chunks stored."""
-    caller = await sup.caller()
-    task = await sup.orchestrator.create_task(caller, "t")
-    sid = str((await sup.orchestrator.launch_session(caller, task.id, "remote"))["id"])
+    caller, sid = await new_session(sup, "remote")
     msg = await sup.orchestrator.send_message(caller, sid, prompt)
     assert msg.turn_id is not None
     with trio.fail_after(10):
@@ -233,10 +232,7 @@ async def test_a_tool_card_started_before_the_restart_is_finished_after_it(
         async with agentctl(protocol) as ctl:
             config = _config(tmp_path, ctl.url, protocol)
             async with open_supervisor(config) as sup:
-                caller = await sup.caller()
-                task = await sup.orchestrator.create_task(caller, "t")
-                sid = str((await sup.orchestrator.launch_session(caller, task.id,
-                                                                 "remote"))["id"])
+                caller, sid = await new_session(sup, "remote")
                 await sup.orchestrator.send_message(caller, sid, "/tool 2500")
                 with trio.fail_after(10):
                     while not [m for m in await _messages(sup, caller, sid)

@@ -158,9 +158,9 @@ def _sandboxed(pgid: int) -> bool:
 
 
 @asynccontextmanager
-async def _session(srv: Server, ws: WsClient, name: str, provider: FakeProvider,
-                   pgids: set[int], seen: set[int], *, project: Path | None = None,
-                   task_id: str = "", sid: str = "") -> AsyncIterator[E2E]:
+async def _e2e_session(srv: Server, ws: WsClient, name: str, provider: FakeProvider,
+                       pgids: set[int], seen: set[int], *, project: Path | None = None,
+                       task_id: str = "", sid: str = "") -> AsyncIterator[E2E]:
     """A new session of ``name`` in a task on ``project``, or the existing ``sid``
     (after a restart: its agent starts with the next prompt), subscribed, its
     permission requests allowed over the WebSocket.  Every agent process group
@@ -249,7 +249,7 @@ async def test_an_agents_edits_are_listed_and_a_turn_cancelled_half_way_reverts(
     with trio.fail_after(TEST_S):
         async with _agents_checked() as (pgids, seen), \
                 _server(tmp_path / "data", cfg, root) as srv, ws_client(srv) as ws, \
-                _session(srv, ws, name, provider, pgids, seen, project=project) as e:
+                _e2e_session(srv, ws, name, provider, pgids, seen, project=project) as e:
             assert _sandboxed(e.pgid), f"{name} does not run under bwrap"
 
             # (a) One edit through the agent's own tool: listed, and in the diff.
@@ -337,7 +337,7 @@ async def test_sandboxed_codex_restores_its_conversation_after_a_backend_restart
     with trio.fail_after(TEST_S):
         async with _agents_checked() as (pgids, seen):
             async with _server(data_dir, cfg, root) as srv, ws_client(srv) as ws, \
-                    _session(srv, ws, name, provider, pgids, seen, project=project) as e:
+                    _e2e_session(srv, ws, name, provider, pgids, seen, project=project) as e:
                 assert _sandboxed(e.pgid), "codex does not run under bwrap"
                 first_pgid, sid, task_id = e.pgid, e.sid, e.task_id
                 t1, files = await _edit_turn(e, f"EDIT: remember the word {MARKER}, then "
@@ -348,8 +348,8 @@ async def test_sandboxed_codex_restores_its_conversation_after_a_backend_restart
 
             seen_requests = len(provider.requests)
             async with _server(data_dir, cfg, root) as srv, ws_client(srv) as ws, \
-                    _session(srv, ws, name, provider, pgids, seen, task_id=task_id,
-                             sid=sid) as e:
+                    _e2e_session(srv, ws, name, provider, pgids, seen, task_id=task_id,
+                                 sid=sid) as e:
                 mark, t2 = await e.prompt("QUICK: which word did I ask you to remember?")
                 assert await e.turn_end(mark, t2) == "end_turn"
                 ex = srv.sup.lifecycle.executions.get(sid)

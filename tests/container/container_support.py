@@ -13,7 +13,6 @@ from typing import Any
 import trio
 
 from supervisor.config import Config
-from supervisor.executors.agentctl_adapter import AgentctlAdapter
 from supervisor.executors.container import LABEL_BACKEND, LABEL_SESSION
 from supervisor.models import SessionState
 from supervisor.orchestrator import Caller
@@ -50,14 +49,6 @@ async def supervisor(tmp_path: Path, image: str, **timeouts: float,
                      ) -> AsyncIterator[Supervisor]:
     async with open_supervisor(config(tmp_path, image, **timeouts)) as sup:
         yield sup
-
-
-async def session(sup: Supervisor, agent: str) -> tuple[Caller, str]:
-    caller = await sup.caller()
-    task = await sup.orchestrator.create_task(caller, "t")
-    dto = await sup.orchestrator.launch_session(caller, task.id, agent)
-    assert isinstance(sup.lifecycle.executions[dto["id"]].adapter, AgentctlAdapter)
-    return caller, str(dto["id"])
 
 
 async def wait_state(sup: Supervisor, caller: Caller, sid: str, state: SessionState,

@@ -16,15 +16,16 @@ from supervisor.executors.agentctl_adapter import AgentctlAdapter
 from supervisor.executors.container import LABEL_BACKEND, LABEL_SESSION, backend_instance
 from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS, SessionState
+from supervisor.orchestrator import Caller
 from tests.container.container_support import (
     Engine,
     agent_texts,
-    session,
     session_containers,
     supervisor,
     wait_chunks,
     wait_state,
 )
+from tests.support.sessions import new_agentctl_session
 
 AGENTS = pytest.mark.parametrize("agent", ["mock", "mock-codex"])
 
@@ -63,7 +64,7 @@ async def test_prompt_stream_cancel_and_next_prompt_in_one_container(
         tmp_path: Path, engine: Engine, agent: str) -> None:
     with trio.fail_after(90):
         async with supervisor(tmp_path, engine.image) as sup:
-            caller, sid = await session(sup, agent)
+            caller, sid = await new_agentctl_session(sup, agent)
             [container] = session_containers(engine.podman, sid)
             info = inspect(engine.podman, container["Id"])
             assert info["Config"]["Labels"][LABEL_BACKEND] == backend_instance(sup.config)
@@ -118,7 +119,7 @@ async def test_prompt_stream_cancel_and_next_prompt_in_one_container(
 async def test_agent_crash_inside_the_container(tmp_path: Path, engine: Engine) -> None:
     with trio.fail_after(90):
         async with supervisor(tmp_path, engine.image) as sup:
-            caller, sid = await session(sup, "mock")
+            caller, sid = await new_agentctl_session(sup, "mock")
             [first] = session_containers(engine.podman, sid)
             await sup.orchestrator.send_message(caller, sid, "/crash")
             # The crash ends the execution; its container is torn down.
@@ -145,10 +146,10 @@ async def test_ten_container_sessions_cancelled_at_once(tmp_path: Path, engine: 
         # A start (container + agentctl + initialize + session) takes seconds of CPU;
         # on two cores shared with other work, four at once can pass the default 30 s.
         async with supervisor(tmp_path, engine.image, agent_start_s=120) as sup:
-            sessions: list[tuple[Any, str]] = []
+            sessions: list[tuple[Caller, str]] = []
 
             async def start(i: int) -> None:
-                caller, sid = await session(sup, "mock" if i % 2 else "mock-codex")
+                caller, sid = await new_agentctl_session(sup, "mock" if i % 2 else "mock-codex")
                 # Long enough to outlast the other sessions' start on a loaded machine.
                 await sup.orchestrator.send_message(caller, sid, "/delay 600000")
                 await wait_chunks(sup, caller, sid, timeout=120)
@@ -168,7 +169,7 @@ async def test_ten_container_sessions_cancelled_at_once(tmp_path: Path, engine: 
             begin = trio.current_time()
             async with trio.open_nursery() as nursery:
                 for caller, sid in sessions:
-                    async def cancel(caller: Any = caller, sid: str = sid) -> None:
+                    async def cancel(caller: Caller = caller, sid: str = sid) -> None:
                         results.append(await sup.orchestrator.cancel(caller, sid))
                     nursery.start_soon(cancel)
             elapsed = trio.current_time() - begin

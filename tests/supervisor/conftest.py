@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
@@ -33,7 +33,9 @@ class InlineStore(Store):
         return functools.partial(fn, *args, **kwargs)()
 
 
-SupervisorFactory = Callable[..., Any]
+#: ``make_supervisor``: ``async with make_supervisor(...) as sup`` opens a
+#: ``Supervisor`` on the test's data dir (the factory's keywords, below).
+SupervisorFactory = Callable[..., AbstractAsyncContextManager[Supervisor]]
 
 
 @pytest.fixture

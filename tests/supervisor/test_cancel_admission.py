@@ -8,12 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 import trio
+from trio.testing import MockClock
 
 from supervisor.errors import CancelFailed
 from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS, Message, SessionState, Turn
+from tests.support.sessions import new_session
 
-from .conftest import InlineStore
+from .conftest import InlineStore, SupervisorFactory
 from .fake_agent import FakeLauncher
 
 #: How long the store takes to open a turn (a busy disk, another writer).
@@ -40,14 +42,12 @@ def _drain(sub: Any) -> list[str]:
 
 
 async def test_a_cancel_while_the_turn_is_opened_never_sends_the_prompt(
-    make_supervisor: Any, autojump_clock: Any
+    make_supervisor: SupervisorFactory, autojump_clock: MockClock
 ) -> None:
     launcher = FakeLauncher()
     async with make_supervisor(launcher=launcher, inline=True, store_class=SlowOpenStore,
                                cancel_join_s=3, cancel_escalate_s=10) as sup:
-        caller = await sup.caller()
-        task = await sup.orchestrator.create_task(caller, "t")
-        sid = (await sup.orchestrator.launch_session(caller, task.id, "mock"))["id"]
+        caller, sid = await new_session(sup)
         sub = sup.bus.subscriber()
         sub.subscribe(sid)
         agent = launcher.agents[0]
@@ -94,15 +94,13 @@ async def test_a_cancel_while_the_turn_is_opened_never_sends_the_prompt(
 
 
 async def test_a_cancel_that_cannot_begin_is_settled_not_left_registered(
-    make_supervisor: Any, autojump_clock: Any
+    make_supervisor: SupervisorFactory, autojump_clock: MockClock
 ) -> None:
     """A cancel admitted once the operations nursery is gone (the supervisor
     has stopped) cannot run: it is answered with an error at once, and leaves
     neither an operation in flight nor the session pending."""
     async with make_supervisor(launcher=FakeLauncher(), inline=True) as sup:
-        caller = await sup.caller()
-        task = await sup.orchestrator.create_task(caller, "t")
-        sid = (await sup.orchestrator.launch_session(caller, task.id, "mock"))["id"]
+        caller, sid = await new_session(sup)
         await sup.orchestrator.session(caller, sid)  # its owner is known from here
     op = sup.orchestrator.admit_known(caller, sid)
     assert op is not None and op.done.is_set()

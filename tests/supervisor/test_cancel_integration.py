@@ -10,38 +10,37 @@ import trio
 import trio.lowlevel
 import trio.testing
 
+from supervisor.bus import Subscriber
 from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS, SessionState
+from supervisor.orchestrator import Caller
+from supervisor.root import Supervisor
 from tests.support.leaks import pgid_alive
+from tests.support.sessions import new_session
+
+from .conftest import SupervisorFactory
 
 AGENTS = ["mock", "mock-acp2", "mock-codex"]
 
 
-async def _session(sup: Any, agent: str) -> tuple[Any, str]:
-    caller = await sup.caller()
-    task = await sup.orchestrator.create_task(caller, "t")
-    dto = await sup.orchestrator.launch_session(caller, task.id, agent)
-    return caller, dto["id"]
-
-
-async def _wait_state(sup: Any, caller: Any, sid: str, state: SessionState,
+async def _wait_state(sup: Supervisor, caller: Caller, sid: str, state: SessionState,
                       timeout: float = 10) -> None:
     with trio.fail_after(timeout):
         while (await sup.orchestrator.session(caller, sid)).state is not state:
             await trio.sleep(0.02)
 
 
-async def _wait_chunks(sup: Any, caller: Any, sid: str) -> None:
+async def _wait_chunks(sup: Supervisor, caller: Caller, sid: str) -> None:
     with trio.fail_after(10):
         while not any(m.role == "agent" for m in
                       await sup.orchestrator.list_messages(caller, sid)):
             await trio.sleep(0.02)
 
 
-async def _delaying(sup: Any, agent: str) -> tuple[Any, str, Any]:
+async def _delaying(sup: Supervisor, agent: str) -> tuple[Caller, str, Subscriber]:
     """A session streaming a long /delay turn (its first chunk in), and a
     subscriber to its notifications."""
-    caller, sid = await _session(sup, agent)
+    caller, sid = await new_session(sup, agent)
     sub = sup.bus.subscriber()
     sub.subscribe(sid)
     await sup.orchestrator.send_message(caller, sid, "/delay 10000")
@@ -59,16 +58,16 @@ def _drain(sub: Any) -> list[str]:
             return frames
 
 
-async def _statuses(sup: Any, caller: Any, sid: str) -> list[Any]:
+async def _statuses(sup: Supervisor, caller: Caller, sid: str) -> list[Any]:
     return [m for m in await sup.orchestrator.list_messages(caller, sid) if m.kind == "status"]
 
 
 @pytest.mark.parametrize("agent", AGENTS)
 async def test_delay_cancels_promptly_and_the_same_agent_answers_again(
-    make_supervisor: Any, agent: str
+    make_supervisor: SupervisorFactory, agent: str
 ) -> None:
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup, agent)
+        caller, sid = await new_session(sup, agent)
         pid = sup.lifecycle.executions[sid].agent.pgid
         await sup.orchestrator.send_message(caller, sid, "/delay 10000")
         await _wait_chunks(sup, caller, sid)
@@ -93,7 +92,7 @@ async def test_delay_cancels_promptly_and_the_same_agent_answers_again(
 
 @pytest.mark.parametrize("agent", AGENTS)
 async def test_text_streamed_since_the_last_batch_is_written_by_the_close(
-    make_supervisor: Any, agent: str
+    make_supervisor: SupervisorFactory, agent: str
 ) -> None:
     """With the text writer's period longer than the turn, what the agent
     streamed after its first words is still buffered at the cancel: the close
@@ -117,10 +116,10 @@ async def test_text_streamed_since_the_last_batch_is_written_by_the_close(
 
 @pytest.mark.parametrize("agent", AGENTS)
 async def test_slow_agent_is_not_acknowledged_gate_released_next_prompt_works(
-    make_supervisor: Any, agent: str
+    make_supervisor: SupervisorFactory, agent: str
 ) -> None:
     async with make_supervisor(cancel_join_s=0.3, cancel_escalate_s=10) as sup:
-        caller, sid = await _session(sup, agent)
+        caller, sid = await new_session(sup, agent)
         await sup.orchestrator.send_message(caller, sid, "/slow 1200")
         await _wait_chunks(sup, caller, sid)
         ex = sup.lifecycle.executions[sid]
@@ -141,9 +140,11 @@ async def test_slow_agent_is_not_acknowledged_gate_released_next_prompt_works(
 
 
 @pytest.mark.parametrize("agent", AGENTS)
-async def test_hang_is_escalated_and_reconciled(make_supervisor: Any, agent: str) -> None:
+async def test_hang_is_escalated_and_reconciled(
+    make_supervisor: SupervisorFactory, agent: str
+) -> None:
     async with make_supervisor(cancel_join_s=0.2, cancel_escalate_s=0.6) as sup:
-        caller, sid = await _session(sup, agent)
+        caller, sid = await new_session(sup, agent)
         await sup.orchestrator.send_message(caller, sid, "/hang")
         await _wait_state(sup, caller, sid, SessionState.RUNNING)
         with trio.fail_after(5):
@@ -155,9 +156,11 @@ async def test_hang_is_escalated_and_reconciled(make_supervisor: Any, agent: str
 
 
 @pytest.mark.parametrize("agent", AGENTS)
-async def test_crash_mid_turn_then_cancel_reconciles(make_supervisor: Any, agent: str) -> None:
+async def test_crash_mid_turn_then_cancel_reconciles(
+    make_supervisor: SupervisorFactory, agent: str
+) -> None:
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup, agent)
+        caller, sid = await new_session(sup, agent)
         await sup.orchestrator.send_message(caller, sid, "/crash")
         with trio.fail_after(5):
             await sup.orchestrator.cancel(caller, sid)
@@ -171,9 +174,11 @@ async def test_crash_mid_turn_then_cancel_reconciles(make_supervisor: Any, agent
 
 
 @pytest.mark.parametrize("agent", AGENTS)
-async def test_pending_permission_is_answered_cancelled(make_supervisor: Any, agent: str) -> None:
+async def test_pending_permission_is_answered_cancelled(
+    make_supervisor: SupervisorFactory, agent: str
+) -> None:
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup, agent)
+        caller, sid = await new_session(sup, agent)
         sub = sup.bus.subscriber()
         sub.subscribe(sid)
         await sup.orchestrator.send_message(caller, sid, "/permission")
@@ -192,9 +197,11 @@ async def test_pending_permission_is_answered_cancelled(make_supervisor: Any, ag
 
 
 @pytest.mark.parametrize("agent", AGENTS)
-async def test_permission_answered_by_the_user(make_supervisor: Any, agent: str) -> None:
+async def test_permission_answered_by_the_user(
+    make_supervisor: SupervisorFactory, agent: str
+) -> None:
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup, agent)
+        caller, sid = await new_session(sup, agent)
         await sup.orchestrator.send_message(caller, sid, "/permission")
         with trio.fail_after(5):
             while not sup.lifecycle.executions[sid].permissions:
@@ -212,7 +219,7 @@ async def test_permission_answered_by_the_user(make_supervisor: Any, agent: str)
 @pytest.mark.parametrize("agent", AGENTS)
 @pytest.mark.parametrize("n", [5, 500])
 async def test_concurrent_duplicates_make_one_operation(
-    make_supervisor: Any, agent: str, n: int
+    make_supervisor: SupervisorFactory, agent: str, n: int
 ) -> None:
     async with make_supervisor() as sup:
         caller, sid, sub = await _delaying(sup, agent)
@@ -237,10 +244,9 @@ async def test_concurrent_duplicates_make_one_operation(
         assert pending == [True, False]
 
 
-
 @pytest.mark.parametrize("agent", AGENTS)
 async def test_the_cancel_is_on_the_agents_stdin_at_admission(
-    make_supervisor: Any, agent: str
+    make_supervisor: SupervisorFactory, agent: str
 ) -> None:
     """A cancel admitted with no wait (its owner known) is written to the
     agent's pipe in the admission's own step, before pending=true is written
@@ -248,6 +254,7 @@ async def test_the_cancel_is_on_the_agents_stdin_at_admission(
     async with make_supervisor() as sup:
         caller, sid, sub = await _delaying(sup, agent)
         turn = sup.lifecycle.executions[sid].turn
+        assert turn is not None  # the /delay turn streams
         with trio.testing.assert_no_checkpoints():
             op = sup.orchestrator.admit_known(caller, sid)
             assert op is not None
@@ -270,10 +277,10 @@ async def test_the_cancel_is_on_the_agents_stdin_at_admission(
 
 
 async def test_caller_cancelled_after_admission_does_not_abort_the_operation(
-    make_supervisor: Any,
+    make_supervisor: SupervisorFactory,
 ) -> None:
     async with make_supervisor(cancel_join_s=0.3) as sup:
-        caller, sid = await _session(sup, "mock")
+        caller, sid = await new_session(sup, "mock")
         await sup.orchestrator.send_message(caller, sid, "/slow 800")
         await _wait_chunks(sup, caller, sid)
         with trio.CancelScope() as scope:
@@ -293,15 +300,17 @@ async def test_caller_cancelled_after_admission_does_not_abort_the_operation(
         assert len(await _statuses(sup, caller, sid)) == 1
 
 
-async def test_idle_cancel_is_a_harmless_success(make_supervisor: Any) -> None:
+async def test_idle_cancel_is_a_harmless_success(make_supervisor: SupervisorFactory) -> None:
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup, "mock")
+        caller, sid = await new_session(sup, "mock")
         assert await sup.orchestrator.cancel(caller, sid) is CancelOutcome.IDLE
         assert await _statuses(sup, caller, sid) == []
         assert sup.notify.projection.get(sid).revision == 2
 
 
-async def test_running_session_without_execution_is_reconciled(make_supervisor: Any) -> None:
+async def test_running_session_without_execution_is_reconciled(
+    make_supervisor: SupervisorFactory
+) -> None:
     async with make_supervisor() as sup:
         caller = await sup.caller()
         task = await sup.orchestrator.create_task(caller, "t")
@@ -310,22 +319,23 @@ async def test_running_session_without_execution_is_reconciled(make_supervisor: 
         assert await sup.orchestrator.cancel(caller, session.id) is CancelOutcome.NO_EXECUTION
         after = await sup.orchestrator.session(caller, session.id)
         assert after.state is SessionState.WAITING_FOR_INPUT
-        assert (await sup.store.call(sup.store.db.get_turn, turn.id)).state == "cancelled"
+        closed = await sup.store.call(sup.store.db.get_turn, turn.id)
+        assert closed is not None and closed.state == "cancelled"
         assert len(await _statuses(sup, caller, session.id)) == 1
 
 
-async def test_shutdown_leaves_no_agent_process(make_supervisor: Any) -> None:
-    pgids = []
+async def test_shutdown_leaves_no_agent_process(make_supervisor: SupervisorFactory) -> None:
+    pgids: list[int | None] = []
     async with make_supervisor() as sup:
         for agent in AGENTS * 2:
-            caller, sid = await _session(sup, agent)
+            caller, sid = await new_session(sup, agent)
             await sup.orchestrator.send_message(caller, sid, "/delay 60000")
             pgids.append(sup.lifecycle.executions[sid].agent.pgid)
         # One agent ignores cancel: shutdown must still take it down.
-        caller, sid = await _session(sup, "mock")
+        caller, sid = await new_session(sup, "mock")
         await sup.orchestrator.send_message(caller, sid, "/hang")
         pgids.append(sup.lifecycle.executions[sid].agent.pgid)
         await trio.sleep(0.3)
     for pgid in pgids:
         # No live process (a sandbox's init may linger an instant as a zombie).
-        assert not pgid_alive(pgid), pgid
+        assert pgid is not None and not pgid_alive(pgid), pgid

@@ -20,7 +20,12 @@ import trio
 from protocols.process import process_identity, start_agent_process
 from supervisor.db import Db
 from supervisor.lifecycle import CancelOutcome
+from supervisor.orchestrator import Caller
 from supervisor.recovery import recover
+from supervisor.root import Supervisor
+from tests.support.sessions import new_session
+
+from .conftest import SupervisorFactory
 
 WEIRD = str(Path(__file__).resolve().parents[1] / "faults" / "weird_agent.py")
 DIALECTS = ["acp", "codex"]
@@ -50,7 +55,7 @@ async def gone(pid: int, within: float = 10.0) -> bool:
     return not alive(pid)
 
 
-async def _tool_pid(sup: Any, caller: Any, sid: str) -> int:
+async def _tool_pid(sup: Supervisor, caller: Caller, sid: str) -> int:
     with trio.fail_after(10):
         while True:
             text = " ".join(m.content for m in await sup.orchestrator.list_messages(caller, sid))
@@ -60,19 +65,17 @@ async def _tool_pid(sup: Any, caller: Any, sid: str) -> int:
             await trio.sleep(0.02)
 
 
-async def _start(sup: Any, prompt: str) -> tuple[Any, str, int]:
+async def _start(sup: Supervisor, prompt: str) -> tuple[Caller, str, int]:
     """The tool's pid.  (``sleep 600`` does not end by itself: if it is gone,
     the teardown took it.)"""
-    caller = await sup.caller()
-    task = await sup.orchestrator.create_task(caller, "t")
-    sid = (await sup.orchestrator.launch_session(caller, task.id, "weird"))["id"]
+    caller, sid = await new_session(sup, "weird")
     await sup.orchestrator.send_message(caller, sid, prompt)
     return caller, sid, await _tool_pid(sup, caller, sid)
 
 
 @pytest.mark.parametrize("protocol", DIALECTS)
 async def test_a_tool_in_its_own_session_dies_with_a_stopped_agent(
-    make_supervisor: Any, protocol: str
+    make_supervisor: SupervisorFactory, protocol: str
 ) -> None:
     async with make_supervisor(agents=_agents(protocol)) as sup:
         _, sid, pid = await _start(sup, "/spawn 30000")
@@ -83,7 +86,7 @@ async def test_a_tool_in_its_own_session_dies_with_a_stopped_agent(
 
 @pytest.mark.parametrize("protocol", DIALECTS)
 async def test_a_crashed_agents_tool_is_stopped_with_its_execution(
-    make_supervisor: Any, protocol: str
+    make_supervisor: SupervisorFactory, protocol: str
 ) -> None:
     async with make_supervisor(agents=_agents(protocol)) as sup:
         _, sid, pid = await _start(sup, "/spawncrash")
@@ -94,7 +97,7 @@ async def test_a_crashed_agents_tool_is_stopped_with_its_execution(
 
 
 async def test_an_escalated_agents_tool_dies_when_the_agent_is_replaced(
-    make_supervisor: Any
+    make_supervisor: SupervisorFactory
 ) -> None:
     async with make_supervisor(agents=_agents("acp"), cancel_join_s=0.2,
                                cancel_escalate_s=0.4) as sup:
@@ -106,7 +109,7 @@ async def test_an_escalated_agents_tool_dies_when_the_agent_is_replaced(
         assert await gone(pid)
 
 
-async def test_a_tool_dies_at_shutdown(make_supervisor: Any) -> None:
+async def test_a_tool_dies_at_shutdown(make_supervisor: SupervisorFactory) -> None:
     async with make_supervisor(agents=_agents("acp")) as sup:
         _, _, pid = await _start(sup, "/spawn 30000")
     assert await gone(pid)

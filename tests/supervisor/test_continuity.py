@@ -14,8 +14,13 @@ import trio
 
 from supervisor.lifecycle import CancelOutcome
 from supervisor.models import SessionState
+from supervisor.orchestrator import Caller
 from supervisor.restore import RESTORE_FAILED_STATUS
+from supervisor.root import Supervisor
 from tests.support.leaks import pgid_alive
+from tests.support.sessions import new_session
+
+from .conftest import SupervisorFactory
 
 AGENTS = ["mock", "mock-acp2", "mock-codex"]
 
@@ -27,16 +32,10 @@ def _no_restore(protocol: str) -> dict[str, Any]:
         "--restore", "none"]}}
 
 
-async def _session(sup: Any, agent: str) -> tuple[Any, str]:
-    caller = await sup.caller()
-    task = await sup.orchestrator.create_task(caller, "t")
-    dto = await sup.orchestrator.launch_session(caller, task.id, agent)
-    return caller, dto["id"]
-
-
-async def _turn(sup: Any, caller: Any, sid: str, prompt: str) -> str:
+async def _turn(sup: Supervisor, caller: Caller, sid: str, prompt: str) -> str:
     """Send ``prompt``, wait for its turn to end; the agent's answer."""
     msg = await sup.orchestrator.send_message(caller, sid, prompt)
+    assert msg.turn_id is not None  # send_message starts a turn (or raises Conflict)
     with trio.fail_after(20):
         while True:
             turn = await sup.store.get_turn(msg.turn_id)
@@ -47,25 +46,27 @@ async def _turn(sup: Any, caller: Any, sid: str, prompt: str) -> str:
                    if m.turn_id == msg.turn_id and m.role == "agent" and m.kind == "text")
 
 
-async def _dto(sup: Any, caller: Any, sid: str) -> dict[str, Any]:
+async def _dto(sup: Supervisor, caller: Caller, sid: str) -> dict[str, Any]:
     return dict(sup.notify.session_dto(await sup.orchestrator.session(caller, sid)))
 
 
-async def _gone(sup: Any, sid: str, pgid: int | None) -> None:
+async def _gone(sup: Supervisor, sid: str, pgid: int | None) -> None:
     with trio.fail_after(10):
         while sup.lifecycle.agent_live(sid) or (pgid is not None and pgid_alive(pgid)):
             await trio.sleep(0.02)
 
 
-async def _warnings(sup: Any, caller: Any, sid: str) -> list[Any]:
+async def _warnings(sup: Supervisor, caller: Caller, sid: str) -> list[Any]:
     return [m for m in await sup.orchestrator.list_messages(caller, sid)
             if m.content == RESTORE_FAILED_STATUS]
 
 
 @pytest.mark.parametrize("agent", AGENTS)
-async def test_restore_after_a_backend_restart(make_supervisor: Any, agent: str) -> None:
+async def test_restore_after_a_backend_restart(
+    make_supervisor: SupervisorFactory, agent: str
+) -> None:
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup, agent)
+        caller, sid = await new_session(sup, agent)
         assert await _turn(sup, caller, sid, "first words") == "first words"
         await _turn(sup, caller, sid, "second words")
         ref = await sup.store.get_agent_session(sid)
@@ -87,10 +88,10 @@ NEGOTIATED = {"mock": "acp/1", "mock-acp2": "acp/2", "mock-codex": "codex"}
 
 
 @pytest.mark.parametrize("agent", AGENTS)
-async def test_the_session_dto_names_the_negotiated_protocol(make_supervisor: Any,
+async def test_the_session_dto_names_the_negotiated_protocol(make_supervisor: SupervisorFactory,
                                                              agent: str) -> None:
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup, agent)
+        caller, sid = await new_session(sup, agent)
         await _turn(sup, caller, sid, "hello")
         assert (await _dto(sup, caller, sid))["protocol"] == NEGOTIATED[agent]
     async with make_supervisor() as sup:
@@ -104,9 +105,9 @@ async def test_the_session_dto_names_the_negotiated_protocol(make_supervisor: An
 
 
 @pytest.mark.parametrize("agent", AGENTS)
-async def test_restore_after_an_agent_crash(make_supervisor: Any, agent: str) -> None:
+async def test_restore_after_an_agent_crash(make_supervisor: SupervisorFactory, agent: str) -> None:
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup, agent)
+        caller, sid = await new_session(sup, agent)
         await _turn(sup, caller, sid, "before the crash")
         pgid = sup.lifecycle.executions[sid].agent.pgid
         await _turn(sup, caller, sid, "/crash")
@@ -120,10 +121,10 @@ async def test_restore_after_an_agent_crash(make_supervisor: Any, agent: str) ->
 
 @pytest.mark.parametrize("agent", AGENTS)
 async def test_restore_after_an_escalation_replaced_the_agent(
-    make_supervisor: Any, agent: str
+    make_supervisor: SupervisorFactory, agent: str
 ) -> None:
     async with make_supervisor(cancel_join_s=0.3, cancel_escalate_s=0.8) as sup:
-        caller, sid = await _session(sup, agent)
+        caller, sid = await new_session(sup, agent)
         await _turn(sup, caller, sid, "remember me")
         pgid = sup.lifecycle.executions[sid].agent.pgid
         await sup.orchestrator.send_message(caller, sid, "/hang")
@@ -138,10 +139,10 @@ async def test_restore_after_an_escalation_replaced_the_agent(
 
 @pytest.mark.parametrize("agent", AGENTS)
 async def test_an_idle_agent_is_stopped_and_the_next_prompt_restores(
-    make_supervisor: Any, agent: str
+    make_supervisor: SupervisorFactory, agent: str
 ) -> None:
     async with make_supervisor(idle_agent_s=1.0) as sup:
-        caller, sid = await _session(sup, agent)
+        caller, sid = await new_session(sup, agent)
         await _turn(sup, caller, sid, "/delay 1500")  # a turn longer than idle_agent_s
         pgid = sup.lifecycle.executions[sid].agent.pgid
         assert sup.lifecycle.agent_live(sid)  # the running turn kept it alive
@@ -157,10 +158,10 @@ async def test_an_idle_agent_is_stopped_and_the_next_prompt_restores(
 
 @pytest.mark.parametrize("protocol", ["acp", "codex"])
 async def test_an_agent_that_cannot_restore_starts_fresh_with_the_warning(
-    make_supervisor: Any, protocol: str
+    make_supervisor: SupervisorFactory, protocol: str
 ) -> None:
     async with make_supervisor(agents=_no_restore(protocol)) as sup:
-        caller, sid = await _session(sup, "norestore")
+        caller, sid = await new_session(sup, "norestore")
         await _turn(sup, caller, sid, "forgotten")
     async with make_supervisor(agents=_no_restore(protocol)) as sup:
         caller = await sup.caller()
@@ -173,11 +174,11 @@ async def test_an_agent_that_cannot_restore_starts_fresh_with_the_warning(
         assert len(await _warnings(sup, caller, sid)) == 1
 
 
-async def test_session_load_replay_is_not_stored_again(make_supervisor: Any) -> None:
+async def test_session_load_replay_is_not_stored_again(make_supervisor: SupervisorFactory) -> None:
     load_only = {"mockload": {"protocol": "acp", "command": [
         sys.executable, "-m", "protocols.mock_agent", "--protocol", "acp", "--restore", "load"]}}
     async with make_supervisor(agents=load_only) as sup:
-        caller, sid = await _session(sup, "mockload")
+        caller, sid = await new_session(sup, "mockload")
         await _turn(sup, caller, sid, "alpha")
         await _turn(sup, caller, sid, "beta")
         before = await sup.orchestrator.list_messages(caller, sid)

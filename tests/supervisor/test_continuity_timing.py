@@ -4,51 +4,47 @@ answer within ``restore_s``, the idle stop after ``idle_agent_s``."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import trio
+from trio.testing import MockClock
 
 from supervisor.db import Db
 from supervisor.errors import Conflict
 from supervisor.lifecycle import SHUTDOWN_STATUS, CancelOutcome
 from supervisor.models import CANCELLED_STATUS, AgentSessionRef, SessionState
+from supervisor.orchestrator import Caller
 from supervisor.restore import RESTORE_FAILED_STATUS
+from supervisor.root import Supervisor
+from tests.support.sessions import new_session
 
+from .conftest import SupervisorFactory
 from .fake_agent import FakeLauncher
 
 
-async def _session(sup: Any) -> tuple[Any, str]:
-    caller = await sup.caller()
-    task = await sup.orchestrator.create_task(caller, "t")
-    dto = await sup.orchestrator.launch_session(caller, task.id, "mock")
-    return caller, dto["id"]
-
-
-async def _settled(sup: Any, caller: Any, sid: str) -> None:
+async def _settled(sup: Supervisor, caller: Caller, sid: str) -> None:
     with trio.fail_after(60):
         while (await sup.orchestrator.session(caller, sid)).state is not \
                 SessionState.WAITING_FOR_INPUT:
             await trio.sleep(0.05)
 
 
-async def _statuses(sup: Any, caller: Any, sid: str) -> list[str]:
+async def _statuses(sup: Supervisor, caller: Caller, sid: str) -> list[str]:
     return [m.content for m in await sup.orchestrator.list_messages(caller, sid)
             if m.kind == "status"]
 
 
-async def _answers(sup: Any, caller: Any, sid: str) -> list[str]:
+async def _answers(sup: Supervisor, caller: Caller, sid: str) -> list[str]:
     return [m.content for m in await sup.orchestrator.list_messages(caller, sid)
             if m.role == "agent"]
 
 
 async def test_a_cancel_during_the_restore_abandons_it_within_the_join_window(
-    make_supervisor: Any, autojump_clock: Any
+    make_supervisor: SupervisorFactory, autojump_clock: MockClock
 ) -> None:
     launcher = FakeLauncher(resumable=True, hang_restores=1)
     async with make_supervisor(launcher=launcher, inline=True, cancel_join_s=3,
                                restore_s=30) as sup:
-        caller, sid = await _session(sup)
+        caller, sid = await new_session(sup)
         await sup.orchestrator.send_message(caller, sid, "hello")
         await _settled(sup, caller, sid)
         await sup.lifecycle.stop_execution(sid)  # the agent is gone (crash, idle, ...)
@@ -88,11 +84,11 @@ async def test_a_cancel_during_the_restore_abandons_it_within_the_join_window(
 
 
 async def test_a_restore_without_an_answer_falls_back_visibly_after_restore_s(
-    make_supervisor: Any, autojump_clock: Any
+    make_supervisor: SupervisorFactory, autojump_clock: MockClock
 ) -> None:
     launcher = FakeLauncher(resumable=True, hang_restores=1)
     async with make_supervisor(launcher=launcher, inline=True, restore_s=20) as sup:
-        caller, sid = await _session(sup)
+        caller, sid = await new_session(sup)
         await sup.orchestrator.send_message(caller, sid, "hello")
         await _settled(sup, caller, sid)
         await sup.lifecycle.stop_execution(sid)
@@ -109,11 +105,11 @@ async def test_a_restore_without_an_answer_falls_back_visibly_after_restore_s(
 
 
 async def test_the_idle_timer_stops_the_agent_and_the_next_prompt_restores(
-    make_supervisor: Any, autojump_clock: Any
+    make_supervisor: SupervisorFactory, autojump_clock: MockClock
 ) -> None:
     launcher = FakeLauncher(resumable=True)
     async with make_supervisor(launcher=launcher, inline=True, idle_agent_s=900) as sup:
-        caller, sid = await _session(sup)
+        caller, sid = await new_session(sup)
         await sup.orchestrator.send_message(caller, sid, "/delay 1000")
         await _settled(sup, caller, sid)
         ended = trio.current_time()
@@ -132,11 +128,11 @@ async def test_the_idle_timer_stops_the_agent_and_the_next_prompt_restores(
 
 
 async def test_a_long_turn_is_never_stopped_as_idle(
-    make_supervisor: Any, autojump_clock: Any
+    make_supervisor: SupervisorFactory, autojump_clock: MockClock
 ) -> None:
     launcher = FakeLauncher(resumable=True)
     async with make_supervisor(launcher=launcher, inline=True, idle_agent_s=10) as sup:
-        caller, sid = await _session(sup)
+        caller, sid = await new_session(sup)
         await sup.orchestrator.send_message(caller, sid, "/delay 30000")
         await trio.sleep(25)
         assert sup.lifecycle.agent_live(sid)
@@ -149,11 +145,11 @@ async def test_a_long_turn_is_never_stopped_as_idle(
 
 
 async def test_a_conversation_of_another_directory_is_not_restored(
-    make_supervisor: Any, autojump_clock: Any
+    make_supervisor: SupervisorFactory, autojump_clock: MockClock
 ) -> None:
     launcher = FakeLauncher(resumable=True)
     async with make_supervisor(launcher=launcher, inline=True) as sup:
-        caller, sid = await _session(sup)
+        caller, sid = await new_session(sup)
         ref = await sup.store.get_agent_session(sid)
         assert ref is not None and ref.agent_session_id == "fake-0" and ref.profile == "mock"
         await sup.lifecycle.stop_execution(sid)
@@ -170,11 +166,11 @@ async def test_a_conversation_of_another_directory_is_not_restored(
 
 
 async def test_a_shutdown_during_the_restore_closes_the_turn(
-    make_supervisor: Any, autojump_clock: Any
+    make_supervisor: SupervisorFactory, autojump_clock: MockClock
 ) -> None:
     launcher = FakeLauncher(resumable=True, hang_restores=1)
     async with make_supervisor(launcher=launcher, inline=True, restore_s=30) as sup:
-        caller, sid = await _session(sup)
+        caller, sid = await new_session(sup)
         await sup.lifecycle.stop_execution(sid)
         await sup.orchestrator.send_message(caller, sid, "interrupted by the stop")
         await trio.sleep(1)

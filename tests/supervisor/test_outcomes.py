@@ -13,6 +13,11 @@ import trio
 from supervisor.errors import AgentStartError
 from supervisor.lifecycle import SHUTDOWN_STATUS, CancelOutcome
 from supervisor.models import CANCELLED_STATUS, SessionState
+from supervisor.orchestrator import Caller
+from supervisor.root import Supervisor
+from tests.support.sessions import new_session
+
+from .conftest import SupervisorFactory
 
 WEIRD = str(Path(__file__).resolve().parents[1] / "faults" / "weird_agent.py")
 DIALECTS = ["acp", "codex"]
@@ -23,14 +28,8 @@ def weird(protocol: str, **env: str) -> dict[str, Any]:
             "env": env}
 
 
-async def _session(sup: Any, agent: str) -> tuple[Any, str]:
-    caller = await sup.caller()
-    task = await sup.orchestrator.create_task(caller, "t")
-    dto = await sup.orchestrator.launch_session(caller, task.id, agent)
-    return caller, dto["id"]
-
-
-async def _wait(sup: Any, caller: Any, sid: str, pred: Any, timeout: float = 10) -> list[Any]:
+async def _wait(sup: Supervisor, caller: Caller, sid: str, pred: Any,
+                timeout: float = 10) -> list[Any]:
     with trio.fail_after(timeout):
         while True:
             msgs = await sup.orchestrator.list_messages(caller, sid)
@@ -54,11 +53,11 @@ def _frames(sub: Any) -> list[str]:
 
 @pytest.mark.parametrize("protocol", DIALECTS)
 async def test_shutdown_is_not_recorded_as_the_users_cancel(
-    make_supervisor: Any, protocol: str
+    make_supervisor: SupervisorFactory, protocol: str
 ) -> None:
     agent = "mock" if protocol == "acp" else "mock-codex"
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup, agent)
+        caller, sid = await new_session(sup, agent)
         await sup.orchestrator.send_message(caller, sid, "/delay 20000")
         await _wait(sup, caller, sid, lambda ms: any(m.role == "agent" for m in ms))
     # The supervisor shut down with the turn running; a new one reads what it wrote.
@@ -73,10 +72,10 @@ async def test_shutdown_is_not_recorded_as_the_users_cancel(
 
 @pytest.mark.parametrize("protocol", DIALECTS)
 async def test_an_agent_error_after_a_user_cancel_reads_as_the_users_cancel(
-    make_supervisor: Any, protocol: str
+    make_supervisor: SupervisorFactory, protocol: str
 ) -> None:
     async with make_supervisor(agents={"weird": weird(protocol)}) as sup:
-        caller, sid = await _session(sup, "weird")
+        caller, sid = await new_session(sup, "weird")
         sub = sup.bus.subscriber()
         sub.subscribe(sid)
         await sup.orchestrator.send_message(caller, sid, "/errorcancel 20000")
@@ -94,9 +93,11 @@ async def test_an_agent_error_after_a_user_cancel_reads_as_the_users_cancel(
         assert "session.agent.cancelled" not in frames
 
 
-async def test_an_escalated_cancel_is_not_an_acknowledgement(make_supervisor: Any) -> None:
+async def test_an_escalated_cancel_is_not_an_acknowledgement(
+    make_supervisor: SupervisorFactory
+) -> None:
     async with make_supervisor(cancel_join_s=0.3, cancel_escalate_s=0.6) as sup:
-        caller, sid = await _session(sup, "mock")
+        caller, sid = await new_session(sup, "mock")
         sub = sup.bus.subscriber()
         sub.subscribe(sid)
         await sup.orchestrator.send_message(caller, sid, "/hang")
@@ -116,11 +117,11 @@ async def test_an_escalated_cancel_is_not_an_acknowledgement(make_supervisor: An
 
 @pytest.mark.parametrize("protocol", DIALECTS)
 async def test_a_dropped_early_cancel_is_resent_and_lands_in_under_a_second(
-    make_supervisor: Any, protocol: str
+    make_supervisor: SupervisorFactory, protocol: str
 ) -> None:
     agent = "mock" if protocol == "acp" else "mock-codex"
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup, agent)
+        caller, sid = await new_session(sup, agent)
         await sup.orchestrator.send_message(caller, sid, "/dropcancel 20000")
         start = trio.current_time()
         with trio.fail_after(5):
@@ -130,7 +131,7 @@ async def test_a_dropped_early_cancel_is_resent_and_lands_in_under_a_second(
 
 
 @pytest.mark.parametrize("protocol", DIALECTS)
-async def test_a_start_failure_says_why(make_supervisor: Any, protocol: str) -> None:
+async def test_a_start_failure_says_why(make_supervisor: SupervisorFactory, protocol: str) -> None:
     async with make_supervisor(agents={"broken": weird(protocol, WEIRD_AGENT_BOOM="1"),
                                        "missing": {"protocol": protocol,
                                                    "command": ["no-such-agent-cli"]}}) as sup:
@@ -151,7 +152,7 @@ async def test_a_start_failure_says_why(make_supervisor: Any, protocol: str) -> 
 
 
 async def test_a_start_timeout_says_it_timed_out_and_after_how_long(
-    make_supervisor: Any
+    make_supervisor: SupervisorFactory
 ) -> None:
     hang = {"protocol": "acp", "command": [sys.executable, "-c",
                                            "import sys, time; sys.stderr.write('loading\\n');"
@@ -164,12 +165,14 @@ async def test_a_start_timeout_says_it_timed_out_and_after_how_long(
         assert str(slow.value) == "agent 'slow' did not start within 0.5s: loading"
 
 
-async def test_deny_and_stop_ends_the_turn_as_the_users_cancel(make_supervisor: Any) -> None:
+async def test_deny_and_stop_ends_the_turn_as_the_users_cancel(
+    make_supervisor: SupervisorFactory
+) -> None:
     """Codex's ``cancel`` decision: the agent is told (the decision is sent) and
     the turn ends through the one user-cancel operation: pending true → false,
     one status message "Turn cancelled by user"."""
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup, "mock-codex")
+        caller, sid = await new_session(sup, "mock-codex")
         sub = sup.bus.subscriber()
         sub.subscribe(sid)
         await sup.orchestrator.send_message(caller, sid, "/permission")

@@ -4,22 +4,23 @@ withdrawn) and the turn goes on, with the mock agent as a real subprocess."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import trio
 
 from supervisor.models import SessionState
+from tests.support.sessions import new_session
+
+from .conftest import SupervisorFactory
 
 AGENTS = ["mock", "mock-acp2", "mock-codex"]
 
 
 @pytest.mark.parametrize("agent", AGENTS)
-async def test_withdrawn_permission_is_dismissed(make_supervisor: Any, agent: str) -> None:
+async def test_withdrawn_permission_is_dismissed(
+    make_supervisor: SupervisorFactory, agent: str
+) -> None:
     async with make_supervisor() as sup:
-        caller = await sup.caller()
-        task = await sup.orchestrator.create_task(caller, "t")
-        sid = (await sup.orchestrator.launch_session(caller, task.id, agent))["id"]
+        caller, sid = await new_session(sup, agent)
         sub = sup.bus.subscriber()
         sub.subscribe(sid)
         await sup.orchestrator.send_message(caller, sid, "/withdraw")

@@ -17,28 +17,26 @@ from supervisor.db import Db
 from supervisor.errors import InvalidRequest
 from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS, INTERRUPTED_STATUS, SessionState
+from supervisor.orchestrator import Caller
 from supervisor.recovery import RESTART_STATUS, recover
+from supervisor.root import Supervisor
+from tests.support.sessions import new_session
+
+from .conftest import SupervisorFactory
 
 SLOW_CANCEL = {"cancel_join_s": 0.3, "cancel_escalate_s": 1.5, "cancel_cleanup_s": 1.0}
 
 
-async def _session(sup: Any, agent: str = "mock") -> tuple[Any, str]:
-    caller = await sup.caller()
-    task = await sup.orchestrator.create_task(caller, "queue")
-    dto = await sup.orchestrator.launch_session(caller, task.id, agent)
-    return caller, dto["id"]
-
-
-async def _user_texts(sup: Any, caller: Any, sid: str) -> list[str]:
+async def _user_texts(sup: Supervisor, caller: Caller, sid: str) -> list[str]:
     return [m.content for m in await sup.orchestrator.list_messages(caller, sid, limit=1000)
             if m.role == "user"]
 
 
-async def _statuses(sup: Any, caller: Any, sid: str) -> list[Any]:
+async def _statuses(sup: Supervisor, caller: Caller, sid: str) -> list[Any]:
     return [m for m in await sup.orchestrator.list_messages(caller, sid) if m.kind == "status"]
 
 
-async def _idle_with(sup: Any, caller: Any, sid: str, texts: list[str],
+async def _idle_with(sup: Supervisor, caller: Caller, sid: str, texts: list[str],
                      timeout: float = 15) -> None:
     """Wait until these user messages are stored and no turn runs."""
     with trio.fail_after(timeout):
@@ -51,7 +49,7 @@ async def _idle_with(sup: Any, caller: Any, sid: str, texts: list[str],
             await trio.sleep(0.02)
 
 
-async def _running(sup: Any, caller: Any, sid: str) -> None:
+async def _running(sup: Supervisor, caller: Caller, sid: str) -> None:
     with trio.fail_after(10):
         while not any(m.role == "agent" for m in
                       await sup.orchestrator.list_messages(caller, sid)):
@@ -68,10 +66,10 @@ def _drain(sub: Subscriber) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("agent", ["mock", "mock-acp2", "mock-codex"])
-async def test_auto_run_starts_the_head_when_a_turn_ends(make_supervisor: Any,
+async def test_auto_run_starts_the_head_when_a_turn_ends(make_supervisor: SupervisorFactory,
                                                          agent: str) -> None:
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup, agent)
+        caller, sid = await new_session(sup, agent)
         sub = sup.bus.subscriber()
         sub.subscribe(sid)
         started = await sup.orchestrator.add_message(caller, sid, "/delay 600")
@@ -94,9 +92,11 @@ async def test_auto_run_starts_the_head_when_a_turn_ends(make_supervisor: Any,
         assert [len(c["entries"]) for c in changes] == [1, 2, 1, 0]
 
 
-async def test_user_cancel_parks_the_queue_until_resumed(make_supervisor: Any) -> None:
+async def test_user_cancel_parks_the_queue_until_resumed(
+    make_supervisor: SupervisorFactory
+) -> None:
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup)
+        caller, sid = await new_session(sup)
         await sup.orchestrator.add_message(caller, sid, "/delay 10000")
         await _running(sup, caller, sid)
         await sup.orchestrator.add_message(caller, sid, "queued 1")
@@ -115,9 +115,9 @@ async def test_user_cancel_parks_the_queue_until_resumed(make_supervisor: Any) -
         await _idle_with(sup, caller, sid, ["/delay 10000", "queued 1", "queued 2"])
 
 
-async def test_a_crashed_turn_parks_the_queue(make_supervisor: Any) -> None:
+async def test_a_crashed_turn_parks_the_queue(make_supervisor: SupervisorFactory) -> None:
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup)
+        caller, sid = await new_session(sup)
         await sup.orchestrator.add_message(caller, sid, "/delay 800")
         await sup.orchestrator.add_message(caller, sid, "/crash")
         await sup.orchestrator.add_message(caller, sid, "after the crash")
@@ -138,9 +138,9 @@ async def test_a_crashed_turn_parks_the_queue(make_supervisor: Any) -> None:
         await _idle_with(sup, caller, sid, ["/delay 800", "/crash", "after the crash"])
 
 
-async def test_send_now_interrupts_without_parking(make_supervisor: Any) -> None:
+async def test_send_now_interrupts_without_parking(make_supervisor: SupervisorFactory) -> None:
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup, "mock-codex")
+        caller, sid = await new_session(sup, "mock-codex")
         sub = sup.bus.subscriber()
         sub.subscribe(sid)
         await sup.orchestrator.add_message(caller, sid, "/delay 10000")
@@ -164,11 +164,11 @@ async def test_send_now_interrupts_without_parking(make_supervisor: Any) -> None
                 if f["action"] == "session.cancel.progress"] == ["sent"]
 
 
-async def test_send_now_racing_a_natural_end(make_supervisor: Any) -> None:
+async def test_send_now_racing_a_natural_end(make_supervisor: SupervisorFactory) -> None:
     """Send now lands around the moment the turn ends by itself: whichever
     wins, the message runs exactly once, next, and the queue is not parked."""
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup)
+        caller, sid = await new_session(sup)
         expected: list[str] = []
         for i, at in enumerate((0.25, 0.3, 0.33, 0.36, 0.4, 0.5)):
             await sup.orchestrator.add_message(caller, sid, "/delay 350")
@@ -183,9 +183,11 @@ async def test_send_now_racing_a_natural_end(make_supervisor: Any) -> None:
         assert {m.content for m in statuses} <= {INTERRUPTED_STATUS}
 
 
-async def test_send_now_against_an_agent_that_ignores_the_cancel(make_supervisor: Any) -> None:
+async def test_send_now_against_an_agent_that_ignores_the_cancel(
+    make_supervisor: SupervisorFactory
+) -> None:
     async with make_supervisor(**SLOW_CANCEL) as sup:
-        caller, sid = await _session(sup)
+        caller, sid = await new_session(sup)
         sub = sup.bus.subscriber()
         sub.subscribe(sid)
         first_agent = sup.lifecycle.executions[sid]
@@ -208,9 +210,9 @@ async def test_send_now_against_an_agent_that_ignores_the_cancel(make_supervisor
         assert (await sup.orchestrator.queue_list(caller, sid)).auto_run is True
 
 
-async def test_a_user_cancel_joining_a_send_now_wins(make_supervisor: Any) -> None:
+async def test_a_user_cancel_joining_a_send_now_wins(make_supervisor: SupervisorFactory) -> None:
     async with make_supervisor(**SLOW_CANCEL) as sup:
-        caller, sid = await _session(sup)
+        caller, sid = await new_session(sup)
         await sup.orchestrator.add_message(caller, sid, "/slow 20000")
         await _running(sup, caller, sid)
         await sup.orchestrator.add_message(caller, sid, "replace it", "interrupt")
@@ -225,9 +227,9 @@ async def test_a_user_cancel_joining_a_send_now_wins(make_supervisor: Any) -> No
         assert [m.content for m in await _statuses(sup, caller, sid)] == [CANCELLED_STATUS]
 
 
-async def test_the_queue_is_bounded(make_supervisor: Any) -> None:
+async def test_the_queue_is_bounded(make_supervisor: SupervisorFactory) -> None:
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup)
+        caller, sid = await new_session(sup)
         await sup.orchestrator.add_message(caller, sid, "/delay 20000")
         for i in range(sup.config.limits.max_queue):
             await sup.orchestrator.add_message(caller, sid, f"m{i}")
@@ -240,9 +242,9 @@ async def test_the_queue_is_bounded(make_supervisor: Any) -> None:
         await sup.orchestrator.cancel(caller, sid)
 
 
-async def test_restart_keeps_a_parked_queue(make_supervisor: Any) -> None:
+async def test_restart_keeps_a_parked_queue(make_supervisor: SupervisorFactory) -> None:
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup)
+        caller, sid = await new_session(sup)
         await sup.orchestrator.add_message(caller, sid, "/delay 30000")
         await _running(sup, caller, sid)
         for text in ("kept 1", "kept 2"):
@@ -286,10 +288,10 @@ STEERING_ACP = {"protocol": "acp", "command": [sys.executable, "-m", "protocols.
 
 
 @pytest.mark.parametrize("agent", ["mock-codex", "mock-steering"])
-async def test_steer_into_a_running_turn(make_supervisor: Any, agent: str) -> None:
+async def test_steer_into_a_running_turn(make_supervisor: SupervisorFactory, agent: str) -> None:
     """Codex ``turn/steer``; ACP ``_session/steering`` where the agent offers it."""
     async with make_supervisor(agents={"mock-steering": STEERING_ACP}) as sup:
-        caller, sid = await _session(sup, agent)
+        caller, sid = await new_session(sup, agent)
         idle = await sup.orchestrator.add_message(caller, sid, "/delay 1500", "steer")
         assert idle["delivery"] == "started"  # no turn running: a steer starts one
         await _running(sup, caller, sid)
@@ -304,9 +306,9 @@ async def test_steer_into_a_running_turn(make_supervisor: Any, agent: str) -> No
         assert (await sup.orchestrator.queue_list(caller, sid)).entries == ()
 
 
-async def test_steer_where_the_agent_cannot_is_queued(make_supervisor: Any) -> None:
+async def test_steer_where_the_agent_cannot_is_queued(make_supervisor: SupervisorFactory) -> None:
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup, "mock")
+        caller, sid = await new_session(sup, "mock")
         await sup.orchestrator.add_message(caller, sid, "/delay 800")
         await _running(sup, caller, sid)
         queued = await sup.orchestrator.add_message(caller, sid, "look right", "steer")
@@ -316,11 +318,13 @@ async def test_steer_where_the_agent_cannot_is_queued(make_supervisor: Any) -> N
         await _idle_with(sup, caller, sid, ["/delay 800", "look right"])
 
 
-async def test_a_hundred_concurrent_adds_to_a_busy_session(make_supervisor: Any) -> None:
+async def test_a_hundred_concurrent_adds_to_a_busy_session(
+    make_supervisor: SupervisorFactory
+) -> None:
     """None lost, none twice; each answer's position is the entry's place in
     the final order (the order they were admitted), and that order runs."""
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup)
+        caller, sid = await new_session(sup)
         await sup.orchestrator.add_message(caller, sid, "/delay 30000")
         await _running(sup, caller, sid)
         replies: list[dict[str, Any]] = []
@@ -344,13 +348,15 @@ async def test_a_hundred_concurrent_adds_to_a_busy_session(make_supervisor: Any)
         await _idle_with(sup, caller, sid, ["/delay 30000", *order], timeout=40)
 
 
-async def test_a_steer_of_uncertain_delivery_is_never_sent_again(make_supervisor: Any) -> None:
+async def test_a_steer_of_uncertain_delivery_is_never_sent_again(
+    make_supervisor: SupervisorFactory
+) -> None:
     """The agent did not answer the steer in time: it may have taken it, so it
     is stored as steered (marked uncertain), neither queued nor re-sent."""
     from protocols.adapters import AgentTimeout
 
     async with make_supervisor() as sup:
-        caller, sid = await _session(sup, "mock-codex")
+        caller, sid = await new_session(sup, "mock-codex")
         await sup.orchestrator.add_message(caller, sid, "/delay 1500")
         await _running(sup, caller, sid)
         adapter = sup.lifecycle.executions[sid].adapter
@@ -360,7 +366,7 @@ async def test_a_steer_of_uncertain_delivery_is_never_sent_again(make_supervisor
             sent.append(text)
             raise AgentTimeout("no answer to turn/steer")
 
-        adapter.steer = steer_without_answer
+        adapter.steer = steer_without_answer  # type: ignore[method-assign]  # the test's double
         reply = await sup.orchestrator.add_message(caller, sid, "maybe taken", "steer")
         assert reply["delivery"] == "steered"
         assert reply["metadata"] == {"delivery": "steer", "delivery_uncertain": True}

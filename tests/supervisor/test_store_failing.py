@@ -18,35 +18,30 @@ import trio
 from supervisor.db import StoreUnavailable
 from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS, SessionState
+from supervisor.orchestrator import Caller
+from supervisor.root import Supervisor
 from tests.support.failing_store import DiskFullDb, failing_supervisor
+from tests.support.sessions import new_sessions
 
 AGENTS = ["mock", "mock-codex"]
 FULL = "database or disk is full"
 
 
-async def _sessions(sup: Any, agent: str, n: int = 2) -> tuple[Any, list[str]]:
-    caller = await sup.caller()
-    task = await sup.orchestrator.create_task(caller, "t")
-    sids = [(await sup.orchestrator.launch_session(caller, task.id, agent))["id"]
-            for _ in range(n)]
-    return caller, sids
-
-
-async def _wait_message(sup: Any, caller: Any, sid: str, kind: str) -> None:
+async def _wait_message(sup: Supervisor, caller: Caller, sid: str, kind: str) -> None:
     with trio.fail_after(15):
         while not any(m.kind == kind and m.role != "user"
                       for m in await sup.orchestrator.list_messages(caller, sid)):
             await trio.sleep(0.02)
 
 
-async def _recovered(sup: Any, db: DiskFullDb) -> None:
+async def _recovered(sup: Supervisor, db: DiskFullDb) -> None:
     """Space is back: every record the store refused is written (bounded)."""
     db.full = False
     with trio.fail_after(30):
         await sup.lifecycle.retries.wait_idle()
 
 
-async def _still_serving(sup: Any, caller: Any, sid: str) -> None:
+async def _still_serving(sup: Supervisor, caller: Caller, sid: str) -> None:
     """The other session runs a whole turn: the supervisor is alive and usable."""
     await sup.orchestrator.send_message(caller, sid, "still here")
     with trio.fail_after(15):
@@ -65,7 +60,7 @@ async def test_a_cancel_with_the_store_failing_stops_the_agent_and_its_record_fo
     tmp_path: Any, agent: str
 ) -> None:
     async with failing_supervisor(tmp_path / "data") as (sup, db):
-        caller, (sid, other) = await _sessions(sup, agent)
+        caller, (sid, other) = await new_sessions(sup, agent, 2)
         orch = sup.orchestrator
         await orch.send_message(caller, sid, "/tool 60000")
         await _wait_message(sup, caller, sid, "tool_call")
@@ -105,7 +100,7 @@ async def test_an_escalated_cancel_with_the_store_failing_tears_the_turn_down(
 ) -> None:
     async with failing_supervisor(tmp_path / "data", cancel_join_s=0.3,
                                   cancel_escalate_s=0.8) as (sup, db):
-        caller, (sid, other) = await _sessions(sup, "mock")
+        caller, (sid, other) = await new_sessions(sup, "mock", 2)
         orch = sup.orchestrator
         await orch.send_message(caller, sid, "/hang")
         with trio.fail_after(10):
@@ -133,7 +128,7 @@ async def test_an_idle_cancel_parks_the_queue_once_the_store_can(tmp_path: Any) 
     """The queue's park task (``_park_for_cancel``): it used to raise out of
     the queue's nursery and end the whole server."""
     async with failing_supervisor(tmp_path / "data") as (sup, db):
-        caller, (sid, other) = await _sessions(sup, "mock")
+        caller, (sid, other) = await new_sessions(sup, "mock", 2)
         orch = sup.orchestrator
         assert (await orch.session(caller, sid)).auto_run
         db.full = True
@@ -152,7 +147,7 @@ async def test_a_refused_prompt_is_an_error_to_its_caller_only(tmp_path: Any) ->
     """The queue's kick after a direct start (``_start_direct`` → ``_kick`` →
     ``queue_take``) meets the refusing store in the queue's nursery."""
     async with failing_supervisor(tmp_path / "data") as (sup, db):
-        caller, (sid, other) = await _sessions(sup, "mock")
+        caller, (sid, other) = await new_sessions(sup, "mock", 2)
         orch = sup.orchestrator
         db.full = True
         with pytest.raises(StoreUnavailable, match=FULL):
@@ -172,7 +167,7 @@ async def test_a_turn_ending_with_the_store_failing_is_closed_once_it_can(
     ends, its agent torn down), then the turn's close; the close is retried in
     the store retries nursery."""
     async with failing_supervisor(tmp_path / "data") as (sup, db):
-        caller, (sid, other) = await _sessions(sup, "mock")
+        caller, (sid, other) = await new_sessions(sup, "mock", 2)
         orch = sup.orchestrator
         await orch.send_message(caller, sid, "/tool 800")
         await _wait_message(sup, caller, sid, "tool_call")
@@ -196,7 +191,7 @@ async def test_streamed_text_refused_stops_that_agent_only(tmp_path: Any) -> Non
     """The text writer (executions nursery) told of a refused write: that
     execution ends (its agent stopped), the turn is closed once the store can."""
     async with failing_supervisor(tmp_path / "data") as (sup, db):
-        caller, (sid, other) = await _sessions(sup, "mock")
+        caller, (sid, other) = await new_sessions(sup, "mock", 2)
         orch = sup.orchestrator
         await orch.send_message(caller, sid, "/delay 30000")
         await _wait_message(sup, caller, sid, "text")
@@ -219,7 +214,7 @@ async def test_a_send_now_whose_start_is_refused_keeps_its_message(tmp_path: Any
     """The queue's start after a send now's cancel (``_start_after``) meets the
     refusing store: the message stays queued, nothing ends."""
     async with failing_supervisor(tmp_path / "data") as (sup, db):
-        caller, (sid, other) = await _sessions(sup, "mock")
+        caller, (sid, other) = await new_sessions(sup, "mock", 2)
         orch = sup.orchestrator
         await orch.send_message(caller, sid, "/tool 60000")
         await _wait_message(sup, caller, sid, "tool_call")
@@ -245,7 +240,7 @@ async def test_a_shutdown_with_the_store_failing_stops_every_agent(tmp_path: Any
     with every write refused: the supervisor closes, within its bound."""
     started = trio.current_time()
     async with failing_supervisor(tmp_path / "data", shutdown_s=8) as (sup, db):
-        caller, (sid, _idle) = await _sessions(sup, "mock")
+        caller, (sid, _idle) = await new_sessions(sup, "mock", 2)
         await sup.orchestrator.send_message(caller, sid, "/tool 60000")
         await _wait_message(sup, caller, sid, "tool_call")
         agents = [ex.agent for ex in sup.lifecycle.executions.values()]

@@ -5,20 +5,20 @@ answers again, without anyone cancelling it."""
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
 
 import trio
 
 from supervisor.models import SessionState
+from tests.support.sessions import new_session
+
+from .conftest import SupervisorFactory
 
 
 async def test_a_turn_closed_during_a_store_outage_is_reconciled_when_it_ends(
-    make_supervisor: Any
+    make_supervisor: SupervisorFactory
 ) -> None:
     async with make_supervisor(store_wait_s=0.2) as sup:
-        caller = await sup.caller()
-        task = await sup.orchestrator.create_task(caller, "t")
-        sid = (await sup.orchestrator.launch_session(caller, task.id, "mock"))["id"]
+        caller, sid = await new_session(sup)
         sub = sup.bus.subscriber()
         sub.subscribe(sid)
         await sup.orchestrator.send_message(caller, sid, "/delay 1500")

@@ -6,30 +6,33 @@ from typing import Any
 
 import pytest
 import trio
+from trio.testing import MockClock
 
 from supervisor.errors import CancelFailed
 from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS, SessionState
+from supervisor.orchestrator import Caller
+from supervisor.root import Supervisor
+from tests.support.sessions import new_session
 
+from .conftest import SupervisorFactory
 from .fake_agent import FakeLauncher
 
 
-async def _running(sup: Any, prompt: str) -> tuple[Any, str]:
-    caller = await sup.caller()
-    task = await sup.orchestrator.create_task(caller, "t")
-    dto = await sup.orchestrator.launch_session(caller, task.id, "mock")
-    await sup.orchestrator.send_message(caller, dto["id"], prompt)
+async def _running(sup: Supervisor, prompt: str) -> tuple[Caller, str]:
+    caller, sid = await new_session(sup)
+    await sup.orchestrator.send_message(caller, sid, prompt)
     await trio.sleep(0.25)
-    return caller, dto["id"]
+    return caller, sid
 
 
-async def _status_messages(sup: Any, caller: Any, sid: str) -> list[Any]:
+async def _status_messages(sup: Supervisor, caller: Caller, sid: str) -> list[Any]:
     msgs = await sup.orchestrator.list_messages(caller, sid)
     return [m for m in msgs if m.kind == "status"]
 
 
 async def test_join_window_passes_to_late_then_late_ack_settles(
-    make_supervisor: Any, autojump_clock: Any
+    make_supervisor: SupervisorFactory, autojump_clock: MockClock
 ) -> None:
     launcher = FakeLauncher()
     async with make_supervisor(launcher=launcher, inline=True, cancel_join_s=3,
@@ -58,7 +61,7 @@ async def test_join_window_passes_to_late_then_late_ack_settles(
 
 
 async def test_escalation_completes_a_turn_the_agent_never_ends(
-    make_supervisor: Any, autojump_clock: Any
+    make_supervisor: SupervisorFactory, autojump_clock: MockClock
 ) -> None:
     launcher = FakeLauncher()
     async with make_supervisor(launcher=launcher, inline=True, cancel_join_s=3,
@@ -82,7 +85,7 @@ async def test_escalation_completes_a_turn_the_agent_never_ends(
 
 
 async def test_operation_deadline_fails_and_leaves_the_session_retryable(
-    make_supervisor: Any, autojump_clock: Any,
+    make_supervisor: SupervisorFactory, autojump_clock: MockClock,
 ) -> None:
     async with make_supervisor(launcher=FakeLauncher(), inline=True, cancel_join_s=5,
                                cancel_escalate_s=20, cancel_operation_s=2) as sup:
@@ -101,7 +104,7 @@ async def test_operation_deadline_fails_and_leaves_the_session_retryable(
 
 
 async def test_prompt_returns_cancelled_within_join_window(
-    make_supervisor: Any, autojump_clock: Any
+    make_supervisor: SupervisorFactory, autojump_clock: MockClock
 ) -> None:
     launcher = FakeLauncher()
     async with make_supervisor(launcher=launcher, inline=True) as sup:
@@ -113,7 +116,7 @@ async def test_prompt_returns_cancelled_within_join_window(
 
 
 async def test_duplicate_cancels_make_one_adapter_cancel(
-    make_supervisor: Any, autojump_clock: Any
+    make_supervisor: SupervisorFactory, autojump_clock: MockClock
 ) -> None:
     launcher = FakeLauncher()
     async with make_supervisor(launcher=launcher, inline=True, cancel_join_s=1,

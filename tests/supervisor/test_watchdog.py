@@ -6,21 +6,19 @@ import json
 from typing import Any
 
 import trio
+from trio.testing import MockClock
 
 from supervisor.bus import Subscriber
 from supervisor.lifecycle import NEVER_STARTED_STATUS
 from supervisor.models import SessionState
+from supervisor.orchestrator import Caller
+from supervisor.root import Supervisor
+from tests.support.sessions import new_session
 
+from .conftest import SupervisorFactory
 from .fake_agent import FakeLauncher
 
 WATCH = {"stall_notice_s": 120, "never_started_s": 300}
-
-
-async def _session(sup: Any) -> tuple[Any, str]:
-    caller = await sup.caller()
-    task = await sup.orchestrator.create_task(caller, "t")
-    dto = await sup.orchestrator.launch_session(caller, task.id, "mock")
-    return caller, dto["id"]
 
 
 def _drain(sub: Subscriber) -> list[dict[str, Any]]:
@@ -32,15 +30,15 @@ def _drain(sub: Subscriber) -> list[dict[str, Any]]:
             return frames
 
 
-async def _statuses(sup: Any, caller: Any, sid: str) -> list[Any]:
+async def _statuses(sup: Supervisor, caller: Caller, sid: str) -> list[Any]:
     return [m for m in await sup.orchestrator.list_messages(caller, sid) if m.kind == "status"]
 
 
 async def test_a_silent_turn_gets_a_notice_resolved_when_output_resumes(
-    make_supervisor: Any, autojump_clock: Any
+    make_supervisor: SupervisorFactory, autojump_clock: MockClock
 ) -> None:
     async with make_supervisor(launcher=FakeLauncher(), inline=True, **WATCH) as sup:
-        caller, sid = await _session(sup)
+        caller, sid = await new_session(sup)
         sub = sup.bus.subscriber()
         sub.subscribe(sid)
         await sup.orchestrator.add_message(caller, sid, "/pause 150000")
@@ -66,10 +64,10 @@ async def test_a_silent_turn_gets_a_notice_resolved_when_output_resumes(
 
 
 async def test_metadata_is_not_progress_and_a_busy_turn_gets_no_notice(
-    make_supervisor: Any, autojump_clock: Any
+    make_supervisor: SupervisorFactory, autojump_clock: MockClock
 ) -> None:
     async with make_supervisor(launcher=FakeLauncher(), inline=True, **WATCH) as sup:
-        caller, sid = await _session(sup)
+        caller, sid = await new_session(sup)
         # Streams a chunk every 100 ms for 200 s: never silent, never stalled.
         await sup.orchestrator.add_message(caller, sid, "/delay 200000")
         await trio.sleep(210)
@@ -79,11 +77,11 @@ async def test_metadata_is_not_progress_and_a_busy_turn_gets_no_notice(
 
 
 async def test_a_never_started_turn_ends_as_an_error_and_parks_the_queue(
-    make_supervisor: Any, autojump_clock: Any
+    make_supervisor: SupervisorFactory, autojump_clock: MockClock
 ) -> None:
     launcher = FakeLauncher()
     async with make_supervisor(launcher=launcher, inline=True, **WATCH) as sup:
-        caller, sid = await _session(sup)
+        caller, sid = await new_session(sup)
         await sup.orchestrator.add_message(caller, sid, "/hang")
         queued = await sup.orchestrator.add_message(caller, sid, "waiting")
         assert queued["delivery"] == "queued"

@@ -17,6 +17,7 @@ import trio
 from supervisor.config import Projects
 from tests.support.git import git
 from tests.support.server import Server, running_server
+from tests.support.sessions import launch_subscribed
 from tests.support.ws import WsClient, is_turn_completed, ws_client
 
 
@@ -74,13 +75,6 @@ async def _task(ws: WsClient, project: str) -> dict[str, Any]:
     return task
 
 
-async def _session(ws: WsClient, task_id: str, **extra: Any) -> dict[str, Any]:
-    session: dict[str, Any] = await ws.call("session.launch",
-                                            {"task_id": task_id, "agent": "mock", **extra})
-    await ws.call("session.subscribe", {"session_id": session["id"]})
-    return session
-
-
 async def _turn(ws: WsClient, sid: str, prompt: str) -> str:
     after = len(ws.notifications)
     msg = await ws.call("message.add", {"session_id": sid, "content": prompt})
@@ -119,7 +113,7 @@ async def test_projects_are_limited_to_the_roots(psrv: Server, projects: Path,
             assert frame["payload"]["code"] == "VALIDATION_ERROR"
             plain = await ws.call("task.create", {"title": "no project"})
             assert plain["project_dir"] is None
-            session = await _session(ws, task["id"])
+            session = await launch_subscribed(ws, task["id"])
             assert session["cwd"] == task["project_dir"] and session["worktree"] is None
 
 
@@ -131,7 +125,7 @@ async def test_changes_diff_revert_and_revert_of_the_revert(psrv: Server,
     with trio.fail_after(60):
         async with ws_client(psrv) as ws:
             task = await _task(ws, "p")
-            sid = (await _session(ws, task["id"]))["id"]
+            sid = (await launch_subscribed(ws, task["id"]))["id"]
             before = _tree(project)
             t1 = await _turn(ws, sid, "/write keep.txt changed")
             changes = await ws.wait_for(_changes(sid, t1))
@@ -174,7 +168,7 @@ async def test_revert_is_refused_while_a_turn_runs(psrv: Server, projects: Path)
     (projects / "p").mkdir()
     with trio.fail_after(60):
         async with ws_client(psrv) as ws:
-            sid = (await _session(ws, (await _task(ws, "p"))["id"]))["id"]
+            sid = (await launch_subscribed(ws, (await _task(ws, "p"))["id"]))["id"]
             t1 = await _turn(ws, sid, "/write a.txt x")
             await ws.wait_for(_changes(sid, t1))
             await ws.call("message.add", {"session_id": sid, "content": "/delay 5000"})
@@ -190,7 +184,7 @@ async def test_cancel_half_way_then_undo(psrv: Server, projects: Path) -> None:
     before = _tree(project)
     with trio.fail_after(60):
         async with ws_client(psrv) as ws:
-            sid = (await _session(ws, (await _task(ws, "p"))["id"]))["id"]
+            sid = (await launch_subscribed(ws, (await _task(ws, "p"))["id"]))["id"]
             # A plain cancel half-way, then turn.revert.
             msg = await ws.call("message.add", {"session_id": sid, "content": "/edits 20"})
             while len(list(project.glob("edit-*.txt"))) < 4:
@@ -221,8 +215,8 @@ async def test_worktree_sessions_are_isolated_and_cleaned_up(psrv: Server,
     with trio.fail_after(60):
         async with ws_client(psrv) as ws:
             task = await _task(ws, "app")
-            one = await _session(ws, task["id"], worktree=True)
-            two = await _session(ws, task["id"], worktree=True)
+            one = await launch_subscribed(ws, task["id"], worktree=True)
+            two = await launch_subscribed(ws, task["id"], worktree=True)
             for s in (one, two):
                 wt = s["worktree"]
                 assert s["cwd"] == wt["path"] and wt["branch"].startswith("turnvisor/")
@@ -274,13 +268,13 @@ async def test_planted_git_programs_never_run(psrv: Server, projects: Path,
     with trio.fail_after(60):
         async with ws_client(psrv) as ws:
             task = await _task(ws, "evil")
-            sid = (await _session(ws, task["id"]))["id"]
+            sid = (await launch_subscribed(ws, task["id"]))["id"]
             t1 = await _turn(ws, sid, "/write a.txt planted")
             await ws.wait_for(_changes(sid, t1))
             await ws.call("turn.diff", {"session_id": sid, "turn_id": t1})
             await ws.call("turn.revert", {"session_id": sid, "turn_id": t1})
             assert (repo / "a.txt").read_text() == "one\n"
-            wt = await _session(ws, task["id"], worktree=True)
+            wt = await launch_subscribed(ws, task["id"], worktree=True)
             await _turn(ws, wt["id"], "/write b.txt in the worktree")
             await ws.call("session.delete", {"session_id": wt["id"]})
     assert not marker.exists(), marker.read_text()

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
 
 from tests.support.leaks import kill_group
 from tests.support.serverproc import server_process
+from tests.support.sessions import subscribe_snapshot
 from tests.support.ws import WsClient, is_turn_completed, ws_client
 
 from .support import launch, new_task
@@ -30,13 +30,6 @@ async def _turn(ws: WsClient, sid: str, prompt: str) -> str:
                    if m["turn_id"] == msg["turn_id"] and m["role"] == "agent")
 
 
-async def _session(ws: WsClient, sid: str) -> dict[str, Any]:
-    assert await ws.call("session.subscribe", {"session_id": sid}) == {"success": True}
-    snap = await ws.wait_for(lambda f: f["action"] == "session.state_changed"
-                             and f["payload"]["session_id"] == sid)
-    return dict(snap["payload"])
-
-
 @pytest.mark.parametrize(("signum", "agent"), [
     (signal.SIGTERM, "mock"), (signal.SIGTERM, "mock-codex"),
     (signal.SIGKILL, "mock"), (signal.SIGKILL, "mock-codex")])
@@ -50,7 +43,7 @@ async def test_the_conversation_survives_a_server_restart(
             async with server_process(data) as srv:
                 async with ws_client(srv) as ws:
                     sid = await launch(ws, await new_task(ws), agent)
-                    await _session(ws, sid)
+                    await subscribe_snapshot(ws, sid)
                     assert await _turn(ws, sid, "remember the tide") == "remember the tide"
                     assert await _turn(ws, sid, "and the moon") == "and the moon"
                 pgids = [p for p, _ in await trio.to_thread.run_sync(
@@ -59,7 +52,7 @@ async def test_the_conversation_survives_a_server_restart(
                 with trio.fail_after(10):
                     await srv.proc.wait()
             async with server_process(data) as srv, ws_client(srv) as ws:
-                state = await _session(ws, sid)
+                state = await subscribe_snapshot(ws, sid)
                 # A SIGKILLed server's agents were swept at the start: none runs now.
                 assert (state["new_state"], state["agent_live"]) == ("WAITING_FOR_INPUT", False)
                 answer = await _turn(ws, sid, "/recall")
