@@ -292,7 +292,7 @@ async def test_a_revert_rewinds_codex_history_and_tells_an_acp_agent(psrv: Serve
     with trio.fail_after(60):
         async with ws_client(psrv) as ws:
             task = await _task(ws, "p")
-            sid = (await _session(ws, task["id"], agent="mock-codex"))["id"]
+            sid = (await launch_subscribed(ws, task["id"], "mock-codex"))["id"]
             await _turn(ws, sid, "/write a.txt one")
             t2 = await _turn(ws, sid, "/write b.txt two")
             await ws.wait_for(_changes(sid, t2))
@@ -313,7 +313,7 @@ async def test_a_revert_rewinds_codex_history_and_tells_an_acp_agent(psrv: Serve
             said = [m["content"] for m in page["messages"] if m["role"] == "agent"]
             assert "restored the files" not in said[-1]
 
-            acp = (await _session(ws, task["id"]))["id"]
+            acp = (await launch_subscribed(ws, task["id"]))["id"]
             a1 = await _turn(ws, acp, "/write d.txt four")
             await ws.wait_for(_changes(acp, a1))
             await ws.call("turn.revert", {"session_id": acp, "turn_id": a1})
