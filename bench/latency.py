@@ -11,7 +11,7 @@ from supervisor.profiles import BUILTIN_PROFILES
 
 from .floors import AdapterFloor, open_floor
 from .measure import log
-from .real_agents import REAL_AGENTS, RealFloor, open_real_floor
+from .real_agents import REAL_AGENTS, RealFloor, open_real_floor, protocol_of
 from .report import STAGES
 from .stats import summary
 
@@ -72,7 +72,7 @@ async def latency(bench: Bench, sessions: dict[str, str]) -> dict[str, Any]:
         resp = summary(per["response"])
         pending_true = summary(per["pending_true"])
         out["dialects"][agent] = {
-            "protocol": BUILTIN_PROFILES[agent].protocol,
+            "protocol": protocol_of(agent),
             # What the server's session negotiated (acp/1, acp/2, codex).
             "wire_protocol": bench.wire_protocols.get(agent),
             "real_agent": agent in REAL_AGENTS,

@@ -1,4 +1,5 @@
-"""Real agent CLIs in the cancel-latency benchmark (``--agent codex|auggie|claude|gemini``).
+"""Real agent CLIs in the cancel-latency benchmark (``--agent codex|auggie|claude|gemini|
+codex-acp|codex-acp2``; the last two are codex-acp 2.x held to ACP 1 and ACP 2).
 
 What ``bench.cancel_latency`` needs to measure a real agent instead of the mock
 one, built from the same pieces as the tests (``tests/agents/homes.py``,
@@ -37,7 +38,7 @@ from typing import Any
 
 import trio
 
-from protocols.adapters import make_adapter
+from protocols.adapters import AcpVersion, make_adapter
 from protocols.events import MessageChunk, PermissionRequested, TurnEnded
 from protocols.process import start_agent_process, terminate_group
 from supervisor.profiles import BUILTIN_PROFILES
@@ -47,10 +48,22 @@ from tests.agents.homes import AGENT_NAMES, agents_toml, launch, profile_table, 
 from tests.fake_provider import FakeProvider
 from tests.support.ws import WsClient
 
-__all__ = ["REAL_AGENTS", "RealFloor", "RealSetup", "RealTurn", "decline_permissions",
-           "missing", "not_installed_message", "open_real_floor", "real_setup"]
+__all__ = [
+    "REAL_AGENTS",
+    "RealFloor",
+    "RealSetup",
+    "RealTurn",
+    "decline_permissions",
+    "missing",
+    "not_installed_message",
+    "open_real_floor",
+    "protocol_of",
+    "real_setup",
+]
 
-REAL_AGENTS: tuple[str, ...] = AGENT_NAMES
+#: codex-acp 2.x speaks ACP 1 and 2: measured in each, as two profiles of one CLI.
+ACP_VERSIONS: dict[str, AcpVersion] = {"codex-acp": 1, "codex-acp2": 2}
+REAL_AGENTS: tuple[str, ...] = (*AGENT_NAMES, *ACP_VERSIONS)
 SLOW_PROMPT = "SLOW: stream many tokens"
 TOKENS = 40
 INTERVAL_S = 0.2
@@ -61,7 +74,17 @@ Frame = dict[str, Any]
 
 def missing(agents: Sequence[str]) -> list[str]:
     """The real agents among ``agents`` whose CLI is not installed."""
-    return [a for a in agents if a in REAL_AGENTS and find_cli(a) is None]
+    return [a for a in agents if a in REAL_AGENTS and find_cli(_cli(a)) is None]
+
+
+def protocol_of(name: str) -> str:
+    """The wire protocol family of a bench profile (``acp`` or ``codex``)."""
+    return BUILTIN_PROFILES[_cli(name)].protocol
+
+
+def _cli(name: str) -> str:
+    """The installed CLI a bench profile runs."""
+    return "codex-acp" if name in ACP_VERSIONS else name
 
 
 def not_installed_message(names: Sequence[str]) -> str:
@@ -90,11 +113,13 @@ def real_setup(agents: Sequence[str]) -> Iterator[RealSetup]:
         for name in agents:
             if name not in REAL_AGENTS:
                 continue
-            spec = launch(name, provider.url, tmp / "server")
+            spec = launch(_cli(name), provider.url, tmp / "server" / name)
             if spec is None:
                 raise RuntimeError(not_installed_message([name]))
             server_env = server_environ(spec)
             tables[name] = profile_table(spec, server_env)
+            if name in ACP_VERSIONS:
+                tables[name] |= {"protocol": "acp", "acp_version": ACP_VERSIONS[name]}
         yield RealSetup(provider, tmp, agents_toml(tables), server_env)
 
 
@@ -252,15 +277,17 @@ async def _drain(stream: trio.abc.ReceiveStream) -> None:
 async def open_real_floor(name: str, setup: RealSetup) -> AsyncIterator[RealFloor]:
     """The CLI started (its own home, the shared provider), initialized, with a session;
     on exit its process group is torn down and checked gone."""
-    spec = launch(name, setup.provider.url, setup.tmp / "floor")
+    spec = launch(_cli(name), setup.provider.url, setup.tmp / "floor" / name)
     if spec is None:
         raise RuntimeError(not_installed_message([name]))
     proc = await start_agent_process(spec.command, env=spec.env, cwd=spec.cwd)
     seen: set[int] = set()
     try:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-        adapter = make_adapter(BUILTIN_PROFILES[name].protocol, proc.stdin, proc.stdout,
-                               thread_params=dict(spec.thread_params))
+        profile = BUILTIN_PROFILES[_cli(name)]
+        adapter = make_adapter(profile.protocol, proc.stdin, proc.stdout,
+                               thread_params=dict(spec.thread_params),
+                               acp_version=ACP_VERSIONS.get(name, profile.acp_version))
         floor = RealFloor(name, adapter, setup.provider)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(adapter.connection.run)
