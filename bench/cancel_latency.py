@@ -64,6 +64,7 @@ from .floors import REPO_ROOT
 from .harness import FULL, MOCK_PROFILES, PHASES, QUICK, Bench, Params
 from .latency import outside_stages, stage_summary
 from .measure import log, raise_nofile
+from .phases import run_phases
 from .real_agents import REAL_AGENTS, missing, not_installed_message, real_setup
 from .report import report, targets
 from .stats import percentile, summary
@@ -120,7 +121,7 @@ async def bench_main(params: Params, agents: list[str], phases: set[str],
                 log(f"server pid {server.pid} at {server.url}")
                 bench = Bench(server, nursery, params, agents, real, client, projects)
                 try:
-                    results = await bench.run(phases)
+                    results = await run_phases(bench, phases)
                     results["client"] = client
                 finally:
                     bench.http.close()

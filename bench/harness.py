@@ -1,10 +1,10 @@
 """The cancel latency bench's harness: its parameters, and ``Bench``: the server under
-test, its connections and sessions, one cancel sample, and the phases in order.
+test, its connections and sessions, one cancel sample.
 
-The phases are in modules of their own: bench/latency.py (latency and the server's
-stages), bench/scale.py (memory, busy, burst, storm, fan-out), bench/streaming.py,
-bench/queued.py, bench/restored.py, bench/peer_e2e.py; the command line is
-bench/cancel_latency.py.
+The phases are in modules of their own, each importing this one (bench/latency.py,
+bench/scale.py, bench/streaming.py, bench/queued.py, bench/restored.py,
+bench/checkpointed.py, bench/peer_e2e.py), run in order by bench/phases.py; the command
+line is bench/cancel_latency.py.
 """
 
 from __future__ import annotations
@@ -28,17 +28,10 @@ from tests.support.ws import (
     open_client,
 )
 
-from .checkpointed import checkpointed
 from .floors import DELAY_PROMPT
-from .latency import latency
 from .lean_client import open_lean_client
-from .measure import log, ms
-from .peer_e2e import peer_e2e
-from .queued import queued
-from .real_agents import REAL_AGENTS, RealSetup, RealTurn, decline_permissions
-from .restored import restored
-from .scale import burst, busy, fanout, memory_and_pool, storm
-from .streaming import streaming
+from .measure import ms
+from .real_agents import REAL_AGENTS, RealSetup, RealTurn
 
 __all__ = ["FULL", "MOCK_PROFILES", "PHASES", "QUICK", "Bench", "Params"]
 
@@ -47,7 +40,6 @@ MOCK_PROFILES = sorted(n for n, p in BUILTIN_PROFILES.items()
 PHASES = ("latency", "memory", "busy", "burst", "storm", "fanout", "streaming", "queued",
           "restored", "checkpointed", "peer", "peer_e2e")
 #: The phases that need the pool of idle sessions.
-POOL_PHASES = {"memory", "busy", "burst", "streaming"}
 
 
 @dataclass(frozen=True)
@@ -216,53 +208,3 @@ class Bench:
         pending = await conn.send("ping")
         await pending.wait()
         return pending.ms
-
-    async def run(self, phases: set[str]) -> dict[str, Any]:
-        self.main = await self.conn()
-        self.task_id = (await self.main.call("task.create", {"title": "bench"}))["id"]
-        sessions = {a: await self.launch(a) for a in self.agents}
-        for agent, sid in sessions.items():
-            await self.main.call("session.subscribe", {"session_id": sid})
-            if agent in REAL_AGENTS:
-                # Auggie asks about workspace indexing at once: decline, as a person would.
-                self.nursery.start_soon(decline_permissions, self.main, sid)
-            await self.e2e_sample(self.main, sid, self.real_turn(agent))  # warm the paths
-        listed = await self.main.call("session.list", {"task_id": self.task_id})
-        by_id = {str(d["id"]): d.get("protocol") for d in listed["sessions"]}
-        self.wire_protocols = {a: by_id.get(sid) for a, sid in sessions.items()}
-        results: dict[str, Any] = {}
-        pool: list[str] = []
-        if phases & POOL_PHASES:
-            log(f"launching the idle pool ({self.p.pool} sessions)")
-            pool, memory = await memory_and_pool(self)
-            if "memory" in phases:
-                results["memory"] = memory
-        if "latency" in phases:
-            log(f"latency: {self.p.samples} samples per dialect (+{self.p.warmup} warm-up)")
-            results["latency"] = await latency(self, sessions)
-        if "busy" in phases:
-            results["busy"] = await busy(self, sessions[self.agents[0]], pool)
-        if "burst" in phases:
-            results["burst"] = await burst(self, pool)
-        if "storm" in phases:
-            results["storm"] = await storm(self)
-        if "fanout" in phases:
-            results["fanout"] = await fanout(self)
-        if "streaming" in phases:
-            results["streaming"] = await streaming(self, pool)
-        if "queued" in phases:
-            log(f"queued: {self.p.queued_samples} pairs per dialect")
-            results["queued"] = await queued(self, sessions)
-        if "restored" in phases:
-            log(f"restored: {self.p.restored_samples} pairs per dialect")
-            results["restored"] = await restored(self)
-        if "checkpointed" in phases:
-            assert self.project_root is not None
-            log(f"checkpointed: {self.p.queued_samples} pairs per dialect, projects of "
-                f"{self.p.checkpoint_files} files")
-            results["checkpointed"] = await checkpointed(self, sessions, self.project_root)
-        if "peer_e2e" in phases:
-            log(f"peer_e2e: {self.p.peer_e2e_samples} cancels each, Turnvisor vs a minimal "
-                "asyncio server on the ACP SDK")
-            results["peer_e2e"] = await peer_e2e(self, sessions)
-        return results
