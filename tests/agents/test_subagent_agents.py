@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from protocols.acp import AcpVersion
 from protocols.events import SubagentChanged
 from tests.fake_provider import FakeProvider
 
@@ -27,7 +28,7 @@ pytestmark = [pytest.mark.agents, pytest.mark.slow,
 
 @pytest.mark.parametrize("acp_version", [1, 2])
 async def test_stop_claudes_subagent_and_the_parent_finishes(
-        provider: FakeProvider, tmp_path: Path, acp_version: int) -> None:
+        provider: FakeProvider, tmp_path: Path, acp_version: AcpVersion) -> None:
     async with agent_session("claude", provider, tmp_path, acp_version=acp_version) as agent:
         ended: list[object] = []
 

@@ -186,7 +186,7 @@ def _updates(msgs: list[dict[str, Any]]) -> list[tuple[str, str, dict[str, Any]]
 def _with_subagents(version: int) -> MockMachine:
     m = MockMachine("acp", MemoryStore(), acp_max_version=2, cwd="/nowhere",
                     new_id=lambda: "s1")
-    caps = {"clientCapabilities": {"subagents": {}}} if version == 1 else {}
+    caps: dict[str, Any] = {"clientCapabilities": {"subagents": {}}} if version == 1 else {}
     m.receive_data(line({"id": 0, "method": "initialize",
                          "params": {"protocolVersion": version, **caps}}), 0.0)
     m.receive_data(line({"id": 1, "method": "session/new", "params": {"cwd": "/nowhere"}}), 0.0)
