@@ -70,7 +70,6 @@ from .events import (
     PermissionRequested,
     PermissionResolved,
     PermissionWithdrawn,
-    SubagentChanged,
     ToolCallUpdated,
     TurnEnded,
 )
@@ -583,13 +582,9 @@ class AcpClient(CoreBase):
         changes); the rest of a child's traffic is not the parent's transcript."""
         if self.replaying or sid in self._abandoned_loads:
             return  # a replay's children are history, not work running now
-        changed: SubagentChanged | None = None
-        if kind == "subagent_update":
-            changed = self.children.announced(update)
-        elif kind == "state_update" and isinstance(sid, str):
-            changed = self.children.child_state(sid, update)
-        if changed is not None:
-            self._events.append(changed)
+        event = self.children.read(kind, update, sid)
+        if event is not None:
+            self._events.append(event)
 
 
 def _is_id(value: object) -> bool:

@@ -33,9 +33,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .events import SUBAGENT_ACTIVE, SubagentChanged, SubagentState
+from . import acp_v2
+from .acp_incoming import HISTORY_KINDS
+from .events import SUBAGENT_ACTIVE, SubagentActivity, SubagentChanged, SubagentState
 
 __all__ = ["ChildSessions", "subagent_state"]
+
+#: A child's updates that are its work (messages, tool calls, plans), v1 and v2.
+_WORK: Final[frozenset[str]] = HISTORY_KINDS | acp_v2.HISTORY_KINDS
 
 #: ACP work states that are ours unchanged.
 _SAME: Final[frozenset[str]] = frozenset({"running", "requires_action", "unknown"})
@@ -81,6 +86,18 @@ class ChildSessions:
     def get(self, session_id: str) -> SubagentChanged | None:
         child = self._children.get(session_id)
         return None if child is None else child.event()
+
+    def read(self, kind: str, update: dict[str, Any],
+             sid: object) -> SubagentChanged | SubagentActivity | None:
+        """A ``subagent_update`` (on the parent) or an update on a known child's
+        session ``sid``: what changed, that the child works, or nothing."""
+        if kind == "subagent_update":
+            return self.announced(update)
+        if not isinstance(sid, str) or sid not in self._children:
+            return None
+        if kind == "state_update":
+            return self.child_state(sid, update)
+        return SubagentActivity(subagent_id=sid) if kind in _WORK else None
 
     def announced(self, update: dict[str, Any]) -> SubagentChanged | None:
         """A ``subagent_update`` (on the parent): the child as it is now, or

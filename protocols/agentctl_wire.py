@@ -56,6 +56,7 @@ from protocols.events import (
     PermissionRequested,
     PermissionResolved,
     PlanUpdated,
+    SubagentActivity,
     SubagentChanged,
     SubagentState,
     ToolCallStarted,
@@ -90,7 +91,7 @@ EVENT_TYPES: Final[dict[str, type[Any]]] = {
     cls.__name__: cls
     for cls in (MessageChunk, ToolCallStarted, ToolCallUpdated, PlanUpdated,
                 PermissionRequested, PermissionResolved, TurnEnded, OtherUpdate, AgentNotice,
-                SubagentChanged)
+                SubagentChanged, SubagentActivity)
 }
 CONTROL_TYPES: Final = frozenset({"AgentStarted", "AgentExited", "SessionStarted", "TurnStarted"})
 
@@ -178,6 +179,8 @@ def decode_event(frame: dict[str, Any]) -> AgentEvent:
             return TurnEnded(stop_reason=reason, turn_id=_str(frame, "turn_id", optional=True),
                              error=_str(frame, "error", optional=True),
                              subagents_cancelled=count if type(count) is int else 0)
+        case "SubagentActivity":
+            return SubagentActivity(subagent_id=_str(frame, "subagent_id"))
         case "SubagentChanged":
             state = frame.get("state")
             if state not in typing.get_args(SubagentState):

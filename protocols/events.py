@@ -26,6 +26,7 @@ __all__ = [
     "PermissionWithdrawn",
     "PlanUpdated",
     "StopReason",
+    "SubagentActivity",
     "SubagentChanged",
     "SubagentState",
     "ToolCallStarted",
@@ -142,6 +143,14 @@ SUBAGENT_ACTIVE: Final[frozenset[str]] = frozenset({"running", "requires_action"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SubagentActivity:
+    """A child session sent something (text, a tool call, a plan): not the
+    parent's transcript, but the turn that waits on its child is not stalled."""
+
+    subagent_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SubagentChanged:
     """A child session of the current session (ACP ``subagent_update``, or a
     v2 child's own ``state_update``) was announced or changed.  ``cancellable``:
@@ -205,6 +214,7 @@ AgentEvent: TypeAlias = (
     | PermissionWithdrawn
     | TurnEnded
     | SubagentChanged
+    | SubagentActivity
     | UserEcho
     | HistoryReplayed
     | OtherUpdate

@@ -38,7 +38,13 @@ import os
 
 import trio
 
-from protocols.events import AgentNotice, PermissionResolved, SubagentChanged, TurnEnded
+from protocols.events import (
+    AgentNotice,
+    PermissionResolved,
+    SubagentActivity,
+    SubagentChanged,
+    TurnEnded,
+)
 from protocols.process import clean_stderr_line, drain_stderr
 
 from .cancellation import Cancellations
@@ -454,6 +460,9 @@ class Executions:
                             turn.stop_request = StopRequest.USER
                             await ex.transcript.record(turn.text, ev)
                             self.cancellations.stop_for_user(ex.session_id, ex.owner)
+                        case SubagentActivity():
+                            if turn is not None:  # its parent waits on it: not stalled
+                                await self.watchdog.progress(turn)
                         case SubagentChanged():
                             self.notify.subagent_changed(ex.session_id, self.subagents.record(
                                 ex.session_id, turn.id if turn is not None else None, ev))

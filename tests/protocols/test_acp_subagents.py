@@ -18,6 +18,7 @@ from protocols.acp_v2 import initialize_params
 from protocols.events import (
     MessageChunk,
     PermissionRequested,
+    SubagentActivity,
     SubagentChanged,
     TurnEnded,
 )
@@ -99,7 +100,10 @@ def test_child_traffic_is_not_the_parents(version: int) -> None:
     p, _ = running(version)
     p.to_client(_line(CHILD, "agent_message_chunk", content={"type": "text", "text": "child"}))
     p.to_client(_line(SID, "agent_message_chunk", content={"type": "text", "text": "parent"}))
-    assert [e.text for e in p.take() if isinstance(e, MessageChunk)] == ["parent"]
+    events = p.take()
+    assert [e.text for e in events if isinstance(e, MessageChunk)] == ["parent"]
+    # The child's work keeps a parent that waits on it from looking stalled.
+    assert SubagentActivity(subagent_id=CHILD) in events
 
 
 def test_v2_child_idle_is_the_childs_end_not_the_turns() -> None:
