@@ -133,6 +133,7 @@ class Notifier:
     def session_removed(self, session: Session) -> None:
         self._where.pop(session.id, None)
         self._asking.pop(session.id, None)
+        self._subagents.forget(session.id)
         self._cancelling.discard(session.id)
         self.bus.publish(workspace_channel(session.workspace_id), "session.removed",
                          {"session_id": session.id, "task_id": session.task_id})
