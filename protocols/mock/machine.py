@@ -110,8 +110,10 @@ class MockMachine:
                     sid = params.get("sessionId") if isinstance(params, dict) else None
                     if sid in self.children:
                         self.cancel_child(self.children[sid])
-                    else:
+                    elif sid is None or sid == self.session_id or not self.is_child(sid):
                         self.cancel_turn()
+                    else:
+                        self.cancels += 1  # a child that has ended: nothing to stop
                 case Response(id=rid, result=result):
                     self.on_answer(rid, result if isinstance(result, dict) else {})
                 case ErrorResponse(id=rid, code=code):
@@ -224,6 +226,11 @@ class MockMachine:
         turn.cancel()
         if turn.cancelled and turn.wait is not None and turn.wait.cancel:
             self.step(turn)
+
+    def is_child(self, sid: object) -> bool:
+        """A child session id of this agent's, running or ended (``/subagents``)."""
+        return isinstance(sid, str) and self.session_id is not None and sid.startswith(
+            f"{self.session_id}.sub")
 
     def cancel_child(self, child: Child) -> None:
         """A child's own cancel: its script sees it at once (the parent goes on)."""

@@ -251,3 +251,13 @@ def test_subagents_unseen_by_a_v1_client_that_did_not_opt_in() -> None:
     m = opened(1)
     ups = _updates(prompt(m, "/subagents 2 300"))
     assert [k for _, k, _ in ups if k == "subagent_update"] == []
+
+
+def test_a_late_cancel_of_an_ended_child_does_not_cancel_the_parent() -> None:
+    m = _with_subagents(2)
+    ups = _updates(prompt(m, "/subagents 2 5000"))
+    first = next(u["sessionId"] for _, kind, u in ups if kind == "subagent_update")
+    _cancel(m, first, 0.05)
+    assert first not in m.children
+    _cancel(m, first, 0.06)  # again, after its end
+    assert m.turn is not None and not m.turn.cancelled
