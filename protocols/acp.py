@@ -269,7 +269,7 @@ class AcpClient(CoreBase):
         # A parent's cancel may leave its children running (claude-agent-acp
         # keeps background subagents for a client that can cancel them): the
         # user stopped the turn, so each running child gets its own cancel.
-        for child_id in self.children.running_cancellable():
+        for child_id in self.children.running_cancellable() if self.children.count else ():
             out += self._cancel_child(child_id)
             self._children_cancelled += 1
         return bytes(out)

@@ -79,6 +79,9 @@ class ChildSessions:
 
     def __init__(self) -> None:
         self._children: dict[str, _Child] = {}
+        #: How many children were announced: a plain attribute, so that a cancel of a
+        #: turn without children makes no call here (the cancel walk, docs/architecture.md).
+        self.count = 0
 
     def __contains__(self, session_id: object) -> bool:
         return session_id in self._children
@@ -110,6 +113,7 @@ class ChildSessions:
         if child is None:
             child = self._children[sid] = _Child(id=sid, title=sid, state="unknown",
                                                  can_cancel=False)
+            self.count = len(self._children)
         if "title" in update or "description" in update:
             title = update.get("title")
             description = update.get("description")
