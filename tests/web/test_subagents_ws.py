@@ -1,4 +1,4 @@
-"""DESIGN.md §13 over the WebSocket API, on a real server with the mock agent (ACP v2):
+"""DESIGN.md §13 over the WebSocket API, on a real server with the mock agent (ACP v1 and v2):
 the session DTO's ``subagents``, ``session.subagent.changed``, ``subagent.cancel``
 and its answers at the edge (every frame is checked against the published schema)."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 
 from tests.support.server import running_server
@@ -29,10 +30,11 @@ async def _both_running(ws: WsClient, sid: str) -> list[dict[str, Any]]:
             await trio.sleep(0.02)
 
 
-async def test_subagent_cancel_over_the_websocket(tmp_path: Path) -> None:
+@pytest.mark.parametrize("agent", ["mock", "mock-acp2"])
+async def test_subagent_cancel_over_the_websocket(tmp_path: Path, agent: str) -> None:
     with trio.fail_after(40):
         async with running_server(tmp_path / "data") as srv, ws_client(srv) as ws:
-            sid = await launch(ws, await new_task(ws), agent="mock-acp2")
+            sid = await launch(ws, await new_task(ws), agent=agent)
             dto = (await ws.call("session.list", {"task_id": (await ws.call(
                 "task.list"))["tasks"][0]["id"]}))["sessions"][0]
             assert dto["subagents"] == []
