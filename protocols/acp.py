@@ -60,6 +60,7 @@ from .acp_incoming import (
     read_update,
     stop_reason,
 )
+from .acp_subagents import ChildSessions
 from .acp_v2 import AcpVersion
 from .core import ClientEvent, CoreBase
 from .events import (
@@ -142,6 +143,12 @@ class AcpClient(CoreBase):
         #: Sessions whose load we withdrew: a replay still in flight for them
         #: is history too, never live output.
         self._abandoned_loads: set[str] = set()
+        #: Child sessions (subagents) the agent announced (protocols/acp_subagents.py);
+        #: the session each pending permission request is for; the children the
+        #: running turn's cancel stopped with it.
+        self.children = ChildSessions()
+        self._permission_sessions: dict[str, str] = {}
+        self._children_cancelled = 0
 
     # -- requests we make ---------------------------------------------------
 
@@ -240,6 +247,7 @@ class AcpClient(CoreBase):
         self._open_tools.clear()
         self._seen_tools.clear()
         self._accepted = False
+        self._children_cancelled = 0
         rid, data = self.rpc.send_request(
             "session/prompt",
             {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]},
@@ -258,6 +266,30 @@ class AcpClient(CoreBase):
             self._events.append(ToolCallUpdated(tool_call_id=tool_call_id, status="cancelled"))
         self._open_tools.clear()
         out += self.rpc.send_notification("session/cancel", {"sessionId": self.session_id})
+        # A parent's cancel may leave its children running (claude-agent-acp
+        # keeps background subagents for a client that can cancel them): the
+        # user stopped the turn, so each running child gets its own cancel.
+        for child_id in self.children.running_cancellable() if self.children.count else ():
+            out += self._cancel_child(child_id)
+            self._children_cancelled += 1
+        return bytes(out)
+
+    def cancel_subagent(self, child_id: str) -> bytes:
+        """``session/cancel`` on one running child session (it advertised
+        ``cancel``), after answering its pending permission requests
+        ``cancelled``; the parent's turn goes on.  ``b""`` if the child is not
+        running or cannot be cancelled (``children.get`` says which)."""
+        if not self.children.cancellable(child_id):
+            return b""
+        return self._cancel_child(child_id)
+
+    def _cancel_child(self, child_id: str) -> bytes:
+        out = bytearray()
+        for request_id, sid in list(self._permission_sessions.items()):
+            if sid == child_id and request_id in self._permissions:
+                out += self.respond_permission(request_id, None)
+        self._events.append(self.children.start_cancel(child_id))
+        out += self.rpc.send_notification("session/cancel", {"sessionId": child_id})
         return bytes(out)
 
     def resend_cancel(self) -> bytes:
@@ -288,6 +320,7 @@ class AcpClient(CoreBase):
     def respond_permission(self, request_id: str, option_id: str | None) -> bytes:
         """Answer a ``PermissionRequested``; ``option_id=None`` means cancelled."""
         rpc_id = self._permissions.pop(request_id, None)
+        self._permission_sessions.pop(request_id, None)
         if rpc_id is None:
             raise LocalProtocolError(f"no pending permission request {request_id!r}")
         outcome: dict[str, Any] = (
@@ -493,8 +526,13 @@ class AcpClient(CoreBase):
         self._accepted = False
         # The turn is over: permissions it asked are moot, tools it left open are not running.
         for request_id in list(self._permissions):
-            self._outgoing += self.respond_permission(request_id, None)
+            if self._permission_sessions.get(request_id) not in self.children:
+                self._outgoing += self.respond_permission(request_id, None)
         self.turn.fire(Trigger.TURN_ENDED)
+        if self._children_cancelled:
+            ended = TurnEnded(stop_reason=ended.stop_reason, turn_id=ended.turn_id,
+                              error=ended.error, subagents_cancelled=self._children_cancelled)
+            self._children_cancelled = 0
         self._events.append(ended)
 
     def _on_permission(self, req: IncomingRequest) -> None:
@@ -509,6 +547,9 @@ class AcpClient(CoreBase):
             return
         request_id = str(req.id)
         self._permissions[request_id] = req.id
+        sid = req.params.get("sessionId") if isinstance(req.params, dict) else None
+        if isinstance(sid, str):
+            self._permission_sessions[request_id] = sid
         self._events.append(PermissionRequested(
             request_id=request_id, title=fields.title, tool_call_id=fields.tool_call_id,
             options=fields.options, details=fields.details,
@@ -519,6 +560,9 @@ class AcpClient(CoreBase):
         kind = update.get("sessionUpdate") if isinstance(update, dict) else None
         if not isinstance(kind, str) or not isinstance(update, dict):
             self._events.append(AgentNotice(message="session/update without an update kind"))
+            return
+        if kind == "subagent_update" or params.get("sessionId") in self.children:
+            self._on_child_update(kind, update, params.get("sessionId"))
             return
         if kind in HISTORY_KINDS or (self.version == 2 and kind in acp_v2.HISTORY_KINDS):
             if self.replaying:
@@ -531,6 +575,16 @@ class AcpClient(CoreBase):
             return
         self._events.extend(
             read_update(kind, update, self.version, self._seen_tools, self._open_tools))
+
+
+    def _on_child_update(self, kind: str, update: dict[str, Any], sid: object) -> None:
+        """A child's announcement or state (a ``SubagentChanged`` when it
+        changes); the rest of a child's traffic is not the parent's transcript."""
+        if self.replaying or sid in self._abandoned_loads:
+            return  # a replay's children are history, not work running now
+        event = self.children.read(kind, update, sid)
+        if event is not None:
+            self._events.append(event)
 
 
 def _is_id(value: object) -> bool:

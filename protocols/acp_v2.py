@@ -77,7 +77,9 @@ def initialize_params(version: AcpVersion) -> dict[str, Any]:
     ``1``: v1 exactly.  ``2``: v2 exactly.  ``auto``: v2, plus v1's
     ``clientCapabilities``: an agent that only speaks v1 answers ``1`` (the
     negotiation) but may require the v1 member to parse the request at all."""
-    v1_caps = {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}
+    # ``subagents``: v1's opt-in to child sessions (v2 needs none).
+    v1_caps = {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False,
+               "subagents": {}}
     if version == 1:
         return {"protocolVersion": 1, "clientCapabilities": v1_caps}
     params: dict[str, Any] = {"protocolVersion": 2, "info": client_info(), "capabilities": {}}

@@ -38,7 +38,7 @@ import trio
 
 from .acp import AcpClient, AcpVersion
 from .codex import CodexClient
-from .events import AgentEvent, TurnEnded
+from .events import AgentEvent, SubagentChanged, TurnEnded
 from .framing import DEFAULT_MAX_LINE_BYTES
 from .transport import (
     AgentClosed,
@@ -143,6 +143,8 @@ class AgentAdapter(Protocol):
     async def resend_cancel(self) -> None: ...
     async def respond_permission(self, request_id: str, option_id: str | None) -> None: ...
     def abandon_turn(self) -> bool: ...
+    def subagent(self, subagent_id: str) -> SubagentChanged | None: ...
+    async def cancel_subagent(self, subagent_id: str) -> bool: ...
 
 
 class _Base:
@@ -226,6 +228,15 @@ class _Base:
         """Forget the running turn (after an escalation); the caller cancels
         the task blocked in ``prompt``."""
         return self.core.abandon_turn()
+
+    def subagent(self, subagent_id: str) -> SubagentChanged | None:
+        """A child session the agent announced, as it is now (None: unknown)."""
+        return None
+
+    async def cancel_subagent(self, subagent_id: str) -> bool:
+        """Stop one child session through its own protocol cancel; False when
+        it cannot be (unknown, finished, or not cancellable): nothing written."""
+        return False
 
     def _check_open(self) -> None:
         # Before the core sees the prompt: a dead agent is AgentClosed for the
@@ -347,6 +358,17 @@ class AcpAdapter(_Base):
     async def cancel(self) -> None:
         await self._wait_prompt_written()
         await self.connection.send(self._take_cancel())
+
+    def subagent(self, subagent_id: str) -> SubagentChanged | None:
+        return self.core.children.get(subagent_id)
+
+    async def cancel_subagent(self, subagent_id: str) -> bool:
+        """``session/cancel`` on the child's session (ACP subagent sessions)."""
+        data = self.core.cancel_subagent(subagent_id)
+        if not data:
+            return False
+        await self.connection.send(data)
+        return True
 
 
 

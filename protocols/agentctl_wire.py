@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import typing
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
@@ -55,6 +56,9 @@ from protocols.events import (
     PermissionRequested,
     PermissionResolved,
     PlanUpdated,
+    SubagentActivity,
+    SubagentChanged,
+    SubagentState,
     ToolCallStarted,
     ToolCallUpdated,
     TurnEnded,
@@ -86,7 +90,8 @@ CLOSE_GOING_AWAY: Final = 1001
 EVENT_TYPES: Final[dict[str, type[Any]]] = {
     cls.__name__: cls
     for cls in (MessageChunk, ToolCallStarted, ToolCallUpdated, PlanUpdated,
-                PermissionRequested, PermissionResolved, TurnEnded, OtherUpdate, AgentNotice)
+                PermissionRequested, PermissionResolved, TurnEnded, OtherUpdate, AgentNotice,
+                SubagentChanged, SubagentActivity)
 }
 CONTROL_TYPES: Final = frozenset({"AgentStarted", "AgentExited", "SessionStarted", "TurnStarted"})
 
@@ -170,8 +175,21 @@ def decode_event(frame: dict[str, Any]) -> AgentEvent:
             reason = frame.get("stop_reason")
             if reason not in STOP_REASONS:
                 raise WireError(f"TurnEnded.stop_reason {reason!r}")
+            count = frame.get("subagents_cancelled", 0)
             return TurnEnded(stop_reason=reason, turn_id=_str(frame, "turn_id", optional=True),
-                             error=_str(frame, "error", optional=True))
+                             error=_str(frame, "error", optional=True),
+                             subagents_cancelled=count if type(count) is int else 0)
+        case "SubagentActivity":
+            return SubagentActivity(subagent_id=_str(frame, "subagent_id"))
+        case "SubagentChanged":
+            state = frame.get("state")
+            if state not in typing.get_args(SubagentState):
+                raise WireError(f"SubagentChanged.state {state!r}")
+            return SubagentChanged(subagent_id=_str(frame, "subagent_id"),
+                                   title=_str(frame, "title"),
+                                   state=typing.cast(SubagentState, state),
+                                   cancellable=frame.get("cancellable") is True,
+                                   stop_reason=_str(frame, "stop_reason", optional=True))
         case "OtherUpdate":
             return OtherUpdate(kind=_str(frame, "kind"), payload=frame.get("payload"))
         case "AgentNotice":

@@ -14,6 +14,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 __all__ = [
     "STOP_REASONS",
+    "SUBAGENT_ACTIVE",
     "AgentEvent",
     "AgentNotice",
     "HistoryReplayed",
@@ -25,6 +26,9 @@ __all__ = [
     "PermissionWithdrawn",
     "PlanUpdated",
     "StopReason",
+    "SubagentActivity",
+    "SubagentChanged",
+    "SubagentState",
     "ToolCallStarted",
     "ToolCallUpdated",
     "TurnEnded",
@@ -123,6 +127,41 @@ class TurnEnded:
     stop_reason: StopReason
     turn_id: str | None = None
     error: str | None = None
+    #: Child sessions (subagents) the cancel of this turn stopped too: each
+    #: was running and got its own protocol cancel with the turn's.
+    subagents_cancelled: int = 0
+
+
+#: A subagent's state as Turnvisor names it (DESIGN.md §13): ACP's work states
+#: ``running`` / ``requires_action`` / ``unknown``, its ``idle`` split by stop
+#: reason (``completed``, ``cancelled``, ``failed``), and ``cancelling`` from
+#: the moment the client sent the child's cancel until the child answers.
+SubagentState: TypeAlias = Literal[
+    "running", "requires_action", "cancelling", "completed", "cancelled", "failed", "unknown"]
+#: The states a child can still be stopped in.
+SUBAGENT_ACTIVE: Final[frozenset[str]] = frozenset({"running", "requires_action"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubagentActivity:
+    """A child session sent something (text, a tool call, a plan): not the
+    parent's transcript, but the turn that waits on its child is not stalled."""
+
+    subagent_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubagentChanged:
+    """A child session of the current session (ACP ``subagent_update``, or a
+    v2 child's own ``state_update``) was announced or changed.  ``cancellable``:
+    the agent lets the client cancel it (``capabilities.cancel``) and it still
+    runs."""
+
+    subagent_id: str
+    title: str
+    state: SubagentState
+    cancellable: bool
+    stop_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -174,6 +213,8 @@ AgentEvent: TypeAlias = (
     | PermissionResolved
     | PermissionWithdrawn
     | TurnEnded
+    | SubagentChanged
+    | SubagentActivity
     | UserEcho
     | HistoryReplayed
     | OtherUpdate

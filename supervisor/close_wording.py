@@ -89,9 +89,11 @@ class Wording:
 
 def close_wording(stop_reason: StopReason, request: StopRequest | None, *,
                   error: str | None = None, escalated: bool = False,
-                  never_started: bool = False) -> Wording:
+                  never_started: bool = False, subagents_cancelled: int = 0) -> Wording:
     """How a turn that ended with ``stop_reason`` (asked for by ``request``) is
-    recorded and what its status message says."""
+    recorded and what its status message says.  ``subagents_cancelled``: the
+    child sessions its cancel stopped too (DESIGN.md §13), counted in the
+    status message's metadata."""
     for row in ROWS:
         if not row.matches(stop_reason, request, never_started):
             continue
@@ -102,6 +104,8 @@ def close_wording(stop_reason: StopReason, request: StopRequest | None, *,
                 meta["agent_error"] = error
         if row.notes_escalation and escalated:
             meta["escalated"] = True
+        if subagents_cancelled:
+            meta["subagents_cancelled"] = subagents_cancelled
         recorded = row.records or stop_reason
         return Wording(recorded, TURN_STATE.get(recorded, "completed"),
                        (row.text.format(error=error or "unknown"), meta))

@@ -38,7 +38,13 @@ import os
 
 import trio
 
-from protocols.events import AgentNotice, PermissionResolved, TurnEnded
+from protocols.events import (
+    AgentNotice,
+    PermissionResolved,
+    SubagentActivity,
+    SubagentChanged,
+    TurnEnded,
+)
 from protocols.process import clean_stderr_line, drain_stderr
 
 from .cancellation import Cancellations
@@ -61,6 +67,7 @@ from .recovery import Handover
 from .retries import contained
 from .shields import bounded_shield
 from .store import Store
+from .subagents import Subagents
 from .takeover import Takeover
 from .text_writer import TextWriter
 from .transcript import Transcript
@@ -75,7 +82,8 @@ log = logging.getLogger(__name__)
 class Executions:
     def __init__(self, config: Config, store: Store, notifier: Notifier, agents: Agents,
                  closer: TurnCloser, cancellations: Cancellations, watchdog: Watchdog,
-                 takeover: Takeover, texts: TextWriter, launcher: Launcher) -> None:
+                 takeover: Takeover, texts: TextWriter, launcher: Launcher,
+                 subagents: Subagents) -> None:
         self.config = config
         self.timeouts = config.timeouts
         self.store = store
@@ -87,6 +95,7 @@ class Executions:
         self.takeover = takeover
         self.texts = texts
         self._launch = launcher
+        self.subagents = subagents
         self._nursery: trio.Nursery | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -451,6 +460,12 @@ class Executions:
                             turn.stop_request = StopRequest.USER
                             await ex.transcript.record(turn.text, ev)
                             self.cancellations.stop_for_user(ex.session_id, ex.owner)
+                        case SubagentActivity():
+                            if turn is not None:  # its parent waits on it: not stalled
+                                await self.watchdog.progress(turn)
+                        case SubagentChanged():
+                            self.notify.subagent_changed(ex.session_id, self.subagents.record(
+                                ex.session_id, turn.id if turn is not None else None, ev))
                         case AgentNotice(message=message, level=level):
                             log.log(logging.WARNING if level == "warning" else logging.INFO,
                                     "agent %s (session %s): %s", ex.profile.name,
@@ -489,6 +504,8 @@ class Executions:
                     else "agent closed its output",
                 ))
             ex.status = ExecutionStatus.STOPPED
+            for subagent in self.subagents.agent_stopped(ex.session_id):
+                self.notify.subagent_changed(ex.session_id, subagent)
             ex.pumped.set()
 
     @staticmethod

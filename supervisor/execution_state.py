@@ -241,6 +241,11 @@ class Agents:
         ex = self.executions.get(session_id)
         return None if ex is None or ex.status is ExecutionStatus.STOPPED else ex
 
+    def running_adapter(self, session_id: str) -> AgentAdapter | None:
+        """The adapter of the session's running agent (None: none runs)."""
+        ex = self.running(session_id)
+        return None if ex is None else ex.adapter
+
     def agent_live(self, session_id: str) -> bool:
         """Whether the session's agent process is running (the session DTO's
         ``agent_live``): false before its first start and once it stopped."""

@@ -42,6 +42,7 @@ from .notify import Notifier
 from .recovery import Handover
 from .retries import Retries
 from .store import Store
+from .subagents import Subagents
 from .takeover import Takeover
 from .text_writer import TextWriter
 from .turn_checkpoints import TurnCheckpoints
@@ -66,7 +67,8 @@ __all__ = [
 class LifecycleManager:
     def __init__(self, config: Config, store: Store, notifier: Notifier, agents: Agents,
                  closer: TurnCloser, cancellations: Cancellations, retries: Retries,
-                 launcher: Launcher, checkpoints: TurnCheckpoints | None) -> None:
+                 launcher: Launcher, checkpoints: TurnCheckpoints | None,
+                 subagents: Subagents) -> None:
         t = config.timeouts
         self.agents = agents
         self.executions = agents.executions
@@ -77,7 +79,8 @@ class LifecycleManager:
         self.texts = TextWriter(store, t.stream_flush_s)
         watchdog = Watchdog(t, store, notifier, closer)
         self.execution = Executions(config, store, notifier, agents, closer, cancellations,
-                                    watchdog, Takeover(t, store, closer), self.texts, launcher)
+                                    watchdog, Takeover(t, store, closer), self.texts, launcher,
+                                    subagents)
         self.turns = Turns(t, store, agents, self.execution, closer, watchdog, checkpoints)
         self.closer = closer
 

@@ -7,6 +7,7 @@ from typing import Any, Protocol
 from .bus import EventBus
 from .models import Message, QueueState, Session, Task, TextAppend
 from .projection import CancellationProjection, Progress
+from .subagents import Subagents
 
 __all__ = ["AgentStatus", "NoAgents", "Notifier", "workspace_channel"]
 
@@ -35,11 +36,14 @@ class NoAgents:
 
 
 class Notifier:
-    def __init__(self, bus: EventBus, agents: AgentStatus | None = None) -> None:
+    def __init__(self, bus: EventBus, agents: AgentStatus | None = None,
+                 subagents: Subagents | None = None) -> None:
         self.bus = bus
         self.projection = CancellationProjection(self.cancellation_changed)
         #: Whether a session's agent process runs, and the dialect it speaks.
         self._agents: AgentStatus = agents or NoAgents()
+        #: Each session's child sessions (DESIGN.md §13).
+        self._subagents = subagents or Subagents()
         #: DESIGN.md §15, what needs the person: each session's workspace and
         #: task (learnt from every DTO and state change built here), its
         #: unanswered permission cards (message ids) and whether a cancel of it
@@ -61,7 +65,8 @@ class Notifier:
         self._where[session.id] = (session.workspace_id, session.task_id)
         return session.to_dto(progress.pending, progress.revision,
                               self.agent_live(session.id), self.agent_protocol(session)) | {
-            "needs_approval": bool(self._asking.get(session.id))}
+            "needs_approval": bool(self._asking.get(session.id)),
+            "subagents": self._subagents.dtos(session.id)}
 
     def task_dto(self, task: Task) -> dict[str, Any]:
         """The task DTO with how many of its sessions wait for an approval and
@@ -128,6 +133,7 @@ class Notifier:
     def session_removed(self, session: Session) -> None:
         self._where.pop(session.id, None)
         self._asking.pop(session.id, None)
+        self._subagents.forget(session.id)
         self._cancelling.discard(session.id)
         self.bus.publish(workspace_channel(session.workspace_id), "session.removed",
                          {"session_id": session.id, "task_id": session.task_id})
@@ -193,6 +199,11 @@ class Notifier:
         self.bus.publish(session_id, "session.turn.stalled",
                          {"session_id": session_id, "turn_id": turn_id,
                           "silent_s": round(silent_s)})
+
+    def subagent_changed(self, session_id: str, subagent: dict[str, Any]) -> None:
+        """DESIGN.md §13: a child session of the session was announced or changed."""
+        self.bus.publish(session_id, "session.subagent.changed",
+                         {"session_id": session_id, "subagent": subagent})
 
     def agent_cancelled(self, session_id: str, turn_id: str) -> None:
         self.bus.publish(session_id, "session.agent.cancelled",

@@ -52,6 +52,7 @@ from .sandboxing import check_sandbox
 from .session_files import session_deleted
 from .shields import bounded_shield
 from .store import Store
+from .subagents import SubagentControl, Subagents
 from .turn_checkpoints import TurnCheckpoints
 from .turn_close import TurnCloser
 
@@ -72,6 +73,8 @@ class Supervisor:
     orchestrator: Orchestrator
     recovered: dict[str, int]
     catalog: Catalog
+    #: DESIGN.md §13: ``subagent.cancel``.
+    subagents: SubagentControl
     #: DESIGN.md §12 (None: checkpoints are off in the configuration).
     checkpoints: TurnCheckpoints | None = None
 
@@ -130,7 +133,8 @@ async def open_supervisor(
         t = config.timeouts
         bus = EventBus(queue_size=config.limits.ws_send_queue)
         agents = Agents(config)
-        notify = Notifier(bus, agents)
+        subagents = Subagents()
+        notify = Notifier(bus, agents, subagents)
         store.bind(notify)
         retries = Retries(t.store_retry_s)
         gate = QueueGate()
@@ -140,7 +144,7 @@ async def open_supervisor(
         cancellations = Cancellations(t, store, notify, agents, closer, gate, retries)
         lifecycle = LifecycleManager(config, store, notify, agents, closer, cancellations,
                                      retries, launcher or default_launcher(config),
-                                     checkpoints)
+                                     checkpoints, subagents)
         queue = TurnQueue(config, store, lifecycle, cancellations, gate)
         orchestrator = Orchestrator(config, store, notify, lifecycle, cancellations, queue)
         catalog = Catalog(store, orchestrator, lifecycle)
@@ -161,7 +165,8 @@ async def open_supervisor(
             root.start_soon(_warm_up_schema)
             try:
                 yield Supervisor(config, store, bus, notify, lifecycle, orchestrator, recovered,
-                                 catalog, checkpoints)
+                                 catalog, SubagentControl(agents.running_adapter, subagents),
+                                 checkpoints)
             finally:
                 with bounded_shield(config.timeouts.shutdown_s):
                     await lifecycle.shutdown()

@@ -52,7 +52,7 @@ class TurnCloser:
     async def close_turn(self, session_id: str, turn_id: str, stop_reason: StopReason, *,
                          request: StopRequest | None, error: str | None = None,
                          escalated: bool = False, never_started: bool = False,
-                         by_agent: bool = True,
+                         by_agent: bool = True, subagents_cancelled: int = 0,
                          text: Sequence[tuple[Message, TextAppend | None]] = ()) -> bool:
         """Close the turn in the store, with its status message (``close_wording``)
         and ``text``, its last streamed text, in the same transaction, and
@@ -61,7 +61,8 @@ class TurnCloser:
         withheld).  Returns whether this close moved the session out of RUNNING."""
         acknowledged = stop_reason == "cancelled" and not escalated and by_agent
         wording = close_wording(stop_reason, request, error=error, escalated=escalated,
-                                never_started=never_started)
+                                never_started=never_started,
+                                subagents_cancelled=subagents_cancelled)
         stop_reason = wording.stop_reason
         closed = await self.store.close_turn(
             turn_id, state=wording.state, stop_reason=stop_reason, status=wording.status,
@@ -82,7 +83,8 @@ class TurnCloser:
         close = functools.partial(
             self.close_turn, turn.session_id, turn.id, ended.stop_reason,
             request=turn.stop_request, error=ended.error, escalated=escalated,
-            never_started=turn.never_started, by_agent=not turn.prompt_withheld)
+            never_started=turn.never_started, by_agent=not turn.prompt_withheld,
+            subagents_cancelled=ended.subagents_cancelled)
         refused: str | None = None
         try:
             try:

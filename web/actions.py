@@ -46,7 +46,8 @@ Handler = Callable[[Supervisor, Caller, dict[str, Any]], Awaitable[dict[str, Any
 
 _LIMITS = Limits()
 #: What ``server.info`` offers beyond DESIGN.md §4 (a client may test for these).
-FEATURES = ("text_appends", "queue", "steer", "schema", "projects", "checkpoints")
+FEATURES = ("text_appends", "queue", "steer", "schema", "projects", "checkpoints",
+            "subagents")
 
 
 async def task_create(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
@@ -204,6 +205,17 @@ async def agent_stop_now(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> 
     return {"success": True, "session_id": req.session_id, "stopping": stopping}
 
 
+async def subagent_cancel(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
+    """DESIGN.md §13: one child session stopped through its own protocol cancel;
+    the parent's turn goes on.  Unknown child: NOT_FOUND; one the agent does not
+    let be cancelled: CONFLICT; one that ended: a no-op answer."""
+    req = parse(rq.SubagentCancel, p, sup.config.limits)
+    await sup.orchestrator.session(caller, req.session_id)  # the caller's, else NotFound
+    outcome, subagent = await sup.subagents.cancel(req.session_id, req.subagent_id)
+    return {"success": True, "session_id": req.session_id, "subagent_id": req.subagent_id,
+            "outcome": outcome, "subagent": subagent}
+
+
 async def cancel_revert(sup: Supervisor, op: CancelOperation) -> dict[str, Any]:
     """DESIGN.md §12 "Cancel and undo": the settled cancel's turn reverted."""
     if op.acted_on is None:
@@ -266,6 +278,7 @@ ACTIONS: dict[str, Handler] = {
     "queue.set_auto_run": queue_set_auto_run,
     "agent.cancel": agent_cancel,
     "agent.stop_now": agent_stop_now,
+    "subagent.cancel": subagent_cancel,
     "permission.respond": permission_respond,
     "server.info": server_info_action,
     "ping": ping,

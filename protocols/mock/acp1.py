@@ -6,7 +6,7 @@ from typing import Any
 
 from .. import mock_edits
 from ..mock_edits import Edit
-from .base import SESSION_NOT_FOUND, Turn, Wire, prompt_text
+from .base import SESSION_NOT_FOUND, Child, Turn, Wire, prompt_text
 
 __all__ = ["Acp1Wire"]
 
@@ -26,6 +26,10 @@ class Acp1Wire(Wire):
         agent = self.agent
         match method:
             case "initialize":
+                caps = params.get("clientCapabilities")
+                # v1: child sessions only for a client that opted in (the RFD's MUST NOT).
+                self.subagents = type(self).subagents or (
+                    isinstance(caps, dict) and isinstance(caps.get("subagents"), dict))
                 agent.respond(rid, self.initialized())
             case "session/new":
                 agent.session_id = agent.new_id()
@@ -152,6 +156,24 @@ class Acp1Wire(Wire):
         if turn.cancelled or outcome.get("outcome") == "cancelled":
             return True, ""
         return False, f"permission: {outcome.get('optionId')}"
+
+    # -- child sessions (/subagents): the subagents RFD's shapes -------------------
+
+    def subagent_announced(self, child: Child) -> None:
+        self.update({"sessionUpdate": "subagent_update", "sessionId": child.id,
+                     "title": child.title, "description": "mock subagent",
+                     "capabilities": {"cancel": {}}, "state": {"state": "running"}})
+
+    def subagent_chunk(self, child: Child, text: str) -> None:
+        self.agent.notify("session/update", {"sessionId": child.id, "update": {
+            "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}})
+
+    def subagent_state(self, child: Child, state: str, stop: str | None = None) -> None:
+        """v1: a child's work state is reported only on its parent."""
+        work: dict[str, Any] = {"state": state}
+        if stop is not None:
+            work["stopReason"] = stop
+        self.update({"sessionUpdate": "subagent_update", "sessionId": child.id, "state": work})
 
     def withdraw(self, turn: Turn, rid: int) -> bool:
         self.agent.notify("$/cancel_request", {"requestId": rid})

@@ -13,13 +13,15 @@ from __future__ import annotations
 from typing import Any
 
 from .acp1 import AGENT_INFO, PERMISSION_TOOL, Acp1Wire
-from .base import Turn
+from .base import Child, Turn
 
 __all__ = ["Acp2Wire"]
 
 
 class Acp2Wire(Acp1Wire):
     tool_call_kind = "tool_call_update"
+    #: v2: every client handles child sessions.
+    subagents = True
 
     def initialized(self) -> dict[str, Any]:
         result: dict[str, Any] = {
@@ -70,6 +72,21 @@ class Acp2Wire(Acp1Wire):
 
     def end_turn(self, turn: Turn, stop: str) -> None:
         self.state("idle", stop)
+
+    def subagent_announced(self, child: Child) -> None:
+        super().subagent_announced(child)
+        self.child_state(child, "running")
+
+    def subagent_state(self, child: Child, state: str, stop: str | None = None) -> None:
+        """v2: on the parent (the mirror) and then on the child's own stream."""
+        super().subagent_state(child, state, stop)
+        self.child_state(child, state, stop)
+
+    def child_state(self, child: Child, state: str, stop: str | None = None) -> None:
+        update: dict[str, Any] = {"sessionUpdate": "state_update", "state": state}
+        if stop is not None:
+            update["stopReason"] = stop
+        self.agent.notify("session/update", {"sessionId": child.id, "update": update})
 
     def permission_params(self) -> dict[str, Any]:
         params = super().permission_params()

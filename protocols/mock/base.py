@@ -19,8 +19,8 @@ from typing import Any, Protocol
 from ..jsonrpc import RpcConnection
 from ..mock_edits import Edit
 
-__all__ = ["SESSION_NOT_FOUND", "Agent", "CloseOut", "Effect", "Err", "Exit", "Out", "Script",
-           "Turn", "Wait", "Wire", "prompt_text"]
+__all__ = ["SESSION_NOT_FOUND", "Agent", "Child", "CloseOut", "Effect", "Err", "Exit", "Out",
+           "Script", "Turn", "Wait", "Wire", "prompt_text"]
 
 #: ACP "resource not found": the session asked for is not in the state directory.
 SESSION_NOT_FOUND = -32002
@@ -135,6 +135,18 @@ class Turn:
         return taken
 
 
+@dataclass(slots=True)
+class Child:
+    """A child session (``/subagents``): its id, its title, the turn whose script
+    runs it, whether its cancel came and whether it has ended."""
+
+    id: str
+    title: str
+    turn: Turn
+    cancelled: bool = False
+    done: bool = False
+
+
 #: A behaviour: given its turn and the prompt's text, the generator that plays it.
 Script = Callable[[Turn, str], Iterator[Wait]]
 
@@ -150,6 +162,7 @@ class Agent(Protocol):
     turn: Turn | None
     restore: frozenset[str]
     steering: bool
+    children: dict[str, Child]
 
     def new_id(self) -> str: ...
     def emit(self, effect: Effect) -> None: ...
@@ -185,6 +198,8 @@ class Wire:
     #: Does a cancel end the wait for a permission answer?  (ACP clients must answer
     #: the request even then; Codex clears it itself.)
     cancel_ends_permission = False
+    #: May child sessions be shown to the client (ACP: v2, or v1's opt-in)?
+    subagents = False
 
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
@@ -216,6 +231,16 @@ class Wire:
 
     def ask_permission(self, turn: Turn) -> int:
         """Send the permission request; its id."""
+        raise NotImplementedError
+
+    def subagent_announced(self, child: Child) -> None:
+        """A child session starts (only where ``subagents``)."""
+        raise NotImplementedError
+
+    def subagent_chunk(self, child: Child, text: str) -> None:
+        raise NotImplementedError
+
+    def subagent_state(self, child: Child, state: str, stop: str | None = None) -> None:
         raise NotImplementedError
 
     def permission_settled(self, turn: Turn) -> tuple[bool, str]:

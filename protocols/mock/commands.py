@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from . import faults, scripts
 from .base import Script
+from .subagents import subagents
 
 __all__ = ["COMMANDS", "script_for"]
 
@@ -25,6 +26,7 @@ COMMANDS: Mapping[str, Script] = {
     "/append": scripts.one_edit,
     "/rm": scripts.one_edit,
     "/edits": scripts.many_edits,
+    "/subagents": subagents,
     "/stderr": faults.stderr,
     "/bigline": faults.bigline,
     "/partial": faults.partial,

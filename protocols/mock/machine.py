@@ -30,7 +30,7 @@ from ..jsonrpc import (
 )
 from .acp1 import Acp1Wire
 from .acp2 import Acp2Wire
-from .base import CloseOut, Effect, Exit, Out, Script, Turn, Wire
+from .base import Child, CloseOut, Effect, Exit, Out, Script, Turn, Wire
 from .codex import CodexWire
 from .commands import script_for
 from .sessions import Store
@@ -82,6 +82,8 @@ class MockMachine:
         #: The open turn (the protocol's), and every script still running.
         self.turn: Turn | None = None
         self.running: list[Turn] = []
+        #: Child sessions (``/subagents``) by id, while their script runs them.
+        self.children: dict[str, Child] = {}
         #: stdin ended or the process exited: nothing more comes in or goes out.
         self.closed = False
         self.stdout_closed = False
@@ -104,8 +106,14 @@ class MockMachine:
                     self.closed = True
                 case IncomingRequest(id=rid, method=method, params=params):
                     self.on_request(rid, method, params if isinstance(params, dict) else {})
-                case IncomingNotification(method="session/cancel"):
-                    self.cancel_turn()
+                case IncomingNotification(method="session/cancel", params=params):
+                    sid = params.get("sessionId") if isinstance(params, dict) else None
+                    if sid in self.children:
+                        self.cancel_child(self.children[sid])
+                    elif sid is None or sid == self.session_id or not self.is_child(sid):
+                        self.cancel_turn()
+                    else:
+                        self.cancels += 1  # a child that has ended: nothing to stop
                 case Response(id=rid, result=result):
                     self.on_answer(rid, result if isinstance(result, dict) else {})
                 case ErrorResponse(id=rid, code=code):
@@ -232,6 +240,20 @@ class MockMachine:
         turn.cancel()
         if turn.cancelled and turn.wait is not None and turn.wait.cancel:
             self.step(turn)
+
+    def is_child(self, sid: object) -> bool:
+        """A child session id of this agent's, running or ended (``/subagents``)."""
+        return isinstance(sid, str) and self.session_id is not None and sid.startswith(
+            f"{self.session_id}.sub")
+
+    def cancel_child(self, child: Child) -> None:
+        """A child's own cancel: its script sees it at once (the parent goes on)."""
+        self.cancels += 1
+        if child.done or child.cancelled:
+            return
+        child.cancelled = True
+        if child.turn.wait is not None and child.turn.script is not None:
+            self.step(child.turn)
 
     # -- inside -----------------------------------------------------------------
 

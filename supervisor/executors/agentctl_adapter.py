@@ -37,7 +37,7 @@ from protocols.adapters import (
     SteerUnsupported,
     WireProtocol,
 )
-from protocols.events import AgentEvent, TurnEnded
+from protocols.events import AgentEvent, SubagentChanged, TurnEnded
 from protocols.transport import AgentClosed, AgentRefused, AgentTimeout
 
 from ..config import Timeouts
@@ -335,6 +335,15 @@ class AgentctlAdapter:
         self._turn = None
         self.connection.expect_turn(None)
         return True
+
+    def subagent(self, subagent_id: str) -> SubagentChanged | None:
+        return None
+
+    async def cancel_subagent(self, subagent_id: str) -> bool:
+        """agentctl's API has no subagent cancel yet: nothing is sent (the
+        children are stopped with the parent's cancel, which agentctl's core
+        sends)."""
+        return False
 
     async def status(self) -> dict[str, Any]:
         return await self._call("GET", "/api/v1/status", None,

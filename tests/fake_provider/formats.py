@@ -163,8 +163,14 @@ def anthropic_message(text: str) -> dict[str, Any]:
             "usage": {"input_tokens": 10, "output_tokens": 1}}
 
 
+#: ``TASK``: what Claude's subagent tool is asked to do (the subagent's own
+#: requests then stream slowly: their prompt carries ``SLOW``).
+SUBAGENT_PROMPT = "SLOW: stream many tokens as a subagent"
+
+
 def anthropic_events(
-    mode: str, n: int, interval: float, *, wait_s: float, command: str, model: str
+    mode: str, n: int, interval: float, *, wait_s: float, command: str, model: str,
+    tools: list[str] | None = None,
 ) -> Iterator[Item]:
     yield _sse("message_start", {"type": "message_start", "message": {
         "id": f"msg_{next(_ids)}", "type": "message", "role": "assistant", "model": model,
@@ -172,15 +178,20 @@ def anthropic_events(
         "usage": {"input_tokens": 10, "output_tokens": 1}}})
     if mode == "wait":
         yield wait_s
-    if mode == "tool":
+    if mode in ("tool", "task"):
+        if mode == "task":
+            name = "Task" if "Task" in (tools or []) else "Agent"
+            args = {"description": "Stream slowly", "prompt": SUBAGENT_PROMPT,
+                    "subagent_type": "general-purpose"}
+        else:
+            name, args = "Bash", {"command": command, "description": "Create a file"}
         yield _sse("content_block_start", {
             "type": "content_block_start", "index": 0,
             "content_block": {"type": "tool_use", "id": f"toolu_{next(_ids):06d}",
-                              "name": "Bash", "input": {}}})
+                              "name": name, "input": {}}})
         yield _sse("content_block_delta", {
             "type": "content_block_delta", "index": 0,
-            "delta": {"type": "input_json_delta", "partial_json": json.dumps(
-                {"command": command, "description": "Create a file"})}})
+            "delta": {"type": "input_json_delta", "partial_json": json.dumps(args)}})
         stop = "tool_use"
     else:
         yield _sse("content_block_start", {"type": "content_block_start", "index": 0,

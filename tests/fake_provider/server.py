@@ -10,6 +10,9 @@ marker in the latest user message of the request:
            carries the tool's result, a short text answer
 ``EDIT``   the file edits of ``FakeProvider.edit_plan``, one tool call of the
            agent's own edit tool per request, then a short text (``edits``)
+``TASK``   (Anthropic) a call of Claude's subagent tool (``Agent``, formerly
+           ``Task``) whose prompt is ``SLOW``: the subagent streams slowly; once
+           the request carries the tool's result, a short text answer
 ``QUICK``  (or no marker) three tokens at once
 
 The marker written last in that message counts.
@@ -320,14 +323,14 @@ class _Handler(BaseHTTPRequestHandler):
             return "side"
         # The marker written last wins: after a cancelled turn some agents merge the
         # unanswered prompt and the next one into one user message.
-        found = {m: text.rfind(m) for m in ("TOOL", "WAIT", "SLOW", "QUICK", "EDIT")}
+        found = {m: text.rfind(m) for m in ("TOOL", "WAIT", "SLOW", "QUICK", "EDIT", "TASK")}
         marker = max(found, key=lambda m: found[m])
         if found[marker] < 0 or marker == "QUICK":
             return "quick"
         if marker == "EDIT":
             return "edit" if self.provider.edit_plan is not None else "quick"
-        if marker == "TOOL":
-            return "quick" if has_tool_result else "tool"
+        if marker in ("TOOL", "TASK"):
+            return "quick" if has_tool_result else marker.lower()
         return marker.lower()
 
     def _tokens(self, mode: str) -> tuple[int, float]:
@@ -400,6 +403,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._stream(rec, formats.anthropic_events(
             mode, *self._tokens(mode), wait_s=self.provider.wait_s,
             command=self.provider.tool_command, model=str(body.get("model", "fake")),
+            tools=formats.tool_names(body),
         ))
 
     def _gemini(self, body: Any, path: str) -> None:

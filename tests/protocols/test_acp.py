@@ -141,7 +141,7 @@ def cancelled() -> Pair:
 
 INITIALIZE = (
     b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,'
-    b'"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false}}}\n'
+    b'"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false,"subagents":{}}}}\n'
 )
 INFO = b'"info":{"name":"turnvisor","title":"Turnvisor","version":"0.1.0"}'
 INITIALIZE_V2 = (
@@ -152,7 +152,7 @@ INITIALIZE_V2 = (
 INITIALIZE_AUTO = (
     b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":2,'
     + INFO + b',"capabilities":{},'
-    b'"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false}}}\n'
+    b'"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false,"subagents":{}}}}\n'
 )
 SESSION_NEW = (
     b'{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/work","mcpServers":[]}}\n'

@@ -174,3 +174,90 @@ def test_crash_and_closeout_are_effects_in_order() -> None:
     m.receive_data(line({"id": 2, "method": "session/prompt", "params": {
         "sessionId": "s1", "prompt": [{"type": "text", "text": "/closeout"}]}}), 0.0)
     assert m.effects() == [CloseOut()]
+
+
+# -- /subagents: child sessions (DESIGN.md §13) ---------------------------------
+
+def _updates(msgs: list[dict[str, Any]]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [(m["params"]["sessionId"], m["params"]["update"]["sessionUpdate"],
+             m["params"]["update"]) for m in msgs if m.get("method") == "session/update"]
+
+
+def _with_subagents(version: int) -> MockMachine:
+    m = MockMachine("acp", MemoryStore(), acp_max_version=2, cwd="/nowhere",
+                    new_id=lambda: "s1")
+    caps: dict[str, Any] = {"clientCapabilities": {"subagents": {}}} if version == 1 else {}
+    m.receive_data(line({"id": 0, "method": "initialize",
+                         "params": {"protocolVersion": version, **caps}}), 0.0)
+    m.receive_data(line({"id": 1, "method": "session/new", "params": {"cwd": "/nowhere"}}), 0.0)
+    m.effects()
+    return m
+
+
+def _cancel(m: MockMachine, sid: str, now: float) -> list[dict[str, Any]]:
+    m.receive_data(line({"method": "session/cancel", "params": {"sessionId": sid}}), now)
+    return messages(m.effects())
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_subagents_announce_children_that_stream_and_honour_their_own_cancel(
+        version: int) -> None:
+    m = _with_subagents(version)
+    ups = _updates(prompt(m, "/subagents 2 1000"))
+    announced = [u["sessionId"] for sid, kind, u in ups if kind == "subagent_update"]
+    assert len(announced) == 2 and all(sid == "s1" for sid, kind, _ in ups
+                                       if kind == "subagent_update")
+    first, second = announced
+    assert {sid for sid, kind, _ in ups if kind == "agent_message_chunk"} == {"s1", first, second}
+    if version == 2:
+        assert (first, "state_update", {"sessionUpdate": "state_update",
+                                        "state": "running"}) in ups
+    # The first child's own cancel: it ends cancelled at once; the parent goes on.
+    ups = _updates(_cancel(m, first, 0.15))
+    assert ("s1", "subagent_update", {"sessionUpdate": "subagent_update", "sessionId": first,
+            "state": {"state": "idle", "stopReason": "cancelled"}}) in ups
+    assert m.turn is not None
+    m.advance(0.5)
+    ups = _updates(messages(m.effects()))
+    assert {sid for sid, kind, _ in ups if kind == "agent_message_chunk"} == {"s1", second}
+    # At its time the other child ends; then the parent ends its turn.
+    m.advance(1.0)
+    out = messages(m.effects())
+    ups = _updates(out)
+    assert any(k == "subagent_update" and u["sessionId"] == second
+               and u["state"] == {"state": "idle", "stopReason": "end_turn"}
+               for _, k, u in ups)
+    assert m.turn is None and m.children == {}
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_parent_cancel_leaves_the_children_running(version: int) -> None:
+    m = _with_subagents(version)
+    ups = _updates(prompt(m, "/subagents 2 5000"))
+    kids = [u["sessionId"] for _, kind, u in ups if kind == "subagent_update"]
+    out = _cancel(m, "s1", 0.2)
+    assert m.turn is None
+    if version == 1:
+        assert {"id": 2, "jsonrpc": "2.0", "result": {"stopReason": "cancelled"}} in out
+    m.advance(0.31)
+    assert {sid for sid, kind, _ in _updates(messages(m.effects()))
+            if kind == "agent_message_chunk"} == set(kids)
+    for kid in kids:
+        _cancel(m, kid, 0.35)
+    assert m.children == {} and m.running == []
+
+
+def test_subagents_unseen_by_a_v1_client_that_did_not_opt_in() -> None:
+    m = opened(1)
+    ups = _updates(prompt(m, "/subagents 2 300"))
+    assert [k for _, k, _ in ups if k == "subagent_update"] == []
+
+
+def test_a_late_cancel_of_an_ended_child_does_not_cancel_the_parent() -> None:
+    m = _with_subagents(2)
+    ups = _updates(prompt(m, "/subagents 2 5000"))
+    first = next(u["sessionId"] for _, kind, u in ups if kind == "subagent_update")
+    _cancel(m, first, 0.05)
+    assert first not in m.children
+    _cancel(m, first, 0.06)  # again, after its end
+    assert m.turn is not None and not m.turn.cancelled

@@ -101,7 +101,10 @@ def replay_acp(name: str, chunk: int | None) -> Replay:
             continue
         match msg.get("method"):
             case "initialize":
-                r.wrote(msg, core.initialize()[1])
+                # Recorded before the subagents opt-in (ACP 2026-11-20): ours adds it.
+                caps = {**msg["params"]["clientCapabilities"], "subagents": {}}
+                r.wrote({**msg, "params": {**msg["params"], "clientCapabilities": caps}},
+                        core.initialize()[1])
             case "session/new":
                 r.wrote(msg, core.new_session(msg["params"]["cwd"])[1])
             case "session/prompt":

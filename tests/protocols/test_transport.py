@@ -248,7 +248,7 @@ async def test_cancel_notification_goes_out_while_a_prompt_waits(
 
 INITIALIZE_LINE = (
     b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,'
-    b'"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false}}}\n'
+    b'"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false,"subagents":{}}}}\n'
 )
 WITHDRAW_LINE = b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}\n'
 

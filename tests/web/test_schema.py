@@ -70,7 +70,7 @@ def test_a_field_the_schema_does_not_declare_is_caught() -> None:
                "created_at": "x", "updated_at": "x", "cancellation_pending": False,
                "cancellation_revision": 0, "title": None, "archived": False,
                "agent_live": True, "queued_count": 0, "auto_run": True,
-               "current_turn_id": None, "protocol": "acp/1"}
+               "current_turn_id": None, "protocol": "acp/1", "subagents": []}
     frames_check.check_received(frame("notification", "session.changed",
                                       {"session": session}))
     with pytest.raises(frames_check.SchemaMismatch, match="undeclared"):

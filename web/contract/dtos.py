@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["DTO", "FileChangeDTO", "MessageDTO", "QueueEntryDTO", "QueueStateDTO",
-           "SessionDTO", "SkippedFileDTO", "TaskDTO", "WorktreeDTO"]
+           "SessionDTO", "SkippedFileDTO", "SubagentDTO", "TaskDTO", "WorktreeDTO"]
 
 SessionStateName = Literal["CREATED", "STARTING", "RUNNING", "WAITING_FOR_INPUT", "COMPLETED",
                            "FAILED", "CANCELLED"]
@@ -60,6 +60,22 @@ class SkippedFileDTO(DTO):
     reason: Literal["too_large", "unreadable", "repository"]
 
 
+class SubagentDTO(DTO):
+    """DESIGN.md §13: a child session (subagent) of the session's agent."""
+
+    #: The child's own protocol session id (what ``subagent.cancel`` names).
+    id: str
+    title: str
+    #: ACP's work states, its ``idle`` split by stop reason, and ``cancelling``
+    #: from our cancel until the child's end.
+    state: Literal["running", "requires_action", "cancelling", "completed", "cancelled",
+                   "failed", "unknown"]
+    #: It runs and the agent lets a client cancel it: ``subagent.cancel`` may stop it.
+    cancellable: bool
+    #: The turn it was announced in (null: between turns).
+    turn_id: str | None
+
+
 class SessionDTO(DTO):
     id: str
     task_id: str
@@ -89,6 +105,8 @@ class SessionDTO(DTO):
     worktree: WorktreeDTO | None = None
     #: DESIGN.md §15: a permission card of it waits for the person's answer.
     needs_approval: bool = False
+    #: DESIGN.md §13: the child sessions of its latest turn that had any ([]: none).
+    subagents: list[SubagentDTO]
 
 
 class MessageDTO(DTO):

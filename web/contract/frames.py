@@ -18,6 +18,7 @@ from .dtos import (
     QueueStateDTO,
     SessionDTO,
     SkippedFileDTO,
+    SubagentDTO,
     TaskDTO,
 )
 
@@ -142,6 +143,18 @@ class StopNowAnswer(Success):
     stopping: bool
 
 
+class SubagentCancelAnswer(Success):
+    """DESIGN.md §13 ``subagent.cancel``: ``cancel_sent`` (its own protocol cancel
+    was written; its end comes as ``session.subagent.changed``),
+    ``already_cancelling``, or ``already_finished`` (it had ended: nothing sent)."""
+
+    session_id: str
+    subagent_id: str
+    outcome: Literal["cancel_sent", "already_cancelling", "already_finished"]
+    #: The child as it was when asked.
+    subagent: SubagentDTO
+
+
 class ProjectList(DTO):
     roots: list[str]
     #: Project directories of recent tasks, newest first.
@@ -216,6 +229,7 @@ RESPONSES: dict[str, type[BaseModel]] = {
     "queue.set_auto_run": QueueStateDTO,
     "agent.cancel": CancelAnswer,
     "agent.stop_now": StopNowAnswer,
+    "subagent.cancel": SubagentCancelAnswer,
     "permission.respond": Success,
     "server.info": ServerInfo,
     "ping": EmptyAnswer,
@@ -326,6 +340,13 @@ class AgentCancelled(DTO):
     turn_id: str
 
 
+class SubagentChanged(DTO):
+    """DESIGN.md §13: a child session was announced or changed."""
+
+    session_id: str
+    subagent: SubagentDTO
+
+
 class TurnChanges(DTO):
     """DESIGN.md §12: what a turn that changed files changed."""
 
@@ -354,4 +375,5 @@ NOTIFICATIONS: dict[str, type[DTO]] = {
     "session.turn.stalled": TurnStalled,
     "session.agent.cancelled": AgentCancelled,
     "session.turn.changes": TurnChanges,
+    "session.subagent.changed": SubagentChanged,
 }

@@ -188,6 +188,14 @@ class AgentStopNow(Request):
     turn_id: Id | None = None
 
 
+class SubagentCancel(Request):
+    """DESIGN.md §13: stop one child session (subagent) of the session's agent."""
+
+    session_id: Id
+    #: The child's id, as ``subagents[].id`` of the session DTO names it.
+    subagent_id: Key
+
+
 class ProjectBrowse(Request):
     #: Default: the first project root.
     path: DirPath | None = None
@@ -240,6 +248,7 @@ REQUESTS: dict[str, type[Request]] = {
     "queue.set_auto_run": QueueSetAutoRun,
     "agent.cancel": AgentCancel,
     "agent.stop_now": AgentStopNow,
+    "subagent.cancel": SubagentCancel,
     "permission.respond": PermissionRespond,
     "server.info": NoPayload,
     "ping": NoPayload,

@@ -17,6 +17,8 @@ import { addQueuedEntry, applyQueue, messageAddOutcome, queueView } from "./queu
 import * as S from "./state.js";
 import { createShortcutHelp } from "./shortcut-help.js";
 import { createStallNotice } from "./stall-notice.js";
+import { createSubagentRows } from "./subagent-rows.js";
+import * as SA from "./subagents-state.js";
 import { countdownView, workingView } from "./turn-progress.js";
 import { createEscalationCountdown, createWorkingIndicator } from "./working-indicator.js";
 import { createPageAttention } from "./page-attention.js";
@@ -138,6 +140,8 @@ export function mountTaskPage(root, boot, env = globalThis) {
   });
   // DESIGN.md §15: the running turn's live row, and the late cancel's countdown.
   const working = createWorkingIndicator();
+  // DESIGN.md §13: the running turn's subagents, each with its own Stop.
+  const subagents = createSubagentRows({ onStop: stopSubagent });
   const countdown = createEscalationCountdown({ onStopNow: stopNow });
   const queueSlot = h("div", { class: "queue-slot" }, countdown.el, stall.el, queueList.el);
   const composerSlot = h("div", { class: "composer-slot" });
@@ -179,6 +183,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
           changesView.el,
           messageList.el,
           working.el,
+          subagents.el,
           h("div", { class: "composer-stack" }, queueSlot, composerSlot),
         ),
       ),
@@ -275,6 +280,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
     const composerView = composerViewNow();
     composer.update(composerView);
     stall.update(stallNotice(state, sid), composerView.cancel);
+    subagents.update(SA.subagentRows(state, sid, { offline }));
     renderProgress();
     queueList.update(queueView(state, sid, { offline }));
     launchButton.disabled = launching || offline || !picker.launchable;
@@ -412,6 +418,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
   }
 
   function handleNotification(action, payload, epoch) {
+      if (action === "session.subagent.changed") setState((s) => SA.applySubagentChanged(s, payload));
       if (action === "session.turn.changes") {
         changes = C.applyTurnChanges(changes, payload);
         if (payload?.session_id === state.selectedSessionId) changesView.reload();
@@ -678,6 +685,16 @@ export function mountTaskPage(root, boot, env = globalThis) {
       if (err?.code !== "DISCONNECTED") setState((s) => S.setComposerError(s, sid, `Could not stop the agent now. ${humanizeError(err?.message) ?? ""}`.trim()));
     });
     if (!coarsePointer(env)) composer.focus(); // the clicked button is disabled now
+  }
+
+  /** DESIGN.md §13: one child stopped through its own cancel; the parent's turn goes on. */
+  function stopSubagent(subId) {
+    const sid = state.selectedSessionId;
+    if (!sid || S.isOffline(state)) return;
+    setState((s) => SA.markStopping(s, sid, subId));
+    ws.request("subagent.cancel", { session_id: sid, subagent_id: subId }).catch((err) => {
+      if (err?.code !== "DISCONNECTED") setState((s) => S.setComposerError(s, sid, `Could not stop the subagent. ${humanizeError(err?.message) ?? ""}`.trim()));
+    });
   }
 
   /** One queue action on the selected session; the backend answers with session.queue.changed. */

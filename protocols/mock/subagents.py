@@ -1,0 +1,77 @@
+"""``/subagents N [ms]``: N child sessions that stream for <ms> (default 20 s) each
+while the parent streams too (DESIGN.md §13).
+
+Each child is announced on the parent (``subagent_update`` with ``capabilities.cancel``),
+streams its own chunks on its own session id, and ends ``idle`` with ``end_turn`` at its
+time, or at once with ``cancelled`` when its own ``session/cancel`` comes.  The parent
+streams until every child has ended, then ends its turn.  A cancel of the parent ends
+the parent's turn at once and leaves the children running, as claude-agent-acp does for
+a client that can cancel them (0.91+): the client must cancel each.  Where the client
+cannot see children (Codex, ACP v1 without ``clientCapabilities.subagents``), the
+parent streams alone for <ms>.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+from .base import Child, Turn, Wait
+from .scripts import CHUNK_INTERVAL_S, stream
+
+__all__ = ["DEFAULT_MS", "subagents"]
+
+DEFAULT_MS = 20_000
+
+
+def _args(text: str) -> tuple[int, int]:
+    words = text.split()[1:3]
+    numbers = [int(w) for w in words if w.isdigit()]
+    n = numbers[0] if numbers else 2
+    ms = numbers[1] if len(numbers) > 1 else DEFAULT_MS
+    return max(1, min(n, 20)), max(ms, 1)
+
+
+def subagents(turn: Turn, text: str) -> Iterator[Wait]:
+    n, ms = _args(text)
+    agent, wire = turn.agent, turn.wire
+    if not wire.subagents:
+        yield from stream(turn, ms, honour_cancel=True)
+        return
+    children: list[Child] = []
+    for i in range(1, n + 1):
+        child = Child(id=f"{agent.session_id}.sub{i}.{uuid.uuid4().hex[:6]}",
+                      title=f"Subagent {i}", turn=turn)
+        agent.children[child.id] = child
+        wire.subagent_announced(child)
+        children.append(child)
+    deadline = turn.now + ms / 1000
+    tick = 0
+    while True:
+        for child in children:
+            if child.done:
+                continue
+            if child.cancelled or turn.now >= deadline:
+                child.done = True
+                wire.subagent_state(child, "idle",
+                                    "cancelled" if child.cancelled else "end_turn")
+                agent.children.pop(child.id, None)
+            else:
+                wire.subagent_chunk(child, f"{child.title} chunk{tick} ")
+        parent_open = agent.turn is turn
+        if parent_open:
+            if turn.cancelled:
+                turn.end("cancelled")
+                parent_open = False
+            elif all(c.done for c in children):
+                turn.chunk("subagents done")
+                turn.end("end_turn")
+                return
+            else:
+                turn.chunk(f"parent chunk{tick} ")
+        if not parent_open and all(c.done for c in children):
+            return
+        tick += 1
+        # After the parent's end its cancel flag stays set: only a child's
+        # cancel (which steps the script itself) or the timer wakes it then.
+        yield Wait(min(CHUNK_INTERVAL_S, max(deadline - turn.now, 0.0)), cancel=parent_open)

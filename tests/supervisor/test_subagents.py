@@ -1,0 +1,118 @@
+"""Subagents (DESIGN.md §13) against the mock agent as a real subprocess, ACP v1 and
+v2: ``/subagents N ms`` runs N child sessions while the parent streams; one child
+is stopped through its own cancel while the parent and the other go on; a cancel of
+the parent stops them all and its status message counts them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from supervisor.errors import NotFound
+from supervisor.lifecycle import CancelOutcome
+from supervisor.models import CANCELLED_STATUS, SessionState
+from tests.support.sessions import new_session
+
+from .test_cancel_integration import _drain, _statuses, _wait_state
+
+AGENTS = ["mock", "mock-acp2"]
+
+
+async def _subagents(sup: Any, caller: Any, sid: str) -> list[dict[str, Any]]:
+    session = await sup.orchestrator.session(caller, sid)
+    children: list[dict[str, Any]] = sup.notify.session_dto(session)["subagents"]
+    return children
+
+
+async def _wait_for(sup: Any, caller: Any, sid: str, states: list[str],
+                    timeout: float = 10) -> list[dict[str, Any]]:
+    with trio.fail_after(timeout):
+        while True:
+            children = await _subagents(sup, caller, sid)
+            if [c["state"] for c in children] == states:
+                return children
+            await trio.sleep(0.02)
+
+
+async def _running_children(sup: Any, agent: str, ms: int) -> tuple[Any, str, Any,
+                                                                    list[dict[str, Any]]]:
+    caller, sid = await new_session(sup, agent)
+    assert await _subagents(sup, caller, sid) == []
+    sub = sup.bus.subscriber()
+    sub.subscribe(sid)
+    await sup.orchestrator.send_message(caller, sid, f"/subagents 2 {ms}")
+    children = await _wait_for(sup, caller, sid, ["running", "running"])
+    return caller, sid, sub, children
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+async def test_one_child_stops_while_the_parent_and_the_other_go_on(
+        make_supervisor: Any, agent: str) -> None:
+    async with make_supervisor() as sup:
+        caller, sid, sub, children = await _running_children(sup, agent, 2500)
+        first, second = children
+        assert second["title"] == "Subagent 2"
+        assert first["title"] == "Subagent 1" and first["cancellable"]
+        turn_id = first["turn_id"]
+        assert turn_id == (await sup.orchestrator.session(caller, sid)).current_turn_id
+        outcome, dto = await sup.subagents.cancel(sid, first["id"])
+        assert outcome == "cancel_sent" and dto["id"] == first["id"]
+        with trio.fail_after(5):
+            while (await _subagents(sup, caller, sid))[0]["state"] != "cancelled":
+                await trio.sleep(0.02)
+        now = await _subagents(sup, caller, sid)
+        assert now[1]["state"] == "running" and not now[0]["cancellable"]
+        session = await sup.orchestrator.session(caller, sid)
+        assert session.state is SessionState.RUNNING
+        assert not sup.notify.projection.get(sid).pending
+        # A second ask is a no-op answer; an unknown child is NOT_FOUND.
+        assert (await sup.subagents.cancel(sid, first["id"]))[0] == "already_finished"
+        with pytest.raises(NotFound):
+            await sup.subagents.cancel(sid, "no-such-child")
+        # The other child streams to its end, then the parent ends its turn normally.
+        await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+        assert [c["state"] for c in await _subagents(sup, caller, sid)] == [
+            "cancelled", "completed"]
+        assert await _statuses(sup, caller, sid) == []
+        text = " ".join(m.content for m in await sup.orchestrator.list_messages(caller, sid)
+                        if m.role == "agent")
+        # The children's own text is theirs, not the parent's transcript.
+        assert "parent chunk" in text and "subagents done" in text
+        assert "Subagent 1 chunk" not in text
+        changed = [f for f in _drain(sub) if '"session.subagent.changed"' in f]
+        assert any('"cancelling"' in f for f in changed)
+        assert any('"cancelled"' in f for f in changed)
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+async def test_a_parent_cancel_stops_every_child_and_counts_them(
+        make_supervisor: Any, agent: str) -> None:
+    async with make_supervisor() as sup:
+        caller, sid, _sub, children = await _running_children(sup, agent, 20_000)
+        with trio.fail_after(5):
+            outcome = await sup.orchestrator.cancel(caller, sid)
+        assert outcome is CancelOutcome.ACKNOWLEDGED
+        [status] = await _statuses(sup, caller, sid)
+        assert status.content == CANCELLED_STATUS
+        assert status.metadata["subagents_cancelled"] == 2
+        assert status.metadata["cancelled"] is True
+        await _wait_for(sup, caller, sid, ["cancelled", "cancelled"], timeout=5)
+        assert not sup.notify.projection.get(sid).pending
+        # Nothing left to stop: a later ask for either is a no-op answer.
+        for child in children:
+            assert (await sup.subagents.cancel(sid, child["id"]))[0] == "already_finished"
+
+
+async def test_the_next_turns_children_replace_the_ended_ones(make_supervisor: Any) -> None:
+    async with make_supervisor() as sup:
+        caller, sid, _sub, first = await _running_children(sup, "mock-acp2", 300)
+        await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+        await sup.orchestrator.send_message(caller, sid, "/subagents 1 300")
+        with trio.fail_after(10):
+            while True:
+                children = await _subagents(sup, caller, sid)
+                if len(children) == 1 and children[0]["id"] not in {c["id"] for c in first}:
+                    break
+                await trio.sleep(0.02)

@@ -1,0 +1,81 @@
+"""supervisor/subagents.py without an agent: what the session DTO lists, and the
+answers of ``subagent.cancel`` for each kind of child."""
+
+from __future__ import annotations
+
+import pytest
+
+from protocols.events import SubagentChanged, SubagentState
+from supervisor.errors import Conflict, NotFound
+from supervisor.subagents import SubagentControl, Subagents
+
+
+def ev(sid: str, state: SubagentState = "running", cancellable: bool = True) -> SubagentChanged:
+    return SubagentChanged(subagent_id=sid, title=f"T {sid}", state=state,
+                           cancellable=cancellable and state in ("running", "requires_action"))
+
+
+def test_a_new_turns_first_child_drops_the_ended_ones_and_keeps_a_working_one() -> None:
+    subs = Subagents()
+    assert subs.dtos("s") == []
+    subs.record("s", "t1", ev("a"))
+    subs.record("s", "t1", ev("b"))
+    subs.record("s", "t1", ev("a", "completed"))
+    # A child keeps its turn even when it changes between turns.
+    assert subs.record("s", None, ev("b", "running"))["turn_id"] == "t1"
+    subs.record("s", "t2", ev("c"))
+    assert [(d["id"], d["turn_id"]) for d in subs.dtos("s")] == [("b", "t1"), ("c", "t2")]
+    assert subs.dtos("s")[0] == {"id": "b", "title": "T b", "state": "running",
+                                 "cancellable": True, "turn_id": "t1"}
+
+
+def test_an_agent_that_stopped_leaves_no_child_running() -> None:
+    subs = Subagents()
+    subs.record("s", "t1", ev("a"))
+    subs.record("s", "t1", ev("b", "cancelled"))
+    changed = subs.agent_stopped("s")
+    assert [(d["id"], d["state"], d["cancellable"]) for d in changed] == [("a", "unknown", False)]
+    assert subs.agent_stopped("s") == []
+    subs.forget("s")
+    assert subs.dtos("s") == []
+
+
+class FakeAdapter:
+    def __init__(self, writes: bool) -> None:
+        self.writes = writes
+        self.cancelled: list[str] = []
+
+    def subagent(self, subagent_id: str) -> SubagentChanged | None:
+        return None
+
+    async def cancel_subagent(self, subagent_id: str) -> bool:
+        self.cancelled.append(subagent_id)
+        return self.writes
+
+
+async def test_cancel_answers() -> None:
+    subs = Subagents()
+    adapter = FakeAdapter(writes=True)
+    control = SubagentControl(lambda sid: adapter if sid == "s" else None,  # type: ignore[arg-type,return-value]
+                              subs)
+    subs.record("s", "t1", ev("run"))
+    subs.record("s", "t1", ev("done", "completed"))
+    subs.record("s", "t1", ev("stopping", "cancelling"))
+    subs.record("s", "t1", ev("closed", cancellable=False))
+    with pytest.raises(NotFound):
+        await control.cancel("s", "nope")
+    assert (await control.cancel("s", "run"))[0] == "cancel_sent"
+    assert (await control.cancel("s", "done"))[0] == "already_finished"
+    assert (await control.cancel("s", "stopping"))[0] == "already_cancelling"
+    with pytest.raises(Conflict):
+        await control.cancel("s", "closed")
+    assert adapter.cancelled == ["run"]
+    # No agent running any more: nothing to stop.
+    subs.record("x", "t1", ev("orphan"))
+    assert (await control.cancel("x", "orphan"))[0] == "already_finished"
+    # An executor that cannot send it (agentctl): CONFLICT, said so.
+    control = SubagentControl(lambda sid: FakeAdapter(writes=False), subs)  # type: ignore[arg-type,return-value]
+    with pytest.raises(Conflict, match="executor"):
+        await control.cancel("s", "run")
+
+
