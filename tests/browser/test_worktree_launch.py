@@ -27,7 +27,9 @@ pytestmark = pytest.mark.browser
 
 
 @pytest.fixture
-def roots(tmp_path: Path, server_factory: Callable[..., BlockingServerProcess]) -> tuple[BlockingServerProcess, Path]:
+def roots(
+    tmp_path: Path, server_factory: Callable[..., BlockingServerProcess]
+) -> tuple[BlockingServerProcess, Path]:
     root = (tmp_path / "projects").resolve()
     repo = root / "demo"
     repo.mkdir(parents=True)
@@ -44,7 +46,8 @@ def roots(tmp_path: Path, server_factory: Callable[..., BlockingServerProcess]) 
 
 
 def _task(server: BlockingServerProcess, project: Path) -> str:
-    resp = httpx.post(server.url_for("/api/v1/tasks"), json={"title": project.name, "project_dir": str(project)},
+    body = {"title": project.name, "project_dir": str(project)}
+    resp = httpx.post(server.url_for("/api/v1/tasks"), json=body,
                       headers={"Authorization": f"Bearer {server.token}"}, timeout=10)
     resp.raise_for_status()
     task_id: str = resp.json()["id"]

@@ -72,11 +72,11 @@ export function createSessionList({ taskId, onSelect, onManage = () => {} }) {
         "aria-current": selected ? "page" : null,
       },
       h("span", { class: "session-name", dataset: { testid: "session-name" } }, name),
+      h("span", { class: "session-agent", dataset: { testid: "session-agent" } }, s.agent ?? ""),
       timeElement(s.created_at, "session-time"),
       h(
         "span",
         { class: "session-meta" },
-        h("span", { class: "session-agent" }, s.agent ?? ""),
         h(
           "span",
           {
