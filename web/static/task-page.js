@@ -108,8 +108,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
     "form",
     { class: "launch-form", "aria-label": "Start a session" },
     h("label", { for: "agent-select", class: "field-label" }, "Agent"),
-    h("div", { class: "launch-row" }, agentSelect, launchButton),
-    worktreeOption,
+    h("div", { class: "launch-row" }, agentSelect, launchButton, worktreeOption),
     h("p", { class: "sandbox-warning", role: "note", dataset: { testid: "sandbox-warning" },
              hidden: !state.sandboxWarning }, state.sandboxWarning ?? ""),
     picker.note,
@@ -278,7 +277,15 @@ export function mountTaskPage(root, boot, env = globalThis) {
 
     const place = C.workplace(row, state.task);
     workDir.hidden = !place;
-    workDir.textContent = place ? `Works in ${place.path}${place.branch ? ` (worktree, branch ${place.branch})` : ""}` : "";
+    // The branch, then the path (on a phone one line each, the path cut at its start).
+    const shown = place ? JSON.stringify(place) : "";
+    if (workDir.dataset.shown !== shown) {
+      workDir.dataset.shown = shown;
+      workDir.replaceChildren(
+        place?.branch ? h("span", { class: "work-branch" }, `Own worktree, branch ${place.branch}`) : "",
+        place ? h("span", { class: "work-where" }, "Works in ", h("span", { class: "work-path", title: place.path }, h("bdi", {}, place.path))) : "",
+      );
+    }
     workDir.dataset.path = place?.path ?? "";
     changesView.update(row ? sid : null);
     messageList.update(
