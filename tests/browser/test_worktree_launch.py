@@ -88,6 +88,27 @@ def test_a_session_in_its_own_worktree_writes_there(
     assert (worktree / "f.txt").read_text().strip() == "hi"
     assert not (project / "f.txt").exists()  # the project itself untouched
 
+    # The diff's line numbers move with it (diff2html places them absolutely: without a
+    # positioned wrapper they stayed on screen over other messages), in the page's own scheme.
+    file_row = page.get_by_test_id("turn-changes").locator('[data-testid="changed-file"]').first
+    person.press(file_row.locator("summary"))
+    number = file_row.locator(".d2h-code-linenumber").first
+    expect(number).to_be_visible()
+    assert number.evaluate("n => Boolean(n.offsetParent?.closest('.diff-view'))")
+    expect(file_row.locator(".d2h-auto-color-scheme").first).to_be_attached()
+
+    # While a turn runs the composer's buttons (Cancel and undo, Cancel, Steer, Queue) and its
+    # input stay inside the window, on the phone too.
+    person.start_turn("/delay 20000")
+    expect(page.get_by_test_id("cancel-revert-button")).to_be_visible()
+    width = page.viewport_size["width"] if page.viewport_size else 0
+    for control in [person.chat_input, *page.locator(".composer button:visible").all()]:
+        box = control.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, box
+    shot(page, f"worktree-running-{view}")
+    person.press(person.cancel_button)
+    person.expect_settled(timeout=15_000)
+
 
 def test_the_toggle_is_offered_only_on_a_git_project(
     roots: tuple[BlockingServerProcess, Path], new_context: Any

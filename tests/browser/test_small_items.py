@@ -1,0 +1,38 @@
+"""Issue 29's smaller items seen in the page, desktop and phone: a permission the agent took
+back says so (not "Cancelled with the turn", the turn went on), and every time shown carries its
+day ("Today 12:04"; the full date and year on hover)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+pytest.importorskip("playwright.sync_api")
+
+from playwright.sync_api import expect
+
+from .ui import create_task, open_person
+
+pytestmark = pytest.mark.browser
+
+
+def test_a_withdrawn_permission_and_dated_times(server: Any, new_context: Any, view: str) -> None:
+    task_id = create_task(server, f"Small items {view}")
+    person = open_person(server, new_context, view, f"/tasks/{task_id}")
+    person.launch_session()
+    person.send("/withdraw")
+    card = person.page.get_by_test_id("permission-card")
+    expect(card).to_have_attribute("data-outcome", "Withdrawn by the agent", timeout=15_000)
+    expect(card).to_contain_text("Withdrawn by the agent")
+    expect(card).not_to_contain_text("Cancelled with the turn")
+    expect(person.page.locator('[data-role="agent"]').last).to_contain_text("withdrawn")
+
+    times = person.page.get_by_test_id("message-list").locator("time")
+    expect(times.first).to_have_text(re.compile(r"^Today \d"))
+    title = times.first.get_attribute("title") or ""
+    assert re.search(r"\b20\d\d\b", title), title
+    session_time = person.page.locator(".session-time").first
+    if view == "desktop":  # the phone's strip leaves the time out
+        expect(session_time).to_have_text(re.compile(r"^Today \d"))
