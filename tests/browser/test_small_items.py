@@ -36,3 +36,17 @@ def test_a_withdrawn_permission_and_dated_times(server: Any, new_context: Any, v
     session_time = person.page.locator(".session-time").first
     if view == "desktop":  # the phone's strip leaves the time out
         expect(session_time).to_have_text(re.compile(r"^Today \d"))
+
+
+def test_a_long_task_title_keeps_its_width(server: Any, new_context: Any, view: str) -> None:
+    """Beside its status and time a task's title was squeezed to a letter or two a line on a
+    phone: it takes the row's width, the status and time go under it."""
+    task_id = create_task(server, f"Edit the demo project, then undo a wrong path ({view})")
+    person = open_person(server, new_context, view, "/")
+    item = person.task_link(task_id)
+    title = item.get_by_test_id("task-title")
+    expect(title).to_be_visible()
+    box, row = title.bounding_box(), item.bounding_box()
+    assert box is not None and row is not None
+    assert box["width"] >= 0.6 * row["width"], (box, row)
+    assert box["height"] <= 3 * 26, box  # two lines at most on the phone, one on the desktop
