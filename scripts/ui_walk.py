@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.browser.conftest import VIEWS  # noqa: E402
 from tests.browser.ui import Person, ensure_mounted  # noqa: E402
-from tests.support.git import git  # noqa: E402
+from tests.support.git import committed_repo  # noqa: E402
 from tests.support.serverproc import BlockingServerProcess, start_blocking_server  # noqa: E402
 
 TOKEN = "ui-walk-token-0123456789-0123456789"
@@ -64,16 +64,6 @@ CHECK = """
 """
 
 
-def _project(root: Path) -> Path:
-    repo = root / "demo"
-    repo.mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "README.md").write_text("# demo\n\nA project to edit.\n")
-    git(repo, "add", ".")
-    git(repo, "commit", "-qm", "init")
-    return repo
-
-
 class Walk:
     def __init__(self, out: Path, view: str, scheme: str, page: Page) -> None:
         self.out, self.view, self.scheme, self.page = out, view, scheme, page
@@ -100,7 +90,7 @@ def _task(server: BlockingServerProcess, title: str, project: Path) -> str:
 def walk(out: Path, view: str, scheme: str, browser: Any) -> None:
     with TemporaryDirectory() as tmp:
         root = Path(tmp) / "projects"
-        project = _project(root)
+        project = committed_repo(root / "demo", {"README.md": "# demo\n\nA project to edit.\n"})
         server = start_blocking_server(Path(tmp) / "data", token=TOKEN,
                                        toml=TOML + f'\n[projects]\nroots = ["{root}"]\n')
         ctx = browser.new_context(**VIEWS[view], color_scheme=scheme)

@@ -17,7 +17,7 @@ pytest.importorskip("playwright.sync_api")
 
 from playwright.sync_api import expect
 
-from tests.support.git import git
+from tests.support.git import committed_repo, git
 from tests.support.serverproc import BlockingServerProcess
 
 from .configs import LONG_PENDING_TOML
@@ -31,12 +31,7 @@ def roots(
     tmp_path: Path, server_factory: Callable[..., BlockingServerProcess]
 ) -> tuple[BlockingServerProcess, Path]:
     root = (tmp_path / "projects").resolve()
-    repo = root / "demo"
-    repo.mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "README.md").write_text("hello\n")
-    git(repo, "add", ".")
-    git(repo, "commit", "-qm", "init")
+    committed_repo(root / "demo", {"README.md": "hello\n"})
     (root / "plain").mkdir()
     empty = root / "empty"  # a repository without a commit: no worktree can be made of it
     empty.mkdir()
