@@ -527,11 +527,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
   /** revert-turn-button: confirms (listing the later turns that go too), then turn.revert. */
   async function revertTurn(turnId, button) {
     const sid = state.selectedSessionId;
-    const later = C.laterChangedTurns(state.messages[sid], changes[sid], turnId);
-    const text = later.length
-      ? `Put the files back as they were before this turn? The changes of ${later.length} later turn${later.length === 1 ? "" : "s"} go too.`
-      : "Put the files back as they were before this turn?";
-    if (!env.confirm(text)) return;
+    if (!env.confirm(C.revertQuestion(state.messages[sid], changes[sid], turnId))) return;
     button.disabled = true;
     try {
       const answer = await ws.request("turn.revert", { session_id: sid, turn_id: turnId });
