@@ -21,6 +21,7 @@ from tests.support.git import committed_repo, git
 from tests.support.serverproc import BlockingServerProcess
 
 from .configs import LONG_PENDING_TOML
+from .test_accessibility import check_contrast
 from .ui import Person, get_session, open_person, shot, wait_until
 
 pytestmark = pytest.mark.browser
@@ -131,3 +132,30 @@ def test_a_failed_worktree_add_says_why(
     expect(page.get_by_test_id("session-item")).to_have_count(0)  # nothing half-made
     expect(page.get_by_test_id("new-session-button")).to_be_enabled()
     shot(page, f"worktree-failed-{view}")
+
+
+def test_the_worktree_and_changes_text_is_readable_in_both_themes(
+    roots: tuple[BlockingServerProcess, Path], new_context: Any
+) -> None:
+    """Contrast of at least 4.5:1 (issue 29) for this round's new text: the toggle, the branch,
+    where the agent works, a turn's changes card, Cancel and undo."""
+    server, root = roots
+    task_id = _task(server, root / "demo")
+    person = _open(server, new_context, "desktop", task_id)
+    page = person.page
+    person.press(page.get_by_test_id("worktree-toggle"))
+    person.launch_session()
+    person.send("/write f.txt hi")
+    expect(page.get_by_test_id("turn-changes")).to_have_count(1, timeout=20_000)
+    person.start_turn("/delay 30000")
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        checked = check_contrast(page, [
+            ".worktree-option", ".worktree-hint", ".session-branch", ".session-agent",
+            ".session-time", ".work-dir", ".turn-changes-head", ".diff-path", ".file-status",
+            "[data-testid=revert-turn-button]", "[data-testid=changes-view-button]",
+            "[data-testid=cancel-revert-button]",
+        ], scheme)
+        assert len(checked) >= 10, checked
+    person.press(person.cancel_button)
+    person.expect_settled(timeout=15_000)
