@@ -50,3 +50,30 @@ def test_a_long_task_title_keeps_its_width(server: Any, new_context: Any, view: 
     assert box is not None and row is not None
     assert box["width"] >= 0.6 * row["width"], (box, row)
     assert box["height"] <= 3 * 26, box  # two lines at most on the phone, one on the desktop
+
+
+def test_the_sidebar_names_the_agent_whole(server: Any, new_context: Any, view: str) -> None:
+    """Beside a long state badge the sidebar cut the agent's name to "m…": on the desktop the
+    row gives it a line of its own (wrapping, never cut); the phone's one-line strip leaves it
+    to the chat header, which names it whole."""
+    task_id = create_task(server, f"Agent names {view}")
+    person = open_person(server, new_context, view, f"/tasks/{task_id}")
+    sid = person.launch_session("mock-codex")
+    person.start_turn("/delay 20000")
+    person.chat_input.fill("queued behind the turn")
+    person.chat_input.press("Enter")
+    person.chat_input.blur()
+    row = person.session_item(sid)
+    expect(row.get_by_test_id("session-queued")).to_have_text("1 queued")
+    expect(row.get_by_test_id("session-state")).to_have_text("Running")
+    if view == "desktop":
+        agent = row.get_by_test_id("session-agent")
+        expect(agent).to_have_text("mock-codex")
+        assert agent.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), "the name is cut"
+        badge = row.get_by_test_id("session-state")
+        assert badge.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), "the badge is cut"
+    else:
+        expect(row.get_by_test_id("session-agent")).to_be_hidden()
+    expect(person.page.locator(".chat-title")).to_have_text(re.compile(r"· mock-codex$"))
+    person.press(person.cancel_button)
+    person.expect_settled(timeout=15_000)
