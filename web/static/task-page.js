@@ -524,7 +524,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
     return diff;
   }
 
-  /** revert-turn-button: confirms (listing the later turns that go too), then turn.revert. */
+  /** revert-turn-button: confirms (naming the files and the later turns that go), then turn.revert. */
   async function revertTurn(turnId, button) {
     const sid = state.selectedSessionId;
     if (!env.confirm(C.revertQuestion(state.messages[sid], changes[sid], turnId))) return;
