@@ -66,6 +66,9 @@ class Task:
     running_count: int = 0
     #: DESIGN.md §12: the directory its sessions work in (None: the data dir's work/).
     project_dir: str | None = None
+    #: When it was made or last given a session (None: its created_at): the task
+    #: list's order, which a rename or an archive does not change.
+    active_at: str | None = None
 
     def to_dto(self) -> dict[str, Any]:
         return {
@@ -73,6 +76,7 @@ class Task:
             "created_at": self.created_at, "updated_at": self.updated_at,
             "archived": self.archived, "session_count": self.session_count,
             "running_count": self.running_count, "project_dir": self.project_dir,
+            "active_at": self.active_at or self.created_at,
         }
 
 

@@ -6,9 +6,13 @@ and cancellation progress) and served at ``GET /api/v1/tasks/{id}/boot``.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import trio
+
 from supervisor.orchestrator import Caller
+from supervisor.projects import is_git
 from supervisor.root import Supervisor
 from supervisor.sandboxing import sandbox_modes, sandbox_warning
 
@@ -48,4 +52,12 @@ async def task_boot(sup: Supervisor, caller: Caller, task_id: str,
         # DESIGN.md §15: the late cancel's countdown (seconds until the agent is stopped).
         "cancel_timeouts": {"join_s": sup.config.timeouts.cancel_join_s,
                             "escalate_s": sup.config.timeouts.cancel_escalate_s},
+        # DESIGN.md §12: the new-session control offers "Own worktree" on a git project.
+        "project_is_git": await _project_is_git(task.project_dir),
     } | agents_info(sup)
+
+
+async def _project_is_git(project_dir: str | None) -> bool:
+    if not project_dir:
+        return False
+    return await trio.to_thread.run_sync(is_git, Path(project_dir))

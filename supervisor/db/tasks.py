@@ -11,9 +11,13 @@ from .values import new_id, now
 
 __all__ = ["TaskRows"]
 
-# A task with its live status: how many sessions, how many running a turn.
+# A task with its live status: how many sessions, how many running a turn; and
+# when it was last active (made, or given a session): the list's order, which a
+# rename or an archive leaves alone (its updated_at moves, its place does not).
 _TASK_SELECT = (
     "SELECT t.*, "
+    "MAX(t.created_at, COALESCE((SELECT MAX(s.created_at) FROM task_sessions s "
+    "WHERE s.task_id = t.id), '')) AS active_at, "
     "(SELECT COUNT(*) FROM task_sessions s WHERE s.task_id = t.id) AS session_count, "
     "(SELECT COUNT(*) FROM task_sessions s WHERE s.task_id = t.id AND s.state = 'RUNNING') "
     "AS running_count FROM tasks t"
@@ -25,7 +29,8 @@ def _task(row: sqlite3.Row) -> Task:
     return Task(id=row["id"], workspace_id=row["workspace_id"], title=row["title"],
                 created_at=row["created_at"], updated_at=row["updated_at"],
                 archived=bool(row["archived"]), session_count=row["session_count"],
-                running_count=row["running_count"], project_dir=row["project_dir"])
+                running_count=row["running_count"], project_dir=row["project_dir"],
+                active_at=row["active_at"])
 
 
 
@@ -43,7 +48,7 @@ class TaskRows(SessionRows):
                     project_dir: str | None = None) -> Task:
         ts = now()
         task = Task(id=new_id(), workspace_id=workspace_id, title=title,
-                    created_at=ts, updated_at=ts, project_dir=project_dir)
+                    created_at=ts, updated_at=ts, project_dir=project_dir, active_at=ts)
         with self._tx():
             self.conn.execute(
                 "INSERT INTO tasks (id, workspace_id, title, created_at, updated_at, "
@@ -59,8 +64,8 @@ class TaskRows(SessionRows):
         ids = list(workspace_ids)
         marks = ",".join("?" * len(ids))
         rows = self.conn.execute(
-            f"{_TASK_SELECT} WHERE t.workspace_id IN ({marks}) ORDER BY t.updated_at DESC", ids
-        ).fetchall()
+            f"{_TASK_SELECT} WHERE t.workspace_id IN ({marks}) "
+            "ORDER BY active_at DESC, t.rowid DESC", ids).fetchall()
         return [_task(r) for r in rows]
 
     def update_task(self, task_id: str, *, title: str | None = None,

@@ -19,7 +19,8 @@ from .ui import create_task, open_person, shot
 pytestmark = pytest.mark.browser
 
 #: WCAG 2 contrast of an element's text over what is drawn under it (its ancestors'
-#: backgrounds, blended while they are translucent), from getComputedStyle.
+#: backgrounds, blended while they are translucent; its and their opacity), from
+#: getComputedStyle.
 CONTRAST = """el => {
   const parse = (c) => {
     const p = c.match(/[\\d.]+/g).map(Number);
@@ -38,7 +39,11 @@ CONTRAST = """el => {
   const root = parse(getComputedStyle(document.documentElement).backgroundColor);
   if (root.a > 0) bg = root;
   for (const layer of layers.reverse()) bg = over(layer, bg);
-  const fg = over(parse(getComputedStyle(el).color), bg);
+  // An element (or an ancestor) drawn with opacity fades its text into the background.
+  let opacity = 1;
+  for (let n = el; n; n = n.parentElement) opacity *= Number(getComputedStyle(n).opacity);
+  const color = parse(getComputedStyle(el).color);
+  const fg = over({ ...color, a: color.a * opacity }, bg);
   const lum = (c) => {
     const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
     return 0.2126 * f(c.r) + 0.7152 * f(c.g) + 0.0722 * f(c.b);

@@ -151,6 +151,9 @@ def test_approval_and_cancelling_reach_every_tab_with_the_title_mark_and_notific
     expect(badge).to_have_text("1 session needs you", timeout=15_000)
     expect(page).to_have_title(re.compile(rf"^\(1\) Attention {view}"))
     expect(row).to_have_text("Needs approval", timeout=15_000)
+    # The first session's own row too: the page left it before it asked (issue 29).
+    expect(person.session_item(first).get_by_test_id("session-state")).to_have_text(
+        "Needs approval", timeout=15_000)
     page.wait_for_function("window.__notes.length >= 2")
     notes = page.evaluate("window.__notes")
     assert [n["title"] for n in notes] == [

@@ -321,3 +321,36 @@ def test_a_reconnect_re_lists_what_changed_while_the_server_was_away(
     expect(page_tab.page).to_have_url(re.compile(rf"session={re.escape(first)}"))
     expect(page_tab.page.get_by_test_id("page-error")).to_be_hidden()
     assert not page_tab.errors and not list_tab.errors, (page_tab.errors, list_tab.errors)
+
+
+def test_a_renamed_task_keeps_its_place(server: ServerProcess, new_context: Any, view: str) -> None:
+    """Issue 29: renaming (or archiving and unarchiving) a task does not move it to the top, in
+    the tab that renamed it, in another tab, nor after a reload; a new task still goes first."""
+    ids = [create_task(server, f"Place {view} {n}") for n in range(3)]
+    renamer = open_tab(server, new_context, view, "/")
+    watcher = open_tab(server, new_context, view, "/")
+
+    def order(tab: Tab) -> list[str]:
+        shown = tab.page.locator('[data-testid="task-item"]').evaluate_all(
+            "els => els.map(e => e.dataset.taskId)")
+        return [i for i in shown if i in ids]
+
+    newest_first = ids[::-1]
+    expect(renamer.task_link(ids[0])).to_be_visible()
+    assert order(renamer) == newest_first
+    renamer.rename(renamer.task_actions(ids[0]), f"Renamed {view}")
+    expect(watcher.task_link(ids[0]).get_by_test_id("task-title")).to_have_text(f"Renamed {view}")
+    renamer.archive(renamer.task_actions(ids[1]))
+    renamer.press(renamer.page.get_by_test_id("archived-tasks").locator("summary"))
+    renamer.archive(renamer.task_actions(ids[1]), "Unarchive")
+    expect(watcher.task_link(ids[1])).to_have_attribute("data-archived", "false")
+    for tab in (renamer, watcher):
+        assert order(tab) == newest_first, tab
+    renamer.page.reload()
+    wait_live(renamer)
+    expect(renamer.task_link(ids[0])).to_contain_text(f"Renamed {view}")
+    assert order(renamer) == newest_first
+    newer = create_task(server, f"Place {view} new")
+    expect(watcher.task_link(newer)).to_be_visible()
+    first = watcher.page.locator('[data-testid="task-item"]').first
+    expect(first).to_have_attribute("data-task-id", newer)

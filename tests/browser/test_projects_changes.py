@@ -118,6 +118,7 @@ def test_pick_a_project_see_the_changes_open_the_diff_and_revert(
         button = cards.nth(i).get_by_test_id("revert-turn-button")
         expect(button).to_have_text("Reverted", timeout=15_000)
     assert dialogs and "before this turn" in dialogs[0] and "1 later turn" in dialogs[0], dialogs
+    assert "a.txt" in dialogs[0] and "x.html" in dialogs[0], dialogs  # it lists what goes
     restored = person.status_messages().filter(has_text=RESTORED)
     expect(restored).to_have_count(1, timeout=10_000)
     assert not (project / "a.txt").exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from protocols.process import process_identity
@@ -109,3 +110,25 @@ def test_the_sessions_index_is_not_rewritten_by_state_changes(tmp_path: Path) ->
         "EXPLAIN QUERY PLAN SELECT id FROM task_sessions WHERE task_id = ? ORDER BY created_at",
         ("t",)))
     assert "sessions_by_task" in plan and "TEMP B-TREE" not in plan
+
+
+def test_the_task_list_order_follows_activity_not_renames(tmp_path: Path) -> None:
+    """A new task or a new session moves a task up; a rename or an archive does not."""
+    db = Db(tmp_path / "t.db")
+    ws = db.ensure_workspace("default")
+    a, b, _c = (db.create_task(ws, name) for name in "abc")
+
+    def order() -> list[str]:
+        return [t.title for t in db.list_tasks([ws])]
+
+    assert order() == ["c", "b", "a"]
+    db.update_task(a.id, title="a2")
+    db.update_task(b.id, archived=True)
+    assert order() == ["c", "b", "a2"]
+    time.sleep(0.002)  # stamps have milliseconds
+    db.update_task(a.id, title="a3")
+    renamed = db.get_task(a.id)
+    assert renamed is not None and renamed.updated_at > renamed.to_dto()["active_at"]
+    db.create_session(a.id, "mock")
+    assert order() == ["a3", "c", "b"]
+    db.close()

@@ -6,7 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
-__all__ = ["git"]
+__all__ = ["committed_repo", "git"]
 
 
 def git(repo: Path, *args: str) -> str:
@@ -16,3 +16,14 @@ def git(repo: Path, *args: str) -> str:
            "GIT_COMMITTER_EMAIL": "t@t"}
     return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True,
                           text=True).stdout.strip()
+
+
+def committed_repo(path: Path, files: dict[str, str]) -> Path:
+    """A new repository at ``path`` on ``main`` with ``files`` in its one commit."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    for name, text in files.items():
+        (path / name).write_text(text)
+    git(path, "add", ".")
+    git(path, "commit", "-qm", "init")
+    return path

@@ -62,6 +62,15 @@ describe("session.attention in the page's state", () => {
     const other = S.applyNotification(s, "session.attention", { session_id: "elsewhere", task_id: "t2", needs_approval: true, cancelling: false }, 1);
     assert.equal(other.sessions.elsewhere, undefined);
   });
+  it("believes session.attention over the held messages of a session the page left", () => {
+    let s = S.setConnection(S.hydrate(boot([session("s1"), session("s2", { created_at: "2026-08-03T10:01:00Z" })])), "open");
+    s = S.replaceMessages(s, "s2", []); // followed once, then left: its messages stop there
+    s = S.selectSession(s, "s1");
+    s = S.applyNotification(s, "session.attention", { session_id: "s2", task_id: "task-1", needs_approval: true, cancelling: false }, 1);
+    assert.equal(sessionStatus(s, "s2").label, "Needs approval");
+    s = S.applyNotification(s, "session.attention", { session_id: "s2", task_id: "task-1", needs_approval: false, cancelling: false }, 1);
+    assert.equal(sessionStatus(s, "s2").label, "Running");
+  });
   it("keeps the followed session's cancel to its own revision rule", () => {
     let s = S.setConnection(S.hydrate(boot([session("s1")])), "open");
     s = S.applyNotification(s, "session.attention", { session_id: "s1", task_id: "task-1", needs_approval: false, cancelling: true }, 1);

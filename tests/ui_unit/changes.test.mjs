@@ -53,6 +53,21 @@ describe("turn changes", () => {
     assert.deepEqual(C.laterChangedTurns(messages, known.s, "nope"), []);
   });
 
+  it("asks a revert naming the files and the later turns that go", () => {
+    let known = {};
+    known = C.applyTurnChanges(known, { session_id: "s", turn_id: "t1", files: [file("a.txt"), file("b.txt")] });
+    known = C.applyTurnChanges(known, { session_id: "s", turn_id: "t2", files: [file("b.txt"), file("c.txt")] });
+    const messages = [msg("a", "t1"), msg("b", "t2")];
+    const text = C.revertQuestion(messages, known.s, "t1");
+    assert.match(text, /^Put the files back as they were before this turn\?/);
+    assert.match(text, /1 later turn go too/);
+    assert.match(text, /Files put back \(3\):\n  a\.txt\n  b\.txt\n  c\.txt$/);
+    assert.equal(C.revertQuestion(messages, known.s, "t2"), "Put the files back as they were before this turn?\n\nFiles put back (2):\n  b.txt\n  c.txt");
+    let many = {};
+    many = C.applyTurnChanges(many, { session_id: "s", turn_id: "t1", files: Array.from({ length: 12 }, (_, i) => file(`f${i}`)) });
+    assert.match(C.revertQuestion([msg("a", "t1")], many.s, "t1"), /f9\n  … and 2 more$/);
+  });
+
   it("adds up a file list's lines", () => {
     assert.deepEqual(C.totals([file("a", 2, 1), file("b", 3, 0)]), { additions: 5, deletions: 1 });
   });

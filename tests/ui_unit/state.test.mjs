@@ -68,6 +68,18 @@ describe("hydration from the boot state", () => {
     const more = S.upsertTask(state, { id: "newest", title: "x", updated_at: "2026-08-04T00:00:00Z" });
     assert.deepEqual(more.tasks.map((t) => t.id), ["newest", "new", "old"]);
   });
+
+  it("keeps a renamed task in its place (ordered by active_at, not updated_at)", () => {
+    const state = S.hydrate({
+      page: "tasks",
+      tasks: [
+        { id: "old", title: "old", active_at: "2026-08-01T00:00:00Z", updated_at: "2026-08-01T00:00:00Z" },
+        { id: "new", title: "new", active_at: "2026-08-03T00:00:00Z", updated_at: "2026-08-03T00:00:00Z" },
+      ],
+    });
+    const renamed = S.upsertTask(state, { id: "old", title: "renamed", active_at: "2026-08-01T00:00:00Z", updated_at: "2026-08-05T00:00:00Z" });
+    assert.deepEqual(renamed.tasks.map((t) => t.title), ["new", "renamed"]);
+  });
 });
 
 describe("merge by revision", () => {

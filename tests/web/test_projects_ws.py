@@ -20,6 +20,8 @@ from tests.support.server import Server, running_server
 from tests.support.sessions import launch_subscribed
 from tests.support.ws import WsClient, is_turn_completed, ws_client
 
+from .support import http
+
 
 @pytest.fixture
 def projects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -207,6 +209,20 @@ async def test_cancel_half_way_then_undo(psrv: Server, projects: Path) -> None:
             assert _tree(project) == before
             idle = await ws.call("agent.cancel", {"session_id": sid, "revert": True})
             assert idle["outcome"] == "nothing_running" and "revert_error" in idle
+
+
+async def test_the_task_boot_says_whether_the_project_is_git(psrv: Server,
+                                                           projects: Path) -> None:
+    """The page offers "Own worktree" only where a worktree can be made."""
+    _repo(projects / "app")
+    (projects / "plain").mkdir()
+    with trio.fail_after(30):
+        async with ws_client(psrv) as ws, http(psrv) as h:
+            tasks = [await _task(ws, "app"), await _task(ws, "plain"),
+                     await ws.call("task.create", {"title": "no project"})]
+            answers = [(await h.get(f"/api/v1/tasks/{t['id']}/boot")).json()["project_is_git"]
+                       for t in tasks]
+            assert answers == [True, False, False]
 
 
 async def test_worktree_sessions_are_isolated_and_cleaned_up(psrv: Server,

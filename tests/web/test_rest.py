@@ -13,7 +13,7 @@ from .support import http, launch, new_task
 
 BOOT_KEYS = {"page", "task", "sessions", "selected_session_id", "messages", "agents",
              "default_agent", "agent_sandbox", "sandbox_warning", "queue", "queue_revision",
-             "cancel_timeouts"}
+             "cancel_timeouts", "project_is_git"}
 
 
 async def test_rest_boot_and_page_agree(server: Server) -> None:
@@ -25,7 +25,7 @@ async def test_rest_boot_and_page_agree(server: Server) -> None:
             task = r.json()
             assert set(task) == {"id", "workspace_id", "title", "created_at", "updated_at",
                                  "archived", "session_count", "running_count",
-                                 "project_dir", "approval_count", "cancelling_count"}
+                                 "project_dir", "approval_count", "cancelling_count", "active_at"}
             assert task["project_dir"] is None
             task_id = task["id"]
             first = await launch(ws, task_id)

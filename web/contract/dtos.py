@@ -31,6 +31,9 @@ class TaskDTO(DTO):
     running_count: int
     #: DESIGN.md §12: where its sessions work (null: the data dir's work/).
     project_dir: str | None = None
+    #: When it was made or last given a session: the task list's order (a rename
+    #: or an archive moves updated_at, never its place).
+    active_at: str | None = None
     #: DESIGN.md §15: its sessions waiting for an approval, and being cancelled
     #: (0 where a path builds the DTO without the notifier's knowledge).
     approval_count: int = 0

@@ -15,7 +15,8 @@ function diff2html() {
 /** An element showing `text` (a unified diff, one or more files) line by line. */
 export async function renderDiff(text) {
   const { html } = await diff2html();
-  const markup = html(String(text ?? ""), { drawFileList: false, outputFormat: "line-by-line", matching: "none" });
+  // colorScheme "auto": dark with the page's own dark mode (prefers-color-scheme).
+  const markup = html(String(text ?? ""), { drawFileList: false, outputFormat: "line-by-line", matching: "none", colorScheme: "auto" });
   const el = h("div", { class: "diff-view", dataset: { testid: "diff-view" } });
   el.innerHTML = DOMPurify.sanitize(markup);
   return el;

@@ -29,6 +29,18 @@ function queuedChip(count) {
   return h("span", { class: "session-queued", dataset: { testid: "session-queued" } }, `${count} queued`);
 }
 
+/** The branch of a session launched in its own worktree (DESIGN.md §12). */
+function branchLine(worktree) {
+  if (!worktree?.branch) return null;
+  return h(
+    "span",
+    { class: "session-branch", dataset: { testid: "session-branch" }, title: `Own worktree: ${worktree.path ?? ""}` },
+    h("span", { "aria-hidden": "true" }, "⎇ "),
+    h("span", { class: "visually-hidden" }, "Branch "),
+    worktree.branch,
+  );
+}
+
 /**
  * {el, update(sessions, selectedId)}; each session row may carry `status` (status.sessionStatus)
  * for its badge. onSelect(id) gets plain left clicks; onManage(id) the row's actions button
@@ -60,11 +72,11 @@ export function createSessionList({ taskId, onSelect, onManage = () => {} }) {
         "aria-current": selected ? "page" : null,
       },
       h("span", { class: "session-name", dataset: { testid: "session-name" } }, name),
+      h("span", { class: "session-agent", dataset: { testid: "session-agent" } }, s.agent ?? ""),
       timeElement(s.created_at, "session-time"),
       h(
         "span",
         { class: "session-meta" },
-        h("span", { class: "session-agent" }, s.agent ?? ""),
         h(
           "span",
           {
@@ -76,6 +88,7 @@ export function createSessionList({ taskId, onSelect, onManage = () => {} }) {
         ),
         queuedChip(s.queued_count),
       ),
+      branchLine(s.worktree),
     );
     link.addEventListener("click", (event) => {
       // Let the browser handle new-tab / new-window clicks.
@@ -104,7 +117,7 @@ export function createSessionList({ taskId, onSelect, onManage = () => {} }) {
     // replacing a link between mousedown and mouseup would swallow the user's click.
     const signature = JSON.stringify([
       selectedId,
-      sessions.map((s) => [s.id, s.state, s.agent, s.title, s.archived, s.created_at, s.status?.key, s.status?.reason, s.queued_count]),
+      sessions.map((s) => [s.id, s.state, s.agent, s.title, s.archived, s.created_at, s.status?.key, s.status?.reason, s.queued_count, s.worktree?.branch]),
     ]);
     if (signature === drawn) return;
     drawn = signature;

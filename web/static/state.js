@@ -89,12 +89,14 @@ export function hydrate(boot) {
 // ---------------------------------------------------------------------------------------------
 // Tasks
 
+// The task list's order: when a task was made or last given a session (`active_at`), so a
+// rename or an archive leaves it in its place; updated_at from a server that lacks it.
 function taskTime(task) {
-  const t = Date.parse(task?.updated_at ?? task?.created_at ?? "");
+  const t = Date.parse(task?.active_at ?? task?.updated_at ?? task?.created_at ?? "");
   return Number.isNaN(t) ? 0 : t;
 }
 
-/** Most recently updated first, as a task list is read. */
+/** Most recently active first, as a task list is read. */
 export function sortTasks(tasks) {
   return [...tasks].sort((a, b) => taskTime(b) - taskTime(a));
 }

@@ -73,7 +73,14 @@ export function sessionStatus(state, sessionId) {
       ? { key: "stopping", label: "Stopping an unresponsive agent", tone: "warning", reason: null }
       : { key: "cancelling", label: "Cancelling", tone: "warning", reason: null };
   }
-  if (live && (hasPendingPermission(messages) || (row.needs_approval === true && !Array.isArray(messages)))) {
+  // The selected session's messages are followed: they say whether a permission waits. Another
+  // session's held messages stopped when the page left it, so `session.attention`
+  // (needs_approval) speaks for it (a permission asked after it was left, issue 29).
+  const followed = sessionId === state.selectedSessionId && Array.isArray(messages);
+  const asking = followed
+    ? hasPendingPermission(messages)
+    : row.needs_approval === true || (typeof row.needs_approval !== "boolean" && hasPendingPermission(messages));
+  if (live && asking) {
     return { key: "approval", label: "Needs approval", tone: "attention", reason: null };
   }
   switch (s) {

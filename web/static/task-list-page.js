@@ -107,7 +107,7 @@ export function mountTaskListPage(root, boot, env = globalThis) {
         },
         h("span", { class: "task-title", dataset: { testid: "task-title" } }, t.title),
         h("span", { class: `state-badge tone--${status.tone}`, dataset: { testid: "task-status", status: status.key } }, status.label),
-        timeElement(t.updated_at, "task-time"),
+        timeElement(t.active_at ?? t.updated_at, "task-time"),
       ),
       manage,
     );
@@ -117,7 +117,7 @@ export function mountTaskListPage(root, boot, env = globalThis) {
   function renderList() {
     // Redraw only when something shown changed (a click between mousedown and mouseup on a
     // replaced link would be lost).
-    const signature = JSON.stringify(state.tasks.map((t) => [t.id, t.title, t.archived, t.updated_at, t.session_count, t.running_count, t.approval_count, t.cancelling_count]));
+    const signature = JSON.stringify(state.tasks.map((t) => [t.id, t.title, t.archived, t.active_at, t.updated_at, t.session_count, t.running_count, t.approval_count, t.cancelling_count]));
     if (signature === drawn) return;
     drawn = signature;
     const { active, archived } = L.splitArchived(state.tasks);

@@ -96,19 +96,32 @@ export function mountTaskPage(root, boot, env = globalThis) {
     { type: "submit", class: "btn btn-secondary", dataset: { testid: "new-session-button" } },
     "New session",
   );
+  // DESIGN.md §12: on a git project a session may work in a git worktree of its own.
+  const worktreeToggle = h("input", { type: "checkbox", id: "worktree-toggle", dataset: { testid: "worktree-toggle" } });
+  const worktreeOption = h(
+    "label",
+    { class: "worktree-option", for: "worktree-toggle", hidden: !boot.project_is_git,
+      title: "The session gets its own git worktree and branch: parallel sessions never touch each other's files" },
+    worktreeToggle,
+    h("span", {}, "Own worktree"),
+    h("span", { class: "worktree-hint" }, "(own branch)"),
+  );
   const launchForm = h(
     "form",
     { class: "launch-form", "aria-label": "Start a session" },
     h("label", { for: "agent-select", class: "field-label" }, "Agent"),
-    h("div", { class: "launch-row" }, agentSelect, launchButton),
+    h("div", { class: "launch-row" }, agentSelect, launchButton, worktreeOption),
     h("p", { class: "sandbox-warning", role: "note", dataset: { testid: "sandbox-warning" },
              hidden: !state.sandboxWarning }, state.sandboxWarning ?? ""),
     picker.note,
   );
   launchForm.addEventListener("submit", (event) => {
     event.preventDefault();
-    launch(picker.value, null);
+    launch(picker.value, null, { worktree: worktreeWanted() });
   });
+  function worktreeWanted() {
+    return !worktreeOption.hidden && worktreeToggle.checked;
+  }
 
   const chatTitle = h("h2", { class: "chat-title" });
   const chatState = h("span", { class: "state-badge", dataset: { testid: "selected-session-state" } });
@@ -117,7 +130,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
   const retryButton = h("button", { type: "button", class: "btn btn-secondary", hidden: true, dataset: { testid: "retry-start-button" } }, "Retry start");
   retryButton.addEventListener("click", () => {
     const row = state.sessions[state.selectedSessionId];
-    if (row) launch(row.agent, null);
+    if (row) launch(row.agent, null, { worktree: Boolean(row.worktree) || worktreeWanted() });
   });
   // DESIGN.md §15: what needs the person in the sessions not looked at.
   const attention = createPageAttention({ env, onOpen: (sid) => select(sid, { push: true }) });
@@ -269,7 +282,15 @@ export function mountTaskPage(root, boot, env = globalThis) {
 
     const place = C.workplace(row, state.task);
     workDir.hidden = !place;
-    workDir.textContent = place ? `Works in ${place.path}${place.branch ? ` (worktree, branch ${place.branch})` : ""}` : "";
+    // The branch, then the path (on a phone one line each, the path cut at its start).
+    const shown = place ? JSON.stringify(place) : "";
+    if (workDir.dataset.shown !== shown) {
+      workDir.dataset.shown = shown;
+      workDir.replaceChildren(
+        place?.branch ? h("span", { class: "work-branch" }, `Own worktree, branch ${place.branch}`) : "",
+        place ? h("span", { class: "work-where" }, "Works in ", h("span", { class: "work-path", title: place.path }, h("bdi", {}, place.path))) : "",
+      );
+    }
     workDir.dataset.path = place?.path ?? "";
     changesView.update(row ? sid : null);
     messageList.update(
@@ -285,6 +306,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
     queueList.update(queueView(state, sid, { offline }));
     launchButton.disabled = launching || offline || !picker.launchable;
     agentSelect.disabled = launching;
+    worktreeToggle.disabled = launching;
     connectionBadge.textContent = connectionText(state.connection);
     connectionBadge.dataset.status = state.connection;
     banner.update(offline, retryAt);
@@ -509,14 +531,10 @@ export function mountTaskPage(root, boot, env = globalThis) {
     return diff;
   }
 
-  /** revert-turn-button: confirms (listing the later turns that go too), then turn.revert. */
+  /** revert-turn-button: confirms (naming the files and the later turns that go), then turn.revert. */
   async function revertTurn(turnId, button) {
     const sid = state.selectedSessionId;
-    const later = C.laterChangedTurns(state.messages[sid], changes[sid], turnId);
-    const text = later.length
-      ? `Put the files back as they were before this turn? The changes of ${later.length} later turn${later.length === 1 ? "" : "s"} go too.`
-      : "Put the files back as they were before this turn?";
-    if (!env.confirm(text)) return;
+    if (!env.confirm(C.revertQuestion(state.messages[sid], changes[sid], turnId))) return;
     button.disabled = true;
     try {
       const answer = await ws.request("turn.revert", { session_id: sid, turn_id: turnId });
@@ -565,7 +583,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
     follow(sid);
   }
 
-  async function launch(agent, prompt) {
+  async function launch(agent, prompt, { worktree = worktreeWanted() } = {}) {
     if (launching) return false;
     picker.remember(agent);
     launching = true;
@@ -576,6 +594,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
     try {
       const payload = { task_id: taskId, agent };
       if (prompt) payload.prompt = prompt;
+      if (worktree) payload.worktree = true;
       const dto = await ws.request("session.launch", payload, { timeoutMs: LAUNCH_TIMEOUT_MS });
       const epoch = ws.epoch;
       setState((s) => S.upsertSession(s, dto, epoch));
@@ -590,7 +609,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
         select(failed, { push: true });
         if (!coarsePointer(env)) composer.focus();
       } else {
-        showError(`Could not start a session. ${humanizeError(err.message)}`);
+        showError(`Could not start a session${worktree ? " in its own worktree" : ""}. ${humanizeError(err.message)}`);
       }
       return false;
     } finally {

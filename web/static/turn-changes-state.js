@@ -50,6 +50,26 @@ export function laterChangedTurns(messages, knownForSession, turnId) {
   return order.slice(at + 1).filter((t) => knownForSession?.[t]?.files?.length);
 }
 
+/**
+ * The revert's question (issue 33: the UI confirms and lists what goes): the files this turn and
+ * the later ones changed, 10 named at most, and how many later turns go too.
+ */
+export function revertQuestion(messages, knownForSession, turnId) {
+  const later = laterChangedTurns(messages, knownForSession, turnId);
+  const paths = [];
+  for (const t of [turnId, ...later]) {
+    for (const f of knownForSession?.[t]?.files ?? []) if (!paths.includes(f.path)) paths.push(f.path);
+  }
+  const lines = ["Put the files back as they were before this turn?"];
+  if (later.length) lines.push(`The changes of ${later.length} later turn${later.length === 1 ? "" : "s"} go too.`);
+  if (paths.length) {
+    const named = paths.slice(0, 10).map((p) => `  ${p}`);
+    if (paths.length > 10) named.push(`  … and ${paths.length - 10} more`);
+    lines.push("", `Files put back (${paths.length}):`, ...named);
+  }
+  return lines.join("\n");
+}
+
 const cards = new WeakMap(); // entry -> its card message: the same entry keeps the same object
 
 function cardFor(sid, tid, entry) {
