@@ -13,13 +13,12 @@ import * as L from "./lists.js";
 import { createSessionActions } from "./session-actions.js";
 import { createSessionList, sessionHref } from "./session-list.js";
 import { createQueueList } from "./queue-list.js";
-import { addQueuedEntry, applyQueue, messageAddOutcome, queueView } from "./queue-state.js";
+import { addQueuedEntry, messageAddOutcome, queueView } from "./queue-state.js";
 import * as S from "./state.js";
 import { createShortcutHelp } from "./shortcut-help.js";
 import { createStallNotice } from "./stall-notice.js";
 import { createSubagentRows } from "./subagent-rows.js";
 import * as SA from "./subagents-state.js";
-import { countdownView, workingView } from "./turn-progress.js";
 import { createEscalationCountdown, createWorkingIndicator } from "./working-indicator.js";
 import { createPageAttention } from "./page-attention.js";
 import { humanizeError, lastTurnError, sessionStatus, stallNotice, titleMark } from "./status.js";
@@ -27,20 +26,11 @@ import { socketProtocols } from "./credential.js";
 import { Connection, newRequestId, socketUrl } from "./ws.js";
 import * as C from "./turn-changes-state.js";
 import { renderTurnChanges } from "./turn-changes-card.js";
-
-const LAUNCH_TIMEOUT_MS = 60_000; // a real agent CLI may take a while to initialize
-
-/** Text for a failed agent.cancel: the request's own error stays visible (spec, state machine). */
-function cancelErrorText(err) {
-  switch (err?.code) {
-    case "TIMEOUT":
-      return "No answer to the cancel request within 15 s. You can try again.";
-    case "DISCONNECTED":
-      return "The connection dropped before the cancel was confirmed. You can try again.";
-    default:
-      return `The cancel failed: ${humanizeError(err?.message) ?? "unknown error"}`;
-  }
-}
+import { createSessionChanges } from "./session-changes.js";
+import { createTurnActions } from "./turn-actions.js";
+import { createTurnClock } from "./turn-clock.js";
+import { createSessionLauncher } from "./session-launch.js";
+import { createWorkDir } from "./work-dir.js";
 
 function connectionText(status) {
   return { open: "Live", connecting: "Connecting…", reconnecting: "Offline" }[status] ?? status;
@@ -67,12 +57,9 @@ export function mountTaskPage(root, boot, env = globalThis) {
   if (state.selectedSessionId && !state.sessions[state.selectedSessionId]) {
     state = S.selectSession(state, mostRecentlyUpdated(state));
   }
-  let launching = false;
   const steerRefused = new Set(); // sessions whose agent answered a steer with steer_unsupported
   const composerNotes = {}; // session id -> words about its last send that are no error
   let pageError = null;
-  // What each turn changed (turn-changes-state.js): {sessionId: {turnId: {files, skipped} | null}}.
-  let changes = {};
 
   // --- DOM skeleton -------------------------------------------------------------------------
   const connectionBadge = h("span", { class: "connection", dataset: { testid: "connection-status" } });
@@ -117,7 +104,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
   );
   launchForm.addEventListener("submit", (event) => {
     event.preventDefault();
-    launch(picker.value, null, { worktree: worktreeWanted() });
+    launcher.launch(picker.value, null, { worktree: worktreeWanted() });
   });
   function worktreeWanted() {
     return !worktreeOption.hidden && worktreeToggle.checked;
@@ -130,32 +117,35 @@ export function mountTaskPage(root, boot, env = globalThis) {
   const retryButton = h("button", { type: "button", class: "btn btn-secondary", hidden: true, dataset: { testid: "retry-start-button" } }, "Retry start");
   retryButton.addEventListener("click", () => {
     const row = state.sessions[state.selectedSessionId];
-    if (row) launch(row.agent, null, { worktree: Boolean(row.worktree) || worktreeWanted() });
+    if (row) launcher.launch(row.agent, null, { worktree: Boolean(row.worktree) || worktreeWanted() });
   });
   // DESIGN.md §15: what needs the person in the sessions not looked at.
   const attention = createPageAttention({ env, onOpen: (sid) => select(sid, { push: true }) });
   const messageList = createMessageList({
-    onPermission: respondPermission,
-    renderTurnChanges: (message) => renderTurnChanges(message, { loadTurnDiff, onRevert: revertTurn }),
+    onPermission: (requestId, optionId) => actions.respondPermission(requestId, optionId),
+    renderTurnChanges: (message) => renderTurnChanges(message, {
+      loadTurnDiff: (turnId, path) => changes.loadDiff(turnId, path),
+      onRevert: (turnId, button) => changes.revert(turnId, button),
+    }),
   });
   const changesView = createChangesView({ request: (action, payload) => ws.request(action, payload) });
   // Where the agent works (DESIGN.md §12): the worktree and its branch, or the project dir.
-  const workDir = h("p", { class: "work-dir", dataset: { testid: "work-dir" }, hidden: true });
+  const workDir = createWorkDir();
   // The stall notice and the queue of messages waiting for the turn (DESIGN.md §9) sit right
   // above the composer, the same for both composer layouts.
-  const stall = createStallNotice({ onCancel: () => cancel() });
+  const stall = createStallNotice({ onCancel: () => actions.cancel() });
   const queueList = createQueueList({
-    onUpdate: (entryId, content) => queueAction("queue.update", { entry_id: entryId, content }, "Could not edit the queued message."),
-    onRemove: (entryId) => queueAction("queue.remove", { entry_id: entryId }, "Could not remove the queued message."),
-    onMove: (entryId, position) => queueAction("queue.move", { entry_id: entryId, position }, "Could not move the queued message."),
-    onSendNow: (entryId) => queueAction("queue.send_now", { entry_id: entryId }, "Could not send the message now."),
-    onSetAutoRun: (autoRun) => queueAction("queue.set_auto_run", { auto_run: autoRun }, autoRun ? "Could not resume the queue." : "Could not pause the queue."),
+    onUpdate: (entryId, content) => actions.queueAction("queue.update", { entry_id: entryId, content }, "Could not edit the queued message."),
+    onRemove: (entryId) => actions.queueAction("queue.remove", { entry_id: entryId }, "Could not remove the queued message."),
+    onMove: (entryId, position) => actions.queueAction("queue.move", { entry_id: entryId, position }, "Could not move the queued message."),
+    onSendNow: (entryId) => actions.queueAction("queue.send_now", { entry_id: entryId }, "Could not send the message now."),
+    onSetAutoRun: (autoRun) => actions.queueAction("queue.set_auto_run", { auto_run: autoRun }, autoRun ? "Could not resume the queue." : "Could not pause the queue."),
   });
   // DESIGN.md §15: the running turn's live row, and the late cancel's countdown.
   const working = createWorkingIndicator();
   // DESIGN.md §13: the running turn's subagents, each with its own Stop.
-  const subagents = createSubagentRows({ onStop: stopSubagent });
-  const countdown = createEscalationCountdown({ onStopNow: stopNow });
+  const subagents = createSubagentRows({ onStop: (subId) => actions.stopSubagent(subId) });
+  const countdown = createEscalationCountdown({ onStopNow: () => actions.stopNow() });
   const queueSlot = h("div", { class: "queue-slot" }, countdown.el, stall.el, queueList.el);
   const composerSlot = h("div", { class: "composer-slot" });
 
@@ -192,7 +182,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
         h(
           "main",
           { class: "chat" },
-          h("div", { class: "chat-header" }, h("div", { class: "chat-heading" }, chatTitle, chatState, changesView.button), workDir, h("div", { class: "chat-reason-row" }, chatReason, retryButton)),
+          h("div", { class: "chat-header" }, h("div", { class: "chat-heading" }, chatTitle, chatState, changesView.button), workDir.el, h("div", { class: "chat-reason-row" }, chatReason, retryButton)),
           changesView.el,
           messageList.el,
           working.el,
@@ -214,8 +204,8 @@ export function mountTaskPage(root, boot, env = globalThis) {
     composer = createComposer({
       layout,
       onSend: send,
-      onCancel: () => cancel(),
-      onCancelRevert: () => cancel({ revert: true }),
+      onCancel: () => actions.cancel(),
+      onCancelRevert: () => actions.cancel({ revert: true }),
       // With the phone's keyboard up, the conversation gets the room the header took.
       onTyping: (typing) => pageEl.classList.toggle("is-typing", typing && layout === "compact"),
     });
@@ -277,24 +267,13 @@ export function mountTaskPage(root, boot, env = globalThis) {
     chatReason.hidden = !status?.reason;
     chatReason.textContent = status?.reason ?? "";
     chatReason.dataset.tone = status?.tone ?? "neutral"; // an asleep agent is no error
-    retryButton.hidden = !status?.retry || launching;
+    retryButton.hidden = !status?.retry || Boolean(state.launching);
     retryButton.disabled = offline;
 
-    const place = C.workplace(row, state.task);
-    workDir.hidden = !place;
-    // The branch, then the path (on a phone one line each, the path cut at its start).
-    const shown = place ? JSON.stringify(place) : "";
-    if (workDir.dataset.shown !== shown) {
-      workDir.dataset.shown = shown;
-      workDir.replaceChildren(
-        place?.branch ? h("span", { class: "work-branch" }, `Own worktree, branch ${place.branch}`) : "",
-        place ? h("span", { class: "work-where" }, "Works in ", h("span", { class: "work-path", title: place.path }, h("bdi", {}, place.path))) : "",
-      );
-    }
-    workDir.dataset.path = place?.path ?? "";
+    workDir.update(C.workplace(row, state.task));
     changesView.update(row ? sid : null);
     messageList.update(
-      row ? C.withChangeCards(state.messages[sid], sid, changes[sid]) : [],
+      row ? C.withChangeCards(state.messages[sid], sid, changes.of(sid)) : [],
       row ? "No messages yet. Send a prompt to start a turn." : "Start a session: pick an agent, or just type a prompt.",
       { offline },
     );
@@ -302,8 +281,9 @@ export function mountTaskPage(root, boot, env = globalThis) {
     composer.update(composerView);
     stall.update(stallNotice(state, sid), composerView.cancel);
     subagents.update(SA.subagentRows(state, sid, { offline }));
-    renderProgress();
+    clock.render();
     queueList.update(queueView(state, sid, { offline }));
+    const launching = Boolean(state.launching);
     launchButton.disabled = launching || offline || !picker.launchable;
     agentSelect.disabled = launching;
     worktreeToggle.disabled = launching;
@@ -315,42 +295,6 @@ export function mountTaskPage(root, boot, env = globalThis) {
     renderLists(offline);
     const title = `${attention.mark() || titleMark(state)}${state.task?.title ?? task.title} · Turnvisor`;
     if (env.document.title !== title) env.document.title = title;
-  }
-
-  // The page's clock for turn-progress.js: when this page saw each session run, last heard an
-  // agent event of it, and heard its cancel go late. One ticker while something counts.
-  const seenRunningAt = {};
-  const lastEventAt = {};
-  const lateAt = {};
-  let ticker = null;
-  function renderProgress() {
-    const sid = state.selectedSessionId;
-    const now = Date.now();
-    for (const [id, row] of Object.entries(state.sessions)) {
-      if (row.state === S.RUNNING) seenRunningAt[id] ??= now;
-      else delete seenRunningAt[id];
-    }
-    const work = workingView(state, sid, { now, seenRunningAt: seenRunningAt[sid], lastEventAt: lastEventAt[sid] });
-    const late = countdownView(state, sid, { now, lateAt: lateAt[sid], timeouts: boot.cancel_timeouts });
-    working.update(work);
-    countdown.update({ ...late, offline: S.isOffline(state) });
-    const ticking = work.visible || late.visible;
-    if (ticking && ticker === null) ticker = env.setInterval(renderProgress, 1000);
-    if (!ticking && ticker !== null) {
-      env.clearInterval(ticker);
-      ticker = null;
-    }
-  }
-
-  /** Times what turn-progress.js needs from a notification. */
-  function clockNotification(action, payload) {
-    const sid = payload?.session_id;
-    if (typeof sid !== "string") return;
-    if (action === "session.message.appended" || (action.startsWith("session.message.") && payload.message?.role === "agent")) lastEventAt[sid] = Date.now();
-    if (action === "session.cancel.progress") {
-      if (payload.phase === "late") lateAt[sid] = Date.now();
-      else delete lateAt[sid];
-    }
   }
 
   /** The task's own title, the deleted-task notice and the item dialog (lists.js). */
@@ -392,6 +336,15 @@ export function mountTaskPage(root, boot, env = globalThis) {
     render();
   }
 
+  function setPageError(text) {
+    pageError = text;
+  }
+
+  /** Not on touch screens, where focusing the input pops the keyboard up. */
+  function focusComposer() {
+    if (!coarsePointer(env)) composer.focus();
+  }
+
   // --- Socket --------------------------------------------------------------------------------
   let retryAt = null;
   const ws = new Connection({
@@ -415,7 +368,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
     },
     onNotification: (action, payload, epoch) => {
       const before = state.sessions;
-      clockNotification(action, payload);
+      clock.notice(action, payload);
       noticeAttention(before, () => handleNotification(action, payload, epoch));
     },
   });
@@ -441,15 +394,40 @@ export function mountTaskPage(root, boot, env = globalThis) {
 
   function handleNotification(action, payload, epoch) {
       if (action === "session.subagent.changed") setState((s) => SA.applySubagentChanged(s, payload));
-      if (action === "session.turn.changes") {
-        changes = C.applyTurnChanges(changes, payload);
-        if (payload?.session_id === state.selectedSessionId) changesView.reload();
-      }
+      if (action === "session.turn.changes") changes.apply(payload);
       applyLists((s) => L.applyPageNotification(s, action, payload, epoch, taskId));
       // An append did not fit (a lost frame): list the messages again (state.js). Any later
       // notification retries one that failed, or one whose replay still found a gap.
       resyncMessages(state.selectedSessionId);
   }
+
+  // The selected session's turn: its changes (DESIGN.md §12), the requests that act on it, and
+  // the clock of its working indicator and escalation countdown (DESIGN.md §15).
+  const changes = createSessionChanges({ env, ws, getState: () => state, render, showError, changesView });
+  const actions = createTurnActions({
+    ws,
+    taskId,
+    getState: () => state,
+    setState,
+    showError,
+    setPageError,
+    focusComposer,
+    changes,
+  });
+  const launcher = createSessionLauncher({
+    ws,
+    taskId,
+    picker,
+    getState: () => state,
+    setState,
+    applyLists,
+    select,
+    focusComposer,
+    showError,
+    setPageError,
+    worktreeWanted,
+  });
+  const clock = createTurnClock({ env, working, countdown, timeouts: boot.cancel_timeouts, getState: () => state });
 
   const sessionActions = createSessionActions({
     ws,
@@ -474,7 +452,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
       const { messages } = await ws.request("message.list", { session_id: sid });
       setState((s) => S.replaceMessages(s, sid, messages));
       listed = true;
-      probeTurns(sid);
+      changes.probe(sid);
     } catch (err) {
       // Deleted meanwhile (while offline, or by another tab just now): show another one.
       if (err?.code === "NOT_FOUND") applyLists((s) => L.removeSession(s, sid));
@@ -496,54 +474,6 @@ export function mountTaskPage(root, boot, env = globalThis) {
       // The session stays stale: the next notification, or the reconnect's follow, tries again.
     } finally {
       listing.delete(sid);
-    }
-  }
-
-  /**
-   * After a reload the page has not seen the session.turn.changes of earlier turns: it asks
-   * turn.diff for the latest ended turns' files, one at a time (only sessions with a project
-   * have checkpoints).
-   */
-  let probing = false;
-  async function probeTurns(sid) {
-    const row = state.sessions[sid];
-    if (probing || !row || !(row.cwd || state.task?.project_dir)) return;
-    probing = true;
-    try {
-      for (const tid of C.turnsToProbe(state.messages[sid], changes[sid], row.current_turn_id)) {
-        if (!ws.isOpen) break;
-        try {
-          const answer = await ws.request("turn.diff", { session_id: sid, turn_id: tid });
-          changes = answer.files.length ? C.applyTurnChanges(changes, answer) : C.markProbed(changes, sid, tid);
-        } catch (err) {
-          if (err?.code === "DISCONNECTED") break;
-          changes = C.markProbed(changes, sid, tid); // no checkpoint, or not ended: nothing to show
-        }
-        render();
-      }
-    } finally {
-      probing = false;
-    }
-  }
-
-  async function loadTurnDiff(turnId, path) {
-    const { diff } = await ws.request("turn.diff", { session_id: state.selectedSessionId, turn_id: turnId, path });
-    return diff;
-  }
-
-  /** revert-turn-button: confirms (naming the files and the later turns that go), then turn.revert. */
-  async function revertTurn(turnId, button) {
-    const sid = state.selectedSessionId;
-    if (!env.confirm(C.revertQuestion(state.messages[sid], changes[sid], turnId))) return;
-    button.disabled = true;
-    try {
-      const answer = await ws.request("turn.revert", { session_id: sid, turn_id: turnId });
-      changes = C.markReverted(changes, sid, [turnId, ...(answer.later_turns ?? [])]);
-      changesView.reload();
-      render();
-    } catch (err) {
-      button.disabled = false;
-      showError(`Could not revert the turn. ${humanizeError(err.message)}`);
     }
   }
 
@@ -583,60 +513,9 @@ export function mountTaskPage(root, boot, env = globalThis) {
     follow(sid);
   }
 
-  async function launch(agent, prompt, { worktree = worktreeWanted() } = {}) {
-    if (launching) return false;
-    picker.remember(agent);
-    launching = true;
-    pageError = null;
-    const before = new Set(state.sessionOrder);
-    // Send waits meanwhile: what is typed now is for the new session (state.composerView).
-    setState((s) => ({ ...s, launching: true }));
-    try {
-      const payload = { task_id: taskId, agent };
-      if (prompt) payload.prompt = prompt;
-      if (worktree) payload.worktree = true;
-      const dto = await ws.request("session.launch", payload, { timeoutMs: LAUNCH_TIMEOUT_MS });
-      const epoch = ws.epoch;
-      setState((s) => S.upsertSession(s, dto, epoch));
-      select(dto.id, { push: true });
-      if (!coarsePointer(env)) composer.focus();
-      return true;
-    } catch (err) {
-      // The agent did not start: the session it left says why. Show it, so that what is typed
-      // next goes there (and Retry start is at hand), never to the session shown before.
-      const failed = await failedStart(before, agent);
-      if (failed) {
-        select(failed, { push: true });
-        if (!coarsePointer(env)) composer.focus();
-      } else {
-        showError(`Could not start a session${worktree ? " in its own worktree" : ""}. ${humanizeError(err.message)}`);
-      }
-      return false;
-    } finally {
-      launching = false;
-      setState((s) => ({ ...s, launching: false }));
-    }
-  }
-
-  /** The FAILED session a failed session.launch of `agent` left in this task, if any. */
-  async function failedStart(before, agent) {
-    try {
-      const known = [...state.sessionOrder];
-      const { sessions } = await ws.request("session.list", { task_id: taskId });
-      const epoch = ws.epoch;
-      applyLists((s) => L.syncSessions(s, sessions, epoch, known));
-      const fresh = sessions
-        .filter((d) => !before.has(d.id) && d.agent === agent && d.state === "FAILED")
-        .sort((a, b) => Date.parse(b.created_at) - Date.parse(a.created_at));
-      return fresh[0]?.id ?? null;
-    } catch {
-      return null; // offline meanwhile: the banner and the next listing tell the rest
-    }
-  }
-
   async function send(text, delivery = "auto") {
     const sid = state.selectedSessionId;
-    if (!sid || !state.sessions[sid]) return launch(picker.value, text);
+    if (!sid || !state.sessions[sid]) return launcher.launch(picker.value, text);
     delete composerNotes[sid];
     try {
       // "auto": starts a turn when the agent is free, else joins the queue (DESIGN.md §9).
@@ -672,78 +551,6 @@ export function mountTaskPage(root, boot, env = globalThis) {
     }
   }
 
-  function cancel({ revert = false } = {}) {
-    const sid = state.selectedSessionId;
-    const requestId = newRequestId();
-    const begun = S.beginCancel(state, sid, requestId, ws.epoch);
-    if (!begun.send) return; // duplicate activation, nothing running, or offline
-    setState(begun.state); // disabled + spinner now, before the request leaves
-    // The clicked button is now disabled and drops focus: hand it to the input, so typing (and
-    // the next Esc) go on from there. Not on touch screens, where it would pop the keyboard up.
-    if (!coarsePointer(env)) composer.focus();
-    // Aimed at the turn this page shows (DESIGN.md §14): if it ended meanwhile, the backend
-    // leaves the next one alone.
-    const turnId = state.sessions[sid]?.current_turn_id;
-    const target = turnId ? { session_id: sid, task_id: taskId, turn_id: turnId } : { session_id: sid, task_id: taskId };
-    if (revert) target.revert = true; // "Cancel and undo": the backend reverts once it settled
-    ws.request("agent.cancel", target, { id: requestId, timeoutMs: S.CANCEL_REQUEST_TIMEOUT_MS }).then(
-      (answer) => {
-        if (revert && answer?.reverted) changes = C.markReverted(changes, sid, [answer.reverted.turn_id, ...(answer.reverted.later_turns ?? [])]);
-        if (revert && answer?.revert_error) pageError = `The turn was cancelled, but its files were not put back: ${answer.revert_error}`;
-        setState((s) => S.settleCancel(s, sid, requestId, { ok: true }));
-      },
-      (err) => setState((s) => S.settleCancel(s, sid, requestId, { ok: false, error: cancelErrorText(err) })),
-    );
-  }
-
-  /** stop-now-button: the late cancel escalates at once (the same operation, DESIGN.md §15). */
-  function stopNow() {
-    const sid = state.selectedSessionId;
-    const turnId = state.sessions[sid]?.current_turn_id;
-    ws.request("agent.stop_now", turnId ? { session_id: sid, turn_id: turnId } : { session_id: sid }).catch((err) => {
-      if (err?.code !== "DISCONNECTED") setState((s) => S.setComposerError(s, sid, `Could not stop the agent now. ${humanizeError(err?.message) ?? ""}`.trim()));
-    });
-    if (!coarsePointer(env)) composer.focus(); // the clicked button is disabled now
-  }
-
-  /** DESIGN.md §13: one child stopped through its own cancel; the parent's turn goes on. */
-  function stopSubagent(subId) {
-    const sid = state.selectedSessionId;
-    if (!sid || S.isOffline(state)) return;
-    setState((s) => SA.markStopping(s, sid, subId));
-    ws.request("subagent.cancel", { session_id: sid, subagent_id: subId }).catch((err) => {
-      if (err?.code !== "DISCONNECTED") setState((s) => S.setComposerError(s, sid, `Could not stop the subagent. ${humanizeError(err?.message) ?? ""}`.trim()));
-    });
-  }
-
-  /** One queue action on the selected session; the backend answers with session.queue.changed. */
-  async function queueAction(action, payload, failure) {
-    const sid = state.selectedSessionId;
-    if (!sid || S.isOffline(state)) return;
-    try {
-      const result = await ws.request(action, { session_id: sid, ...payload });
-      const epoch = ws.epoch;
-      // An answer that carries the queue is applied at once (the notification may lag it).
-      setState((s) => {
-        let next = S.clearComposerError(s, sid);
-        if (result && Array.isArray(result.entries)) next = applyQueue(next, sid, result, epoch);
-        // queue.send_now on an idle session answers like message.add: the started message.
-        const started = result && typeof result.delivery === "string" ? messageAddOutcome(result).message : null;
-        if (started) next = S.addMessage(next, sid, started);
-        return next;
-      });
-    } catch (err) {
-      if (err?.code !== "DISCONNECTED") setState((s) => S.setComposerError(s, sid, `${failure} ${humanizeError(err?.message) ?? ""}`.trim()));
-    }
-  }
-
-  function respondPermission(requestId, optionId) {
-    const sid = state.selectedSessionId;
-    ws.request("permission.respond", { session_id: sid, request_id: requestId, option_id: optionId }).catch((err) =>
-      showError(`Could not answer the permission request. ${humanizeError(err.message)}`),
-    );
-  }
-
   // --- URL -----------------------------------------------------------------------------------
   // Name the selected session in the address, so a reload shows the same one.
   const url = new URL(env.location.href);
@@ -762,7 +569,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
     const view = S.cancelControlView(state, state.selectedSessionId);
     if (view.visible && !view.disabled) {
       event.preventDefault();
-      cancel();
+      actions.cancel();
     }
   });
 
@@ -776,7 +583,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
 
   mountComposer();
   render(); // first paint: straight from the boot state, spinner included if pending
-  if (!coarsePointer(env)) composer.focus();
+  focusComposer();
   ws.start();
   // Close cleanly on unload; a page restored from the back/forward cache reconnects and the
   // resubscribe snapshot repairs whatever happened meanwhile.
