@@ -6,7 +6,7 @@ For each window (desktop 1280x800, phone 390x844) and colour scheme (light, dark
 `turnvisor serve` on a git project, and screenshots: the project picker, the worktree toggle,
 a turn's changes card with its diff open, the session's changes-view, the revert confirm (a
 native dialog: its text is printed), the working-indicator with "Cancel and undo", the late
-cancel's escalation countdown, attention badges (a session asking approval while another is
+cancel's escalation countdown, a turn's subagent rows (one stopped), attention badges (a session asking approval while another is
 looked at) on the task page and the task list, and both pages with the server stopped under
 them (connection banner). Each screen is checked for sideways overflow and, on the phone, for
 visible controls under 40 px; what is found is printed beside the file name.
@@ -139,6 +139,15 @@ def walk(out: Path, view: str, scheme: str, browser: Any) -> None:
             expect(page.get_by_test_id("escalation-countdown")).to_be_visible(timeout=5_000)
             w.shot("07-escalation-countdown")
             person.press(page.get_by_test_id("stop-now-button"))
+            person.expect_settled(timeout=15_000)
+
+            person.start_turn("/subagents 2 20000")
+            rows = page.get_by_test_id("subagent-row")
+            expect(rows).to_have_count(2, timeout=15_000)
+            person.press(rows.first.get_by_test_id("subagent-stop-button"))
+            expect(rows.first).to_have_attribute("data-state", "cancelled", timeout=10_000)
+            w.shot("07b-subagent-rows")
+            person.press(person.cancel_button)
             person.expect_settled(timeout=15_000)
 
             first = person.session_ids()[0]
