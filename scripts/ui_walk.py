@@ -6,10 +6,11 @@ For each window (desktop 1280x800, phone 390x844) and colour scheme (light, dark
 `turnvisor serve` on a git project, and screenshots: the project picker, the worktree toggle,
 a turn's changes card with its diff open, the session's changes-view, the revert confirm (a
 native dialog: its text is printed), the working-indicator with "Cancel and undo", the late
-cancel's escalation countdown, a turn's subagent rows (one stopped), attention badges (a session asking approval while another is
-looked at) on the task page and the task list, and both pages with the server stopped under
-them (connection banner). Each screen is checked for sideways overflow and, on the phone, for
-visible controls under 40 px; what is found is printed beside the file name.
+cancel's escalation countdown, a turn's subagent rows (one stopped), attention badges (a
+session asking approval while another is looked at) on the task page and the task list, and
+both pages with the server stopped under them (connection banner). Each screen is checked for
+sideways overflow and, on the phone, for visible controls under 40 px; what is found is printed
+beside the file name.
 """
 
 from __future__ import annotations

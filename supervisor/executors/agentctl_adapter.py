@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any
+from typing import Any, get_args
 
 import trio
 
@@ -37,7 +37,7 @@ from protocols.adapters import (
     SteerUnsupported,
     WireProtocol,
 )
-from protocols.events import AgentEvent, SubagentChanged, TurnEnded
+from protocols.events import AgentEvent, SubagentChanged, SubagentState, TurnEnded
 from protocols.transport import AgentClosed, AgentRefused, AgentTimeout
 
 from ..config import Timeouts
@@ -79,6 +79,8 @@ class AgentctlAdapter:
         #: seq agentctl's log had reached when it answered the session start.
         self._adopting: PendingTurn | None = None
         self._session_seq: int | None = None
+        #: Children as agentctl last answered a cancel of them (their state).
+        self._subagents: dict[str, SubagentChanged] = {}
 
     # -- AgentAdapter -----------------------------------------------------------------
 
@@ -337,13 +339,23 @@ class AgentctlAdapter:
         return True
 
     def subagent(self, subagent_id: str) -> SubagentChanged | None:
-        return None
+        """The child as agentctl last answered for it (its state only: the
+        supervisor's registry keeps the rest, from the event stream)."""
+        return self._subagents.get(subagent_id)
 
     async def cancel_subagent(self, subagent_id: str) -> bool:
-        """agentctl's API has no subagent cancel yet: nothing is sent (the
-        children are stopped with the parent's cancel, which agentctl's core
-        sends)."""
-        return False
+        """``POST /api/v1/acp/subagent_cancel``: agentctl's core writes the
+        child's own protocol cancel; False when it wrote nothing (the child is
+        unknown to it, ended, or not cancellable)."""
+        answer = await self._call("POST", "/api/v1/acp/subagent_cancel",
+                                  {"subagent_id": subagent_id},
+                                  timeout_s=self.timeouts.agent_request_s)
+        state = answer.get("state")
+        for known in get_args(SubagentState):
+            if state == known:
+                self._subagents[subagent_id] = SubagentChanged(
+                    subagent_id=subagent_id, title="", state=known, cancellable=False)
+        return bool(answer.get("sent"))
 
     async def status(self) -> dict[str, Any]:
         return await self._call("GET", "/api/v1/status", None,

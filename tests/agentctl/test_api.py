@@ -292,3 +292,16 @@ async def test_connections_are_held_to_limits(agentctl: AgentctlFactory) -> None
 def test_cli_refuses_bad_arguments(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
     assert "turnvisor agentctl:" in capsys.readouterr().err
+
+
+async def test_subagent_cancel_validates_and_says_what_it_sent(agentctl: AgentctlFactory) -> None:
+    """``POST /api/v1/acp/subagent_cancel``: a missing id is 422; an unknown child is
+    answered with nothing sent (the backend then says why to its client)."""
+    with trio.fail_after(30):
+        async with agentctl("acp") as ctl:
+            await ctl.post("/api/v1/session")
+            bad = await ctl.post("/api/v1/acp/subagent_cancel", {})
+            assert bad.status_code == 422
+            unknown = await ctl.post("/api/v1/acp/subagent_cancel", {"subagent_id": "nope"})
+            assert unknown.status_code == 200
+            assert unknown.json() == {"success": True, "sent": False, "state": None}

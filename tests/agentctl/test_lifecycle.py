@@ -171,3 +171,35 @@ def test_warm_up_builds_the_acp_schema_in_a_fresh_process() -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=60, cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 0, done.stderr
+
+
+async def _children(sup: Supervisor, caller: Caller, sid: str) -> list[dict[str, Any]]:
+    session = await sup.orchestrator.session(caller, sid)
+    children: list[dict[str, Any]] = sup.notify.session_dto(session)["subagents"]
+    return children
+
+
+async def test_one_subagent_is_stopped_through_agentctl_while_the_parent_goes_on(
+        tmp_path: Path) -> None:
+    """DESIGN.md §13 through agentctl: ``subagent.cancel`` reaches agentctl's core
+    (``POST /api/v1/acp/subagent_cancel``), which writes the child's own cancel."""
+    async with supervisor(tmp_path) as sup:
+        caller, sid = await new_agentctl_session(sup, "mock")
+        await sup.orchestrator.send_message(caller, sid, "/subagents 2 2500")
+        with trio.fail_after(15):
+            while [c["state"] for c in await _children(sup, caller, sid)] != [
+                    "running", "running"]:
+                await trio.sleep(0.02)
+        first, second = await _children(sup, caller, sid)
+        outcome, _ = await sup.subagents.cancel(sid, first["id"])
+        assert outcome == "cancel_sent"
+        with trio.fail_after(5):
+            while (await _children(sup, caller, sid))[0]["state"] != "cancelled":
+                await trio.sleep(0.02)
+        assert (await _children(sup, caller, sid))[1]["state"] == "running"
+        assert (await sup.orchestrator.session(caller, sid)).state is SessionState.RUNNING
+        await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT, timeout=15)
+        assert [c["state"] for c in await _children(sup, caller, sid)] == [
+            "cancelled", "completed"]
+        # Ended: a second ask is a no-op answer, through agentctl too.
+        assert (await sup.subagents.cancel(sid, first["id"]))[0] == "already_finished"

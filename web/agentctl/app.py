@@ -10,6 +10,7 @@ status ``HostError`` chose, and no traceback ever reaches a client.
     POST /api/v1/prompt        {text, session_id?, turn_id?, abandon_turn?}
                                                              → 202 {turn_id, seq}
     POST /api/v1/acp/cancel    {session_id?, join_s?, resend?} → see AgentHost.cancel
+    POST /api/v1/acp/subagent_cancel {subagent_id, session_id?} → {success, sent, state}
     POST /api/v1/permission    {request_id, option_id|null, session_id?} → {success}
     GET  /api/v1/status                                      → AgentHost.status()
     GET  /api/v1/health                                      → {status: "ok"}
@@ -152,6 +153,15 @@ def create_app(host: AgentHost, token: str, *, heartbeat_s: float = HEARTBEAT_S)
         result = await host.cancel(session_id=opt_str(data, "session_id"),
                                    join_s=None if join is None else float(join), resend=resend)
         return _json(result, 202 if result.get("not_acknowledged") else 200)
+
+    @app.post("/api/v1/acp/subagent_cancel")
+    async def subagent_cancel() -> Response:
+        data = await body()
+        subagent_id = data.get("subagent_id")
+        if not isinstance(subagent_id, str) or not subagent_id:
+            raise HostError(422, "subagent_id is required and must be a string")
+        return _json(await host.cancel_subagent(subagent_id,
+                                                session_id=opt_str(data, "session_id")))
 
     @app.post("/api/v1/permission")
     async def permission() -> Response:

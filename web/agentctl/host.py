@@ -518,6 +518,27 @@ class AgentHost:
             raise HostError(504, str(exc)) from None
         return {"success": True}
 
+    async def cancel_subagent(self, subagent_id: str, *,
+                              session_id: str | None) -> dict[str, Any]:
+        """One child session stopped through its own protocol cancel (DESIGN.md
+        §13); the parent's turn goes on.  ``sent``: the cancel was written
+        (False: the child is unknown, ended or not cancellable; ``state`` says
+        which)."""
+        agent = self._live()
+        self._check_session(agent, session_id)
+        bound = self.config.timeouts.agent_request_s
+        try:
+            with shielded_for(bound) as writing:  # shielded like the parent's cancel
+                sent = await agent.adapter.cancel_subagent(subagent_id)
+            if writing.cancelled_caught:
+                raise AgentTimeout(f"the cancel was not written within {bound:g}s")
+        except AgentClosed as exc:
+            raise not_running(str(exc)) from None
+        except AgentTimeout as exc:
+            raise HostError(504, str(exc)) from None
+        known = agent.adapter.subagent(subagent_id)
+        return {"success": True, "sent": sent, "state": known.state if known else None}
+
     def status(self) -> dict[str, Any]:
         agent = self.agent
         info: dict[str, Any] = {
