@@ -32,6 +32,7 @@ async def test_auth(agentctl: AgentctlFactory) -> None:
             for headers in ({}, {"Authorization": "Bearer wrong-token"},
                             {"Authorization": f"Basic {ctl.token}"}):
                 for method, path in (("GET", "/api/v1/status"), ("POST", "/api/v1/acp/cancel"),
+                                     ("POST", "/api/v1/acp/subagent_cancel"),
                                      ("POST", "/api/v1/prompt"), ("POST", "/api/v1/session")):
                     resp = await ctl.http.request(method, path, headers=headers)
                     assert resp.status_code == 401, (method, path, headers)

@@ -190,7 +190,7 @@ async def test_one_subagent_is_stopped_through_agentctl_while_the_parent_goes_on
             while [c["state"] for c in await _children(sup, caller, sid)] != [
                     "running", "running"]:
                 await trio.sleep(0.02)
-        first, second = await _children(sup, caller, sid)
+        first, _ = await _children(sup, caller, sid)
         outcome, _ = await sup.subagents.cancel(sid, first["id"])
         assert outcome == "cancel_sent"
         with trio.fail_after(5):
