@@ -10,23 +10,27 @@ from typing import Any
 import pytest
 import trio
 
+from supervisor.bus import Subscriber
 from supervisor.errors import NotFound
 from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS, SessionState
+from supervisor.orchestrator import Caller
+from supervisor.root import Supervisor
 from tests.support.sessions import new_session
 
+from .conftest import SupervisorFactory
 from .test_cancel_integration import _drain, _statuses, _wait_state
 
 AGENTS = ["mock", "mock-acp2"]
 
 
-async def _subagents(sup: Any, caller: Any, sid: str) -> list[dict[str, Any]]:
+async def _subagents(sup: Supervisor, caller: Caller, sid: str) -> list[dict[str, Any]]:
     session = await sup.orchestrator.session(caller, sid)
     children: list[dict[str, Any]] = sup.notify.session_dto(session)["subagents"]
     return children
 
 
-async def _wait_for(sup: Any, caller: Any, sid: str, states: list[str],
+async def _wait_for(sup: Supervisor, caller: Caller, sid: str, states: list[str],
                     timeout: float = 10) -> list[dict[str, Any]]:
     with trio.fail_after(timeout):
         while True:
@@ -36,8 +40,8 @@ async def _wait_for(sup: Any, caller: Any, sid: str, states: list[str],
             await trio.sleep(0.02)
 
 
-async def _running_children(sup: Any, agent: str, ms: int) -> tuple[Any, str, Any,
-                                                                    list[dict[str, Any]]]:
+async def _running_children(sup: Supervisor, agent: str, ms: int) -> tuple[
+        Caller, str, Subscriber, list[dict[str, Any]]]:
     caller, sid = await new_session(sup, agent)
     assert await _subagents(sup, caller, sid) == []
     sub = sup.bus.subscriber()
@@ -49,7 +53,7 @@ async def _running_children(sup: Any, agent: str, ms: int) -> tuple[Any, str, An
 
 @pytest.mark.parametrize("agent", AGENTS)
 async def test_one_child_stops_while_the_parent_and_the_other_go_on(
-        make_supervisor: Any, agent: str) -> None:
+        make_supervisor: SupervisorFactory, agent: str) -> None:
     async with make_supervisor() as sup:
         caller, sid, sub, children = await _running_children(sup, agent, 2500)
         first, second = children
@@ -88,7 +92,7 @@ async def test_one_child_stops_while_the_parent_and_the_other_go_on(
 
 @pytest.mark.parametrize("agent", AGENTS)
 async def test_a_parent_cancel_stops_every_child_and_counts_them(
-        make_supervisor: Any, agent: str) -> None:
+        make_supervisor: SupervisorFactory, agent: str) -> None:
     async with make_supervisor() as sup:
         caller, sid, _sub, children = await _running_children(sup, agent, 20_000)
         with trio.fail_after(5):
@@ -105,7 +109,8 @@ async def test_a_parent_cancel_stops_every_child_and_counts_them(
             assert (await sup.subagents.cancel(sid, child["id"]))[0] == "already_finished"
 
 
-async def test_the_next_turns_children_replace_the_ended_ones(make_supervisor: Any) -> None:
+async def test_the_next_turns_children_replace_the_ended_ones(
+        make_supervisor: SupervisorFactory) -> None:
     async with make_supervisor() as sup:
         caller, sid, _sub, first = await _running_children(sup, "mock-acp2", 300)
         await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
