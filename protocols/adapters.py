@@ -129,6 +129,8 @@ class AgentAdapter(Protocol):
     @property
     def agent_session_id(self) -> str | None: ...
     @property
+    def agent_turn_id(self) -> str | None: ...
+    @property
     def turn_running(self) -> bool: ...
     @property
     def wire_protocol(self) -> WireProtocol: ...
@@ -182,6 +184,12 @@ class _Base:
     @property
     def turn_running(self) -> bool:
         return self.core.turn.running
+
+    @property
+    def agent_turn_id(self) -> str | None:
+        """The agent's own id of the turn running or last run, where its protocol
+        names turns (Codex); None for ACP, whose turns have no id."""
+        return None
 
     def _start_turn(self, text: str) -> bytes:
         """The core starts a turn: the prompt's bytes."""
@@ -398,6 +406,10 @@ class CodexAdapter(_Base):
     @property
     def operation_id(self) -> str | None:
         return self.core.turn_id
+
+    @property
+    def agent_turn_id(self) -> str | None:
+        return self.core.last_turn_id
 
     @property
     def agent_session_id(self) -> str | None:

@@ -161,6 +161,9 @@ class CodexClient(CoreBase):
         self.thread_id: str | None = None
         #: The running turn's id: the operation id ``turn/interrupt`` needs.
         self.turn_id: str | None = None
+        #: The id of the turn now running or last run (kept after its end, an
+        #: abandoned one's too): what ``thread/revert`` names it by.
+        self.last_turn_id: str | None = None
         self._thread_start_id: int | None = None
         self._thread_resume_id: int | None = None
         self._turn_start_id: int | None = None
@@ -237,7 +240,7 @@ class CodexClient(CoreBase):
         if self.thread_id is None:
             raise LocalProtocolError("turn/start before thread/start succeeded")
         self.turn.fire(Trigger.PROMPT)
-        self.turn_id = None
+        self.turn_id = self.last_turn_id = None
         self._interrupt_owed = False
         self._open_tools.clear()
         self._items.clear()
@@ -368,7 +371,7 @@ class CodexClient(CoreBase):
         if not isinstance(tid, str) or self.turn.state is TurnState.IDLE:
             return
         if self.turn_id is None:
-            self.turn_id = tid
+            self.turn_id = self.last_turn_id = tid
             # rpc.closed: the id came in the agent's last words; it is gone.
             if self._interrupt_owed and not self.rpc.closed:
                 self._outgoing += self._interrupt()
@@ -462,7 +465,7 @@ class CodexClient(CoreBase):
                     self._events.append(AgentNotice(message=f"completion of unknown turn {tid!r}"))
                     return
                 if self.turn_id is None and isinstance(tid, str):
-                    self.turn_id = tid
+                    self.turn_id = self.last_turn_id = tid
                 error = turn.get("error")
                 self._finish_turn(TurnEnded(
                     stop_reason=STATUS_TO_STOP.get(str(status), "error"),

@@ -127,9 +127,9 @@ class TurnCloser:
                 waiter.turn_closed(turn)
             if self.checkpoints is not None and turn.checkpointed and turn.id:
                 # After the close and its settle, in the checkpoints' own nursery.
-                # The agent's own id of the turn (Codex), where the agent ended it.
-                agent_turn = ended.turn_id if ended.turn_id != turn.id else None
-                self.checkpoints.turn_ended(turn.session_id, turn.id, agent_turn)
+                # With the agent's own id of the turn (Codex), for a rewind later.
+                self.checkpoints.turn_ended(turn.session_id, turn.id,
+                                            ex.adapter.agent_turn_id)
 
     async def interrupt_restarted(self, session_id: str, turn_id: str,
                                   text: TurnText | None, ex: Execution | None = None) -> None:

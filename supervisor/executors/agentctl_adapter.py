@@ -94,6 +94,12 @@ class AgentctlAdapter:
         return self._turn.id if self.turn_running and self._turn is not None else None
 
     @property
+    def agent_turn_id(self) -> str | None:
+        """Not through agentctl: its events carry agentctl's turn ids, not the
+        agent's own (nothing here rewinds the agent's history)."""
+        return None
+
+    @property
     def agent_session_id(self) -> str | None:
         """The agent's session, as agentctl started it."""
         return self._session_id

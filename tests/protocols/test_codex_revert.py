@@ -89,3 +89,17 @@ def test_the_mock_refuses_an_unknown_turn_or_thread() -> None:
     [err] = _send(m, {"id": 4, "method": "thread/revert",
                       "params": {"threadId": "other", "beforeTurnId": "nope"}})
     assert err["error"]["message"] == "no such thread"
+
+
+def test_the_last_turn_id_outlives_its_turn_and_a_new_turn_forgets_it() -> None:
+    """What a later ``thread/revert`` names a turn by: kept after ``turn/completed``
+    and after an escalation abandoned the turn, gone when the next turn starts."""
+    p = in_turn()
+    assert p.client.last_turn_id == TURN
+    completed(p, "interrupted")
+    assert (p.client.turn_id, p.client.last_turn_id) == (None, TURN)
+    p.client.turn_start("again")
+    assert p.client.last_turn_id is None
+    p = in_turn()
+    assert p.client.abandon_turn()
+    assert (p.client.turn_id, p.client.last_turn_id) == (None, TURN)
