@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("playwright.sync_api")
 
-from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import Page, expect
 
 from .test_attention import BROKEN_TOML, launch_failing
 from .ui import create_task, open_person, shot
@@ -53,24 +53,35 @@ CONTRAST = """el => {
 }"""
 
 
-def ratio(target: Locator) -> float:
-    value: float = target.evaluate(CONTRAST)
-    return value
+#: Every visible, enabled element of a selector with its text and its contrast, measured
+#: in one evaluation: the page cannot redraw between finding an element and measuring it.
+MEASURE = """([selector, contrast]) => {
+  const ratio = eval(contrast);
+  return [...document.querySelectorAll(selector)]
+    .filter((el) => el.checkVisibility() && !el.disabled)  // WCAG exempts inactive controls
+    .map((el) => [el.innerText.slice(0, 30), ratio(el)]);
+}"""
+
+
+def measure(page: Page, selectors: list[str], where: str) -> dict[str, float]:
+    found: dict[str, float] = {}
+    for selector in selectors:
+        for i, (text, r) in enumerate(page.evaluate(MEASURE, [selector, CONTRAST])):
+            found[f"{where} {selector} #{i} {text!r}"] = r
+    return found
 
 
 def check_contrast(page: Page, selectors: list[str], where: str) -> list[str]:
-    checked = []
-    for selector in selectors:
-        found = page.locator(selector)
-        for i in range(found.count()):
-            el = found.nth(i)
-            if not el.is_visible() or el.is_disabled():
-                continue  # WCAG exempts inactive controls
-            r = ratio(el)
-            label = f"{where} {selector} #{i} {el.inner_text()[:30]!r}"
-            assert r >= 4.5, f"{label}: {r:.2f}:1"
-            checked.append(label)
-    return checked
+    found = measure(page, selectors, where)
+    if any(r < 4.5 for r in found.values()):
+        # A control caught in the middle of a state change (a badge redrawn as the
+        # session's state moves on) is not what anyone reads: measure again once the
+        # page has settled; a real shortfall is still there.
+        page.wait_for_timeout(600)
+        found = measure(page, selectors, where)
+    low = {label: f"{r:.2f}:1" for label, r in found.items() if r < 4.5}
+    assert not low, low
+    return list(found)
 
 
 def test_text_contrast_is_at_least_4_5_in_both_themes(
