@@ -4,8 +4,8 @@ Usage: .venv/bin/python scripts/ui_walk.py [OUT_DIR]   (default /tmp/shots29)
 
 For each window (desktop 1280x800, phone 390x844) and colour scheme (light, dark) it starts a
 `turnvisor serve` on a git project, and screenshots: the project picker, the worktree toggle,
-a turn's changes card with its diff open, the session's changes-view, the revert confirm (a
-native dialog: its text is printed), the working-indicator with "Cancel and undo", the late
+a turn's changes card with its diff open, the session's changes-view, the revert's question
+(`revert-dialog`, kept: nothing reverted), the working-indicator with "Cancel and undo", the late
 cancel's escalation countdown, a turn's subagent rows (one stopped), attention badges (a
 session asking approval while another is looked at) on the task page and the task list, and
 both pages with the server stopped under them (connection banner). Each screen is checked for
@@ -125,8 +125,12 @@ def walk(out: Path, view: str, scheme: str, browser: Any) -> None:
             w.shot("05-changes-view")
             person.press(page.get_by_test_id("changes-view-button"))
 
-            page.once("dialog", lambda d: (print("    revert confirm:", d.message), d.dismiss()))
             person.press(card.get_by_test_id("revert-turn-button"))
+            revert = page.get_by_test_id("revert-dialog")
+            expect(revert).to_be_visible()
+            w.shot("05b-revert-dialog")
+            person.press(revert.get_by_test_id("revert-dialog-cancel"))
+            expect(revert).to_be_hidden()
 
             person.send("/delay 20000")
             expect(page.get_by_test_id("working-indicator")).to_be_visible()

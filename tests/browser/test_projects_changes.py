@@ -6,6 +6,7 @@ the mock agent's `/write` and `/edits N` make real changes there.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from collections.abc import Callable
@@ -16,11 +17,12 @@ import pytest
 
 pytest.importorskip("playwright.sync_api")
 
-from playwright.sync_api import Dialog, expect
+from playwright.sync_api import Page, expect
 
 from tests.support.serverproc import BlockingServerProcess
 
 from .configs import LONG_PENDING_TOML
+from .test_accessibility import check_contrast
 from .ui import Person, open_person, shot, wait_until
 
 RESTORED = "Files restored"
@@ -65,12 +67,32 @@ def _create_task_with_project(person: Person, title: str, project: Path) -> None
     expect(page).to_have_url(re.compile(r"/tasks/"))
 
 
-def _accept(dialogs: list[str]) -> Callable[[Dialog], None]:
-    def on_dialog(dialog: Dialog) -> None:
-        dialogs.append(dialog.message)
-        dialog.accept()
+def _sent_actions(page: Page) -> list[str]:
+    """The action of every frame the page's sockets send from now on, in order."""
+    actions: list[str] = []
 
-    return on_dialog
+    def on_frame(payload: str | bytes) -> None:
+        try:
+            actions.append(json.loads(payload).get("action", ""))
+        except ValueError:
+            pass
+
+    page.on("websocket", lambda ws: ws.on("framesent", on_frame))
+    return actions
+
+
+def _composer_buttons_share_one_row(page: Page) -> None:
+    """The composer's visible buttons sit on one line (the same top, within a few px), each at
+    least 40 px tall, and nothing runs past the window's edge."""
+    width = page.evaluate("() => window.innerWidth")
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= width
+    buttons = page.locator('[data-testid="composer"] button:visible')
+    boxes = [b.bounding_box() for b in buttons.all()]
+    assert len(boxes) == 4, boxes  # Cancel and undo, Cancel, Steer, Queue
+    tops = [b["y"] for b in boxes if b]
+    assert len(tops) == 4 and max(tops) - min(tops) <= 4, boxes
+    for b in boxes:
+        assert b and b["height"] >= 40 and b["x"] >= 0 and b["x"] + b["width"] <= width + 0.5, b
 
 
 def test_pick_a_project_see_the_changes_open_the_diff_and_revert(
@@ -107,18 +129,79 @@ def test_pick_a_project_see_the_changes_open_the_diff_and_revert(
     expect(changes.locator('[data-testid="changed-file"][data-path="a.txt"]')).to_be_visible()
     expect(changes.locator('[data-testid="changed-file"][data-path="x.html"]')).to_be_visible()
 
-    # After a reload the card comes back (turn.diff), and reverting asks first.
+    # After a reload the card comes back (turn.diff), and reverting asks first, in the page.
+    sent = _sent_actions(page)
     page.reload()
     cards = page.get_by_test_id("turn-changes")
     expect(cards).to_have_count(2, timeout=15_000)
-    dialogs: list[str] = []
-    page.on("dialog", _accept(dialogs))
-    person.press(cards.first.get_by_test_id("revert-turn-button"))
+    first_revert = cards.first.get_by_test_id("revert-turn-button")
+    dialog = page.get_by_test_id("revert-dialog")
+
+    # While a turn runs: Esc on the dialog closes it, and neither reverts nor cancels the turn.
+    person.start_turn("/delay 30000")
+    for running_scheme in ("dark", "light"):
+        page.emulate_media(color_scheme=running_scheme)
+        if view == "phone":
+            _composer_buttons_share_one_row(page)
+        shot(page, f"composer-running-{view}-{running_scheme}")
+    person.press(first_revert)
+    expect(dialog).to_be_visible()
+    expect(dialog.get_by_test_id("revert-dialog-cancel")).to_be_focused()
+    page.keyboard.press("Escape")
+    expect(dialog).to_be_hidden()
+    expect(first_revert).to_be_focused()
+    page.wait_for_timeout(300)
+    person.expect_cancel_ready()
+    assert "agent.cancel" not in sent and "turn.revert" not in sent, sent
+    person.press(person.cancel_button)
+    person.expect_settled(timeout=15_000)
+
+    # Keep the files: nothing is sent, the focus goes back to the card's button.
+    before = len(sent)
+    person.press(first_revert)
+    expect(dialog).to_be_visible()
+    question = dialog.get_by_role("heading")
+    expect(question).to_have_text("Put the files back as they were before this turn?")
+    expect(dialog.get_by_test_id("revert-later")).to_have_text(
+        "The changes of 1 later turn go too.")  # the later turn's changes go too
+    files = dialog.get_by_test_id("revert-file")
+    expect(files).to_have_text(["a.txt", "x.html"])  # it lists what goes, as text
+    expect(dialog.locator("img")).to_have_count(0)
+    expect(dialog.get_by_test_id("revert-files").locator("li")).to_have_count(2)  # no more
+    expect(dialog.get_by_test_id("revert-confirm-button")).to_have_text("Put files back")
+    width = page.evaluate("() => window.innerWidth")
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= width
+    for testid in ("revert-confirm-button", "revert-dialog-cancel"):
+        b = dialog.get_by_test_id(testid).bounding_box()
+        assert b and b["height"] >= 40 and b["x"] >= 0 and b["x"] + b["width"] <= width, b
+    box = dialog.bounding_box()
+    assert box and box["x"] >= 0 and box["x"] + box["width"] <= width, box
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        checked = check_contrast(page, [
+            "[data-testid=revert-dialog] h2", "[data-testid=revert-later]",
+            ".revert-files-title", "[data-testid=revert-file]",
+            "[data-testid=revert-confirm-button]", "[data-testid=revert-dialog-cancel]",
+        ], f"revert dialog {scheme}")
+        assert len(checked) >= 7, checked
+        shot(page, f"revert-dialog-{view}-{scheme}")
+    page.emulate_media(color_scheme="light")
+    person.press(dialog.get_by_test_id("revert-dialog-cancel"))
+    expect(dialog).to_be_hidden()
+    expect(first_revert).to_be_focused()
+    page.wait_for_timeout(300)
+    assert "turn.revert" not in sent[before:], sent[before:]
+    expect(first_revert).to_have_text("Revert this turn")
+    assert (project / "a.txt").exists()
+
+    # Put files back: this turn's and the later one's.
+    person.press(first_revert)
+    person.press(dialog.get_by_test_id("revert-confirm-button"))
+    expect(dialog).to_be_hidden()
     for i in range(2):  # the later turn's changes went too
         button = cards.nth(i).get_by_test_id("revert-turn-button")
         expect(button).to_have_text("Reverted", timeout=15_000)
-    assert dialogs and "before this turn" in dialogs[0] and "1 later turn" in dialogs[0], dialogs
-    assert "a.txt" in dialogs[0] and "x.html" in dialogs[0], dialogs  # it lists what goes
+    assert sent.count("turn.revert") == 1, sent
     restored = person.status_messages().filter(has_text=RESTORED)
     expect(restored).to_have_count(1, timeout=10_000)
     assert not (project / "a.txt").exists()
@@ -161,6 +244,29 @@ def test_esc_stays_a_plain_cancel(
     person.expect_settled(timeout=20_000)
     expect(person.status_messages().filter(has_text=RESTORED)).to_have_count(0)
     assert list(project.glob("edit-*.txt"))
+
+
+def test_the_revert_dialog_names_ten_files_and_counts_the_rest(
+    project_server: tuple[BlockingServerProcess, Path], new_context: Any
+) -> None:
+    server, project = project_server
+    person = open_person(server, new_context, "desktop", "/")
+    page = person.page
+    _create_task_with_project(person, "Twelve files", project)
+    person.launch_session()
+    person.send("/edits 12")
+    card = page.get_by_test_id("turn-changes")
+    expect(card.get_by_test_id("changed-file")).to_have_count(12, timeout=20_000)
+    person.press(card.get_by_test_id("revert-turn-button"))
+    dialog = page.get_by_test_id("revert-dialog")
+    expect(dialog).to_be_visible()
+    expect(dialog.get_by_test_id("revert-later")).to_be_hidden()  # no later turn
+    expect(dialog.locator(".revert-files-title")).to_have_text("Files put back (12):")
+    expect(dialog.get_by_test_id("revert-file")).to_have_count(10)
+    expect(dialog.get_by_test_id("revert-more")).to_have_text("… and 2 more")
+    person.press(dialog.get_by_test_id("revert-confirm-button"))
+    expect(card.get_by_test_id("revert-turn-button")).to_have_text("Reverted", timeout=15_000)
+    assert not list(project.glob("edit-*.txt"))
 
 
 def test_the_picker_offers_recent_projects(

@@ -53,19 +53,29 @@ describe("turn changes", () => {
     assert.deepEqual(C.laterChangedTurns(messages, known.s, "nope"), []);
   });
 
-  it("asks a revert naming the files and the later turns that go", () => {
+  it("sums up a revert: the files put back and the later turns that go", () => {
     let known = {};
     known = C.applyTurnChanges(known, { session_id: "s", turn_id: "t1", files: [file("a.txt"), file("b.txt")] });
-    known = C.applyTurnChanges(known, { session_id: "s", turn_id: "t2", files: [file("b.txt"), file("c.txt")] });
-    const messages = [msg("a", "t1"), msg("b", "t2")];
-    const text = C.revertQuestion(messages, known.s, "t1");
-    assert.match(text, /^Put the files back as they were before this turn\?/);
-    assert.match(text, /1 later turn go too/);
-    assert.match(text, /Files put back \(3\):\n  a\.txt\n  b\.txt\n  c\.txt$/);
-    assert.equal(C.revertQuestion(messages, known.s, "t2"), "Put the files back as they were before this turn?\n\nFiles put back (2):\n  b.txt\n  c.txt");
+    known = C.markProbed(known, "s", "t2");
+    known = C.applyTurnChanges(known, { session_id: "s", turn_id: "t3", files: [file("b.txt"), file("c.txt")] });
+    const messages = [msg("a", "t1"), msg("b", "t2"), msg("c", "t3")];
+    assert.deepEqual(C.revertSummary(messages, known.s, "t1"), { later: 1, paths: ["a.txt", "b.txt", "c.txt"], more: 0 });
+    assert.deepEqual(C.revertSummary(messages, known.s, "t3"), { later: 0, paths: ["b.txt", "c.txt"], more: 0 });
+    assert.deepEqual(C.revertSummary(messages, known.s, "nope"), { later: 0, paths: [], more: 0 });
+    assert.deepEqual(C.revertSummary(messages, undefined, "t1"), { later: 0, paths: [], more: 0 });
+  });
+
+  it("names ten files of a big revert and counts the rest", () => {
     let many = {};
     many = C.applyTurnChanges(many, { session_id: "s", turn_id: "t1", files: Array.from({ length: 12 }, (_, i) => file(`f${i}`)) });
-    assert.match(C.revertQuestion([msg("a", "t1")], many.s, "t1"), /f9\n  … and 2 more$/);
+    many = C.applyTurnChanges(many, { session_id: "s", turn_id: "t2", files: [file("f0"), file("g")] });
+    const summary = C.revertSummary([msg("a", "t1"), msg("b", "t2")], many.s, "t1");
+    assert.equal(C.REVERT_NAMED, 10);
+    assert.deepEqual(summary.paths, Array.from({ length: 10 }, (_, i) => `f${i}`));
+    assert.equal(summary.more, 3, "f10, f11 and g; f0 counted once");
+    assert.equal(summary.later, 1);
+    const ten = C.applyTurnChanges({}, { session_id: "s", turn_id: "t1", files: Array.from({ length: 10 }, (_, i) => file(`f${i}`)) });
+    assert.equal(C.revertSummary([msg("a", "t1")], ten.s, "t1").more, 0);
   });
 
   it("adds up a file list's lines", () => {

@@ -34,8 +34,13 @@ export function createCancelControl({ onActivate }) {
     button.hidden = !view.visible;
     button.disabled = view.disabled;
     spinner.hidden = !view.pending;
-    label.textContent = view.label;
-    // The accessible name is exactly the visible label: "Cancel agent" / "Cancelling...".
+    // "Cancel agent": the phone's composer shows its first word only (app.css .label-rest); the
+    // text and the accessible name stay whole.
+    const [first, ...rest] = String(view.label).split(" ");
+    if (label.dataset.text !== view.label) label.replaceChildren(first, ...(rest.length ? [h("span", { class: "label-rest" }, ` ${rest.join(" ")}`)] : []));
+    label.dataset.text = view.label;
+    // The accessible name is the whole label, "Cancel agent" / "Cancelling..." (on the phone it
+    // begins with the word shown).
     button.setAttribute("aria-label", view.label);
     setAttr(button, "aria-busy", view.pending ? "true" : null);
     button.dataset.pending = view.pending ? "true" : "false";

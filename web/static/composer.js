@@ -41,7 +41,12 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert, onTyp
   // The §9 fallback, and other words about the last send that are no error.
   const note = h("p", { class: "composer-note", "aria-live": "polite", dataset: { testid: "composer-note" }, hidden: true });
   // DESIGN.md §12: "Cancel and undo" beside the cancel control; Esc stays a plain cancel.
-  const cancelRevert = h("button", { type: "button", class: "btn btn-secondary", hidden: true, dataset: { testid: "cancel-revert-button" }, title: "Cancel the turn and put its files back" }, "Cancel and undo");
+  // The phone says "Undo" (its four buttons then share one line at 390 px); the name stays whole.
+  const cancelRevert = h(
+    "button",
+    { type: "button", class: "btn btn-secondary", hidden: true, dataset: { testid: "cancel-revert-button" }, title: "Cancel the turn and put its files back", "aria-label": "Cancel and undo" },
+    compact ? "Undo" : "Cancel and undo",
+  );
   cancelRevert.addEventListener("click", () => {
     if (!cancelRevert.disabled) onCancelRevert?.();
   });

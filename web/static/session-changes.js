@@ -1,11 +1,16 @@
 // What each turn of the task page's sessions changed (DESIGN.md §12), kept as
 // turn-changes-state.js says: {sessionId: {turnId: {files, skipped} | null}}; the requests that
-// fill it after a reload (turn.diff), open a file's diff, and revert a turn.
+// fill it after a reload (turn.diff), open a file's diff, and revert a turn (after the
+// revert-dialog.js question).
 
 import * as C from "./turn-changes-state.js";
 import { humanizeError } from "./status.js";
 
-export function createSessionChanges({ env, ws, getState, render, showError, changesView }) {
+/**
+ * askRevert(summary, {returnFocus, forId}) -> Promise<boolean>: the revert dialog's question (true: put
+ * the files back).
+ */
+export function createSessionChanges({ ws, getState, render, showError, changesView, askRevert }) {
   let changes = {};
   let probing = false;
 
@@ -51,11 +56,14 @@ export function createSessionChanges({ env, ws, getState, render, showError, cha
     return diff;
   }
 
-  /** revert-turn-button: confirms (naming the files and the later turns that go), then turn.revert. */
+  /** revert-turn-button: asks first (the files and the later turns that go), then turn.revert. */
   async function revert(turnId, button) {
     const state = getState();
     const sid = state.selectedSessionId;
-    if (!env.confirm(C.revertQuestion(state.messages[sid], changes[sid], turnId))) return;
+    // The card may be redrawn while the dialog is open: the focus goes back to its button then.
+    const again = () => (button.isConnected ? button : document.querySelector(`[data-testid="revert-turn-button"][data-turn-id="${CSS.escape(turnId)}"]`));
+    const yes = await askRevert(C.revertSummary(state.messages[sid], changes[sid], turnId), { returnFocus: again, forId: sid });
+    if (!yes || getState().selectedSessionId !== sid) return;
     button.disabled = true;
     try {
       const answer = await ws.request("turn.revert", { session_id: sid, turn_id: turnId });

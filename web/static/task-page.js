@@ -9,6 +9,7 @@ import { h } from "./dom.js";
 import { createMessageList } from "./messages.js";
 import { createAgentPicker } from "./agent-picker.js";
 import { createItemDialog } from "./item-dialog.js";
+import { createRevertDialog } from "./revert-dialog.js";
 import * as L from "./lists.js";
 import { createSessionActions } from "./session-actions.js";
 import { createSessionList, sessionHref } from "./session-list.js";
@@ -71,6 +72,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
     onManage: (id) => sessionActions.manage(id),
   });
   const dialog = createItemDialog();
+  const revertDialog = createRevertDialog();
   const picker = createAgentPicker({
     agents: boot.agents,
     availability: boot.agent_availability,
@@ -159,6 +161,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
   );
   root.replaceChildren(
     dialog.el,
+    revertDialog.el,
     createShortcutHelp(env.document).el,
     h(
       "div",
@@ -297,7 +300,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
     if (env.document.title !== title) env.document.title = title;
   }
 
-  /** The task's own title, the deleted-task notice and the item dialog (lists.js). */
+  /** The task's own title, the deleted-task notice and the dialogs (lists.js). */
   function renderLists(offline) {
     const name = state.task?.title ?? task.title;
     if (topTitle.textContent !== name) topTitle.textContent = name;
@@ -306,6 +309,9 @@ export function mountTaskPage(root, boot, env = globalThis) {
     dialog.setOffline(offline);
     const open = dialog.openFor;
     if (open && (state.taskGone || !state.sessions[open])) dialog.close(); // removed meanwhile
+    // The revert's question is about the session shown: it goes if another one is shown now.
+    const asking = revertDialog.openFor;
+    if (asking && (state.taskGone || asking !== state.selectedSessionId)) revertDialog.close();
   }
 
   /**
@@ -403,7 +409,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
 
   // The selected session's turn: its changes (DESIGN.md §12), the requests that act on it, and
   // the clock of its working indicator and escalation countdown (DESIGN.md §15).
-  const changes = createSessionChanges({ env, ws, getState: () => state, render, showError, changesView });
+  const changes = createSessionChanges({ ws, getState: () => state, render, showError, changesView, askRevert: revertDialog.ask });
   const actions = createTurnActions({
     ws,
     taskId,

@@ -50,24 +50,21 @@ export function laterChangedTurns(messages, knownForSession, turnId) {
   return order.slice(at + 1).filter((t) => knownForSession?.[t]?.files?.length);
 }
 
+/** At most this many files are named in the revert dialog; the rest are counted. */
+export const REVERT_NAMED = 10;
+
 /**
- * The revert's question (issue 33: the UI confirms and lists what goes): the files this turn and
- * the later ones changed, 10 named at most, and how many later turns go too.
+ * What a revert puts back (issue 33: the UI confirms and lists what goes), for the revert dialog:
+ * `later` the number of later turns whose changes go too, `paths` the files this turn and those
+ * turns changed (each once, REVERT_NAMED at most), `more` how many further files are not named.
  */
-export function revertQuestion(messages, knownForSession, turnId) {
+export function revertSummary(messages, knownForSession, turnId) {
   const later = laterChangedTurns(messages, knownForSession, turnId);
   const paths = [];
   for (const t of [turnId, ...later]) {
     for (const f of knownForSession?.[t]?.files ?? []) if (!paths.includes(f.path)) paths.push(f.path);
   }
-  const lines = ["Put the files back as they were before this turn?"];
-  if (later.length) lines.push(`The changes of ${later.length} later turn${later.length === 1 ? "" : "s"} go too.`);
-  if (paths.length) {
-    const named = paths.slice(0, 10).map((p) => `  ${p}`);
-    if (paths.length > 10) named.push(`  … and ${paths.length - 10} more`);
-    lines.push("", `Files put back (${paths.length}):`, ...named);
-  }
-  return lines.join("\n");
+  return { later: later.length, paths: paths.slice(0, REVERT_NAMED), more: Math.max(0, paths.length - REVERT_NAMED) };
 }
 
 const cards = new WeakMap(); // entry -> its card message: the same entry keeps the same object
