@@ -88,6 +88,7 @@ from .jsonrpc import (
     Response,
     RpcEvent,
     UnmatchedResponse,
+    error_text,
 )
 from .turnstate import Trigger, TurnState
 
@@ -382,7 +383,8 @@ class AcpClient(CoreBase):
                 # (claude-agent-acp 0.101): our cancel's outcome, not an error.
                 self._finish_turn(TurnEnded(stop_reason="cancelled"))
             case ErrorResponse(id=rid) if rid == self._prompt_id:
-                self._finish_turn(TurnEnded(stop_reason="error", error=ev.message))
+                self._finish_turn(TurnEnded(stop_reason="error",
+                                            error=error_text(ev.message, ev.data)))
             case Response(id=rid) if rid == self._new_session_id:
                 sid = ev.result.get("sessionId") if isinstance(ev.result, dict) else None
                 if isinstance(sid, str):

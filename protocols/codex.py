@@ -61,6 +61,7 @@ from .jsonrpc import (
     Response,
     RpcEvent,
     UnmatchedResponse,
+    error_text,
 )
 from .turnstate import Trigger, TurnState
 
@@ -353,7 +354,8 @@ class CodexClient(CoreBase):
             case ErrorResponse(id=rid) if rid == self._turn_start_id:
                 self._events.append(ev)
                 if self.turn.state is not TurnState.IDLE:
-                    self._finish_turn(TurnEnded(stop_reason="error", error=ev.message))
+                    self._finish_turn(TurnEnded(stop_reason="error",
+                                                error=error_text(ev.message, ev.data)))
             case Response() | ErrorResponse():
                 self._events.append(ev)
             case UnmatchedResponse(id=rid):

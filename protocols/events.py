@@ -15,6 +15,7 @@ from typing import Any, Final, Literal, TypeAlias
 __all__ = [
     "STOP_REASONS",
     "SUBAGENT_ACTIVE",
+    "SUBAGENT_LIVE",
     "AgentEvent",
     "AgentNotice",
     "HistoryReplayed",
@@ -140,6 +141,8 @@ SubagentState: TypeAlias = Literal[
     "running", "requires_action", "cancelling", "completed", "cancelled", "failed", "unknown"]
 #: The states a child can still be stopped in.
 SUBAGENT_ACTIVE: Final[frozenset[str]] = frozenset({"running", "requires_action"})
+#: The states of a child still at work (its own cancel may be pending): not ended.
+SUBAGENT_LIVE: Final[frozenset[str]] = SUBAGENT_ACTIVE | {"cancelling"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

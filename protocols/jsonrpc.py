@@ -38,6 +38,8 @@ __all__ = [
     "RpcConnection",
     "RpcEvent",
     "UnmatchedResponse",
+    "error_details",
+    "error_text",
 ]
 
 JSON = Any
@@ -52,6 +54,39 @@ INTERNAL_ERROR: Final = -32603
 #: The answer to a request its sender withdrew (LSP's code, adopted by ACP's
 #: ``$/cancel_request``).
 REQUEST_CANCELLED: Final = -32800
+
+
+#: How long a short form of an error's ``data`` may be (``error_details``).
+DETAILS_CHARS: Final = 300
+
+
+def error_details(data: JSON) -> str | None:
+    """A short form of a JSON-RPC error's ``data`` for a person, or None when
+    it says nothing: its ``details`` (the ACP SDKs' ``RequestError``), else
+    its ``message``, when ``data`` is an object; the text when it is a string.
+    One line, at most ``DETAILS_CHARS`` characters."""
+    text: object = data
+    if isinstance(data, dict):
+        text = data.get("details")
+        if not isinstance(text, str) or not text.strip():
+            text = data.get("message")
+    if not isinstance(text, str):
+        return None
+    text = " ".join(text.split())
+    if not text:
+        return None
+    return text if len(text) <= DETAILS_CHARS else text[:DETAILS_CHARS - 1] + "…"
+
+
+def error_text(message: str, data: JSON) -> str:
+    """An error's message with the short form of its ``data`` (``error_details``)
+    when that adds something: what a person is shown of an agent's error."""
+    details = error_details(data)
+    if details is None or details in message:
+        return message
+    if not message.strip() or message in details:
+        return details
+    return f"{message}: {details}"
 
 
 class Dialect(Enum):
@@ -191,8 +226,12 @@ class RpcConnection:
     def send_response(self, rid: RequestId, result: JSON) -> bytes:
         return self._encode({"id": rid, "result": result})
 
-    def send_error(self, rid: RequestId | None, code: int, message: str) -> bytes:
-        return self._encode({"id": rid, "error": {"code": code, "message": message}})
+    def send_error(self, rid: RequestId | None, code: int, message: str,
+                   data: JSON = None) -> bytes:
+        error: dict[str, JSON] = {"code": code, "message": message}
+        if data is not None:
+            error["data"] = data
+        return self._encode({"id": rid, "error": error})
 
     def forget(self, rid: RequestId) -> None:
         """Stop waiting for ``rid``; a late answer becomes ``UnmatchedResponse``."""

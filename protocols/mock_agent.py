@@ -34,12 +34,14 @@ milliseconds.  The prompt text selects a behaviour (DESIGN.md §3):
     /rm PATH         deletes PATH (a tool call with the diff)
     /edits <n>       <n> writes (``edit-1.txt`` ...), one per 100 ms; honours
                      cancel at once: a turn to cancel half-way
-    /subagents <n> [ms]  <n> child sessions (ACP subagent sessions; v1 only for a
+    /subagents <n> [ms] [hang|hang-all]
+                     <n> child sessions (ACP subagent sessions; v1 only for a
                      client offering ``clientCapabilities.subagents``) streaming
                      for <ms> (20 s) each while the parent streams; each honours
                      its own ``session/cancel``; the parent ends when they all
                      have, or at its own cancel, leaving them running
-                     (protocols/mock/subagents.py)
+                     (protocols/mock/subagents.py); ``hang`` after <ms>: the
+                     parent ignores its cancel; ``hang-all``: the children too
     anything else    echoes the text back in a few chunks
 
 Sessions survive the process: each agent session (ACP session, Codex thread)

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 import trio
 
 from .events import AgentEvent, AgentNotice, TurnEnded
-from .jsonrpc import ErrorResponse, NeedData, PeerClosed, Response
+from .jsonrpc import JSON, ErrorResponse, NeedData, PeerClosed, Response, error_details, error_text
 
 __all__ = [
     "AgentClosed",
@@ -61,11 +61,19 @@ class AgentRefused(Exception):
 
 
 class AgentRequestError(Exception):
-    def __init__(self, method: str, code: int, message: str) -> None:
-        super().__init__(f"{method} failed ({code}): {message}")
+    """The agent answered a request with a JSON-RPC error: its ``code``,
+    ``message`` and ``data`` (None: none sent).  The text (``str``) adds the
+    short form of ``data``'s details (``error_details``), which is often all
+    that says what went wrong (ACP SDKs answer ``Internal error`` with
+    ``data: {details}``); ``details`` is that short form, or None."""
+
+    def __init__(self, method: str, code: int, message: str, data: JSON = None) -> None:
+        super().__init__(f"{method} failed ({code}): {error_text(message, data)}")
         self.method = method
         self.code = code
         self.message = message
+        self.data = data
+        self.details = error_details(data)
 
 
 class ClientCore(Protocol):
@@ -248,8 +256,8 @@ class AgentConnection:
         match waiter.value:
             case Response(result=result):
                 return result
-            case ErrorResponse(method=method, code=code, message=message):
-                raise AgentRequestError(method, code, message)
+            case ErrorResponse(method=method, code=code, message=message, data=data):
+                raise AgentRequestError(method, code, message, data)
         if self.closed.is_set():
             raise AgentClosed(self.close_reason)
         if withdraw is not None:

@@ -426,15 +426,20 @@ class Cancellations:
 
     async def _escalate(self, ex: Execution, turn: TurnHandle) -> None:
         """Synthetic completion of a turn the agent will not end; the execution
-        is marked ready (and its agent replaced before the next prompt).  The
-        close is bounded by ``cancel_cleanup_s``."""
+        is marked ready (and its agent replaced before the next prompt), the
+        turn's children cancelled with it.  The close is bounded by
+        ``cancel_cleanup_s``."""
         log.warning("session %s: escalating cancel of turn %s", ex.session_id, turn.id)
         self._set_phase(turn, CancelPhase.ESCALATED)
         turn.scope.cancel()
         ex.adapter.abandon_turn()
         ex.abandoned = True
-        await self.closer.finish_turn(ex, turn, TurnEnded(stop_reason="cancelled",
-                                                          turn_id=turn.id))
+        # Its children stop with it (DESIGN.md §13), whether the agent confirmed
+        # their own cancels (while this turn's cancel waited) or not (now): the
+        # status message counts them as a confirmed cancel's does.
+        stopped = self.notify.subagents_stopped(ex.session_id) | turn.subagents_stopped
+        await self.closer.finish_turn(ex, turn, TurnEnded(
+            stop_reason="cancelled", turn_id=turn.id, subagents_cancelled=len(stopped)))
 
     # -- outcome and settle -------------------------------------------------------------
 

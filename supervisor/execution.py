@@ -464,6 +464,9 @@ class Executions:
                             if turn is not None:  # its parent waits on it: not stalled
                                 await self.watchdog.progress(turn)
                         case SubagentChanged():
+                            if (turn is not None and turn.cancel_began_at is not None
+                                    and ev.state in ("cancelling", "cancelled")):
+                                turn.subagents_stopped.add(ev.subagent_id)
                             self.notify.subagent_changed(ex.session_id, self.subagents.record(
                                 ex.session_id, turn.id if turn is not None else None, ev))
                         case AgentNotice(message=message, level=level):

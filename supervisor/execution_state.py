@@ -144,6 +144,9 @@ class TurnHandle:
     answered_at: float | None = None
     #: Agent events of this turn since its cancel was sent (it keeps going?).
     events_after_cancel: int = 0
+    #: Child sessions that went ``cancelling`` or ``cancelled`` once this turn's
+    #: cancel began: what an escalation of it counts as stopped with it.
+    subagents_stopped: set[str] = field(default_factory=set)
     #: Whether this turn's close moved the session out of RUNNING (nothing left
     #: for a cancel to reconcile).
     settled_session: bool = False

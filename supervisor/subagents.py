@@ -8,7 +8,9 @@ hands them to ``Subagents.record``, and the notifier publishes
 ``subagents`` lists the children of the session's latest turn that had any (the
 children are the turn's work: a new turn's first child replaces the list).
 Nothing is persisted: after a restart, or once the agent process is gone, no child
-runs (``agent_stopped`` says so for those still listed as running).
+runs (``agent_stopped`` says so for those still listed as running).  A parent's
+cancel the agent did not confirm, escalated (supervisor/cancellation.py), cancels
+the children still at work with it (``parent_stopped``): the agent is given up on.
 
 ``SubagentControl.cancel`` is ``subagent.cancel``: it stops one child through its
 own protocol cancel (ACP ``session/cancel`` on the child's session id) while the
@@ -23,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from protocols.adapters import AgentAdapter
-from protocols.events import SUBAGENT_ACTIVE, SubagentChanged
+from protocols.events import SUBAGENT_ACTIVE, SUBAGENT_LIVE, SubagentChanged
 
 from .errors import Conflict, NotFound
 
@@ -38,6 +40,9 @@ CancelOutcome = Literal["cancel_sent", "already_cancelling", "already_finished"]
 class _Entry:
     turn_id: str | None
     ev: SubagentChanged
+    #: Stopped with its parent's escalated cancel (``parent_stopped``): the agent
+    #: that ran it was given up on, so what it says of the child later is moot.
+    settled: bool = False
 
     def dto(self) -> dict[str, Any]:
         ev = self.ev
@@ -65,24 +70,50 @@ class Subagents:
         turns); its DTO, to publish."""
         children = self._sessions.setdefault(session_id, {})
         known = children.get(ev.subagent_id)
+        if known is not None and known.settled:
+            return known.dto()  # its agent was given up on: it stays stopped
         if known is not None:
             turn_id = known.turn_id  # a child stays its turn's
-        elif turn_id is not None and any(e.turn_id not in (None, turn_id)
-                                         for e in children.values()):
-            # The first child of a new turn: the earlier turns' children that
-            # ended are history; one still running stays listed (it can be stopped).
-            for key in [k for k, e in children.items() if e.ev.state not in SUBAGENT_ACTIVE
-                        and e.ev.state != "cancelling"]:
-                del children[key]
+        elif self._new_turn(children, turn_id):
+            self._prune(children)
         entry = children[ev.subagent_id] = _Entry(turn_id, ev)
         return entry.dto()
+
+    @staticmethod
+    def _new_turn(children: dict[str, _Entry], turn_id: str | None) -> bool:
+        """Whether a child first seen during ``turn_id`` is a new turn's first:
+        some listed child is another turn's."""
+        if turn_id is None:
+            return False  # between turns: no turn to replace the list
+        return any(e.turn_id not in (None, turn_id) for e in children.values())
+
+    @staticmethod
+    def _prune(children: dict[str, _Entry]) -> None:
+        """The earlier turns' children that ended are history; one still at
+        work stays listed (it can be stopped)."""
+        for key in [k for k, e in children.items() if e.ev.state not in SUBAGENT_LIVE]:
+            del children[key]
+
+    def parent_stopped(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's turn was cancelled by escalation (its agent did not
+        confirm in time and was given up on): every child still at work
+        (running, or its own cancel pending) is cancelled with it; their DTOs,
+        to publish.  Later reports of the agent on them change nothing."""
+        changed = []
+        for key, entry in (children := self._sessions.get(session_id, {})).items():
+            if entry.ev.state in SUBAGENT_LIVE:
+                children[key] = _Entry(entry.turn_id, replace(
+                    entry.ev, state="cancelled", cancellable=False, stop_reason="cancelled"),
+                    settled=True)
+                changed.append(children[key].dto())
+        return changed
 
     def agent_stopped(self, session_id: str) -> list[dict[str, Any]]:
         """The session's agent process is gone, and every child with it: those
         still listed as running become ``unknown``; their DTOs, to publish."""
         changed = []
         for key, entry in (children := self._sessions.get(session_id, {})).items():
-            if entry.ev.state in SUBAGENT_ACTIVE or entry.ev.state == "cancelling":
+            if entry.ev.state in SUBAGENT_LIVE:
                 children[key] = replace(entry, ev=replace(entry.ev, state="unknown",
                                                           cancellable=False))
                 changed.append(children[key].dto())

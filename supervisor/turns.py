@@ -20,7 +20,7 @@ from typing import Any
 
 import trio
 
-from protocols.adapters import AgentClosed, AgentRefused, AgentTimeout
+from protocols.adapters import AgentClosed, AgentRefused, AgentRequestError, AgentTimeout
 from protocols.events import TurnEnded
 from protocols.jsonrpc import LocalProtocolError
 
@@ -125,7 +125,8 @@ class Turns:
             meta["client_message_id"] = client_message_id
         try:
             await ex.adapter.steer(text)
-        except (LocalProtocolError, AgentRefused) as exc:
+        except (LocalProtocolError, AgentRefused, AgentRequestError) as exc:
+            # (An error answer, its details in its text: the turn it names is over.)
             raise Conflict(f"the agent did not take the steer: {exc}") from None
         except (AgentTimeout, AgentClosed) as exc:
             log.warning("session %s: steer delivery uncertain (%s); not sent again",

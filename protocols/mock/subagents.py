@@ -1,5 +1,5 @@
-"""``/subagents N [ms]``: N child sessions that stream for <ms> (default 20 s) each
-while the parent streams too (DESIGN.md §13).
+"""``/subagents N [ms] [hang|hang-all]``: N child sessions that stream for <ms>
+(default 20 s) each while the parent streams too (DESIGN.md §13).
 
 Each child is announced on the parent (``subagent_update`` with ``capabilities.cancel``),
 streams its own chunks on its own session id, and ends ``idle`` with ``end_turn`` at its
@@ -9,6 +9,10 @@ the parent's turn at once and leaves the children running, as claude-agent-acp d
 a client that can cancel them (0.91+): the client must cancel each.  Where the client
 cannot see children (Codex, ACP v1 without ``clientCapabilities.subagents``), the
 parent streams alone for <ms>.
+
+``hang``: the parent ignores its own cancel (as ``/hang`` does) and streams on until
+<ms> has passed, so the client has to escalate; the children still honour theirs.
+``hang-all``: the children ignore their cancels too (an agent deaf to every cancel).
 """
 
 from __future__ import annotations
@@ -24,19 +28,22 @@ __all__ = ["DEFAULT_MS", "subagents"]
 DEFAULT_MS = 20_000
 
 
-def _args(text: str) -> tuple[int, int]:
-    words = text.split()[1:3]
-    numbers = [int(w) for w in words if w.isdigit()]
+def _args(text: str) -> tuple[int, int, str]:
+    words = text.split()[1:4]
+    numbers = [int(w) for w in words[:2] if w.isdigit()]
     n = numbers[0] if numbers else 2
     ms = numbers[1] if len(numbers) > 1 else DEFAULT_MS
-    return max(1, min(n, 20)), max(ms, 1)
+    hang = next((w for w in words if w in ("hang", "hang-all")), "")
+    return max(1, min(n, 20)), max(ms, 1), hang
 
 
 def subagents(turn: Turn, text: str) -> Iterator[Wait]:
-    n, ms = _args(text)
+    n, ms, hang = _args(text)
+    parent_hears = not hang
+    children_hear = hang != "hang-all"
     agent, wire = turn.agent, turn.wire
     if not wire.subagents:
-        yield from stream(turn, ms, honour_cancel=True)
+        yield from stream(turn, ms, honour_cancel=parent_hears)
         return
     children: list[Child] = []
     for i in range(1, n + 1):
@@ -51,19 +58,20 @@ def subagents(turn: Turn, text: str) -> Iterator[Wait]:
         for child in children:
             if child.done:
                 continue
-            if child.cancelled or turn.now >= deadline:
+            stopped = child.cancelled and children_hear
+            if stopped or turn.now >= deadline:
                 child.done = True
-                wire.subagent_state(child, "idle",
-                                    "cancelled" if child.cancelled else "end_turn")
+                wire.subagent_state(child, "idle", "cancelled" if stopped else "end_turn")
                 agent.children.pop(child.id, None)
             else:
                 wire.subagent_chunk(child, f"{child.title} chunk{tick} ")
         parent_open = agent.turn is turn
         if parent_open:
-            if turn.cancelled:
+            if turn.cancelled and parent_hears:
                 turn.end("cancelled")
                 parent_open = False
-            elif all(c.done for c in children):
+            elif all(c.done for c in children) and (not turn.cancelled
+                                                    or turn.now >= deadline):
                 turn.chunk("subagents done")
                 turn.end("end_turn")
                 return
@@ -74,4 +82,5 @@ def subagents(turn: Turn, text: str) -> Iterator[Wait]:
         tick += 1
         # After the parent's end its cancel flag stays set: only a child's
         # cancel (which steps the script itself) or the timer wakes it then.
-        yield Wait(min(CHUNK_INTERVAL_S, max(deadline - turn.now, 0.0)), cancel=parent_open)
+        yield Wait(min(CHUNK_INTERVAL_S, max(deadline - turn.now, 0.0)),
+                   cancel=parent_open and parent_hears)

@@ -37,7 +37,13 @@ from protocols.adapters import (
     SteerUnsupported,
     WireProtocol,
 )
-from protocols.events import AgentEvent, SubagentChanged, SubagentState, TurnEnded
+from protocols.events import (
+    SUBAGENT_LIVE,
+    AgentEvent,
+    SubagentChanged,
+    SubagentState,
+    TurnEnded,
+)
 from protocols.transport import AgentClosed, AgentRefused, AgentTimeout
 
 from ..config import Timeouts
@@ -79,8 +85,11 @@ class AgentctlAdapter:
         #: seq agentctl's log had reached when it answered the session start.
         self._adopting: PendingTurn | None = None
         self._session_seq: int | None = None
-        #: Children as agentctl last answered a cancel of them (their state).
+        #: Children as agentctl last answered a cancel of them (their state), kept
+        #: as supervisor/subagents.py keeps its own: one that ended is forgotten
+        #: when the stream says so and at the next turn, all of them with the session.
         self._subagents: dict[str, SubagentChanged] = {}
+        self.connection.on_subagent = self._subagent_changed
 
     # -- AgentAdapter -----------------------------------------------------------------
 
@@ -175,6 +184,8 @@ class AgentctlAdapter:
         session_id = data.get("session_id")
         if not isinstance(session_id, str):
             raise AgentClosed(f"agentctl did not start a session: {data.get('error')}")
+        if session_id != self._session_id:
+            self._subagents.clear()  # another session: its children are not these
         self._session_id = session_id
         self.connection.session_id = session_id
         self.attached = bool(data.get("attached"))
@@ -251,6 +262,7 @@ class AgentctlAdapter:
             raise RuntimeError("a prompt is already running on this adapter")
         turn = PendingTurn(id=self._next_turn_id or uuid.uuid4().hex)
         self._next_turn_id = None
+        self._prune_subagents()
         # Armed before the request: the turn's end may beat the response.
         self._turn = turn
         self.connection.expect_turn(turn)
@@ -344,6 +356,17 @@ class AgentctlAdapter:
         self.connection.expect_turn(None)
         return True
 
+    def _subagent_changed(self, ev: SubagentChanged) -> None:
+        """The event stream says a child changed: one that ended is forgotten."""
+        if ev.state not in SUBAGENT_LIVE:
+            self._subagents.pop(ev.subagent_id, None)
+
+    def _prune_subagents(self) -> None:
+        """A new turn: the children that ended are history; one still at work
+        is kept (it can still be stopped)."""
+        for key in [k for k, ev in self._subagents.items() if ev.state not in SUBAGENT_LIVE]:
+            del self._subagents[key]
+
     def subagent(self, subagent_id: str) -> SubagentChanged | None:
         """The child as agentctl last answered for it (its state only: the
         supervisor's registry keeps the rest, from the event stream)."""
@@ -371,6 +394,7 @@ class AgentctlAdapter:
         """Close the link and the HTTP client (bounded, shielded).  The agent
         keeps running in agentctl, ready to be re-attached."""
         self.connection.close("agentctl client closed", quiet=True)
+        self._subagents.clear()
         with trio.CancelScope(shield=True), trio.move_on_after(self.timeouts.cancel_cleanup_s):
             await self.connection.http.aclose()
 

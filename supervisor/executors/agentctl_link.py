@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import ssl
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
 from urllib.parse import quote, urlsplit
@@ -50,7 +51,7 @@ from protocols.agentctl_wire import (
     StreamDecoder,
     WireError,
 )
-from protocols.events import AgentEvent, AgentNotice, TurnEnded
+from protocols.events import AgentEvent, AgentNotice, SubagentChanged, TurnEnded
 from protocols.scopes import shielded_for
 from protocols.transport import AgentClosed, AgentRefused, AgentTimeout
 
@@ -98,6 +99,9 @@ class AgentctlLink:
         self._scope: trio.CancelScope | None = None
         self._turn: PendingTurn | None = None
         self._events_send, self.events = trio.open_memory_channel[AgentEvent](event_buffer)
+        #: Told of each child session's change read from the stream, before it is
+        #: queued on ``events`` (the adapter's cache of children, ``AgentctlAdapter``).
+        self.on_subagent: Callable[[SubagentChanged], None] | None = None
         #: ``?after=`` for the stream (``resume``): the seq a previous backend
         #: wrote down up to.
         self.after: int | None = None
@@ -259,6 +263,8 @@ class AgentctlLink:
                     pending.done.set()
                     await self._emit(ended, seq)
             case LoggedEvent(seq=seq, event=event):
+                if isinstance(event, SubagentChanged) and self.on_subagent is not None:
+                    self.on_subagent(event)
                 await self._emit(event, seq)
         return None  # Heartbeat, other Control entries
 

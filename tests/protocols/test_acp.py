@@ -356,6 +356,15 @@ def test_prompt_error_ends_the_turn_with_error() -> None:
     assert state(p) is TurnState.IDLE
 
 
+def test_prompt_error_says_its_details() -> None:
+    """An ACP SDK's ``Internal error`` says why only in ``data.details``."""
+    p = prompting()
+    events = p.to_client(p.agent.send_error(3, -32603, "Internal error",
+                                            {"details": "model 'x' not found"}))
+    assert events == [TurnEnded(stop_reason="error",
+                                error="Internal error: model 'x' not found")]
+
+
 @pytest.mark.parametrize(
     ("result", "stop"),
     [

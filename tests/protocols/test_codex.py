@@ -307,6 +307,14 @@ def test_owed_interrupt_dropped_when_turn_start_fails() -> None:
     assert state(p) is TurnState.IDLE
 
 
+def test_turn_start_error_says_its_details() -> None:
+    p = turn_sent()
+    events = p.to_client(p.agent.send_error(3, -32603, "Internal error",
+                                            {"details": "usage limit reached"}))
+    assert events[-1] == TurnEnded(stop_reason="error",
+                                   error="Internal error: usage limit reached")
+
+
 def test_owed_interrupt_when_the_agent_exits_mid_answer() -> None:
     """The turn/start answer is the agent's last, unterminated line: the core
     learns the id but must not try to write to an agent that is gone."""

@@ -25,7 +25,10 @@ from protocols.jsonrpc import (
     RpcConnection,
     RpcEvent,
     UnmatchedResponse,
+    error_details,
+    error_text,
 )
+from protocols.transport import AgentRequestError
 
 from .helpers import drain
 
@@ -332,3 +335,55 @@ def test_arbitrary_bytes_never_raise(chunks: list[bytes], dialect: Dialect) -> N
             if isinstance(ev, IncomingRequest):
                 assert conn.send_error(ev.id, -32601, f"no {ev.method}").endswith(b"\n")
     assert conn.closed
+
+
+@pytest.mark.parametrize(("data", "details"), [
+    (None, None),
+    ({"details": "model 'x' not found"}, "model 'x' not found"),
+    ({"details": "  two\n lines  "}, "two lines"),
+    ({"message": "auth required"}, "auth required"),
+    ({"details": "", "message": "the message then"}, "the message then"),
+    ({"details": 3}, None),
+    ({"other": "x"}, None),
+    ("plain text", "plain text"),
+    (["a"], None),
+    ({"details": "x" * 1000}, "x" * 299 + "…"),
+])
+def test_error_details_is_a_short_form_of_data(data: Any, details: str | None) -> None:
+    assert error_details(data) == details
+
+
+def test_error_text_adds_details_only_where_they_say_more() -> None:
+    assert error_text("Internal error", {"details": "no such session"}) == \
+        "Internal error: no such session"
+    assert error_text("Internal error", None) == "Internal error"
+    assert error_text("no such session s1", {"details": "no such session"}) == \
+        "no such session s1"
+    assert error_text("", {"details": "why"}) == "why"
+    assert error_text("gone", {"details": "gone: the session expired"}) == \
+        "gone: the session expired"
+
+
+def test_an_error_answers_data_reaches_the_request_error() -> None:
+    """An agent's ``error.data`` survives the wire (``send_error`` writes it,
+    ``ErrorResponse`` keeps it) and ``AgentRequestError``: kept whole as
+    ``data``, its details short in the text."""
+    client, agent = RpcConnection(Dialect.JSONRPC2), RpcConnection(Dialect.JSONRPC2)
+    rid, data = client.send_request("session/load", {"sessionId": "s1"})
+    agent.receive_data(data)
+    req = agent.next_event()
+    assert isinstance(req, IncomingRequest)
+    detail = {"details": "Session s1 not found", "sessionId": "s1"}
+    client.receive_data(agent.send_error(req.id, INTERNAL_ERROR, "Internal error", detail))
+    answer = client.next_event()
+    assert answer == ErrorResponse(id=rid, method="session/load", code=INTERNAL_ERROR,
+                                   message="Internal error", data=detail)
+    assert isinstance(answer, ErrorResponse)
+    exc = AgentRequestError(answer.method, answer.code, answer.message, answer.data)
+    assert (exc.method, exc.code, exc.message, exc.data) == (
+        "session/load", INTERNAL_ERROR, "Internal error", detail)
+    assert exc.details == "Session s1 not found"
+    assert str(exc) == "session/load failed (-32603): Internal error: Session s1 not found"
+    plain = AgentRequestError("session/new", -32602, "bad cwd")
+    assert plain.data is None and plain.details is None
+    assert str(plain) == "session/new failed (-32602): bad cwd"

@@ -121,6 +121,24 @@ async def test_request_error_raises_with_code(autojump_clock: trio.testing.MockC
         assert (info.value.method, info.value.code) == ("session/new", -32602)
 
 
+async def test_request_error_keeps_its_data(autojump_clock: trio.testing.MockClock) -> None:
+    async def refuse(agent: ScriptedAgent) -> None:
+        req = await agent.receive()
+        assert isinstance(req, IncomingRequest)
+        await agent.send(agent.rpc.send_error(req.id, -32603, "Internal error",
+                                              {"details": "cwd /nope does not exist"}))
+
+    async with connected() as (core, conn, agent), trio.open_nursery() as nursery:
+        nursery.start_soon(refuse, agent)
+        rid, data = core.new_session("/nope")
+        with pytest.raises(AgentRequestError) as info:
+            await conn.request(rid, data, timeout_s=10)
+        assert info.value.data == {"details": "cwd /nope does not exist"}
+        assert info.value.details == "cwd /nope does not exist"
+        assert str(info.value) == ("session/new failed (-32603): Internal error: "
+                                   "cwd /nope does not exist")
+
+
 async def test_agent_exit_fails_a_pending_request_at_once(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

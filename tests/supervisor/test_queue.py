@@ -373,3 +373,26 @@ async def test_a_steer_of_uncertain_delivery_is_never_sent_again(
         await _idle_with(sup, caller, sid, ["/delay 1500", "maybe taken"])
         assert sent == ["maybe taken"]
         assert (await sup.orchestrator.queue_list(caller, sid)).entries == ()
+
+
+async def test_a_steer_the_agent_refuses_is_queued(
+    make_supervisor: SupervisorFactory
+) -> None:
+    """The agent answered the steer with an error (the turn it names is
+    ending): certainly not delivered, so queued, as a steer it cannot take."""
+    from protocols.adapters import AgentRequestError
+
+    async with make_supervisor() as sup:
+        caller, sid = await new_session(sup, "mock-codex")
+        await sup.orchestrator.add_message(caller, sid, "/delay 1500")
+        await _running(sup, caller, sid)
+        adapter = sup.lifecycle.executions[sid].adapter
+
+        async def steer_refused(text: str) -> None:
+            raise AgentRequestError("turn/steer", -32600, "Invalid request",
+                                    {"details": "the turn is ending"})
+
+        adapter.steer = steer_refused  # type: ignore[method-assign]  # the test's double
+        reply = await sup.orchestrator.add_message(caller, sid, "too late", "steer")
+        assert reply["delivery"] == "queued" and reply["steer_unsupported"] is True
+        await _idle_with(sup, caller, sid, ["/delay 1500", "too late"])

@@ -121,3 +121,34 @@ async def test_the_next_turns_children_replace_the_ended_ones(
                 if len(children) == 1 and children[0]["id"] not in {c["id"] for c in first}:
                     break
                 await trio.sleep(0.02)
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+@pytest.mark.parametrize("mode", ["hang", "hang-all"])
+async def test_an_escalated_parent_cancel_stops_every_child_and_counts_them(
+        make_supervisor: SupervisorFactory, agent: str, mode: str) -> None:
+    """The agent does not confirm the parent's cancel (``hang``: its children
+    confirm theirs; ``hang-all``: nothing is confirmed): the supervisor ends the
+    turn itself, and the children end with it, counted as a confirmed cancel's."""
+    async with make_supervisor(cancel_join_s=0.3, cancel_escalate_s=0.8) as sup:
+        caller, sid = await new_session(sup, agent)
+        sub = sup.bus.subscriber()
+        sub.subscribe(sid)
+        await sup.orchestrator.send_message(caller, sid, f"/subagents 2 20000 {mode}")
+        children = await _wait_for(sup, caller, sid, ["running", "running"])
+        with trio.fail_after(5):
+            outcome = await sup.orchestrator.cancel(caller, sid)
+        assert outcome is CancelOutcome.ESCALATED
+        [status] = await _statuses(sup, caller, sid)
+        assert status.content == CANCELLED_STATUS
+        assert status.metadata["escalated"] is True
+        assert status.metadata["subagents_cancelled"] == 2
+        now = await _subagents(sup, caller, sid)
+        assert [(c["state"], c["cancellable"]) for c in now] == [("cancelled", False)] * 2
+        changed = [f for f in _drain(sub) if '"session.subagent.changed"' in f]
+        assert sum('"cancelled"' in f for f in changed) >= 2
+        for child in children:
+            assert (await sup.subagents.cancel(sid, child["id"]))[0] == "already_finished"
+        # The abandoned agent's later word on its children changes nothing shown.
+        await trio.sleep(0.3)
+        assert [c["state"] for c in await _subagents(sup, caller, sid)] == ["cancelled"] * 2

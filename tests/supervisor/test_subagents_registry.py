@@ -40,6 +40,34 @@ def test_an_agent_that_stopped_leaves_no_child_running() -> None:
     assert subs.dtos("s") == []
 
 
+def test_an_escalated_parent_cancel_cancels_every_child_at_work() -> None:
+    subs = Subagents()
+    subs.record("s", "t1", ev("run"))
+    subs.record("s", "t1", ev("stopping", "cancelling"))
+    subs.record("s", "t1", ev("done", "completed"))
+    changed = subs.parent_stopped("s")
+    assert [(d["id"], d["state"], d["cancellable"]) for d in changed] == [
+        ("run", "cancelled", False), ("stopping", "cancelled", False)]
+    assert subs.parent_stopped("s") == []
+    # The given-up agent's later word on them changes nothing; an agent
+    # stopping afterwards leaves them cancelled.
+    assert subs.record("s", None, ev("run", "completed"))["state"] == "cancelled"
+    assert subs.record("s", None, ev("stopping", "running"))["state"] == "cancelled"
+    assert subs.agent_stopped("s") == []
+    # They are history for the next turn's first child.
+    subs.record("s", "t2", ev("next"))
+    assert [d["id"] for d in subs.dtos("s")] == ["next"]
+    assert subs.parent_stopped("nobody") == []
+
+
+def test_a_child_first_seen_between_turns_keeps_the_list() -> None:
+    subs = Subagents()
+    subs.record("s", "t1", ev("a", "completed"))
+    subs.record("s", None, ev("b"))
+    subs.record("s", "t1", ev("c"))
+    assert [d["id"] for d in subs.dtos("s")] == ["a", "b", "c"]
+
+
 class FakeAdapter:
     def __init__(self, writes: bool) -> None:
         self.writes = writes

@@ -371,7 +371,12 @@ class AgentHost:
                                    f"{self.config.timeouts.agent_start_s}s")
             try:
                 session_id = await agent.adapter.new_session(cwd or self.config.cwd)
-            except (AgentTimeout, AgentRequestError, LocalProtocolError) as exc:
+            except AgentRequestError as exc:
+                # The agent's own words (``data.details``) with it: often all
+                # that says why (an unknown model, a missing login).
+                raise HostError(502, f"session/new failed: {exc}",
+                                **({"details": exc.details} if exc.details else {})) from None
+            except (AgentTimeout, LocalProtocolError) as exc:
                 raise HostError(502, f"session/new failed: {exc}") from None
             except AgentClosed as exc:
                 raise not_running(str(exc)) from None
