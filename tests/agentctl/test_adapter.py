@@ -146,10 +146,12 @@ async def test_agentctl_killed_mid_turn(agentctl: AgentctlFactory, protocol: str
                 killed = trio.current_time()
             took = trio.current_time() - killed
             assert result[0].stop_reason == "error" and result[0].error
-            assert took < 2.0, f"the pending prompt took {took:.2f}s to return"
+            # Well under the turn's 10 s: the kill ended it, not the agent's delay
+            # (the margin is for a loaded machine; it returns in milliseconds).
+            assert took < 5.0, f"the pending prompt took {took:.2f}s to return"
             assert adapter.connection.closed.is_set()
             assert "agentctl" in adapter.connection.close_reason
-            await seen.wait_ended(timeout=2)
+            await seen.wait_ended(timeout=5)
             assert not adapter.turn_running
             with pytest.raises(AgentClosed):
                 await adapter.cancel_and_join(0)
