@@ -238,13 +238,20 @@ class _Base:
         return self.core.abandon_turn()
 
     def subagent(self, subagent_id: str) -> SubagentChanged | None:
-        """A child session the agent announced, as it is now (None: unknown)."""
-        return None
+        """A child the agent announced (an ACP child session, a Codex child
+        thread), as it is now (None: unknown)."""
+        return self.core.children.get(subagent_id)
 
     async def cancel_subagent(self, subagent_id: str) -> bool:
-        """Stop one child session through its own protocol cancel; False when
-        it cannot be (unknown, finished, or not cancellable): nothing written."""
-        return False
+        """Stop one child through its own protocol cancel (ACP ``session/cancel``
+        on the child's session, Codex ``turn/interrupt`` of the child thread's
+        turn); False when it cannot be (unknown, finished, or not cancellable):
+        nothing written."""
+        data = self.core.cancel_subagent(subagent_id)
+        if not data:
+            return False
+        await self.connection.send(data)
+        return True
 
     def _check_open(self) -> None:
         # Before the core sees the prompt: a dead agent is AgentClosed for the
@@ -366,18 +373,6 @@ class AcpAdapter(_Base):
     async def cancel(self) -> None:
         await self._wait_prompt_written()
         await self.connection.send(self._take_cancel())
-
-    def subagent(self, subagent_id: str) -> SubagentChanged | None:
-        return self.core.children.get(subagent_id)
-
-    async def cancel_subagent(self, subagent_id: str) -> bool:
-        """``session/cancel`` on the child's session (ACP subagent sessions)."""
-        data = self.core.cancel_subagent(subagent_id)
-        if not data:
-            return False
-        await self.connection.send(data)
-        return True
-
 
 
 class CodexAdapter(_Base):

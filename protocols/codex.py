@@ -29,9 +29,21 @@ refuses it if that turn is no longer the active one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Final
 
+from .codex_approvals import (
+    ALLOW_SESSION,
+    APPROVAL_METHODS,
+    DECISIONS,
+    HUMAN_CHECKPOINT,
+    PERMISSIONS_METHOD,
+    Decision,
+    Pending,
+    answer,
+    approval_title,
+    declined,
+)
+from .codex_subagents import ChildThreads
 from .core import CoreBase
 from .events import (
     AgentNotice,
@@ -57,7 +69,6 @@ from .jsonrpc import (
     InvalidLine,
     LocalProtocolError,
     PeerClosed,
-    RequestId,
     Response,
     RpcEvent,
     UnmatchedResponse,
@@ -82,53 +93,6 @@ STATUS_TO_STOP: Final[dict[str, StopReason]] = {
     "failed": "error",
 }
 
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """One answer the user can give to an approval request."""
-
-    #: What the UI sends back (``respond_permission``'s ``option_id``).
-    option_id: str
-    name: str
-    #: ACP's option kind, so the UI styles both dialects alike.
-    kind: str
-    #: The turn stops too: the supervisor ends it through its user-cancel path.
-    interrupts_turn: bool = False
-
-
-_ALLOW = Decision("accept", "Allow", "allow_once")
-_ALLOW_SESSION = Decision("acceptForSession", "Allow for this session", "allow_always")
-_DENY = Decision("decline", "Deny", "reject_once")
-_DENY_STOP = Decision("cancel", "Deny and stop", "reject_always", interrupts_turn=True)
-_V2: Final = (_ALLOW, _ALLOW_SESSION, _DENY, _DENY_STOP)
-_V1: Final = (
-    Decision("approved", "Allow", "allow_once"),
-    Decision("approved_for_session", "Allow for this session", "allow_always"),
-    Decision("denied", "Deny", "reject_once"),
-    Decision("abort", "Deny and stop", "reject_always", interrupts_turn=True),
-)
-
-PERMISSIONS_METHOD: Final = "item/permissions/requestApproval"
-
-#: Approval requests (server → client) and the decisions offered for each, in
-#: order; the third is the one a cancel sends.  v2 names first, then v1.
-DECISIONS: Final[dict[str, tuple[Decision, ...]]] = {
-    "item/commandExecution/requestApproval": _V2,
-    "item/fileChange/requestApproval": _V2,
-    # No wire decision stops the turn here; "Deny and stop" grants nothing and
-    # the supervisor's cancel interrupts the turn.
-    PERMISSIONS_METHOD: _V2,
-    "execCommandApproval": _V1,
-    "applyPatchApproval": _V1,
-}
-#: Back-compat view: method → option ids (allow, allow for session, deny, deny and stop).
-APPROVAL_METHODS: Final[dict[str, tuple[str, ...]]] = {
-    method: tuple(d.option_id for d in decisions) for method, decisions in DECISIONS.items()
-}
-#: ``kind`` of a command approval that admits no session-wide answer.
-_HUMAN_CHECKPOINT: Final = "humanCommand"
-#: v1's ``denied`` carries the reason the agent is given (codex 0.169 schema).
-_V1_REJECTION: Final = "The user denied this request."
-
 #: ``thread/start`` parameters that ``thread/resume`` takes too (codex 0.169
 #: schema): a profile's overrides apply to a resumed thread as to a new one.
 RESUME_PARAMS: Final = frozenset({
@@ -136,6 +100,8 @@ RESUME_PARAMS: Final = frozenset({
     "model", "modelProvider", "personality", "sandbox", "serviceTier",
 })
 
+#: The item of a multi-agent tool call (spawn, wait, interrupt, close an agent).
+_COLLAB: Final = "collabAgentToolCall"
 #: Item types rendered as tool calls.
 _TOOL_ITEMS: Final = frozenset(
     {"commandExecution", "fileChange", "mcpToolCall", "webSearch", "dynamicToolCall"}
@@ -170,10 +136,14 @@ class CodexClient(CoreBase):
         self._turn_start_id: int | None = None
         self._interrupt_owed = False
         #: Pending approvals: our request id → what answering it needs.
-        self._approvals: dict[str, _Pending] = {}
+        self._approvals: dict[str, Pending] = {}
         self._open_tools: set[str] = set()
         #: Open tool items as last seen, for what an approval of them is about.
         self._items: dict[str, dict[str, Any]] = {}
+        #: Child threads (multi-agent) the agent spawned (protocols/codex_subagents.py);
+        #: how many running ones the turn's cancel interrupted too.
+        self.children = ChildThreads()
+        self._children_cancelled = 0
 
     # -- requests we make ---------------------------------------------------
 
@@ -243,6 +213,7 @@ class CodexClient(CoreBase):
         self.turn.fire(Trigger.PROMPT)
         self.turn_id = self.last_turn_id = None
         self._interrupt_owed = False
+        self._children_cancelled = 0
         self._open_tools.clear()
         self._items.clear()
         rid, data = self.rpc.send_request(
@@ -271,7 +242,26 @@ class CodexClient(CoreBase):
             self._events.append(ToolCallUpdated(tool_call_id=item_id, status="cancelled"))
         self._open_tools.clear()
         self._items.clear()
+        # Spawned agents are threads of their own: the parent's interrupt leaves
+        # them working, and the user stopped the turn, so each gets its own.
+        for child_id in self.children.running_cancellable() if self.children.count else ():
+            out += self._interrupt_child(child_id)
+            self._children_cancelled += 1
         return bytes(out)
+
+    def cancel_subagent(self, child_id: str) -> bytes:
+        """``turn/interrupt`` of one child thread's running turn; the parent's
+        turn goes on.  ``b""`` if the child is unknown, idle or its turn's id
+        is not known (``children.get`` says which)."""
+        if not self.children.cancellable(child_id):
+            return b""
+        return self._interrupt_child(child_id)
+
+    def _interrupt_child(self, child_id: str) -> bytes:
+        changed, params = self.children.start_cancel(child_id)
+        self._events.append(changed)
+        _, data = self.rpc.send_request("turn/interrupt", params)
+        return data
 
     def resend_cancel(self) -> bytes:
         """``turn/interrupt`` again, for an agent that went on after the first;
@@ -295,7 +285,7 @@ class CodexClient(CoreBase):
         if pending is None:
             raise LocalProtocolError(f"no pending approval {request_id!r}")
         offered = {d.option_id: d for d in pending.decisions}
-        decision = _declined(pending) if option_id is None else offered.get(option_id)
+        decision = declined(pending) if option_id is None else offered.get(option_id)
         if decision is None:
             raise LocalProtocolError(f"{option_id!r} is not a decision for {pending.method}")
         del self._approvals[request_id]
@@ -303,7 +293,7 @@ class CodexClient(CoreBase):
             request_id=request_id, option_id=option_id,
             interrupts_turn=decision.interrupts_turn,
         ))
-        return self.rpc.send_response(pending.rpc_id, _answer(pending, decision))
+        return self.rpc.send_response(pending.rpc_id, answer(pending, decision))
 
     def abandon_turn(self) -> bool:
         """Give up on the running turn without its ``turn/completed`` (escalation).
@@ -385,6 +375,10 @@ class CodexClient(CoreBase):
         self.turn_id = None
         self._turn_start_id = None
         self._interrupt_owed = False
+        if self._children_cancelled:
+            ended = TurnEnded(stop_reason=ended.stop_reason, turn_id=ended.turn_id,
+                              error=ended.error, subagents_cancelled=self._children_cancelled)
+            self._children_cancelled = 0
         self._events.append(ended)
 
     def _on_approval(self, req: IncomingRequest) -> None:
@@ -392,12 +386,12 @@ class CodexClient(CoreBase):
         request_id = str(req.id)
         decisions = DECISIONS[req.method]
         if req.method == "item/commandExecution/requestApproval" and (
-            params.get("kind") == _HUMAN_CHECKPOINT
+            params.get("kind") == HUMAN_CHECKPOINT
         ):
-            decisions = tuple(d for d in decisions if d is not _ALLOW_SESSION)
-        pending = _Pending(req.id, req.method, decisions, params.get("permissions"))
+            decisions = tuple(d for d in decisions if d is not ALLOW_SESSION)
+        pending = Pending(req.id, req.method, decisions, params.get("permissions"))
         if self.turn.state is TurnState.CANCEL_SENT:
-            self._outgoing += self.rpc.send_response(req.id, _answer(pending, _declined(pending)))
+            self._outgoing += self.rpc.send_response(req.id, answer(pending, declined(pending)))
             return
         self._approvals[request_id] = pending
         item = params.get("itemId") or params.get("callId")
@@ -405,7 +399,7 @@ class CodexClient(CoreBase):
         self._events.append(
             PermissionRequested(
                 request_id=request_id,
-                title=_approval_title(req.method, details),
+                title=approval_title(req.method, details),
                 tool_call_id=item if isinstance(item, str) else None,
                 options=tuple(
                     PermissionOption(option_id=d.option_id, name=d.name, kind=d.kind)
@@ -450,7 +444,14 @@ class CodexClient(CoreBase):
         ))
 
     def _on_notification(self, method: str, params: dict[str, Any]) -> None:
+        thread = params.get("threadId")
+        if thread is not None and self.thread_id is not None and thread != self.thread_id:
+            self._on_other_thread(method, params)
+            return
         match method:
+            case "thread/started":
+                changed = self.children.thread_started(params.get("thread"), self.thread_id)
+                self._events.append(changed or OtherUpdate(kind=method, payload=params))
             case "turn/started":
                 turn = params.get("turn")
                 self._learn_turn_id(turn.get("id") if isinstance(turn, dict) else None)
@@ -503,7 +504,21 @@ class CodexClient(CoreBase):
             case _:
                 self._events.append(OtherUpdate(kind=method, payload=params))
 
+    def _on_other_thread(self, method: str, params: dict[str, Any]) -> None:
+        """Traffic of another thread: a child's (its turn, its work), or one
+        this client does not know (passed on as it came)."""
+        event = self.children.child_traffic(method, params)
+        if event is None and params.get("threadId") not in self.children:
+            self._events.append(OtherUpdate(kind=method, payload=params))
+        elif event is not None:
+            self._events.append(event)
+        item = params.get("item")
+        if isinstance(item, dict) and item.get("type") == _COLLAB:
+            self._events.extend(self.children.collab_item(item, self.thread_id))
+
     def _on_item(self, method: str, item: object) -> None:
+        if isinstance(item, dict) and item.get("type") == _COLLAB:
+            self._events.extend(self.children.collab_item(item, self.thread_id))
         if not isinstance(item, dict) or item.get("type") not in _TOOL_ITEMS:
             self._events.append(OtherUpdate(kind=method, payload=item))
             return
@@ -523,54 +538,6 @@ class CodexClient(CoreBase):
             self._items.pop(item_id, None)
             status = {"failed": "failed", "declined": "failed"}.get(raw_status, "completed")
             self._events.append(ToolCallUpdated(tool_call_id=item_id, status=status, raw=item))
-
-
-@dataclass(frozen=True, slots=True)
-class _Pending:
-    rpc_id: RequestId
-    method: str
-    decisions: tuple[Decision, ...]
-    #: ``item/permissions/requestApproval``: what was asked, granted back whole.
-    permissions: Any = None
-
-
-def _declined(pending: _Pending) -> Decision:
-    """What a cancel answers: "Deny" (the interrupt itself goes separately)."""
-    return DECISIONS[pending.method][2]
-
-
-def _answer(pending: _Pending, decision: Decision) -> dict[str, Any]:
-    """The result that carries ``decision``, in the shape ``pending.method`` takes."""
-    if pending.method == PERMISSIONS_METHOD:
-        if decision.option_id in ("accept", "acceptForSession"):
-            granted = pending.permissions if isinstance(pending.permissions, dict) else {}
-            scope = "session" if decision.option_id == "acceptForSession" else "turn"
-            return {"permissions": granted, "scope": scope}
-        return {"permissions": {}, "scope": "turn"}  # nothing granted
-    if decision.option_id == "denied":
-        return {"decision": {"denied": {"rejection": _V1_REJECTION}}}
-    return {"decision": decision.option_id}
-
-
-#: A title for an approval that names neither a command nor a reason.
-_APPROVAL_TITLES: Final = {
-    "item/fileChange/requestApproval": "Apply file changes",
-    "applyPatchApproval": "Apply file changes",
-    PERMISSIONS_METHOD: "Grant extra permissions",
-}
-
-
-def _approval_title(method: str, details: dict[str, Any]) -> str:
-    title = details.get("command") or details.get("reason")
-    if title:
-        return str(title)
-    changes = details.get("changes")
-    paths = (
-        [str(c.get("path")) for c in changes if isinstance(c, dict)]
-        if isinstance(changes, list) else list(changes) if isinstance(changes, dict) else []
-    )
-    label = _APPROVAL_TITLES.get(method, method)
-    return f"{label}: {', '.join(paths[:3])}{' …' if len(paths) > 3 else ''}" if paths else label
 
 
 def _plan_status(value: object) -> str:

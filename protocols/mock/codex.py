@@ -3,7 +3,10 @@
 ``turn/start`` is answered with the turn at once; the turn ends with ``turn/completed``.
 ``turn/steer {threadId, input, expectedTurnId}`` adds input to the running turn, and
 ``turn/interrupt`` is its cancel.  Approvals are ``item/commandExecution/requestApproval``,
-each settled one followed by ``serverRequest/resolved`` as Codex does.
+each settled one followed by ``serverRequest/resolved`` as Codex does.  ``/subagents`` runs
+its children as multi-agent child threads: each announced by ``thread/started`` (with
+``parentThreadId``) and the parent's ``spawnAgent`` item, streaming a turn of its own on
+its own ``threadId``, stopped by a ``turn/interrupt`` that names its thread and turn.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Any
 
 from .. import mock_edits
 from ..mock_edits import Edit
-from .base import Turn, Wire, prompt_text
+from .base import Child, Turn, Wire, prompt_text
 
 __all__ = ["CodexWire"]
 
@@ -22,6 +25,7 @@ class CodexWire(Wire):
     protocol = "codex"
     update_method = "item/agentMessage/delta"
     cancel_ends_permission = True
+    subagents = True
 
     def on_request(self, rid: int | str, method: str, params: dict[str, Any]) -> bool:
         agent = self.agent
@@ -43,6 +47,13 @@ class CodexWire(Wire):
                 self.steer(rid, params)
             case "turn/start":
                 agent.start_turn(rid, prompt_text(params.get("input")))
+            case "turn/interrupt" if params.get("threadId") in agent.children:
+                child = agent.children[params["threadId"]]
+                if params.get("turnId") != _child_turn(child):
+                    agent.error(rid, -32602, "no active turn with that id")
+                else:
+                    agent.respond(rid, {})
+                    agent.cancel_child(child)
             case "turn/interrupt":
                 turn = agent.turn
                 if turn is None or params.get("turnId") != turn.turn_id:
@@ -163,6 +174,36 @@ class CodexWire(Wire):
         self.agent.send(data)
         return rid
 
+    # -- child threads (/subagents): Codex multi-agent's shapes -----------------
+
+    def subagent_announced(self, child: Child) -> None:
+        agent, turn = self.agent, child.turn
+        agent.notify("thread/started", {"thread": {
+            "id": child.id, "parentThreadId": agent.session_id, "agentNickname": child.title,
+            "agentRole": "worker", "cwd": agent.cwd, "ephemeral": False}})
+        spawn: dict[str, Any] = {
+            "type": "collabAgentToolCall", "id": f"spawn_{child.id}", "tool": "spawnAgent",
+            "senderThreadId": agent.session_id, "receiverThreadIds": [child.id],
+            "prompt": "mock subagent", "status": "inProgress",
+            "agentsStates": {child.id: {"status": "pendingInit"}}}
+        self.item("item/started", turn, spawn)
+        agent.notify("turn/started", {"threadId": child.id, "turn": {
+            "id": _child_turn(child), "items": [], "status": "inProgress", "error": None}})
+        self.item("item/completed", turn, {**spawn, "status": "completed",
+                                           "agentsStates": {child.id: {"status": "running"}}})
+
+    def subagent_chunk(self, child: Child, text: str) -> None:
+        self.agent.notify("item/agentMessage/delta", {
+            "threadId": child.id, "turnId": _child_turn(child),
+            "itemId": f"msg_{_child_turn(child)}", "delta": text})
+
+    def subagent_state(self, child: Child, state: str, stop: str | None = None) -> None:
+        if state != "idle":
+            return
+        status = {"end_turn": "completed", "cancelled": "interrupted"}.get(str(stop), "failed")
+        self.agent.notify("turn/completed", {"threadId": child.id, "turn": {
+            "id": _child_turn(child), "items": [], "status": status, "error": None}})
+
     def permission_settled(self, turn: Turn) -> tuple[bool, str]:
         # As Codex does once a request is settled, answered or cleared.
         self.agent.notify("serverRequest/resolved", {
@@ -177,3 +218,8 @@ class CodexWire(Wire):
         self.agent.notify("serverRequest/resolved", {"threadId": self.agent.session_id,
                                                      "requestId": rid})
         return False
+
+
+def _child_turn(child: Child) -> str:
+    """The one turn a child thread runs (``/subagents``)."""
+    return f"{child.id}.turn"

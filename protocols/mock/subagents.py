@@ -1,14 +1,16 @@
 """``/subagents N [ms] [hang|hang-all]``: N child sessions that stream for <ms>
 (default 20 s) each while the parent streams too (DESIGN.md §13).
 
-Each child is announced on the parent (``subagent_update`` with ``capabilities.cancel``),
-streams its own chunks on its own session id, and ends ``idle`` with ``end_turn`` at its
-time, or at once with ``cancelled`` when its own ``session/cancel`` comes.  The parent
-streams until every child has ended, then ends its turn.  A cancel of the parent ends
-the parent's turn at once and leaves the children running, as claude-agent-acp does for
-a client that can cancel them (0.91+): the client must cancel each.  Where the client
-cannot see children (Codex, ACP v1 without ``clientCapabilities.subagents``), the
-parent streams alone for <ms>.
+Each child is announced on the parent (ACP: ``subagent_update`` with
+``capabilities.cancel``; Codex: a child thread, protocols/mock/codex.py), streams its own
+chunks on its own session (thread) id, and ends ``idle`` with ``end_turn`` at its time, or
+at once with ``cancelled`` when its own cancel (``session/cancel``, ``turn/interrupt``)
+comes.  The parent streams until every child has ended, then ends its turn.  A cancel of
+the parent ends the parent's turn at once and leaves the children running, as
+claude-agent-acp does for a client that can cancel them (0.91+) and as Codex's child
+threads go on after their parent's interrupt: the client must cancel each.  Where the client
+cannot see children (ACP v1 without ``clientCapabilities.subagents``), the parent
+streams alone for <ms>.
 
 ``hang``: the parent ignores its own cancel (as ``/hang`` does) and streams on until
 <ms> has passed, so the client has to escalate; the children still honour theirs.

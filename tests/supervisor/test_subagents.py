@@ -21,7 +21,7 @@ from tests.support.sessions import new_session
 from .conftest import SupervisorFactory
 from .test_cancel_integration import _drain, _statuses, _wait_state
 
-AGENTS = ["mock", "mock-acp2"]
+AGENTS = ["mock", "mock-acp2", "mock-codex"]
 
 
 async def _subagents(sup: Supervisor, caller: Caller, sid: str) -> list[dict[str, Any]]:

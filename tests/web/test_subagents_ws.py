@@ -30,7 +30,7 @@ async def _both_running(ws: WsClient, sid: str) -> list[dict[str, Any]]:
             await trio.sleep(0.02)
 
 
-@pytest.mark.parametrize("agent", ["mock", "mock-acp2"])
+@pytest.mark.parametrize("agent", ["mock", "mock-acp2", "mock-codex"])
 async def test_subagent_cancel_over_the_websocket(tmp_path: Path, agent: str) -> None:
     with trio.fail_after(40):
         async with running_server(tmp_path / "data") as srv, ws_client(srv) as ws:
