@@ -65,13 +65,18 @@ def _base_env(home: Path) -> dict[str, str]:
     return env
 
 
-def codex_config(provider_url: str) -> str:
+def codex_config(provider_url: str, *, subagents: bool = False) -> str:
+    """``subagents``: Codex's multi-agent tools (``spawn_agent`` and the others, offered
+    to the model in the ``multi_agent_v1`` namespace) are switched on explicitly with
+    ``[agents] enabled`` (0.171: on by default; ``[features] multi_agent`` still works
+    but is deprecated: a ``configWarning`` and a ``warning`` per thread say so)."""
+    agents = "[agents]\nenabled = true\n\n" if subagents else ""
     return f"""\
 model = "fake-model"
 model_provider = "fake"
 check_for_update_on_startup = false
 
-[features]
+{agents}[features]
 plugins = false
 remote_plugin = false
 apps = false
@@ -169,7 +174,8 @@ def launch(name: str, provider_url: str, tmp: Path, *, persist: bool = False) ->
     if name in ("codex", "codex-acp"):
         codex_home = home / ".codex"
         codex_home.mkdir(exist_ok=True)
-        config = codex_config(provider_url)
+        # codex-acp bundles its own Codex; only the pinned CLI is known to take [agents].
+        config = codex_config(provider_url, subagents=name == "codex")
         if name == "codex-acp":
             # codex-acp 2.x sets Codex's approval policy from its session mode; the
             # default ("agent") sends approvals to Codex's own reviewer model, and its

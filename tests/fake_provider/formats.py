@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -78,6 +79,64 @@ def responses_last_user(body: Any) -> tuple[str, bool]:
     return "", has_result
 
 
+#: ``SPAWN`` (Codex): the namespace of Codex's multi-agent tools (0.171:
+#: ``spawn_agent``, ``wait_agent``, ``send_input``, ``close_agent``, ``resume_agent``).
+CODEX_AGENT_TOOLS = "multi_agent_v1"
+#: ``wait_agent`` waits this long (ms) at most (the least Codex 0.171 takes): an
+#: interrupted child is not a final state for it, the wait goes on until then.
+CODEX_WAIT_AGENT_MS = 10_000
+
+
+def tool_namespace(body: Any, name: str) -> str | None:
+    """The namespace that offers function tool ``name`` (Codex groups its multi-agent
+    tools in one), None when it is a top-level tool or not offered."""
+    tools = body.get("tools") if isinstance(body, dict) else None
+    for t in tools or []:
+        if isinstance(t, dict) and t.get("type") == "namespace":
+            for inner in t.get("tools") or []:
+                if isinstance(inner, dict) and inner.get("name") == name:
+                    return str(t.get("name"))
+    return None
+
+
+def responses_spawn_step(body: Any) -> tuple[str, dict[str, Any]]:
+    """``SPAWN``: the parent's next function call, from what the conversation already
+    holds after the prompt: first ``spawn_agent`` (its task is ``SUBAGENT_PROMPT``),
+    then, once its output names the child, ``wait_agent`` on it; after that ``("", {})``
+    (a short text answer ends the turn)."""
+    items = [i for i in (body.get("input") if isinstance(body, dict) else None) or []
+             if isinstance(i, dict)]
+    start = max((n for n, i in enumerate(items) if i.get("role") == "user"
+                 and "SPAWN" in _body_text(i.get("content"))), default=-1)
+    calls = {str(i.get("call_id")): str(i.get("name")) for i in items[start + 1:]
+             if i.get("type") == "function_call"}
+    outputs = [(calls.get(str(i.get("call_id"))), i.get("output")) for i in items[start + 1:]
+               if i.get("type") == "function_call_output"]
+    if not outputs:
+        return "spawn_agent", {"message": SUBAGENT_PROMPT}
+    name, output = outputs[-1]
+    if name == "spawn_agent":
+        return "wait_agent", {"targets": [spawned_agent_id(output)],
+                              "timeout_ms": CODEX_WAIT_AGENT_MS}
+    return "", {}
+
+
+def spawned_agent_id(output: Any) -> str:
+    """The child's id in ``spawn_agent``'s output (JSON ``{"agent_id": ..., "nickname":
+    ...}``; any UUID in it otherwise)."""
+    text = _body_text(output)
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        for key in ("agent_id", "id", "thread_id"):
+            if isinstance(data.get(key), str):
+                return str(data[key])
+    m = re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", text)
+    return m.group(0) if m else text
+
+
 def _shell_call(tools: list[str], command: str, escalate: bool) -> tuple[str, str]:
     if "shell_command" in tools:
         return "shell_command", json.dumps({"command": command})
@@ -92,17 +151,27 @@ def _shell_call(tools: list[str], command: str, escalate: bool) -> tuple[str, st
 
 def responses_events(
     mode: str, n: int, interval: float, *, wait_s: float, command: str, tools: list[str],
-    escalate: bool = False,
+    escalate: bool = False, call: tuple[str, str | None, dict[str, Any]] | None = None,
 ) -> Iterator[Item]:
+    """``call``: (name, namespace, arguments) of the function call to ask for (mode
+    ``tool``: the shell call when None)."""
     rid = f"resp_{next(_ids)}"
     yield _sse("response.created", {"type": "response.created",
                                     "response": {"id": rid, "status": "in_progress"}})
     if mode == "wait":
         yield wait_s
     if mode == "tool":
-        name, args = _shell_call(tools, command, escalate)
-        item = {"type": "function_call", "id": f"fc_{rid}", "call_id": f"call_{rid}",
-                "name": name, "arguments": args, "status": "completed"}
+        item: dict[str, Any]
+        if call is None:
+            name, args = _shell_call(tools, command, escalate)
+            item = {"type": "function_call", "id": f"fc_{rid}", "call_id": f"call_{rid}",
+                    "name": name, "arguments": args, "status": "completed"}
+        else:
+            fn, namespace, fn_args = call
+            item = {"type": "function_call", "id": f"fc_{rid}", "call_id": f"call_{rid}",
+                    "name": fn, "arguments": json.dumps(fn_args), "status": "completed"}
+            if namespace is not None:
+                item["namespace"] = namespace
         yield _sse("response.output_item.added", {
             "type": "response.output_item.added", "output_index": 0,
             "item": {**item, "arguments": "", "status": "in_progress"}})

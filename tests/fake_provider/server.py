@@ -13,6 +13,10 @@ marker in the latest user message of the request:
 ``TASK``   (Anthropic) a call of Claude's subagent tool (``Agent``, formerly
            ``Task``) whose prompt is ``SLOW``: the subagent streams slowly; once
            the request carries the tool's result, a short text answer
+``SPAWN``  (Codex) a call of Codex's ``spawn_agent`` (multi-agent tools) whose task
+           is ``SLOW``: the child thread streams slowly; once its output names the
+           child, a ``wait_agent`` call on it; once that returns, a short text
+           answer (``formats.responses_spawn_step``)
 ``QUICK``  (or no marker) three tokens at once
 
 The marker written last in that message counts.
@@ -323,7 +327,8 @@ class _Handler(BaseHTTPRequestHandler):
             return "side"
         # The marker written last wins: after a cancelled turn some agents merge the
         # unanswered prompt and the next one into one user message.
-        found = {m: text.rfind(m) for m in ("TOOL", "WAIT", "SLOW", "QUICK", "EDIT", "TASK")}
+        found = {m: text.rfind(m) for m in ("TOOL", "WAIT", "SLOW", "QUICK", "EDIT", "TASK",
+                                      "SPAWN")}
         marker = max(found, key=lambda m: found[m])
         if found[marker] < 0 or marker == "QUICK":
             return "quick"
@@ -354,12 +359,25 @@ class _Handler(BaseHTTPRequestHandler):
                 self._stream(rec, edits.responses_edit_events(plan, done,
                                                               wait_s=self.provider.wait_s))
                 return
+        call: tuple[str, str | None, dict[str, Any]] | None = None
+        if mode == "spawn":
+            fn, args = formats.responses_spawn_step(body)
+            if fn:
+                namespace = formats.tool_namespace(body, fn)
+                if namespace is None and fn not in formats.tool_names(body):
+                    mode = "no-agent-tool"  # shown in the snapshot a failing test prints
+                else:
+                    call = (fn, namespace, args)
+                    mode = "spawn" if fn == "spawn_agent" else "wait-agent"
+            else:
+                mode = "quick"
         rec = self.provider._new_record("responses", mode, self.path)
         self._open_stream(rec, "text/event-stream")
         self._stream(rec, formats.responses_events(
-            mode, *self._tokens(mode), wait_s=self.provider.wait_s,
-            command=self.provider.tool_command, tools=formats.tool_names(body),
-            escalate=formats.offers_escalation(body),
+            "tool" if call is not None else mode, *self._tokens(mode),
+            wait_s=self.provider.wait_s, command=self.provider.tool_command,
+            tools=formats.tool_names(body), escalate=formats.offers_escalation(body),
+            call=call,
         ))
 
     def _chat(self, body: Any) -> None:

@@ -39,14 +39,22 @@ ACP_FILES = [
     "gemini_cli_0.61.0.jsonl",
 ]
 CODEX_FILES = ["codex_app_server.jsonl", "codex_interrupt_then_followup.jsonl"]
+#: Captured for this repository (not in ``../shared``): read from tests/fixtures only.
+#: Codex 0.171 multi-agent: a ``spawn_agent`` child run to its end, a child interrupted
+#: on its own, then the parent interrupted while its child runs (tests/fake_provider
+#: ``SPAWN``).
+CODEX_MULTI_AGENT = "codex-0.171-multi-agent.jsonl"
+LOCAL_FILES = [CODEX_MULTI_AGENT]
 #: None = each message in one piece; otherwise chunks of this many bytes.
 CHUNKINGS = [None, 1, 7]
 
 
 def test_the_copy_is_the_reference() -> None:
-    """The repository's copy holds every transcript, as ``../shared`` has it."""
+    """The repository's copy holds every transcript, as ``../shared`` has it (and the
+    ones captured here)."""
     names = sorted(ACP_FILES + CODEX_FILES)
-    assert sorted(p.name for p in FIXTURE_TRANSCRIPTS.glob("*.jsonl")) == names
+    assert sorted(p.name for p in FIXTURE_TRANSCRIPTS.glob("*.jsonl")) == sorted(
+        names + LOCAL_FILES)
     if not SHARED_TRANSCRIPTS.is_dir():
         pytest.skip("no ../shared next to this checkout: only the copy is here")
     for name in names:
@@ -249,3 +257,65 @@ def test_codex_transcript(name: str, chunk: int | None) -> None:
     assert isinstance(core, CodexClient)
     assert core.turn.state is TurnState.IDLE
     assert core.turn_id is None
+
+
+def test_codex_multi_agent_wire_facts() -> None:
+    """What Codex 0.171's app-server sends for a ``spawn_agent`` child (the facts the
+    Codex core's child threads are built on; the replay through the core is its own)."""
+    records = [json.loads(line) for line in (FIXTURE_TRANSCRIPTS / CODEX_MULTI_AGENT)
+               .read_text().splitlines() if line.strip()]
+    got = [r["msg"] for r in records if r["dir"] == "<-" and "method" in r["msg"]]
+    sent = [r["msg"] for r in records if r["dir"] == "->"]
+    [parent] = {m["params"]["thread"]["id"] for m in got if m["method"] == "thread/started"}
+    # No thread/started for a child: it is named by the parent's spawnAgent item.
+    spawns = [m["params"] for m in got if m["method"] == "item/completed"
+              and m["params"]["item"]["type"] == "collabAgentToolCall"
+              and m["params"]["item"]["tool"] == "spawnAgent"]
+    assert len(spawns) == 3
+    children = []
+    for p in spawns:
+        item = p["item"]
+        assert p["threadId"] == item["senderThreadId"] == parent
+        [child] = item["receiverThreadIds"]
+        assert set(item["agentsStates"]) == {child}
+        assert item["agentsStates"][child]["status"] in ("pendingInit", "running")
+        children.append((child, p["turnId"]))
+    ends = {m["params"]["threadId"]: m["params"]["turn"] for m in got
+            if m["method"] == "turn/completed"}
+    parent_ends = [m["params"]["turn"] for m in got
+                   if m["method"] == "turn/completed" and m["params"]["threadId"] == parent]
+    for child, parent_turn in children:
+        # The child's own turn: its rootTurnId is the parent's turn; its text streams
+        # under its own threadId, never the parent's.
+        [started] = [m["params"]["turn"] for m in got if m["method"] == "turn/started"
+                     and m["params"]["threadId"] == child]
+        assert started["rootTurnId"] == parent_turn
+        assert any(m["method"] == "item/agentMessage/delta" and m["params"]["threadId"] == child
+                   for m in got)
+    # 1: the child runs to its end; the parent's wait returns its final text.
+    assert ends[children[0][0]]["status"] == "completed"
+    waits = [m["params"]["item"] for m in got if m["method"] == "item/completed"
+             and m["params"]["item"].get("tool") == "wait"]
+    assert waits[0]["agentsStates"][children[0][0]]["status"] == "completed"
+    # 2: turn/interrupt of the child's turn: {} then its turn/completed "interrupted";
+    # the parent's wait_agent does not return for that (timed out: no states), the
+    # parent's turn then completes.
+    interrupts = [m for m in sent if m.get("method") == "turn/interrupt"]
+    assert interrupts[0]["params"] == {"threadId": children[1][0],
+                                       "turnId": started_turn(got, children[1][0])}
+    assert ends[children[1][0]]["status"] == "interrupted"
+    assert waits[1]["receiverThreadIds"] == [] and waits[1]["agentsStates"] == {}
+    # 3: the parent's own interrupt ends the parent's turn only; the child streams on
+    # and completes afterwards (Codex does not stop it).
+    assert interrupts[1]["params"]["threadId"] == parent
+    assert [t["status"] for t in parent_ends] == ["completed", "completed", "interrupted"]
+    assert ends[children[2][0]]["status"] == "completed"
+    order = [(m["method"], m["params"].get("threadId")) for m in got
+             if m["method"] == "turn/completed"]
+    assert order[-2:] == [("turn/completed", parent), ("turn/completed", children[2][0])]
+
+
+def started_turn(got: list[dict[str, Any]], thread_id: str) -> str:
+    [turn] = [m["params"]["turn"]["id"] for m in got if m["method"] == "turn/started"
+              and m["params"]["threadId"] == thread_id]
+    return str(turn)
