@@ -22,6 +22,7 @@ id; the child's text never in the parent's ``MessageChunk``\\ s;
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from tests.fake_provider import FakeProvider
 
 from .cli import find_cli
 from .harness import AgentUnderTest, agent_session
-from .test_end_to_end import provider
+from .test_end_to_end import TEST_S, e2e_session, provider
 
 __all__ = ["provider"]  # the fixture, used by name
 
@@ -80,8 +81,10 @@ def _child_items(agent: AgentUnderTest, thread_id: str) -> set[str]:
 async def test_stop_codexs_child_thread_and_the_parent_finishes(
         provider: FakeProvider, tmp_path: Path) -> None:
     async with agent_session("codex", provider, tmp_path) as agent:
-        [parent] = [m["params"]["thread"]["id"] for m in _received(agent)
-                    if m.get("method") == "thread/started"]
+        # The parent's thread, as thread/start answered it (its thread/started
+        # notification may still be on its way).
+        parent = agent.adapter.agent_session_id
+        assert parent
         ended: list[object] = []
 
         async def run() -> None:
@@ -107,12 +110,14 @@ async def test_stop_codexs_child_thread_and_the_parent_finishes(
                 # The parent waits on its child (wait_agent): its turn is still running.
                 assert not ended, "the parent's turn ended before the child was stopped"
 
-                # Turnvisor: the child announced as a running, cancellable subagent.
+                # Turnvisor: the child announced as a running subagent (by the spawn
+                # item), cancellable once its own turn has started (its deltas are on
+                # the wire, so it has).
                 await agent.wait_until(
                     lambda: any(c.subagent_id == child_id and c.state == "running"
                                 for c in children()), 5, "the child's SubagentChanged")
-                child = next(c for c in children() if c.subagent_id == child_id)
-                assert child.cancellable, child
+                child = [c for c in children() if c.subagent_id == child_id][-1]
+                assert child.state == "running" and child.cancellable, children()
                 # The child's text is its own, never the parent's.
                 child_text = "".join(_deltas(agent, child_id))
                 assert "".join(agent.chunks()) == "".join(_deltas(agent, parent)), (
@@ -147,3 +152,60 @@ async def test_stop_codexs_child_thread_and_the_parent_finishes(
                        and e.message_id in _child_items(agent, child_id) for e in agent.events)
         # The child's model request was cut short, not streamed to its end.
         assert all(r.aborted for r in await agent.wait_aborted(streaming))
+
+
+def _child(state: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda f: (f["action"] == "session.subagent.changed"
+                      and f["payload"]["subagent"]["state"] == state)
+
+
+async def test_codexs_child_thread_through_turnvisor(
+        provider: FakeProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over the WebSocket API: the child thread's row data and its own stop
+    (``subagent.cancel``) while the parent goes on to its normal end; then a user cancel
+    of a parent whose child runs: Codex's interrupt of the parent leaves the child
+    running, so Turnvisor interrupts it too, and the status counts it."""
+    with trio.fail_after(TEST_S):
+        async with e2e_session("codex", provider, tmp_path, monkeypatch) as e:
+            mark, turn_id = await e.prompt("SPAWN: delegate to a subagent")
+            await e.wait(mark, lambda f: _child("running")(f)
+                         and f["payload"]["subagent"]["cancellable"],
+                         "the child's announcement, cancellable")
+            child = [p["subagent"] for p in e.since(mark, "session.subagent.changed")][-1]
+            assert child["turn_id"] == turn_id, child
+            await e.wait_streams(lambda s: any(r.mode == "slow" and r.tokens_sent >= 2
+                                               for r in s), "the child streaming")
+            assert not e.since(mark, "session.turn.completed")
+            answer = await e.ws.call("subagent.cancel", {"session_id": e.sid,
+                                                         "subagent_id": child["id"]})
+            assert answer["outcome"] == "cancel_sent", answer
+            await e.wait(mark, _child("cancelled"), "the child's end")
+            # Codex's wait_agent returns at its timeout (10 s), then the parent ends.
+            assert await e.turn_end(mark, turn_id) == "end_turn"
+            assert [m for m in await e.messages() if m["kind"] == "status"] == []
+            said = " ".join(m["content"] for m in await e.messages()
+                            if m["turn_id"] == turn_id and m["role"] == "agent")
+            assert said.strip() == "tok0 tok1 tok2", said  # the parent's words alone
+
+            rev = e.revision()
+            mark, turn_id = await e.prompt("SPAWN: delegate again")
+            second = (await e.wait(mark, lambda f: _child("running")(f)
+                                   and f["payload"]["subagent"]["cancellable"],
+                                   "the second child"))["payload"]["subagent"]
+            await e.wait_streams(lambda s: any(r.mode == "slow" and r.open and r.tokens_sent >= 2
+                                               for r in s), "the second child streaming")
+            slow = [r for r in e.provider.main_streams() if r.mode == "slow" and r.open]
+            await e.cancel()
+            assert await e.turn_end(mark, turn_id) == "cancelled"
+            changes = [(c["cancellation_pending"], c["cancellation_revision"])
+                       for c in e.since(mark, "session.cancellation_changed")]
+            assert changes == [(True, rev + 1), (False, rev + 2)], changes
+            [status] = [m for m in await e.messages()
+                        if m["kind"] == "status" and m["turn_id"] == turn_id]
+            assert status["metadata"]["subagents_cancelled"] == 1, status
+            await e.wait(mark, lambda f: _child("cancelled")(f) and f["payload"]["subagent"][
+                "id"] == second["id"], "the second child's end")
+            ids = {r.id for r in slow}
+            final = await e.wait_streams(lambda s: all(not r.open for r in s if r.id in ids),
+                                         "the child's model stream's end")
+            assert all(r.aborted for r in final if r.id in ids)
