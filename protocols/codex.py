@@ -445,7 +445,7 @@ class CodexClient(CoreBase):
 
     def _on_notification(self, method: str, params: dict[str, Any]) -> None:
         thread = params.get("threadId")
-        if thread is not None and self.thread_id is not None and thread != self.thread_id:
+        if isinstance(thread, str) and self.thread_id is not None and thread != self.thread_id:
             self._on_other_thread(method, params)
             return
         match method:

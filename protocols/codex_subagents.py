@@ -81,7 +81,8 @@ class ChildThreads:
         self.count = 0
 
     def __contains__(self, thread_id: object) -> bool:
-        return thread_id in self._children
+        # An agent's id may be any JSON value: only a string names a thread.
+        return isinstance(thread_id, str) and thread_id in self._children
 
     def get(self, thread_id: str) -> SubagentChanged | None:
         child = self._children.get(thread_id)
@@ -106,7 +107,7 @@ class ChildThreads:
         if not isinstance(thread, dict) or parent is None:
             return None
         tid, up = thread.get("id"), thread.get("parentThreadId")
-        if not isinstance(tid, str) or not tid or (up != parent and up not in self._children):
+        if not isinstance(tid, str) or not tid or (up != parent and up not in self):
             return None
         before = self.get(tid)
         return self._changed(self._add(tid, _title(thread)), before)
@@ -115,7 +116,7 @@ class ChildThreads:
         """A ``collabAgentToolCall`` item of ``parent`` (or of a child): a spawn
         announces its receivers; any call reports its targets' last known states."""
         sender = item.get("senderThreadId")
-        if parent is None or (sender != parent and sender not in self._children):
+        if parent is None or (sender != parent and sender not in self):
             return []
         changed: list[SubagentChanged] = []
         states = item.get("agentsStates")
@@ -149,7 +150,8 @@ class ChildThreads:
                       params: dict[str, Any]) -> SubagentChanged | SubagentActivity | None:
         """A notification on a child's thread: its turn starting or ending (what
         changed), or its work (that it works)."""
-        child = self._children.get(params.get("threadId"))  # type: ignore[arg-type]
+        thread = params.get("threadId")
+        child = self._children.get(thread) if isinstance(thread, str) else None
         if child is None:
             return None
         turn = params.get("turn")

@@ -4,9 +4,9 @@
 ``turn/steer {threadId, input, expectedTurnId}`` adds input to the running turn, and
 ``turn/interrupt`` is its cancel.  Approvals are ``item/commandExecution/requestApproval``,
 each settled one followed by ``serverRequest/resolved`` as Codex does.  ``/subagents`` runs
-its children as multi-agent child threads: each announced by ``thread/started`` (with
-``parentThreadId``) and the parent's ``spawnAgent`` item, streaming a turn of its own on
-its own ``threadId``, stopped by a ``turn/interrupt`` that names its thread and turn.
+its children as multi-agent child threads, as Codex 0.171 does: each named by the parent's
+``spawnAgent`` item as it completes, streaming a turn of its own on its own ``threadId``,
+stopped by a ``turn/interrupt`` that names its thread and turn.
 """
 
 from __future__ import annotations
@@ -177,20 +177,20 @@ class CodexWire(Wire):
     # -- child threads (/subagents): Codex multi-agent's shapes -----------------
 
     def subagent_announced(self, child: Child) -> None:
+        # As Codex 0.171 spawns (tests/fixtures/agent-transcripts/codex-0.171-multi-agent.jsonl):
+        # no thread/started for the child; the spawn item names it only as it completes.
         agent, turn = self.agent, child.turn
-        agent.notify("thread/started", {"thread": {
-            "id": child.id, "parentThreadId": agent.session_id, "agentNickname": child.title,
-            "agentRole": "worker", "cwd": agent.cwd, "ephemeral": False}})
         spawn: dict[str, Any] = {
             "type": "collabAgentToolCall", "id": f"spawn_{child.id}", "tool": "spawnAgent",
-            "senderThreadId": agent.session_id, "receiverThreadIds": [child.id],
-            "prompt": "mock subagent", "status": "inProgress",
-            "agentsStates": {child.id: {"status": "pendingInit"}}}
+            "senderThreadId": agent.session_id, "receiverThreadIds": [],
+            "prompt": child.title, "status": "inProgress", "agentsStates": {}}
         self.item("item/started", turn, spawn)
+        self.item("item/completed", turn, {
+            **spawn, "status": "completed", "receiverThreadIds": [child.id],
+            "agentsStates": {child.id: {"status": "pendingInit", "message": None}}})
         agent.notify("turn/started", {"threadId": child.id, "turn": {
-            "id": _child_turn(child), "items": [], "status": "inProgress", "error": None}})
-        self.item("item/completed", turn, {**spawn, "status": "completed",
-                                           "agentsStates": {child.id: {"status": "running"}}})
+            "id": _child_turn(child), "rootTurnId": turn.turn_id, "items": [],
+            "status": "inProgress", "error": None}})
 
     def subagent_chunk(self, child: Child, text: str) -> None:
         self.agent.notify("item/agentMessage/delta", {

@@ -169,3 +169,18 @@ def test_a_late_end_of_an_earlier_child_turn_is_ignored() -> None:
     child_turn(p, "turn/started", turn="turn-child-2")  # a follow-up task
     assert not changes(child_turn(p, "turn/completed", "failed", turn=CHILD_TURN))
     assert p.client.children.get(CHILD).state == "running"  # type: ignore[union-attr]
+
+
+def test_ids_that_are_not_strings_name_no_thread() -> None:
+    """Any JSON value may stand where a thread id belongs (found by the core fuzz test)."""
+    p = running_child()
+    for odd in ([CHILD], {"id": CHILD}, 7, None):
+        events = notify(p, "item/agentMessage/delta", {
+            "threadId": odd, "turnId": TURN, "itemId": "m", "delta": "x"})
+        assert events == [MessageChunk(text="x", message_id="m")]  # as a thread-less delta
+        assert not changes(notify(p, "thread/started", {"thread": {
+            "id": "thr-odd", "parentThreadId": odd}}))
+        item = {**spawn_item("completed", "running", ["thr-odd"]), "senderThreadId": odd}
+        assert not changes(notify(p, "item/completed", {"threadId": THREAD, "turnId": TURN,
+                                                        "item": item}))
+    assert p.client.turn.running and p.client.children.count == 1
