@@ -26,7 +26,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .events import SUBAGENT_ACTIVE, SubagentActivity, SubagentChanged, SubagentState
+from .events import (
+    SUBAGENT_ACTIVE,
+    SUBAGENT_LIVE,
+    SubagentActivity,
+    SubagentChanged,
+    SubagentState,
+)
 
 __all__ = ["ChildThreads"]
 
@@ -139,7 +145,7 @@ class ChildThreads:
                 # Only a child with no turn known to be running: its own
                 # turn/completed says more, and comes on its own stream.
                 child.set(*_AGENT_OVER[status])
-            elif status in _AGENT_WORKING and child.state not in SUBAGENT_ACTIVE | {"cancelling"}:
+            elif status in _AGENT_WORKING and child.state not in SUBAGENT_LIVE:
                 child.set("running")
             event = self._changed(child, before)
             if event is not None and event not in changed:

@@ -58,6 +58,7 @@ from .notify import Notifier
 from .queue_gate import QueueGate
 from .retries import Retries
 from .store import Store
+from .subagents import Subagents
 from .turn_close import TurnCloser
 
 __all__ = ["PHASES", "CancelOperation", "Cancellations", "PhaseRow"]
@@ -137,7 +138,8 @@ class CancelOperation:
 
 class Cancellations:
     def __init__(self, timeouts: Timeouts, store: Store, notifier: Notifier, agents: Agents,
-                 closer: TurnCloser, gate: QueueGate, retries: Retries) -> None:
+                 closer: TurnCloser, gate: QueueGate, retries: Retries,
+                 subagents: Subagents) -> None:
         self.timeouts = timeouts
         self.store = store
         self.notify = notifier
@@ -146,6 +148,7 @@ class Cancellations:
         self.closer = closer
         self.gate = gate
         self.retries = retries
+        self.subagents = subagents
         self.operations: dict[str, CancelOperation] = {}
         #: Settled operations, newest last (bounded): diagnostics for benchmarks and tests.
         self.settled: deque[CancelOperation] = deque(maxlen=256)
@@ -437,7 +440,10 @@ class Cancellations:
         # Its children stop with it (DESIGN.md §13), whether the agent confirmed
         # their own cancels (while this turn's cancel waited) or not (now): the
         # status message counts them as a confirmed cancel's does.
-        stopped = self.notify.subagents_stopped(ex.session_id) | turn.subagents_stopped
+        stopped = set(turn.subagents_stopped)
+        for subagent in self.subagents.parent_stopped(ex.session_id):
+            self.notify.subagent_changed(ex.session_id, subagent)
+            stopped.add(str(subagent["id"]))
         await self.closer.finish_turn(ex, turn, TurnEnded(
             stop_reason="cancelled", turn_id=turn.id, subagents_cancelled=len(stopped)))
 

@@ -205,15 +205,6 @@ class Notifier:
         self.bus.publish(session_id, "session.subagent.changed",
                          {"session_id": session_id, "subagent": subagent})
 
-    def subagents_stopped(self, session_id: str) -> set[str]:
-        """DESIGN.md §13: the session's turn was cancelled by escalation, its
-        agent given up on: its children still at work are cancelled with it
-        (``Subagents.parent_stopped``), each published; their ids."""
-        changed = self._subagents.parent_stopped(session_id)
-        for subagent in changed:
-            self.subagent_changed(session_id, subagent)
-        return {str(subagent["id"]) for subagent in changed}
-
     def agent_cancelled(self, session_id: str, turn_id: str) -> None:
         self.bus.publish(session_id, "session.agent.cancelled",
                          {"session_id": session_id, "turn_id": turn_id})

@@ -141,7 +141,7 @@ async def open_supervisor(
         checkpoints = (TurnCheckpoints(config, store, notify, agents.turn_running)
                        if config.projects.checkpoints else None)
         closer = TurnCloser(t, store, notify, gate, retries, checkpoints)
-        cancellations = Cancellations(t, store, notify, agents, closer, gate, retries)
+        cancellations = Cancellations(t, store, notify, agents, closer, gate, retries, subagents)
         lifecycle = LifecycleManager(config, store, notify, agents, closer, cancellations,
                                      retries, launcher or default_launcher(config),
                                      checkpoints, subagents)
