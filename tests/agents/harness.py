@@ -34,6 +34,7 @@ from protocols.events import (
     AgentNotice,
     MessageChunk,
     PermissionRequested,
+    SubagentChanged,
     TurnEnded,
 )
 from protocols.process import start_agent_process, terminate_group
@@ -172,6 +173,10 @@ class AgentUnderTest:
     def chunks(self, since: int = 0) -> list[str]:
         return [e.text for e in self.events[since:]
                 if isinstance(e, MessageChunk) and e.channel == "agent"]
+
+    def subagents(self) -> list[SubagentChanged]:
+        """Every change of a child (subagent) the adapter reported, in order."""
+        return [e for e in self.events if isinstance(e, SubagentChanged)]
 
     def permissions(self, since: int = 0) -> list[PermissionRequested]:
         return [e for e in self.events[since:] if isinstance(e, PermissionRequested)]

@@ -22,19 +22,19 @@ id; the child's text never in the parent's ``MessageChunk``\\ s;
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
-from protocols.events import MessageChunk, SubagentChanged
+from protocols.events import MessageChunk
 from tests.fake_provider import FakeProvider
 
 from .cli import find_cli
 from .harness import AgentUnderTest, agent_session
 from .test_end_to_end import TEST_S, e2e_session, provider
+from .test_subagent_agents import child_is
 
 __all__ = ["provider"]  # the fixture, used by name
 
@@ -90,9 +90,6 @@ async def test_stop_codexs_child_thread_and_the_parent_finishes(
         async def run() -> None:
             ended.append(await agent.adapter.prompt("SPAWN: delegate to a subagent"))
 
-        def children() -> list[SubagentChanged]:
-            return [e for e in agent.events if isinstance(e, SubagentChanged)]
-
         with trio.fail_after(90):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(run)
@@ -115,9 +112,9 @@ async def test_stop_codexs_child_thread_and_the_parent_finishes(
                 # the wire, so it has).
                 await agent.wait_until(
                     lambda: any(c.subagent_id == child_id and c.state == "running"
-                                for c in children()), 5, "the child's SubagentChanged")
-                child = [c for c in children() if c.subagent_id == child_id][-1]
-                assert child.state == "running" and child.cancellable, children()
+                                for c in agent.subagents()), 5, "the child's SubagentChanged")
+                child = [c for c in agent.subagents() if c.subagent_id == child_id][-1]
+                assert child.state == "running" and child.cancellable, agent.subagents()
                 # The child's text is its own, never the parent's.
                 child_text = "".join(_deltas(agent, child_id))
                 assert "".join(agent.chunks()) == "".join(_deltas(agent, parent)), (
@@ -127,14 +124,14 @@ async def test_stop_codexs_child_thread_and_the_parent_finishes(
                 assert streaming
                 assert await agent.adapter.cancel_subagent(child_id)
                 await agent.wait_until(
-                    lambda: children()[-1].state in ("cancelled", "completed", "failed"),
+                    lambda: agent.subagents()[-1].state in ("cancelled", "completed", "failed"),
                     30, "the child's end")
                 # A child that ended cannot be stopped again: nothing is sent.
                 assert not await agent.adapter.cancel_subagent(child_id)
-        states = [c.state for c in children() if c.subagent_id == child_id]
-        assert states[0] == "running" and states[-1] == "cancelled", children()
-        assert set(states) <= {"running", "cancelling", "cancelled"}, children()
-        assert {c.subagent_id for c in children()} == {child_id}, children()
+        states = [c.state for c in agent.subagents() if c.subagent_id == child_id]
+        assert states[0] == "running" and states[-1] == "cancelled", agent.subagents()
+        assert set(states) <= {"running", "cancelling", "cancelled"}, agent.subagents()
+        assert {c.subagent_id for c in agent.subagents()} == {child_id}, agent.subagents()
         # What Turnvisor sent for the child: turn/interrupt of the child's own turn.
         [child_turn] = [m["params"]["turn"]["id"] for m in _received(agent)
                         if m.get("method") == "turn/started"
@@ -154,11 +151,6 @@ async def test_stop_codexs_child_thread_and_the_parent_finishes(
         assert all(r.aborted for r in await agent.wait_aborted(streaming))
 
 
-def _child(state: str) -> Callable[[dict[str, Any]], bool]:
-    return lambda f: (f["action"] == "session.subagent.changed"
-                      and f["payload"]["subagent"]["state"] == state)
-
-
 async def test_codexs_child_thread_through_turnvisor(
         provider: FakeProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Over the WebSocket API: the child thread's row data and its own stop
@@ -168,7 +160,7 @@ async def test_codexs_child_thread_through_turnvisor(
     with trio.fail_after(TEST_S):
         async with e2e_session("codex", provider, tmp_path, monkeypatch) as e:
             mark, turn_id = await e.prompt("SPAWN: delegate to a subagent")
-            await e.wait(mark, lambda f: _child("running")(f)
+            await e.wait(mark, lambda f: child_is("running")(f)
                          and f["payload"]["subagent"]["cancellable"],
                          "the child's announcement, cancellable")
             child = [p["subagent"] for p in e.since(mark, "session.subagent.changed")][-1]
@@ -179,7 +171,7 @@ async def test_codexs_child_thread_through_turnvisor(
             answer = await e.ws.call("subagent.cancel", {"session_id": e.sid,
                                                          "subagent_id": child["id"]})
             assert answer["outcome"] == "cancel_sent", answer
-            await e.wait(mark, _child("cancelled"), "the child's end")
+            await e.wait(mark, child_is("cancelled"), "the child's end")
             # Codex's wait_agent returns at its timeout (10 s), then the parent ends.
             assert await e.turn_end(mark, turn_id) == "end_turn"
             assert [m for m in await e.messages() if m["kind"] == "status"] == []
@@ -189,7 +181,7 @@ async def test_codexs_child_thread_through_turnvisor(
 
             rev = e.revision()
             mark, turn_id = await e.prompt("SPAWN: delegate again")
-            second = (await e.wait(mark, lambda f: _child("running")(f)
+            second = (await e.wait(mark, lambda f: child_is("running")(f)
                                    and f["payload"]["subagent"]["cancellable"],
                                    "the second child"))["payload"]["subagent"]
             await e.wait_streams(lambda s: any(r.mode == "slow" and r.open and r.tokens_sent >= 2
@@ -203,7 +195,7 @@ async def test_codexs_child_thread_through_turnvisor(
             [status] = [m for m in await e.messages()
                         if m["kind"] == "status" and m["turn_id"] == turn_id]
             assert status["metadata"]["subagents_cancelled"] == 1, status
-            await e.wait(mark, lambda f: _child("cancelled")(f) and f["payload"]["subagent"][
+            await e.wait(mark, lambda f: child_is("cancelled")(f) and f["payload"]["subagent"][
                 "id"] == second["id"], "the second child's end")
             ids = {r.id for r in slow}
             final = await e.wait_streams(lambda s: all(not r.open for r in s if r.id in ids),

@@ -14,7 +14,6 @@ import pytest
 import trio
 
 from protocols.acp import AcpVersion
-from protocols.events import SubagentChanged
 from tests.fake_provider import FakeProvider
 
 from .cli import find_cli
@@ -37,15 +36,12 @@ async def test_stop_claudes_subagent_and_the_parent_finishes(
         async def run() -> None:
             ended.append(await agent.adapter.prompt("TASK: delegate to a subagent"))
 
-        def children() -> list[SubagentChanged]:
-            return [e for e in agent.events if isinstance(e, SubagentChanged)]
-
         with trio.fail_after(90):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(run)
-                await agent.wait_until(lambda: any(c.state == "running" for c in children()),
+                await agent.wait_until(lambda: any(c.state == "running" for c in agent.subagents()),
                                        45, "the subagent's announcement")
-                child = children()[0]
+                child = agent.subagents()[0]
                 assert child.cancellable, child
                 # The child streams: its own model requests, slowly.
                 await agent.wait_until(
@@ -60,17 +56,17 @@ async def test_stop_claudes_subagent_and_the_parent_finishes(
                 streaming = [r for r in provider.main_streams() if r.mode == "slow" and r.open]
                 assert await agent.adapter.cancel_subagent(child.subagent_id)
                 await agent.wait_until(
-                    lambda: children()[-1].state in ("cancelled", "completed", "failed"),
+                    lambda: agent.subagents()[-1].state in ("cancelled", "completed", "failed"),
                     30, "the subagent's end")
-        assert [c.state for c in children() if c.subagent_id == child.subagent_id][-1] == (
-            "cancelled"), children()
+        assert [c.state for c in agent.subagents() if c.subagent_id == child.subagent_id][-1] == (
+            "cancelled"), agent.subagents()
         [turn] = ended
         assert getattr(turn, "stop_reason", None) == "end_turn", turn
         # The child's model request was cut short, not streamed to its end.
         assert streaming and all(r.aborted for r in await agent.wait_aborted(streaming))
 
 
-def _child(state: str) -> Callable[[dict[str, Any]], bool]:
+def child_is(state: str) -> Callable[[dict[str, Any]], bool]:
     return lambda f: (f["action"] == "session.subagent.changed"
                       and f["payload"]["subagent"]["state"] == state)
 
@@ -83,7 +79,7 @@ async def test_claudes_subagent_through_turnvisor(
     with trio.fail_after(TEST_S):
         async with e2e_session("claude", provider, tmp_path, monkeypatch) as e:
             mark, turn_id = await e.prompt("TASK: delegate to a subagent")
-            running = await e.wait(mark, _child("running"), "the subagent's announcement")
+            running = await e.wait(mark, child_is("running"), "the subagent's announcement")
             child = running["payload"]["subagent"]
             assert child["cancellable"] and child["turn_id"] == turn_id, child
             await e.wait_streams(lambda s: any(r.mode == "slow" and r.tokens_sent >= 2
@@ -92,14 +88,14 @@ async def test_claudes_subagent_through_turnvisor(
             answer = await e.ws.call("subagent.cancel", {"session_id": e.sid,
                                                          "subagent_id": child["id"]})
             assert answer["outcome"] == "cancel_sent", answer
-            await e.wait(mark, _child("cancelled"), "the subagent's end")
+            await e.wait(mark, child_is("cancelled"), "the subagent's end")
             assert await e.turn_end(mark, turn_id) == "end_turn"
             assert [m for m in await e.messages() if m["kind"] == "status"] == []
 
             # A parent cancel stops its running child too, and says so.
             rev = e.revision()
             mark, turn_id = await e.prompt("TASK: delegate again")
-            second = (await e.wait(mark, _child("running"), "the second subagent"))["payload"]
+            second = (await e.wait(mark, child_is("running"), "the second subagent"))["payload"]
             await e.wait_streams(lambda s: any(r.mode == "slow" and r.open and r.tokens_sent >= 2
                                                for r in s), "the second subagent streaming")
             slow = [r for r in e.provider.main_streams() if r.mode == "slow" and r.open]
@@ -112,7 +108,7 @@ async def test_claudes_subagent_through_turnvisor(
                         if m["kind"] == "status" and m["turn_id"] == turn_id]
             assert status["content"] == "Turn cancelled by user", status
             assert status["metadata"]["subagents_cancelled"] == 1, status
-            await e.wait(mark, lambda f: _child("cancelled")(f) and f["payload"]["subagent"][
+            await e.wait(mark, lambda f: child_is("cancelled")(f) and f["payload"]["subagent"][
                 "id"] == second["subagent"]["id"], "the second subagent's end")
             ids = {r.id for r in slow}
             final = await e.wait_streams(lambda s: all(not r.open for r in s if r.id in ids),
