@@ -72,7 +72,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import shutil
 import site
 import subprocess
 import sys
@@ -84,6 +83,7 @@ from types import TracebackType
 from typing import Final, Literal
 
 from .seccomp import host_arch, seccomp_filter
+from .tools import current as current_tools
 
 __all__ = [
     "HOME_VARIABLES",
@@ -128,11 +128,12 @@ class SandboxError(OSError):
 
 
 def bwrap_path() -> str | None:
-    return shutil.which("bwrap")
+    """bwrap as resolved once at start, from a directory no agent can write."""
+    return current_tools().get("bwrap")
 
 
 def _env_path() -> str:
-    return shutil.which("env") or "/usr/bin/env"
+    return current_tools().env
 
 
 def _real(path: str) -> str:
@@ -222,7 +223,7 @@ def _depth(path: str) -> int:
 def sandbox_argv(command: Sequence[str], *, cwd: str, hide: Iterable[str],
                  writable: Iterable[str], readonly: Iterable[str] = (),
                  uid: int = 1000, bwrap: str = "/usr/bin/bwrap",
-                 env_cmd: str = "/usr/bin/env") -> list[str]:
+                 env_cmd: str = "/usr/bin/env", sh: str = "/bin/sh") -> list[str]:
     """The argv that runs ``command`` in the sandbox (see the module docstring),
     bwrap's options inline (``Launch`` moves them into a descriptor).
 
@@ -255,7 +256,7 @@ def sandbox_argv(command: Sequence[str], *, cwd: str, hide: Iterable[str],
     # The leader: a shell that ignores SIGTERM (bwrap inherits that) and waits
     # for bwrap from its one thread, so bwrap's --die-with-parent fires only
     # when the leader is gone.  Not ``exec``: the shell must stay the parent.
-    argv = ["/bin/sh", "-c", LEADER_SCRIPT, "sh", bwrap,
+    argv = [sh, "-c", LEADER_SCRIPT, "sh", bwrap,
             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for knob in PROC_READONLY:
         argv += ["--ro-bind-try", knob, knob]
@@ -349,7 +350,8 @@ def _filter() -> bytes | None:
 def _bwrap_launch(command: Sequence[str], *, cwd: str, hide: Iterable[str],
                   writable: Iterable[str], bwrap: str) -> Launch:
     argv = sandbox_argv(command, cwd=cwd, hide=hide, writable=writable,
-                        readonly=install_dirs(), uid=os.getuid(), bwrap=bwrap, env_cmd=_env_path())
+                        readonly=install_dirs(), uid=os.getuid(), bwrap=bwrap, env_cmd=_env_path(),
+                        sh=current_tools().sh)
     return Launch.sandboxed(argv, seccomp=_filter())
 
 

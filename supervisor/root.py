@@ -128,7 +128,7 @@ async def open_supervisor(
         handed_over = await store.call(handovers, store.db, outliving) if outliving else []
         recovered = await store.call(recover, store.db,
                                      keep={h.session_id for h in handed_over})
-        await check_sandbox(config.profiles)
+        await check_sandbox(config)
         await sweep_containers(config)  # container profiles only: no engine contacted otherwise
         t = config.timeouts
         bus = EventBus(queue_size=config.limits.ws_send_queue)

@@ -1,19 +1,25 @@
-"""Which sandbox each profile's agent gets here, and the one warning when the
-default (bwrap) cannot run on this machine (protocols/sandbox.py)."""
+"""The fence each agent gets here: the programs the backend runs, resolved once
+from directories no agent can write (protocols/tools.py), which sandbox each
+profile's agent gets, and the one warning when the default (bwrap) cannot run
+on this machine (protocols/sandbox.py)."""
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from typing import Final
 
 import trio
 
 from protocols.sandbox import bwrap_works, resolve_mode
+from protocols.tools import Tools, install, resolve
 
+from .config import Config
 from .profiles import AgentProfile
 
-__all__ = ["NO_SANDBOX_WARNING", "check_sandbox", "sandbox_modes", "sandbox_warning"]
+__all__ = ["NO_SANDBOX_WARNING", "agent_writable_trees", "check_sandbox", "resolve_tools",
+           "sandbox_modes", "sandbox_warning"]
 
 log = logging.getLogger(__name__)
 
@@ -35,9 +41,34 @@ def sandbox_warning(profiles: Mapping[str, AgentProfile]) -> str | None:
     return None
 
 
-async def check_sandbox(profiles: Mapping[str, AgentProfile]) -> None:
-    """At start: run the (cached) probe off the Trio thread, warn once."""
+def agent_writable_trees(config: Config) -> list[str]:
+    """Every tree some agent of ``config`` can write: the default work dirs and
+    agent homes under the data dir, the project roots, each profile's cwd and
+    writable paths."""
+    trees = [str(config.work_dir), str(config.data_dir / "homes"),
+             *(str(r) for r in config.projects.roots)]
+    for profile in config.profiles.values():
+        trees += [os.path.expanduser(p) for p in profile.sandbox_writable]
+        if profile.cwd:
+            trees.append(os.path.expanduser(profile.cwd))
+    return trees
+
+
+def resolve_tools(config: Config, *, unsandboxed: bool) -> Tools:
+    """The programs for ``config``: ``unsandboxed`` (some agent runs without a
+    fence, so it can write whatever this user can) trusts root's directories only."""
+    search = None if config.tools_path is None else os.pathsep.join(config.tools_path)
+    return resolve(search, untrusted=agent_writable_trees(config), owner_ok=not unsandboxed)
+
+
+async def check_sandbox(config: Config) -> None:
+    """At start: resolve and install the programs, run the (cached) probe off
+    the Trio thread, warn once."""
+    explicit_none = any(p.sandbox == "none" for p in config.profiles.values())
+    install(resolve_tools(config, unsandboxed=explicit_none))
     await trio.to_thread.run_sync(bwrap_works)
-    warning = sandbox_warning(profiles)
+    if not explicit_none and "none" in sandbox_modes(config.profiles).values():
+        install(resolve_tools(config, unsandboxed=True))
+    warning = sandbox_warning(config.profiles)
     if warning is not None:
         log.warning("%s", warning)

@@ -32,6 +32,9 @@ from typing import Final
 
 import trio
 
+from protocols.tools import ToolsError
+from protocols.tools import current as current_tools
+
 __all__ = [
     "GIT_OVERRIDES",
     "GitError",
@@ -155,10 +158,12 @@ async def _deliver_cancel(proc: trio.Process) -> None:
 class GitRunner:
     """Runs git with ``git_environment`` and ``GIT_OVERRIDES``, each command bounded.
 
-    ``home`` is an empty directory of ours (created on first use)."""
+    ``home`` is an empty directory of ours (created on first use).  ``git``: the
+    program; None is the one resolved at start from a directory no agent can
+    write (``protocols.tools``), never a ``PATH`` lookup at each use."""
 
     home: Path
-    git: str = "git"
+    git: str | None = None
 
     async def run(self, args: Sequence[str], *, cwd: Path, stdin: bytes = b"",
                   timeout_s: float = DEFAULT_TIMEOUT_S, extra_env: Mapping[str, str] | None = None,
@@ -166,7 +171,11 @@ class GitRunner:
         """stdout of ``git -c ... <args>`` run in ``cwd``; ``GitError`` on a non-zero
         status (unless ``check`` is false), a timeout or a missing git."""
         self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
-        command = [self.git, "--no-pager"]
+        try:
+            git = self.git or current_tools().git
+        except ToolsError as exc:
+            raise GitError(f"cannot run git: {exc}") from exc
+        command = [git, "--no-pager"]
         for override in (*GIT_OVERRIDES, *overrides):
             command += ["-c", override]
         command += list(args)
@@ -174,7 +183,8 @@ class GitRunner:
             with trio.fail_after(timeout_s):
                 done = await trio.run_process(
                     command, cwd=str(cwd), stdin=stdin, capture_stdout=True,
-                    capture_stderr=True, check=False, env=git_environment(self.home, extra_env),
+                    capture_stderr=True, check=False,
+                    env=git_environment(self.home, extra_env) | {"PATH": _trusted_path(git)},
                     deliver_cancel=_deliver_cancel,
                 )
         except trio.TooSlowError:
@@ -187,6 +197,12 @@ class GitRunner:
             raise GitError(f"git {_subcommand(args)} failed (status {done.returncode}): {err}",
                            returncode=done.returncode, stderr=err)
         return done.stdout
+
+
+def _trusted_path(git: str) -> str:
+    """``PATH`` for git's own children: git's directory and the system's, never
+    the backend's ``PATH`` (whose first entries may be agent-writable)."""
+    return os.pathsep.join(dict.fromkeys([os.path.dirname(git), "/usr/bin", "/bin"]))
 
 
 def _subcommand(args: Sequence[str]) -> str:

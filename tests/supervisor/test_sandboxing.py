@@ -4,11 +4,13 @@ that is said once at start and in the agent picker's data."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 
 import protocols.sandbox
 import supervisor.sandboxing
+from supervisor.config import Config
 from supervisor.profiles import parse_profiles
 from supervisor.sandboxing import NO_SANDBOX_WARNING, check_sandbox, sandbox_modes, sandbox_warning
 
@@ -32,11 +34,12 @@ def test_without_bwrap_the_default_is_none_and_said(monkeypatch: pytest.MonkeyPa
 
 
 async def test_one_warning_at_start(monkeypatch: pytest.MonkeyPatch,
-                                    caplog: pytest.LogCaptureFixture) -> None:
+                                    caplog: pytest.LogCaptureFixture, tmp_path: Path) -> None:
     _no_bwrap(monkeypatch)
     with caplog.at_level(logging.WARNING, logger="supervisor.sandboxing"):
-        await check_sandbox(parse_profiles({}))
-    assert [r.getMessage() for r in caplog.records] == [NO_SANDBOX_WARNING]
+        await check_sandbox(Config(data_dir=tmp_path, profiles=parse_profiles({})))
+    assert [r.getMessage() for r in caplog.records
+            if r.name == "supervisor.sandboxing"] == [NO_SANDBOX_WARNING]
 
 
 def test_with_bwrap_no_warning() -> None:
