@@ -6,7 +6,7 @@
             ├── front.serve_http          /ws (web.wsconn, every upgrade) + Hypercorn for the rest
             └── _watch_signals            SIGINT/SIGTERM → graceful stop
 
-Where to find it: ``DATA_DIR/server.json`` (0600: url, token, pid) is written
+Where to find it: ``DATA_DIR/server.json`` (0600: url, token, pid, data dir) is written
 at every start, for a person and a command-line client on this machine; the
 token URL itself is printed only when stdout is a terminal (a log file or a
 pipe that others may read gets the file's path instead).
@@ -132,8 +132,10 @@ async def serve(
 def write_server_file(data_dir: Path, url: str, token: str) -> Path:
     """``DATA_DIR/server.json``: where this server listens and its token, 0600."""
     path = data_dir / "server.json"
+    # data_dir and pid: what the command-line client checks before it trusts the
+    # file (web/client/server_record.py).
     data = {"url": url, "login_url": f"{url}/?token={token}", "token": token,
-            "pid": os.getpid()}
+            "pid": os.getpid(), "data_dir": str(data_dir)}
     partial_path = path.with_name(".server.json.tmp")
     fd = os.open(partial_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:

@@ -131,13 +131,9 @@ async def test_cancel_and_watch_a_session(server: Server) -> None:
         f["action"] for f in lines}
 
 
-async def test_the_server_is_found_from_its_data_dir(server: Server, tmp_path: Path) -> None:
-    record = tmp_path / "served"
-    record.mkdir()
-    (record / "server.json").write_text(json.dumps(
-        {"url": f"{server.url}/?token={server.token}", "token": server.token, "pid": 1}))
-    done = await cli("tasks", "--data-dir", str(record))
-    assert done.returncode == 0, done.stderr
+async def test_the_token_is_found_in_the_data_dir(server: Server, tmp_path: Path) -> None:
+    # (The running server's own record, server.json, and the records an agent
+    # plants: tests/security/test_cli_token.py, against a real `turnvisor serve`.)
     # Only a token file: the URL from the environment.
     only_token = tmp_path / "token-only"
     only_token.mkdir()
@@ -159,7 +155,8 @@ async def test_failures_are_one_line(server: Server, tmp_path: Path) -> None:
     assert len(nothing.stderr.decode().strip().splitlines()) == 1
     assert b"cannot reach" in nothing.stderr
     no_token = await cli("tasks", "--data-dir", str(tmp_path / "none"),
-                         env={k: v for k, v in ENV.items() if k != "TURNVISOR_TOKEN"})
+                         env={**{k: v for k, v in ENV.items() if k != "TURNVISOR_TOKEN"},
+                              "TURNVISOR_URL": server.url})
     assert no_token.returncode == 1 and b"no token" in no_token.stderr
     unknown = await cli("cancel", "no-such-session", server=server)
     assert unknown.returncode == 1 and b"NOT_FOUND" in unknown.stderr

@@ -1,10 +1,18 @@
 """The command-line client's connection: where the server is, and one WebSocket
 to it that matches answers to requests and hands notifications on.
 
-Where the server is, in order: ``--url``/``--token``, ``TURNVISOR_URL`` /
-``TURNVISOR_TOKEN``, then the running server's own record in its data dir
-(``server.json``: url and token, readable by the user only), then the data
-dir's ``token`` with the default address — as ``jupyter`` finds its servers.
+Where the server is (issue 40, item 9: a token goes only to the server it
+belongs to):
+
+- a URL from ``--url`` or ``TURNVISOR_URL`` gets the token from ``--token`` or
+  ``TURNVISOR_TOKEN``, else the running server's record if that record is
+  trusted and names this very URL, else the data dir's ``token`` file;
+- with no URL given, the running server's own record in its data dir
+  (``server.json``) gives both, and only when it is trusted
+  (``server_record``: a live ``turnvisor serve`` of this data dir holding
+  the record's port).  A token from a flag or the environment is never sent
+  to a URL read from a file: whoever can write the file would choose where
+  it goes.  Anything else is one line and no request.
 """
 
 from __future__ import annotations
@@ -28,9 +36,10 @@ from trio_websocket import (
     open_websocket_url,
 )
 
+from .server_record import RECORD_NAME, ServerRecord, UntrustedRecord, read_trusted_record
+
 __all__ = ["ClientError", "Connection", "Endpoint", "client_error", "connect", "find_server"]
 
-DEFAULT_URL = "http://127.0.0.1:8080"
 #: How long one request may wait for its answer (a cancel answers once it settled,
 #: which the server bounds by its escalation deadline, 10 s by default).
 REQUEST_TIMEOUT_S = 60.0
@@ -52,33 +61,45 @@ class Endpoint:
         return urlunsplit((scheme, parts.netloc, "/ws", "", ""))
 
 
-def _read_record(data_dir: Path) -> Endpoint | None:
+def _record(data_dir: Path) -> ServerRecord:
+    """The trusted record of ``data_dir``'s server, or the one line why there is none."""
+    where = data_dir / RECORD_NAME
     try:
-        record = json.loads((data_dir / "server.json").read_text())
-    except (OSError, ValueError):
-        return None
-    url, token = record.get("url"), record.get("token")
-    if isinstance(url, str) and isinstance(token, str) and url and token:
-        return Endpoint(url.split("?", 1)[0].rstrip("/"), token)
-    return None
+        record = read_trusted_record(data_dir)
+    except UntrustedRecord as exc:
+        raise ClientError(f"{where} is not trusted: {exc}; no request sent (pass --url, "
+                          "or set TURNVISOR_URL, to name the server)") from None
+    if record is None:
+        raise ClientError(f"no running server found: there is no {where} (start `turnvisor "
+                          "serve`, check --data-dir, or pass --url or set TURNVISOR_URL)")
+    return record
 
 
 def find_server(url: str | None, token: str | None, data_dir: Path) -> Endpoint:
-    url = url or os.environ.get("TURNVISOR_URL")
-    token = token or os.environ.get("TURNVISOR_TOKEN")
-    record = _read_record(data_dir)
-    if url is None and record is not None:
-        url = record.url
-        token = token or record.token
-    if token is None and record is not None and (url or "").rstrip("/") == record.url:
-        token = record.token
+    """``url`` and ``token``: the flags' (None when not given)."""
+    url = url or os.environ.get("TURNVISOR_URL") or None
+    if url is None:
+        if token is not None:
+            raise ClientError("--token goes only to a server you name: add --url or set "
+                              "TURNVISOR_URL")
+        # TURNVISOR_TOKEN is not sent here: the record's own token goes to its URL.
+        record = _record(data_dir)
+        return Endpoint(record.url, record.token)
+    url = url.split("?", 1)[0].rstrip("/")
+    token = token or os.environ.get("TURNVISOR_TOKEN") or None
     if token is None:
+        try:
+            known = read_trusted_record(data_dir)
+        except UntrustedRecord:
+            known = None  # its token is not used; the data dir's own token may be
+        if known is not None and known.url == url:
+            return Endpoint(url, known.token)
         try:
             token = (data_dir / "token").read_text().strip()
         except OSError:
             raise ClientError(f"no token: pass --token, set TURNVISOR_TOKEN, or run on the "
                               f"machine of the server whose data dir is {data_dir}") from None
-    return Endpoint((url or DEFAULT_URL).rstrip("/"), token)
+    return Endpoint(url, token)
 
 
 class Connection:
