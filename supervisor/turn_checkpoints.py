@@ -57,6 +57,8 @@ log = logging.getLogger(__name__)
 
 REVERTED_STATUS: Final = "Files restored to before this turn"
 CHECKPOINT_FAILED_STATUS: Final = "No checkpoint before this turn"
+#: ... and after it: its changes cannot be listed, nor can a later revert go past it.
+AFTER_FAILED_STATUS: Final = "No checkpoint after this turn"
 #: The transcript's word when the agent's own history lost the reverted turns.
 REWOUND_STATUS: Final = "The agent's conversation was rewound to before the reverted turn"
 #: ... and when the agent was told in words instead.
@@ -248,8 +250,7 @@ class TurnCheckpoints:
             await self._snap(state.repo, f"after turn {turn_id}", out, trio.Event())
             after = out[0] if out else "no result"
             if isinstance(after, str):
-                log.warning("session %s: no checkpoint after turn %s (%s)", session_id,
-                            turn_id, after)
+                await self._after_failed(session_id, turn_id, after)
                 return
             await self.store.call(rows.set_after, self.store.db, turn_id, after.commit)
             before = await state.repo.load(entry.before_commit)
@@ -259,11 +260,22 @@ class TurnCheckpoints:
                     "session_id": session_id, "turn_id": turn_id,
                     "files": [f.to_json() for f in files],
                     "skipped": [s.to_json() for s in after.skipped]})
-        except Exception:
+        except Exception as exc:
             log.exception("session %s: the checkpoint after turn %s failed", session_id,
                           turn_id)
+            with contextlib.suppress(Exception):
+                await self._after_failed(session_id, turn_id, str(exc) or type(exc).__name__)
         finally:
             state.after_done.set()
+
+    async def _after_failed(self, session_id: str, turn_id: str, why: str) -> None:
+        """The session's transcript says the after-snapshot failed (and why): its
+        changes are not listed.  Later turns and reverts go on as usual."""
+        log.warning("session %s: no checkpoint after turn %s (%s)", session_id, turn_id, why)
+        await self.store.add_message(
+            session_id, turn_id, "system", "status",
+            f"{AFTER_FAILED_STATUS}: {why}; its changes are not listed",
+            {"checkpoint_failed": True, "variant": "warning"})
 
     # -- changes and diffs ----------------------------------------------------
 
@@ -338,6 +350,11 @@ class TurnCheckpoints:
                                   "revert", result.safety.commit, target.commit)
         except CheckpointError as exc:
             raise Conflict(f"the revert failed: {exc}") from None
+        except Exception as exc:
+            # Whatever the agent left in the tree, the answer says why, never
+            # INTERNAL_ERROR (the engine turns what it expects into CheckpointError).
+            log.exception("session %s: the revert to before %s failed", session_id, turn_id)
+            raise Conflict(f"the revert failed: {exc or type(exc).__name__}") from None
         finally:
             state.reverting.set()
             state.reverting = None
@@ -400,4 +417,5 @@ def _answer(session_id: str, turn_id: str, revert_id: str, result: RestoreResult
             "revert_id": revert_id, "later_turns": later,
             "written": list(result.written), "deleted": list(result.deleted),
             "kept": [{"path": p, "reason": r} for p, r in result.kept],
+            "removed_unsaved": [{"path": p, "reason": r} for p, r in result.removed_unsaved],
             "edited_since": list(result.edited_since)}

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-__all__ = ["Blocked", "FileWrite", "delete_files", "write_files"]
+__all__ = ["Blocked", "FileWrite", "delete_files", "remove_trees", "write_files"]
 
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -116,23 +116,112 @@ def delete_files(root: Path, paths: list[str]) -> tuple[list[str], list[tuple[st
             while head:
                 emptied.add(head)
                 head = head.rpartition("/")[0]
-        for directory in sorted(emptied, key=lambda d: d.count("/"), reverse=True):
+        _remove_emptied(root_fd, emptied)
+    finally:
+        os.close(root_fd)
+    return deleted, kept
+
+
+def _remove_emptied(root_fd: int, emptied: set[str]) -> None:
+    """Remove those of ``emptied`` (relative directories) that are empty, deepest first."""
+    for directory in sorted(emptied, key=lambda d: d.count("/"), reverse=True):
+        try:
+            found = _parent(root_fd, directory, create=False)
+        except Blocked:
+            continue
+        if found is None:
+            continue
+        fd, name = found
+        try:
+            os.rmdir(name, dir_fd=fd)
+        except OSError:
+            pass  # not empty (or already gone): it stays
+        finally:
+            os.close(fd)
+
+
+#: Entries one ``remove_trees`` call handles at most (a bound on a hostile tree).
+_REMOVE_MAX: Final = 1_000_000
+
+
+def remove_trees(root: Path, paths: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """Remove each of ``paths`` whole (a file, or a directory and all it holds, at any
+    depth).  Returns (removed, kept with reasons)."""
+    removed: list[str] = []
+    kept: list[tuple[str, str]] = []
+    budget = [_REMOVE_MAX]
+    root_fd = os.open(root, _DIR_FLAGS)
+    try:
+        for path in paths:
             try:
-                found = _parent(root_fd, directory, create=False)
-            except Blocked:
+                found = _parent(root_fd, path, create=False)
+            except Blocked as exc:
+                kept.append((path, str(exc)))
                 continue
             if found is None:
                 continue
             fd, name = found
             try:
-                os.rmdir(name, dir_fd=fd)
-            except OSError:
-                pass  # not empty (or already gone): it stays
+                if _remove_entry(fd, name, budget):
+                    removed.append(path)
+                else:
+                    kept.append((path, "too many entries to remove"))
+            except OSError as exc:
+                kept.append((path, f"cannot remove it: {exc.strerror or exc}"))
             finally:
                 os.close(fd)
+        emptied: set[str] = set()
+        for path in removed:
+            head = path.rpartition("/")[0]
+            while head and head not in emptied:
+                emptied.add(head)
+                head = head.rpartition("/")[0]
+        _remove_emptied(root_fd, emptied)
     finally:
         os.close(root_fd)
-    return deleted, kept
+    return removed, kept
+
+
+def _remove_entry(fd: int, name: str, budget: list[int]) -> bool:
+    """Remove ``name`` of ``fd`` whole; False if the budget ran out.  A subdirectory's
+    entries are moved up into the directory being emptied (renames inside one
+    directory tree), so however deep the tree goes, two descriptors are open and
+    nothing recurses."""
+    try:
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return True
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(name, dir_fd=fd)
+        return True
+    top = os.open(name, _DIR_FLAGS, dir_fd=fd)
+    try:
+        while entries := os.listdir(top):
+            for entry in entries:
+                budget[0] -= 1
+                if budget[0] < 0:
+                    return False
+                st = os.stat(entry, dir_fd=top, follow_symlinks=False)
+                if not stat.S_ISDIR(st.st_mode):
+                    os.unlink(entry, dir_fd=top)
+                    continue
+                try:
+                    os.rmdir(entry, dir_fd=top)
+                    continue
+                except OSError:
+                    pass
+                sub = os.open(entry, _DIR_FLAGS, dir_fd=top)
+                try:
+                    for inner in os.listdir(sub):
+                        os.rename(inner, f".turnvisor-rm-{secrets.token_hex(8)}",
+                                  src_dir_fd=sub, dst_dir_fd=top)
+                finally:
+                    os.close(sub)
+                os.rmdir(entry, dir_fd=top)
+    finally:
+        os.close(top)
+    os.rmdir(name, dir_fd=fd)
+    return True
 
 
 def _clear_directory_in_the_way(fd: int, name: str) -> bool:

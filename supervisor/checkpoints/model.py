@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -20,9 +21,12 @@ __all__ = [
     "render_message",
 ]
 
-ChangeStatus = Literal["added", "modified", "deleted", "renamed"]
-SkipReason = Literal["too_large", "unreadable", "repository"]
-_SKIP_REASONS: Final[tuple[SkipReason, ...]] = ("too_large", "unreadable", "repository")
+#: ``ignored``: a file the turn created whose content is in no checkpoint, because the
+#: project's ignore rules (the agent's to write) hide it; a revert removes it.
+ChangeStatus = Literal["added", "modified", "deleted", "renamed", "ignored"]
+SkipReason = Literal["too_large", "unreadable", "repository", "unstorable"]
+_SKIP_REASONS: Final[tuple[SkipReason, ...]] = ("too_large", "unreadable", "repository",
+                                                "unstorable")
 _STATUS: Final[dict[str, ChangeStatus]] = {
     "A": "added", "M": "modified", "D": "deleted", "R": "renamed", "T": "modified",
 }
@@ -31,6 +35,7 @@ _STATUS: Final[dict[str, ChangeStatus]] = {
 GITLINK_MODE: Final = "160000"
 #: First line of a checkpoint commit's body: the JSON of what it skipped.
 _META_PREFIX: Final = "turnvisor-checkpoint: "
+_OBJECT_ID: Final = re.compile(r"[0-9a-f]{40,64}")
 
 
 class CheckpointError(RuntimeError):
@@ -40,8 +45,10 @@ class CheckpointError(RuntimeError):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SkippedFile:
     """A file left out of a snapshot, and why: ``too_large`` (over the size limit),
-    ``unreadable`` (no read permission), or ``repository`` (a nested git repository,
-    ``size`` 0: its files are not snapshotted)."""
+    ``unreadable`` (no read permission), ``repository`` (a nested git repository,
+    ``size`` 0: its files are not snapshotted), or ``unstorable`` (a directory or file
+    git cannot hold: a path near ``PATH_MAX``, a name such as ``.GIT``; ``size`` 0, taken
+    whole: a revert removes it if it was not there)."""
 
     path: str
     size: int
@@ -59,6 +66,9 @@ class Checkpoint:
     tree: str
     label: str
     skipped: tuple[SkippedFile, ...] = ()
+    #: The tree of every file that existed (empty blobs: names only), ignore rules
+    #: disregarded; None for a checkpoint written before it was recorded.
+    present: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,6 +105,9 @@ class RestoreResult:
     written: tuple[str, ...] = ()
     deleted: tuple[str, ...] = ()
     kept: tuple[tuple[str, str], ...] = field(default=())
+    #: Paths removed whose content no checkpoint holds (ignored by the project's rules,
+    #: or unstorable), each with the reason: restoring ``safety`` does not bring them back.
+    removed_unsaved: tuple[tuple[str, str], ...] = ()
     #: Paths whose content changed after ``since`` (the checkpoint the caller named as
     #: the last one it knew of): edits made meanwhile, overwritten too (the safety
     #: checkpoint holds them).
@@ -164,16 +177,22 @@ def changes_from(raw: list[RawEntry], counts: list[tuple[int, int, bool]]) -> li
     return files
 
 
-def render_message(label: str, skipped: tuple[SkippedFile, ...]) -> bytes:
-    meta = json.dumps({"skipped": [s.to_json() for s in skipped]}, separators=(",", ":"))
+def render_message(label: str, skipped: tuple[SkippedFile, ...],
+                   present: str | None = None) -> bytes:
+    data: dict[str, Any] = {"skipped": [s.to_json() for s in skipped]}
+    if present is not None:
+        data["present"] = present
+    meta = json.dumps(data, separators=(",", ":"))
     # The label is one line: a newline in it would move the metadata.
     return f"{' '.join(label.split()) or 'checkpoint'}\n\n{_META_PREFIX}{meta}\n".encode()
 
 
-def parse_message(message: str) -> tuple[str, tuple[SkippedFile, ...]]:
-    """The label and skipped files of a commit message written by ``render_message``."""
+def parse_message(message: str) -> tuple[str, tuple[SkippedFile, ...], str | None]:
+    """The label, skipped files and presence tree of a commit message written by
+    ``render_message``."""
     label, _, rest = message.partition("\n")
     skipped: list[SkippedFile] = []
+    present: str | None = None
     for line in rest.splitlines():
         if line.startswith(_META_PREFIX):
             try:
@@ -182,6 +201,8 @@ def parse_message(message: str) -> tuple[str, tuple[SkippedFile, ...]]:
                                        reason=next((r for r in _SKIP_REASONS
                                                     if r == s.get("reason")), "too_large"))
                            for s in meta.get("skipped", [])]
+                tree = meta.get("present")
+                present = tree if isinstance(tree, str) and _OBJECT_ID.fullmatch(tree) else None
             except (ValueError, KeyError, TypeError, AttributeError):
                 skipped = []
-    return label, tuple(skipped)
+    return label, tuple(skipped), present

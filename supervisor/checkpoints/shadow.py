@@ -10,9 +10,17 @@ conversion, so a checkpoint holds the files' bytes as they are.
 
 A snapshot is ``git add -A`` into the shadow index, a tree, and a commit whose parent is
 the previous snapshot (one chain under ``refs/heads/checkpoints`` keeps them all).
-Ignored files (the cwd's ``.gitignore`` files, and the rules of the repository around
-the cwd: ``supervisor.checkpoints.ignores``) are left out, as are files over
-``max_file_mb``, unreadable files and nested repositories (listed in the checkpoint).
+The content of ignored files (the cwd's ``.gitignore`` files, and the rules of the
+repository around the cwd: ``supervisor.checkpoints.ignores``) is left out, as are
+files over ``max_file_mb``, unreadable files and nested repositories (listed in the
+checkpoint).  Those rules are the agent's to write, so they decide what is *stored*,
+never what *exists*: every snapshot also records the names of all files found by
+``supervisor.checkpoints.walk`` (ignore rules disregarded) as a second tree, the
+*presence tree* (empty blobs, shared between snapshots as git shares any tree, a
+second parent of the commit so it stays reachable).  A file present after a turn and
+absent before it, with no content in the checkpoint, is a change ``ignored``; a
+restore removes it.  What git cannot hold at all (``walk``'s units: too deep, a name
+git refuses) is listed as skipped ``unstorable`` and handled whole.
 
 One lock per repository orders snapshots and restores; it is never held across agent I/O.
 """
@@ -20,9 +28,11 @@ One lock per repository orders snapshots and restores; it is never held across a
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import stat
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,8 +56,11 @@ from .model import (
     parse_tree_diff,
     render_message,
 )
+from .walk import Presence, walk
 
 __all__ = ["CheckpointSettings", "ShadowRepo"]
+
+log = logging.getLogger(__name__)
 
 REF: Final = "refs/heads/checkpoints"
 EMPTY_TREE: Final = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -83,6 +96,13 @@ _BLOBS_PER_BATCH: Final = 64
 _JOURNAL: Final = "restore-journal.json"
 #: More changed paths than this are staged by one ``add -A`` of the whole tree.
 _PATHSPEC_MAX: Final = 2000
+#: The blob of every entry of a presence tree (the empty blob).
+EMPTY_BLOB: Final = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
+#: The index the presence tree is built in (rebuilt at every snapshot).
+_PRESENCE_INDEX: Final = "presence-index"
+#: The shadow repository never checks files out on NTFS or HFS+ (``files`` writes them
+#: back): names those checks refuse (``GIT~1``) must not fail a snapshot.
+_SHADOW_OVERRIDES: Final = ("core.protectNTFS=false", "core.protectHFS=false")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,12 +150,14 @@ class ShadowRepo:
     # -- git ------------------------------------------------------------------
 
     async def _git(self, *args: str, stdin: bytes = b"", timeout_s: float | None = None,
-                   literal: bool = True) -> bytes:
+                   literal: bool = True, index: Path | None = None) -> bytes:
         flags = ["--git-dir", str(self.git_dir), "--work-tree", str(self.work_tree)]
         if literal:
             flags.append("--literal-pathspecs")
-        return await self.runner.run([*flags, *args], cwd=self.work_tree, stdin=stdin,
-                                     timeout_s=timeout_s or self.settings.git_s)
+        return await self.runner.run(
+            [*flags, *args], cwd=self.work_tree, stdin=stdin,
+            timeout_s=timeout_s or self.settings.git_s, overrides=_SHADOW_OVERRIDES,
+            extra_env={"GIT_INDEX_FILE": str(index)} if index is not None else None)
 
     async def _ensure_ready(self) -> None:
         """Create the repository if need be (the caller holds the lock)."""
@@ -196,14 +218,21 @@ class ShadowRepo:
             with trio.fail_after(limit):
                 await self._ensure_ready()
                 await trio.to_thread.run_sync(self._write_excludes)
+                # What exists, ignore rules disregarded (bounded by what is left of
+                # the snapshot's time: a partial walk is said in the log, never fatal).
+                presence = await trio.to_thread.run_sync(
+                    self._walk, time.monotonic() + max(1.0, trio.current_effective_deadline()
+                                                       - trio.current_time() - 5.0))
+                units = tuple(SkippedFile(path=u, size=0, reason="unstorable")
+                              for u in presence.units)
                 # One pass over the work tree (status: the untracked cache, the
                 # preloaded index): what changed since the last snapshot ...
                 status = await self._git("status", "--porcelain=v2", "-z", "-uall",
                                          "--no-renames", "--ignore-submodules=dirty")
                 changed = await trio.to_thread.run_sync(
                     _changed_files, self.work_tree, status,
-                    int(self.settings.max_file_mb * 1024 * 1024))
-                skipped = changed.skipped
+                    int(self.settings.max_file_mb * 1024 * 1024), presence.units)
+                skipped = tuple(sorted((*changed.skipped, *units), key=lambda s: s.path))
                 if changed.removals:
                     await self._git("update-index", "-z", "--force-remove", "--stdin",
                                     stdin=_nul_list(changed.removals))
@@ -219,18 +248,57 @@ class ShadowRepo:
                                     "--pathspec-file-nul", stdin=_nul_list(specs),
                                     literal=False)
                 tree = (await self._git("write-tree")).decode().strip()
+                present = await self._presence_tree(presence)
+                marker = (await self._git("commit-tree", present,
+                                          stdin=b"presence\n")).decode().strip()
                 parent = ["-p", self._head] if self._head else []
-                commit = (await self._git("commit-tree", tree, *parent,
-                                          stdin=render_message(label, skipped))
+                commit = (await self._git("commit-tree", tree, *parent, "-p", marker,
+                                          stdin=render_message(label, skipped, present))
                           ).decode().strip()
                 await self._git("update-ref", REF, commit, self._head or "")
                 self._head = commit
         except trio.TooSlowError:
             raise CheckpointError(
                 f"the checkpoint of {self.work_tree} took longer than {limit:g} s") from None
+        except CheckpointError:
+            raise
         except (GitError, OSError) as exc:
             raise CheckpointError(f"cannot checkpoint {self.work_tree}: {exc}") from exc
-        return Checkpoint(commit=commit, tree=tree, label=label, skipped=skipped)
+        except (ValueError, LookupError, RuntimeError) as exc:
+            # What a hostile tree might still provoke (a name no codec takes, a limit of
+            # the interpreter): one snapshot fails with a reason; nothing is left broken.
+            raise CheckpointError(f"cannot checkpoint {self.work_tree}: {exc!r}") from exc
+        return Checkpoint(commit=commit, tree=tree, label=label, skipped=skipped,
+                          present=present)
+
+    def _walk(self, deadline: float) -> Presence:
+        root = self.work_tree.resolve()
+        skip: set[bytes] = set()
+        for directory in self._exclude:
+            try:
+                rel = directory.resolve().relative_to(root)
+            except (ValueError, OSError):
+                continue
+            if rel.parts:
+                skip.add(os.fsencode(rel.as_posix()))
+        found = walk(str(self.work_tree), skip=frozenset(skip), deadline=deadline)
+        if found.partial:
+            log.warning("the walk of %s stopped early: some files may be missing from its "
+                        "checkpoint's list of what exists", self.work_tree)
+        return found
+
+    async def _presence_tree(self, presence: Presence) -> str:
+        """The presence tree of ``presence.files`` (built in an index of its own)."""
+        index = self.git_dir / _PRESENCE_INDEX
+        index.unlink(missing_ok=True)
+        if not (self.git_dir / "objects" / EMPTY_BLOB[:2] / EMPTY_BLOB[2:]).exists():
+            await self._git("hash-object", "-w", "--stdin")
+        if not presence.files:
+            return EMPTY_TREE
+        line = f"100644 {EMPTY_BLOB}\t".encode()
+        await self._git("update-index", "-z", "--index-info", index=index,
+                        stdin=b"".join(line + _bytes(f) + b"\0" for f in presence.files))
+        return (await self._git("write-tree", index=index)).decode().strip()
 
     async def load(self, commit: str) -> Checkpoint:
         """The checkpoint ``commit`` of this repository, as ``snapshot`` returned it."""
@@ -244,8 +312,9 @@ class ShadowRepo:
             raise CheckpointError(f"no such checkpoint {commit}: {exc}") from exc
         header, _, message = body.decode("utf-8", "replace").partition("\n\n")
         tree = header.split("\n", 1)[0].removeprefix("tree ")
-        label, skipped = parse_message(message)
-        return Checkpoint(commit=commit, tree=tree, label=label, skipped=skipped)
+        label, skipped, present = parse_message(message)
+        return Checkpoint(commit=commit, tree=tree, label=label, skipped=skipped,
+                          present=present)
 
     # -- changes and diffs ------------------------------------------------------
 
@@ -260,7 +329,23 @@ class ShadowRepo:
         except GitError as exc:
             raise CheckpointError(f"cannot list the changes: {exc}") from exc
         raw, counts = parse_tree_diff(out)
-        return changes_from(raw, counts)
+        found = changes_from(raw, counts)
+        stored = {c.path for c in found} | {s.path for s in new.skipped}
+        found += [FileChange(path=p, status="ignored")
+                  for p in await self._appeared(old, new) if p not in stored]
+        return found
+
+    async def _appeared(self, old: Checkpoint, new: Checkpoint) -> list[str]:
+        """Files present in ``new`` and not in ``old`` (by their presence trees); [] if
+        either has none (a checkpoint written before they were recorded)."""
+        if old.present is None or new.present is None:
+            return []
+        try:
+            out = await self._git("diff-tree", "-r", "-z", "--raw", "--no-renames",
+                                  "--diff-filter=A", old.present, new.present)
+        except GitError as exc:
+            raise CheckpointError(f"cannot list the files that appeared: {exc}") from exc
+        return [e.path for e in parse_tree_diff(out)[0]]
 
     async def diff(self, old: Checkpoint, new: Checkpoint, path: str | None = None) -> str:
         """The unified diff from ``old`` to ``new`` (of one file if ``path``; a renamed
@@ -327,28 +412,55 @@ class ShadowRepo:
                 result = None
                 # Shielded (with its own deadline): a cancel must not leave the tree
                 # half-restored; the journal covers a kill or the deadline.
+                unsaved = await self._unsaved(target, safety)
                 with trio.CancelScope(shield=True,
                                       deadline=trio.current_time() + self.settings.restore_s):
-                    result = await self._apply(entries)
+                    result = await self._apply(entries, unsaved)
                 if result is None:
                     raise CheckpointError(
                         f"the restore did not finish in {self.settings.restore_s:g} s; "
                         "recover() finishes it")
                 (self.git_dir / _JOURNAL).unlink(missing_ok=True)
-            except (GitError, OSError) as exc:
+            except CheckpointError:
+                raise
+            except (GitError, OSError, ValueError, LookupError, RuntimeError) as exc:
                 # The journal stays if the writes had begun: recover() tries again.
                 raise CheckpointError(f"cannot restore: {exc}") from exc
-        written, deleted, kept = result
+        written, deleted, kept, removed = result
         touched = set(written) | set(deleted)
         return RestoreResult(target=target, safety=first_safety or safety,
                              written=tuple(written), deleted=tuple(deleted), kept=tuple(kept),
-                             edited_since=tuple(p for p in edited if p in touched))
+                             edited_since=tuple(p for p in edited if p in touched),
+                             removed_unsaved=tuple(removed))
 
-    async def _apply(self, entries: list[RawEntry]
-                     ) -> tuple[list[str], list[str], list[tuple[str, str]]]:
+    async def _unsaved(self, target: Checkpoint, now: Checkpoint) -> list[tuple[str, str]]:
+        """What exists now, was not there at ``target``, and whose content ``now`` does
+        not hold: ignored files (by the presence trees) and unstorable units, each with
+        its reason.  Too-large and unreadable files are left (``kept``), as before."""
+        had = {s.path for s in target.skipped if s.reason == "unstorable"}
+        out = [(s.path, "unstorable: git cannot hold it, so no checkpoint has its content")
+               for s in now.skipped if s.reason == "unstorable" and s.path not in had]
+        if target.present is None:
+            return out
+        left = {s.path for s in now.skipped}
+        stored = await self._git("ls-tree", "-r", "-z", "--name-only", now.commit)
+        stored_paths = {p.decode("utf-8", "surrogateescape") for p in stored.split(b"\0") if p}
+        out += [(p, "ignored by the project's rules, so no checkpoint has its content")
+                for p in await self._appeared(target, now)
+                if p not in stored_paths and p not in left]
+        return out
+
+    async def _apply(self, entries: list[RawEntry], unsaved: list[tuple[str, str]]
+                     ) -> tuple[list[str], list[str], list[tuple[str, str]],
+                                list[tuple[str, str]]]:
         deletes = [e.path for e in entries if e.status == "D"]
         deleted, kept = await trio.to_thread.run_sync(files.delete_files, self.work_tree,
                                                       deletes)
+        reasons = dict(unsaved)
+        gone, blocked = await trio.to_thread.run_sync(files.remove_trees, self.work_tree,
+                                                      list(reasons))
+        kept += blocked
+        removed = [(p, reasons[p]) for p in gone]
         writes = [e for e in entries if e.status != "D"]
         written: list[str] = []
         for start in range(0, len(writes), _BLOBS_PER_BATCH):
@@ -362,7 +474,7 @@ class ShadowRepo:
                                                           todo)
             written += done
             kept += blocked
-        return written, deleted, kept
+        return written, deleted, kept, removed
 
 
 def _bytes(path: str) -> bytes:
@@ -383,9 +495,12 @@ class _Changed:
     removals: list[str]
 
 
-def _changed_files(work_tree: Path, status: bytes, limit: int) -> _Changed:
+def _changed_files(work_tree: Path, status: bytes, limit: int,
+                   units: Sequence[str] = ()) -> _Changed:
     """From ``status --porcelain=v2 -z --no-renames``: what to stage, and what is left
-    out (listed by every snapshot): files over ``limit`` bytes, nested repositories."""
+    out (listed by every snapshot): files over ``limit`` bytes, nested repositories.
+    Paths in (or equal to) ``units`` are never staged (git would refuse them)."""
+    unit_set = set(units)
     paths: list[str] = []
     skipped: dict[str, SkippedFile] = {}
     removals: list[str] = []
@@ -409,6 +524,10 @@ def _changed_files(work_tree: Path, status: bytes, limit: int) -> _Changed:
             path, tracked_now = fields[8].decode("utf-8", "surrogateescape"), True
         else:
             continue
+        if unit_set and _under_unit(path, unit_set):
+            if tracked_now:
+                removals.append(path)
+            continue
         if not _in_real_dirs(root, path.rpartition("/")[0], real_dirs):
             removals.append(path)
             continue
@@ -430,18 +549,32 @@ def _changed_files(work_tree: Path, status: bytes, limit: int) -> _Changed:
     return _Changed(paths, tuple(skipped[p] for p in sorted(skipped)), removals)
 
 
+def _under_unit(path: str, units: set[str]) -> bool:
+    head = path
+    while head:
+        if head in units:
+            return True
+        head = head.rpartition("/")[0]
+    return False
+
+
 def _in_real_dirs(root: str, directory: str, known: dict[str, bool]) -> bool:
     """Whether ``directory`` (relative) and each directory above it are real
-    directories, no symlink among them (memoized in ``known``)."""
-    if directory not in known:
-        parent = directory.rpartition("/")[0]
-        ok = _in_real_dirs(root, parent, known)
+    directories, no symlink among them (memoized in ``known``).  Iterative: a tree
+    thousands of levels deep must not exhaust the interpreter's recursion limit."""
+    pending: list[str] = []
+    head = directory
+    while head not in known:
+        pending.append(head)
+        head = head.rpartition("/")[0]
+    ok = known[head]
+    for name in reversed(pending):
         if ok:
             try:
-                ok = stat.S_ISDIR(os.lstat(os.path.join(root, directory)).st_mode)
+                ok = stat.S_ISDIR(os.lstat(os.path.join(root, name)).st_mode)
             except OSError:
                 ok = False
-        known[directory] = ok
+        known[name] = ok
     return known[directory]
 
 

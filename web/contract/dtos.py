@@ -50,7 +50,7 @@ class WorktreeDTO(DTO):
 
 class FileChangeDTO(DTO):
     path: str
-    status: Literal["added", "modified", "deleted", "renamed"]
+    status: Literal["added", "modified", "deleted", "renamed", "ignored"]
     additions: int
     deletions: int
     old_path: str | None = None
@@ -60,7 +60,7 @@ class FileChangeDTO(DTO):
 class SkippedFileDTO(DTO):
     path: str
     size: int
-    reason: Literal["too_large", "unreadable", "repository"]
+    reason: Literal["too_large", "unreadable", "repository", "unstorable"]
 
 
 class SubagentDTO(DTO):

@@ -117,6 +117,10 @@ class RevertAnswer(Success):
     #: Edited after the last checkpoint (by hand) and overwritten too (the safety
     #: checkpoint, i.e. reverting this revert, has them).
     edited_since: list[str]
+    #: Removed although no checkpoint holds their content (created since that turn's
+    #: start, hidden by the project's ignore rules or beyond what git can hold):
+    #: reverting this revert does not bring them back.
+    removed_unsaved: list[KeptFile] = []
 
 
 class CancelAnswer(Success):

@@ -92,14 +92,19 @@ async def test_ignore_rules_are_honoured_and_ignored_files_never_touched(
     write(project, "src/generated.py", "generated\n")
     write(project, "kept.txt", "kept\n")
     end = await repo.snapshot("end")
-    assert [c.path for c in await repo.changes(start, end)] == ["kept.txt"]
+    # The content of ignored files is in no checkpoint; those the turn created are
+    # listed as such (issue 40 item 11: the rules are the agent's to write).
+    assert [(c.path, c.status) for c in await repo.changes(start, end)] == [
+        ("kept.txt", "added"), ("build/out.bin", "ignored"), ("src/generated.py", "ignored")]
 
-    await repo.restore(start)
+    result = await repo.restore(start)
     assert not (project / "kept.txt").exists()
-    # Ignored files are in no checkpoint: a restore neither deletes nor rewinds them.
+    # An ignored file that was there at the start is neither deleted nor rewound; the
+    # ones created since are removed, and the answer says their content is not saved.
     assert (project / "app.log").read_text() == "new log\n"
-    assert (project / "build/out.bin").exists()
-    assert (project / "src/generated.py").exists()
+    assert not (project / "build").exists()
+    assert not (project / "src/generated.py").exists()
+    assert [p for p, _ in result.removed_unsaved] == ["build/out.bin", "src/generated.py"]
 
 
 async def test_the_repositorys_info_exclude_is_honoured(tmp_path: Path, project: Path) -> None:
@@ -112,7 +117,8 @@ async def test_the_repositorys_info_exclude_is_honoured(tmp_path: Path, project:
     write(project, "secret.env", "TOKEN=2\n")
     write(project, "other.env", "A=1\n")
     end = await repo.snapshot("end")
-    assert [c.path for c in await repo.changes(start, end)] == ["other.env"]
+    assert [c.path for c in await repo.changes(start, end)
+            if c.status != "ignored"] == ["other.env"]
 
 
 async def test_binary_files_and_line_endings_are_kept_as_bytes(tmp_path: Path,
@@ -212,8 +218,9 @@ async def test_symlinks_are_restored_as_links_and_never_followed(tmp_path: Path,
 async def test_a_symlink_the_safety_checkpoint_could_not_save_blocks_what_is_behind_it(
         tmp_path: Path, project: Path) -> None:
     """The agent swaps a tracked directory for a symlink to outside the cwd and
-    ignores the link: the safety checkpoint cannot save it, so the restore may not
-    remove it, and must not write through it either."""
+    ignores the link: the safety checkpoint cannot save it, but it was not there at
+    the start, so the restore removes the link itself (never what it points at) and
+    puts the directory back, writing nothing through it."""
     outside = tmp_path / "outside"
     outside.mkdir()
     repo = repo_for(tmp_path, project)
@@ -226,9 +233,10 @@ async def test_a_symlink_the_safety_checkpoint_could_not_save_blocks_what_is_beh
     write(project, ".gitignore", "/src\n")
     result = await repo.restore(start)
     assert os.listdir(outside) == []
-    assert (project / "src").is_symlink()
-    assert {path for path, _ in result.kept} == {"src/app.py", "src/lib/util.py"}
-    assert all("src is not a directory" in reason for _, reason in result.kept)
+    assert not (project / "src").is_symlink()
+    assert sorted(result.written) == ["src/app.py", "src/lib/util.py"]
+    assert result.kept == ()
+    assert [p for p, _ in result.removed_unsaved] == ["src"]
     assert not (project / ".gitignore").exists()
 
 
