@@ -82,12 +82,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final, Literal
 
+from .fence_paths import OpenedPath, PathRefused, open_by_identity
 from .seccomp import host_arch, seccomp_filter
 from .tools import current as current_tools
 
 __all__ = [
     "HOME_VARIABLES",
     "HiddenDir",
+    "HomeBind",
     "Launch",
     "SandboxError",
     "SandboxMode",
@@ -98,6 +100,7 @@ __all__ = [
     "sandbox_argv",
     "wrap",
     "writable_paths",
+    "writable_requests",
 ]
 
 log = logging.getLogger(__name__)
@@ -216,14 +219,57 @@ def writable_paths(env: Mapping[str, str], cwd: str, extra: Iterable[str] = ()) 
     return out
 
 
+def writable_requests(env: Mapping[str, str], cwd: str,
+                      extra: Iterable[str] = ()) -> list[tuple[str, bool]]:
+    """What ``wrap`` opens by identity, as given (no symlink resolved here):
+    the homes ``env`` names (made when missing: the agent's own) and ``extra``
+    (skipped when missing), each ``(path, create)``; the cwd is opened apart."""
+    out: list[tuple[str, bool]] = []
+    seen = {os.path.normpath(cwd)}
+    for p, create in [*((env.get(v, ""), True) for v in HOME_VARIABLES),
+                      *((os.path.expanduser(e), False) for e in extra)]:
+        if not p or not os.path.isabs(p):
+            continue
+        norm = os.path.normpath(p)
+        if norm in seen or norm == "/" or norm in PRIVATE_SCRATCH:
+            continue
+        seen.add(norm)
+        out.append((norm, create))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class HomeBind:
+    """A part of the person's real home an agent needs (``source``), bound at
+    ``relative`` under its private home, read-only unless ``writable``."""
+
+    source: str
+    relative: str
+    writable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class HomeBound:
+    source: OpenedPath
+    dest: str
+    writable: bool
+
+
 def _depth(path: str) -> int:
     return path.rstrip("/").count("/")
 
 
-def sandbox_argv(command: Sequence[str], *, cwd: str, hide: Iterable[str],
-                 writable: Iterable[str], readonly: Iterable[str] = (),
+def _bind_target(w: str | OpenedPath) -> str:
+    """Where a writable path is bound: a path opened by identity is bound where
+    it was found (no second lookup of its name); a plain one, made real."""
+    return w.real if isinstance(w, OpenedPath) else _real(w)
+
+
+def sandbox_argv(command: Sequence[str], *, cwd: str | OpenedPath, hide: Iterable[str],
+                 writable: Iterable[str | OpenedPath], readonly: Iterable[str] = (),
                  uid: int = 1000, bwrap: str = "/usr/bin/bwrap",
-                 env_cmd: str = "/usr/bin/env", sh: str = "/bin/sh") -> list[str]:
+                 env_cmd: str = "/usr/bin/env", sh: str = "/bin/sh",
+                 home_binds: Iterable[HomeBound] = ()) -> list[str]:
     """The argv that runs ``command`` in the sandbox (see the module docstring),
     bwrap's options inline (``Launch`` moves them into a descriptor).
 
@@ -238,15 +284,27 @@ def sandbox_argv(command: Sequence[str], *, cwd: str, hide: Iterable[str],
     if not command:
         raise SandboxError("empty agent command")
     hidden = [_real(h) for h in hide]
-    rw = [_real(w) for w in writable]
-    real_cwd = _real(cwd)
-    if real_cwd not in rw:
-        rw.insert(0, real_cwd)
+    opened: dict[str, OpenedPath] = {}
+    rw: list[str] = []
+    for w in [cwd, *writable]:
+        target = _bind_target(w)
+        if isinstance(w, OpenedPath):
+            opened.setdefault(target, w)
+        if target not in rw:
+            rw.append(target)
+    real_cwd = _bind_target(cwd)
     ro = [_real(r) for r in readonly]
     for w in rw:
         if any(w == h for h in hidden):
             raise SandboxError(f"{w} is a directory the sandbox hides (the data dir); "
                                "give the agent a working directory of its own")
+        above = [h for h in hidden if _inside(h, w)]
+        if above:
+            # Write access above the data dir is the power to rename it away and
+            # leave a decoy where the sandbox's cover (a path) would land.
+            raise SandboxError(f"{w} holds {above[0]}, a directory the sandbox hides (the "
+                               "data dir); an agent that can write there could move it. Give "
+                               "the agent writable paths beside the data dir, not above it")
         if any(_inside(w, r) for r in ro) and not any(_inside(w, h) for h in hidden):
             raise SandboxError(f"{w} is inside Turnvisor's own install, which the sandbox "
                                "keeps read-only; give the agent a working directory (and "
@@ -264,7 +322,7 @@ def sandbox_argv(command: Sequence[str], *, cwd: str, hide: Iterable[str],
         argv += ["--tmpfs", scratch]
     # Parents before children: a parent's bind would cover a child's.
     for w in outside:
-        argv += ["--bind-try", w, w]
+        argv += _bind(w, opened)
     # The install after the writable binds that may contain it; a part of it
     # inside a hidden directory stays hidden.
     for r in ro:
@@ -276,13 +334,25 @@ def sandbox_argv(command: Sequence[str], *, cwd: str, hide: Iterable[str],
         if os.path.isdir(h):
             argv += ["--tmpfs", h]
     for w in inside:
-        argv += ["--bind-try", w, w]
+        argv += _bind(w, opened)
+    # What the agent needs of the person's real home, over its private one.
+    for bound in home_binds:
+        flag = "--bind-fd" if bound.writable else "--ro-bind-fd"
+        argv += [flag, str(bound.source.fd), bound.dest]
     argv += ["--chdir", real_cwd, "--unshare-user"]
     if uid == 0:
         argv += ["--uid", str(UNPRIVILEGED_ID), "--gid", str(UNPRIVILEGED_ID)]
     argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
              "--cap-drop", "ALL", "--", env_cmd, "--default-signal=TERM", *command]
     return argv
+
+
+def _bind(target: str, opened: Mapping[str, OpenedPath]) -> list[str]:
+    """bwrap's options binding ``target`` writable: by descriptor when it was
+    opened by identity (the inode reached, whatever its name says now)."""
+    if target in opened:
+        return ["--bind-fd", str(opened[target].fd), target]
+    return ["--bind-try", target, target]
 
 
 def _memfd(name: str, data: bytes) -> int:
@@ -309,7 +379,8 @@ class Launch:
     _closed: bool = field(default=False, repr=False)
 
     @classmethod
-    def sandboxed(cls, argv: Sequence[str], *, seccomp: bytes | None) -> Launch:
+    def sandboxed(cls, argv: Sequence[str], *, seccomp: bytes | None,
+                  bound: Sequence[int] = ()) -> Launch:
         """``argv`` from ``sandbox_argv`` with bwrap's options moved into a
         memfd (``--args FD``) and the filter into another (``--seccomp FD``)."""
         bwrap_at = 4  # after "/bin/sh -c SCRIPT sh"
@@ -326,7 +397,8 @@ class Launch:
             for fd in fds:
                 os.close(fd)
             raise
-        return cls([*argv[:bwrap_at + 1], "--args", str(fds[-1]), *argv[split:]], tuple(fds))
+        return cls([*argv[:bwrap_at + 1], "--args", str(fds[-1]), *argv[split:]],
+                   (*fds, *bound))
 
     def close(self) -> None:
         if not self._closed:
@@ -348,11 +420,49 @@ def _filter() -> bytes | None:
 
 
 def _bwrap_launch(command: Sequence[str], *, cwd: str, hide: Iterable[str],
-                  writable: Iterable[str], bwrap: str) -> Launch:
-    argv = sandbox_argv(command, cwd=cwd, hide=hide, writable=writable,
-                        readonly=install_dirs(), uid=os.getuid(), bwrap=bwrap, env_cmd=_env_path(),
-                        sh=current_tools().sh)
-    return Launch.sandboxed(argv, seccomp=_filter())
+                  writable: Iterable[tuple[str, bool]], bwrap: str,
+                  untrusted: Iterable[str] = (),
+                  home_binds: Iterable[HomeBind] = (), home: str | None = None) -> Launch:
+    """Open every writable path by identity (protocols/fence_paths.py), then
+    build the argv binding the descriptors.  ``writable``: (path, create)."""
+    requests = list(writable)
+    trees = [*PRIVATE_SCRATCH, *untrusted, *(p for p, _ in requests)]
+    if home:
+        trees.append(home)
+    fds: list[int] = []
+    try:
+        opened_cwd = _open(cwd, trees, create=False, fds=fds)
+        assert opened_cwd is not None
+        opened = [o for p, create in requests
+                  if (o := _open(p, trees, create=create, fds=fds)) is not None]
+        bound = []
+        for b in home_binds:
+            if home is None:
+                break
+            source = _open(b.source, trees, create=False, fds=fds)
+            if source is not None:
+                bound.append(HomeBound(source, os.path.join(home, b.relative), b.writable))
+        argv = sandbox_argv(command, cwd=opened_cwd, hide=hide, writable=opened,
+                            readonly=install_dirs(), uid=os.getuid(), bwrap=bwrap,
+                            env_cmd=_env_path(), sh=current_tools().sh, home_binds=bound)
+        return Launch.sandboxed(argv, seccomp=_filter(), bound=fds)
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+
+
+def _open(path: str, trees: Sequence[str], *, create: bool,
+          fds: list[int]) -> OpenedPath | None:
+    """``path`` opened by identity (None: missing and not to be made)."""
+    try:
+        opened = open_by_identity(path, untrusted=trees, create=create)
+    except FileNotFoundError:
+        return None
+    except PathRefused as exc:
+        raise SandboxError(f"refusing to start an agent: {exc}") from None
+    fds.append(opened.fd)
+    return opened
 
 
 @functools.cache
@@ -373,7 +483,8 @@ def bwrap_works() -> bool:
         os.mkdir(work)
         try:
             with _bwrap_launch(["sh", "-c", f"test ! -e {secret}/token && test -d {work}"],
-                               cwd=work, hide=[secret], writable=[], bwrap=bwrap) as launch:
+                               cwd=work, hide=[secret], writable=[], bwrap=bwrap,
+                               untrusted=[tmp]) as launch:
                 done = subprocess.run(launch.argv, stdin=subprocess.DEVNULL,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                       timeout=PROBE_TIMEOUT_S, check=False,
@@ -395,10 +506,15 @@ def resolve_mode(requested: str | None) -> SandboxMode:
 
 
 def wrap(command: Sequence[str], mode: SandboxMode, *, cwd: str, env: Mapping[str, str],
-         hide: Iterable[HiddenDir | str], extra_writable: Iterable[str] = ()) -> Launch:
+         hide: Iterable[HiddenDir | str], extra_writable: Iterable[str] = (),
+         untrusted: Iterable[str] = (), home_binds: Iterable[HomeBind] = ()) -> Launch:
     """``command`` as it is spawned under ``mode``: itself, or inside bwrap.
     Each ``HiddenDir`` is checked first, whatever the mode (``HiddenDir.check``:
-    a data dir moved away is a launch refused)."""
+    a data dir moved away is a launch refused).  Every writable path (the cwd,
+    the homes ``env`` names, ``extra_writable``) is opened by identity and bound
+    by descriptor; a symlink in ``untrusted`` (trees agents write) refuses the
+    launch.  ``home_binds``: parts of the person's real home bound over the
+    private ``HOME`` of ``env``."""
     paths = []
     for h in hide:
         if isinstance(h, HiddenDir):
@@ -413,4 +529,5 @@ def wrap(command: Sequence[str], mode: SandboxMode, *, cwd: str, env: Mapping[st
         raise SandboxError("sandbox = \"bwrap\" but bwrap is not installed "
                            "(apt-get install bubblewrap)")
     return _bwrap_launch(command, cwd=cwd, hide=paths,
-                         writable=writable_paths(env, cwd, extra_writable), bwrap=bwrap)
+                         writable=writable_requests(env, cwd, extra_writable), bwrap=bwrap,
+                         untrusted=untrusted, home_binds=home_binds, home=env.get("HOME"))

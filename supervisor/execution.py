@@ -32,9 +32,9 @@ supervisor.takeover).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import logging
-import os
 
 import trio
 
@@ -65,6 +65,7 @@ from .notify import Notifier
 from .profiles import AgentProfile
 from .recovery import Handover
 from .retries import contained
+from .sandboxing import agent_home, prepare_agent_dirs
 from .shields import bounded_shield
 from .store import Store
 from .subagents import Subagents
@@ -166,7 +167,13 @@ class Executions:
         session = await self.store.get_session(session_id)
         cwd = ((session.cwd if session else None) or profile.cwd
                or str(self.config.session_work_dir(workspace_id, session_id)))
-        os.makedirs(cwd, exist_ok=True)
+        profile = dataclasses.replace(
+            profile, private_home=str(agent_home(self.config, workspace_id, profile.name)))
+        try:
+            # Made without following a link an agent planted on the way.
+            prepare_agent_dirs(self.config, cwd, profile.private_home)
+        except OSError as exc:
+            raise AgentStartError(f"agent {profile.name!r} cannot start: {exc}") from None
         owner = (workspace_id, session.task_id if session else "")
         ex: Execution | None = None
         entered = False

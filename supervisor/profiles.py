@@ -13,6 +13,7 @@ in the data dir adds or overrides profiles (DESIGN.md §7)::
     cwd = "/srv/work"
     sandbox = "bwrap"                 # or "none"; unset: bwrap when it works here
     sandbox_writable = ["/srv/cache"] # more writable paths inside the sandbox
+    home_binds = ["~/.codex", {path = "~/.config/x", writable = false}]
 """
 
 from __future__ import annotations
@@ -66,6 +67,14 @@ class AgentProfile:
     #: 2); ``1`` / ``2`` insist on that version (2: an agent that answers 1
     #: fails its start, with the reason).
     acp_version: AcpVersion = "auto"
+    #: What the agent needs of the person's real home (its login and config),
+    #: each ``(path under ~, writable)``: bound by identity over the same place
+    #: in the agent's private home (DESIGN.md §17).  The rest of the real home
+    #: is read-only to the agent, and not its ``HOME``.
+    home_binds: tuple[tuple[str, bool], ...] = ()
+    #: The agent's private writable home, ``DATA_DIR/homes/<workspace>/<profile>``:
+    #: set by the supervisor for each launch (never from the config file).
+    private_home: str | None = None
 
 
 def _mock(name: str, protocol: ProtocolName, *extra: str) -> AgentProfile:
@@ -91,12 +100,14 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
         # ThreadStartParams of the app-server schema: the model asks before it
         # leaves the workspace sandbox; the person answers in the UI.
         thread_params={"approvalPolicy": "on-request", "sandbox": "workspace-write"},
+        home_binds=((".codex", True),),
     ),
     "auggie": AgentProfile(
         name="auggie",
         protocol="acp",
         command=("auggie", "--acp"),
         env={"AUGMENT_DISABLE_AUTO_UPDATE": "1"},
+        home_binds=((".augment", True),),
     ),
     "claude": AgentProfile(
         name="claude",
@@ -106,6 +117,7 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
         # claude-agent-acp 0.101 speaks ACP 2 when offered, but advertises its
         # steering extension only in v1 (docs/agents.md): v1 keeps steer.
         acp_version=1,
+        home_binds=((".claude", True), (".claude.json", True)),
     ),
     "gemini": AgentProfile(
         name="gemini",
@@ -113,20 +125,24 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
         command=("gemini", "--acp"),
         # Without it the CLI re-launches itself as a child with a larger heap.
         env={"GEMINI_CLI_NO_RELAUNCH": "true"},
+        home_binds=((".gemini", True),),
     ),
-    "codex-acp": AgentProfile(name="codex-acp", protocol="acp", command=("codex-acp",)),
-    "qwen": AgentProfile(name="qwen", protocol="acp", command=("qwen", "--acp")),
+    "codex-acp": AgentProfile(name="codex-acp", protocol="acp", command=("codex-acp",),
+                              home_binds=((".codex", True),)),
+    "qwen": AgentProfile(name="qwen", protocol="acp", command=("qwen", "--acp"),
+                         home_binds=((".qwen", True),)),
     "opencode": AgentProfile(
         name="opencode",
         protocol="acp",
         command=("opencode", "acp"),
         env={"OPENCODE_DISABLE_AUTOUPDATE": "1"},
+        home_binds=((".config/opencode", True), (".local/share/opencode", True)),
     ),
 }
 
 _KEYS = {"protocol", "command", "env", "cwd", "thread_params", "executor", "agentctl_url",
          "agentctl_token", "sandbox", "sandbox_writable", "image", "cpus", "memory", "pids",
-         "acp_version"}
+         "acp_version", "home_binds"}
 _EXECUTORS = ("local", "agentctl", "container")
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 
@@ -211,11 +227,40 @@ def parse_profiles(
         acp_version = raw.get("acp_version", prev.acp_version if prev else "auto")
         if acp_version not in ("auto", 1, 2) or isinstance(acp_version, bool):
             raise ProfileError(f"[agents.{name}]: acp_version must be \"auto\", 1 or 2")
+        home_binds = _home_binds(name, raw.get("home_binds"),
+                                 prev.home_binds if prev else ())
         out[name] = AgentProfile(
             name=name, protocol=protocol, command=tuple(command), env=dict(env), cwd=cwd,
             thread_params=dict(thread_params), executor=executor, agentctl_url=url,
             agentctl_token=token, sandbox=sandbox, sandbox_writable=tuple(writable),
             image=image, cpus=None if cpus is None else float(cpus), memory=memory, pids=pids,
-            acp_version=acp_version,
+            acp_version=acp_version, home_binds=home_binds,
         )
     return out
+
+
+def _home_binds(name: str, raw: Any,
+                prev: tuple[tuple[str, bool], ...]) -> tuple[tuple[str, bool], ...]:
+    """``home_binds``: paths under ``~`` (``"~/.codex"``), or tables
+    ``{path = "~/.codex", writable = false}``; a plain path is writable (an
+    agent refreshes its own login)."""
+    if raw is None:
+        return prev
+    problem = (f"[agents.{name}]: home_binds must be a list of \"~/path\" strings or "
+               "{path = \"~/path\", writable = true|false} tables")
+    if not isinstance(raw, list):
+        raise ProfileError(problem)
+    out: list[tuple[str, bool]] = []
+    for item in raw:
+        path, writable = (item, True) if isinstance(item, str) else (
+            (item.get("path"), item.get("writable", True)) if isinstance(item, Mapping)
+            and set(item) <= {"path", "writable"} else (None, None))
+        if not isinstance(path, str) or not isinstance(writable, bool):
+            raise ProfileError(problem)
+        relative = path.removeprefix("~/")
+        parts = relative.split("/")
+        if not path.startswith("~/") or not relative or any(p in ("", ".", "..") for p in parts):
+            raise ProfileError(f"[agents.{name}]: home_binds entry {path!r} must name a path "
+                               "under ~ (\"~/.codex\"), without . or ..")
+        out.append((relative, writable))
+    return tuple(out)

@@ -8,18 +8,20 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Final
 
 import trio
 
+from protocols.fence_paths import open_by_identity
 from protocols.sandbox import bwrap_works, resolve_mode
 from protocols.tools import Tools, install, resolve
 
 from .config import Config
 from .profiles import AgentProfile
 
-__all__ = ["NO_SANDBOX_WARNING", "agent_writable_trees", "check_sandbox", "resolve_tools",
-           "sandbox_modes", "sandbox_warning"]
+__all__ = ["NO_SANDBOX_WARNING", "agent_home", "agent_writable_trees", "check_sandbox",
+           "prepare_agent_dirs", "resolve_tools", "sandbox_modes", "sandbox_warning"]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,26 @@ def agent_writable_trees(config: Config) -> list[str]:
         if profile.cwd:
             trees.append(os.path.expanduser(profile.cwd))
     return trees
+
+
+def agent_home(config: Config, workspace_id: str, profile_name: str) -> Path:
+    """The private writable home of ``profile_name``'s agents in a workspace:
+    Turnvisor's, under the data dir, where no agent can re-point it (its
+    parents are not writable to any agent)."""
+    for part in (workspace_id, profile_name):
+        if not part or "/" in part or part in (".", ".."):
+            raise ValueError(f"not a path component: {part!r}")
+    return config.data_dir / "homes" / workspace_id / profile_name
+
+
+def prepare_agent_dirs(config: Config, cwd: str, home: str | None) -> None:
+    """Make the session's cwd and the agent's private home where missing,
+    without following a symbolic link an agent planted on the way
+    (``PathRefused`` says which)."""
+    trees = agent_writable_trees(config)
+    for path in (cwd, home):
+        if path is not None:
+            os.close(open_by_identity(path, untrusted=trees, create=True).fd)
 
 
 def resolve_tools(config: Config, *, unsandboxed: bool) -> Tools:

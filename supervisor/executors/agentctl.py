@@ -113,7 +113,11 @@ async def launch_agentctl(config: Config, profile: AgentProfile, cwd: str, *,
         hidden.check()
     sandbox_args = ["--hide", str(config.data_dir),
                     *(["--sandbox", profile.sandbox] if profile.sandbox else []),
-                    *(a for p in profile.sandbox_writable for a in ("--sandbox-writable", p))]
+                    *(a for p in profile.sandbox_writable for a in ("--sandbox-writable", p)),
+                    *(["--home", profile.private_home] if profile.private_home else []),
+                    *(a for name in profile.env for a in ("--profile-env", name)),
+                    *(a for rel, rw in profile.home_binds
+                      for a in ("--home-bind", f"~/{rel}" + ("" if rw else ":ro")))]
     async with spawn_agentctl(profile, cwd, token, start_s=config.timeouts.agent_start_s,
                               term_grace_s=config.timeouts.term_grace_s,
                               extra_args=sandbox_args) as (proc, url):

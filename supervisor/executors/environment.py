@@ -12,8 +12,9 @@ import os
 from collections.abc import Mapping
 
 from protocols.agentctl_wire import TOKEN_ENV
+from protocols.sandbox import HOME_VARIABLES
 
-__all__ = ["PRIVATE_ENV", "agent_environment"]
+__all__ = ["PRIVATE_ENV", "agent_environment", "private_home_environment"]
 
 #: Variables of the backend's (or agentctl's) environment that agents never inherit.
 PRIVATE_ENV = frozenset({"TURNVISOR_TOKEN", TOKEN_ENV})
@@ -27,3 +28,28 @@ def agent_environment(overrides: Mapping[str, str] = {},
     env = {k: v for k, v in source.items() if k not in PRIVATE_ENV}
     env.update(overrides)
     return env
+
+
+#: Where each home variable points under the private home (None: unset; the
+#: agent's default under ``HOME`` then applies, or its private /tmp).
+_UNDER_HOME = {"XDG_CONFIG_HOME": ".config", "XDG_CACHE_HOME": ".cache",
+               "XDG_DATA_HOME": ".local/share", "XDG_STATE_HOME": ".local/state"}
+
+
+def private_home_environment(env: Mapping[str, str], explicit: Mapping[str, str],
+                             home: str) -> dict[str, str]:
+    """``env`` with every home variable the person did not set in the profile
+    (``explicit``) pointed into ``home``, the agent's private one: the
+    backend's own ``HOME``, ``CODEX_HOME``, ``XDG_RUNTIME_DIR`` ... name the
+    person's real home and session, which an agent must not write."""
+    out = dict(env)
+    for name in HOME_VARIABLES:
+        if name in explicit:
+            continue
+        if name == "HOME":
+            out[name] = home
+        elif name in _UNDER_HOME:
+            out[name] = os.path.join(home, _UNDER_HOME[name])
+        else:
+            out.pop(name, None)
+    return out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import pwd
 import shutil
 import uuid
 from collections.abc import AsyncIterator
@@ -9,12 +11,13 @@ from contextlib import asynccontextmanager
 
 from protocols.adapters import make_adapter
 from protocols.process import start_agent_process, terminate_group
-from protocols.sandbox import resolve_mode, wrap
+from protocols.sandbox import HomeBind, resolve_mode, wrap
 
 from ..config import Config
 from ..profiles import AgentProfile
+from ..sandboxing import agent_writable_trees
 from .base import LaunchedAgent
-from .environment import agent_environment
+from .environment import agent_environment, private_home_environment
 
 __all__ = ["launch_local"]
 
@@ -29,10 +32,22 @@ async def launch_local(config: Config, profile: AgentProfile,
     if shutil.which(profile.command[0], path=env.get("PATH")) is None:
         # Said before the sandbox hides it behind its own "execvp" failure.
         raise FileNotFoundError(f"{profile.command[0]}: command not found")
+    mode = resolve_mode(profile.sandbox)
+    binds: list[HomeBind] = []
+    if mode == "bwrap" and profile.private_home is not None:
+        # The person's real home is read-only to the agent and not its HOME;
+        # what it needs from there is bound by identity (home_binds).
+        env = private_home_environment(env, profile.env, profile.private_home)
+        real_home = pwd.getpwuid(os.getuid()).pw_dir.rstrip("/")
+        binds = [HomeBind(f"{real_home}/{rel}", rel, writable)
+                 for rel, writable in profile.home_binds]
     # The sandbox hides the data dir (token, database, config) from the agent,
-    # after checking it is still the directory recorded at start.
-    with wrap(profile.command, resolve_mode(profile.sandbox), cwd=cwd, env=env,
-              hide=config.hidden_dirs(), extra_writable=profile.sandbox_writable) as command:
+    # after checking it is still the directory recorded at start; every
+    # writable path is bound by descriptor, opened without following a link
+    # an agent could have planted (protocols/fence_paths.py).
+    with wrap(profile.command, mode, cwd=cwd, env=env, hide=config.hidden_dirs(),
+              extra_writable=profile.sandbox_writable, untrusted=agent_writable_trees(config),
+              home_binds=binds) as command:
         proc = await start_agent_process(command.argv, env=env, cwd=cwd, tag=tag,
                                          pass_fds=command.pass_fds)
     try:

@@ -59,7 +59,9 @@ async def test_the_agent_of_a_spawned_agentctl_is_sandboxed(tmp_path: Path) -> N
     for name in ["env_token", "read_token", "read_db", "read_config", "backend_environ",
                  "signal_backend", "signal_backend_group", "write_outside", "controlling_tty"]:
         assert report[name].startswith("refused"), (name, report[name])
-    assert report["list_data_dir"] == "ok: ['work']", report["list_data_dir"]
+    # Only the mount points of what is bound back: the work dirs, the agent homes.
+    assert report["list_data_dir"] in ("ok: ['work']", "ok: ['homes', 'work']"), \
+        report["list_data_dir"]
     assert report["backend_in_proc"] == "ok: []", report["backend_in_proc"]
     assert not _exists("/etc/hostile-planted")
     assert not _exists(data / "planted")
@@ -79,8 +81,8 @@ async def _until(path: Path, text: str) -> str:
 async def test_a_hand_started_agentctl_hides_both_data_dirs_by_identity(tmp_path: Path) -> None:
     """agentctl started by hand with ``--data-dir``: that data dir and the
     default one (a backend's, under the agent-writable ``$HOME``) are hidden;
-    a directory above the default one renamed with a decoy left in its place
-    gets the agent's next start refused (issue 27, item 5)."""
+    an agent whose profile would give it write access above the default one
+    (the power to rename it away and leave a decoy) is refused (issue 40)."""
     assert resolve_mode(None) == "bwrap", "bwrap must work here (make test installs it)"
     home = tmp_path / "home"
     default = home / ".local" / "share" / "turnvisor"
@@ -90,24 +92,17 @@ async def test_a_hand_started_agentctl_hides_both_data_dirs_by_identity(tmp_path
         (data / "token").write_text(f"token-of-{data.name}-0123456789\n")
     work = tmp_path / "work"
     work.mkdir()
-    out = work / "out.txt"
     profile = AgentProfile(name="hostile", protocol="acp", command=(sys.executable, str(HOSTILE)),
                            env={"HOME": str(home), "XDG_DATA_HOME": str(home / ".local/share")})
     token = secrets.token_urlsafe(32)
     with trio.fail_after(60):
         async with spawn_agentctl(profile, str(work), token, start_s=30, term_grace_s=5,
-                                  extra_args=["--data-dir", str(given)]) as (_, url), \
+                                  extra_args=["--data-dir", str(given), "--profile-env", "HOME",
+                                              "--profile-env", "XDG_DATA_HOME"]) as (_, url), \
                 httpx.AsyncClient(base_url=url,
                                   headers={"Authorization": f"Bearer {token}"}) as h:
-            assert (await h.post("/api/v1/session", json={})).status_code == 200
-            attack = (f"/sh (cat {given}/token {default}/token; ls -a {given} {default}; "
-                      f"mv {home}/.local {home}/.moved && mkdir -p {default} && "
-                      f"echo renamed; cat {home}/.moved/share/turnvisor/token; echo done) "
-                      f"> {out} 2>&1")
-            assert (await h.post("/api/v1/prompt", json={"text": attack})).status_code == 202
-            seen = await _until(out, "done")
-            assert "token-of" not in seen, seen
-            assert "renamed" in seen, seen
-            r = await h.post("/api/v1/session", json={"replace": True})
+            # Its profile's HOME holds the default data dir: write access there is
+            # the power to move it away, so the agent is refused, saying why.
+            r = await h.post("/api/v1/session", json={})
             assert r.status_code == 503, r.text
-            assert "refusing to start an agent" in r.text and str(default) in r.text, r.text
+            assert "could move it" in r.text and str(default) in r.text, r.text

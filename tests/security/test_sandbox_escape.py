@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -60,39 +59,49 @@ async def _sh(ws: WsClient, sid: str, command: str) -> dict[str, Any]:
     return answer
 
 
-async def test_a_renamed_ancestor_and_a_decoy_get_the_next_launch_refused(
+async def test_no_agent_can_write_above_the_data_dir(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The rename race (move the data dir's parent away, leave a decoy where the
+    sandbox's cover lands) needs write access above the data dir.  An agent's
+    HOME is its private one, under the data dir; the person's home, which
+    holds the data dir, is not writable to it; a profile that would give it a
+    writable path above the data dir is refused at launch, with the reason."""
     home = tmp_path / "home"
     data = home / ".local" / "share" / "turnvisor"
     data.mkdir(parents=True)
     (data / "token").write_text(TOKEN + "\n")
     moved = home / ".moved"
+    hostile = AgentProfile(name="hostile", protocol="acp",
+                           command=(sys.executable, str(HOSTILE)))
+    above = AgentProfile(name="above", protocol="acp", command=(sys.executable, str(HOSTILE)),
+                         env={"HOME": str(home)})
+    profiles = {**BUILTIN_PROFILES, "hostile": hostile, "above": above}
     with trio.fail_after(120):
-        async with running_server(data, profiles=_profiles(home)) as srv, \
-                ws_client(srv) as ws:
+        async with running_server(data, profiles=profiles) as srv, ws_client(srv) as ws:
             sid = await _launch(ws)
             # Where the data dir is: not in any command line it can read.
-            seen = await _sh(ws, sid, "cat /proc/[0-9]*/cmdline | tr '\\0' ' '")
+            seen = await _sh(ws, sid, "cat /proc/[0-9]*/cmdline | tr '\\0' ' '; echo; "
+                                      "echo HOME=$HOME")
             assert "bwrap" in seen["out"] and "--args" in seen["out"], seen
-            assert str(data) not in seen["out"] and ".local/share" not in seen["out"], seen
+            assert f"HOME={data}/homes/" in seen["out"], seen
+            assert seen["out"].rstrip().endswith("/hostile"), seen
             # The attack: move the real data dir away with its parent, leave a decoy.
             moved_dir = moved / "share" / "turnvisor"
             attack = await _sh(ws, sid, f"mv {home}/.local {moved} && mkdir -p {data} && "
-                                        f"echo renamed; cat {moved_dir}/token {data}/token")
-            assert "renamed" in attack["out"], attack
+                                        f"echo renamed; cat {moved_dir}/token {data}/token; "
+                                        f"mv {data} {home}/x && echo moved-data")
+            # (Under /tmp, as here, the names it moved are those of its own private
+            # /tmp's skeleton; the host's stay where they are.)
             assert TOKEN not in attack["out"], attack
-            assert (moved_dir / "token").is_file() and data.is_dir()
-            # The next launch: refused, saying why, at ERROR.
-            caplog.clear()
+            assert (data / "token").read_text() == TOKEN + "\n" and not moved.exists()
+            # The next launch: the data dir is where it was, so it starts.
+            await _launch(ws)
+            # A profile whose HOME holds the data dir: refused, saying why.
+            task = await ws.call("task.create", {"title": "above"})
             with pytest.raises(RequestFailed) as refused:
-                await _launch(ws)
+                await ws.call("session.launch", {"task_id": task["id"], "agent": "above"})
             why = json.dumps(refused.value.frame)
-            assert "refusing to start an agent" in why and str(data) in why, why
-            errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
-            assert any("is not the one recorded at start" in e for e in errors), errors
-            # The session that stays up never saw the token either.
-            again = await _sh(ws, sid, f"cat {moved_dir}/token; ls -a {moved_dir}")
-            assert TOKEN not in again["out"], again
+            assert "could move it" in why and str(data) in why, why
 
 
 async def _own(srv: Server, token: str) -> tuple[str, str]:

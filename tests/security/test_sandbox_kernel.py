@@ -220,7 +220,7 @@ def test_a_nested_namespace_cannot_lift_the_data_dirs_cover(tmp_path: Path) -> N
               f"cat {work}/mnt/data/token; mount -t ext4 /dev/vda {work}/mnt; echo tried")
     done = sh(f"unshare -Urm sh -c '{escape}'; "
               "bwrap --ro-bind / / --proc /proc --dev /dev true && echo nested-bwrap-ok",
-              work, hide=[HiddenDir.record(data)], writable=[str(tmp_path / "home")])
+              work, hide=[HiddenDir.record(data)])
     assert "tried" in done.stdout, (done.stdout, done.stderr)
     assert "the-token" not in done.stdout + done.stderr, (done.stdout, done.stderr)
     assert "nested-bwrap-ok" in done.stdout, done.stderr
@@ -242,3 +242,16 @@ def test_a_nested_namespace_cannot_make_the_kernel_knobs_writable(tmp_path: Path
     done = sh(f'unshare -Urm sh -c "{escape}"', tmp_path)
     assert "tried" in done.stdout, (done.stdout, done.stderr)
     assert "WROTE" not in done.stdout, (done.stdout, done.stderr)
+
+
+def test_a_writable_path_above_the_data_dir_is_refused(tmp_path: Path) -> None:
+    """Write access above the data dir is the power to rename it away and leave
+    a decoy where the sandbox's cover would land: no launch gets it."""
+    data = tmp_path / "home" / "data"
+    work = tmp_path / "work"
+    data.mkdir(parents=True)
+    work.mkdir()
+    with pytest.raises(SandboxError, match="could move it"):
+        sh("true", work, hide=[HiddenDir.record(data)], writable=[str(tmp_path / "home")])
+    with pytest.raises(SandboxError, match="could move it"):
+        sh("true", tmp_path, hide=[HiddenDir.record(data)])

@@ -47,6 +47,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "the data dir given and the default one always are)")
     p.add_argument("--sandbox-writable", action="append", default=[], metavar="PATH",
                    help="another path the sandboxed agent may write (repeatable)")
+    p.add_argument("--home", default=None, metavar="DIR",
+                   help="the sandboxed agent's private writable home (default: "
+                        "DATA_DIR/homes/agentctl); the person's own home stays read-only")
+    p.add_argument("--home-bind", action="append", default=[], metavar="~/PATH[:ro]",
+                   help="a part of the real home the agent needs (its login), bound by "
+                        "identity into its private home; writable unless :ro (repeatable)")
+    p.add_argument("--profile-env", action="append", default=[], metavar="NAME",
+                   help=argparse.SUPPRESS)  # variables the backend's profile set itself
     p.add_argument("--cancel-join", type=float, default=3.0, metavar="SECONDS",
                    help="default join window of POST /api/v1/acp/cancel (default 3)")
     p.add_argument("--replay-events", type=_positive_int, default=4096, metavar="N",
@@ -125,13 +133,22 @@ def run_agentctl(args: argparse.Namespace, default_data_dir: Path) -> int:
         host, port = parse_listen(args.listen)
     except ValueError as exc:
         return fail(str(exc))
-    env: dict[str, str] = {}
+    # What the backend's profile set itself (a HOME it names is kept, not
+    # replaced by the private one): from agentctl's own environment.
+    env: dict[str, str] = {n: os.environ[n] for n in args.profile_env if n in os.environ}
     thread_params: dict[str, object] = {}
     cwd = args.cwd
     protocol: ProtocolName = args.protocol or "acp"
     data_dir = Path(args.data_dir or default_data_dir).expanduser()
     sandbox: str | None = args.sandbox
     writable: list[str] = list(args.sandbox_writable)
+    home_binds: list[tuple[str, bool]] = []
+    for spec in args.home_bind:
+        path, ro = (spec[:-3], True) if spec.endswith(":ro") else (spec, False)
+        relative = path.removeprefix("~/")
+        if not path.startswith("~/") or any(p in ("", ".", "..") for p in relative.split("/")):
+            return fail(f"--home-bind {spec}: give a path under ~ (~/.codex), without . or ..")
+        home_binds.append((relative, not ro))
     if args.profile:
         try:
             profiles = Config.load(data_dir).profiles
@@ -147,6 +164,7 @@ def run_agentctl(args: argparse.Namespace, default_data_dir: Path) -> int:
         protocol = args.protocol or profile.protocol
         sandbox = sandbox or profile.sandbox
         writable += profile.sandbox_writable
+        home_binds += profile.home_binds
     cwd = str(Path(cwd or os.getcwd()).expanduser().resolve())
     if not os.path.isdir(cwd):
         return fail(f"--cwd {cwd} is not a directory")
@@ -176,6 +194,9 @@ def run_agentctl(args: argparse.Namespace, default_data_dir: Path) -> int:
                             sandbox=sandbox, hide=_hidden(data_dir, default_data_dir,
                                                           args.hide),
                             sandbox_writable=tuple(writable),
+                            home=str(Path(args.home).expanduser()) if args.home
+                            else str(data_dir / "homes" / "agentctl"),
+                            home_binds=tuple(home_binds),
                             replay_events=args.replay_events)
     _hide_environment()
     limits = ConnLimits(idle_s=args.idle_timeout, per_peer=args.max_connections_per_peer)

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pwd
 import subprocess
 import sys
 import uuid
@@ -56,11 +57,12 @@ from protocols.adapters import (
 )
 from protocols.agentctl_wire import event_frame
 from protocols.events import AgentEvent, AgentNotice, TurnEnded
+from protocols.fence_paths import open_by_identity
 from protocols.jsonrpc import LocalProtocolError
 from protocols.process import drain_stderr, terminate_group
-from protocols.sandbox import resolve_mode, wrap
+from protocols.sandbox import HomeBind, resolve_mode, wrap
 from protocols.scopes import shielded_for
-from supervisor.executors.environment import agent_environment
+from supervisor.executors.environment import agent_environment, private_home_environment
 from supervisor.turn_end import TURN_ERRORS, left_to_us, turn_error
 
 from . import launcher
@@ -174,10 +176,17 @@ class AgentHost:
         # The same sandbox as the backend's local agents (the launcher stays
         # outside it, as the group leader that ties the agent to agentctl).
         mode = await trio.to_thread.run_sync(resolve_mode, cfg.sandbox)
+        binds: list[HomeBind] = []
+        if mode == "bwrap" and cfg.home is not None:
+            # Its own HOME, never the person's (which holds the data dir).
+            os.close(open_by_identity(cfg.home, create=True).fd)
+            env = private_home_environment(env, cfg.env, cfg.home)
+            real_home = pwd.getpwuid(os.getuid()).pw_dir.rstrip("/")
+            binds = [HomeBind(f"{real_home}/{rel}", rel, rw) for rel, rw in cfg.home_binds]
         lifeline_r, lifeline_w = os.pipe()
         try:
             with wrap(cfg.command, mode, cwd=cfg.cwd, env=env, hide=cfg.hide,
-                      extra_writable=cfg.sandbox_writable) as command:
+                      extra_writable=cfg.sandbox_writable, home_binds=binds) as command:
                 # The sandbox's descriptors go on through the launcher to bwrap.
                 keep = [a for fd in command.pass_fds for a in ("--keep-fd", str(fd))]
                 proc = await trio.lowlevel.open_process(

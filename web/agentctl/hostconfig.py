@@ -44,6 +44,11 @@ class AgentctlConfig:
     hide: tuple[HiddenDir | str, ...] = ()
     #: Paths the sandboxed agent may write besides its cwd, its own /tmp and its homes.
     sandbox_writable: tuple[str, ...] = ()
+    #: The sandboxed agent's private writable home (its HOME and XDG dirs; made
+    #: when missing), and what it needs of the person's real home: ``(path
+    #: under ~, writable)`` bound over the same place in it (DESIGN.md §17).
+    home: str | None = None
+    home_binds: tuple[tuple[str, bool], ...] = ()
 
 
 class HostError(Exception):
