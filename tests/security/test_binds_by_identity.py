@@ -19,7 +19,8 @@ from protocols.sandbox import SandboxError, bwrap_works, wrap
 pytestmark = pytest.mark.skipif(not bwrap_works(), reason="bwrap cannot run here")
 
 
-def _run(launch_argv: list[str], fds: tuple[int, ...], cwd: Path) -> subprocess.CompletedProcess[str]:
+def _run(launch_argv: list[str], fds: tuple[int, ...],
+         cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(launch_argv, pass_fds=fds, cwd=cwd, capture_output=True, text=True,
                           timeout=60, check=False)
 
