@@ -16,6 +16,20 @@ Turnvisor database, is damaged, or is from a newer schema (an older one is
 migrated at the next start).  The current database (with its WAL and shared
 memory files, which belong to it) is kept beside it as
 ``turnvisor.db.before-restore-STAMP``.
+
+Restore verifies (issue 40, item 10): a database is code as well as data.  A
+backup carrying a trigger (every new session's ``cwd`` set to a root-owned
+directory), a view, an index or a table's changed definition would run or
+shape what the server does once restored.  So every schema object of the
+backup (``sqlite_master``: type, name, table, SQL with its whitespace
+collapsed) must be exactly what Turnvisor's own migrations make at the
+backup's schema version, built afresh in memory; anything else is refused
+with one line naming the difference, and nothing is replaced.  The check
+runs on the copy already inside the data dir, the one that is then renamed
+into place: the backup file (which may lie where an agent writes) can change
+after the check without effect.  SQLite's statistics tables
+(``sqlite_stat1``/``sqlite_stat4``, which ``ANALYZE`` writes: data for the
+query planner, never run) are allowed with their own definitions.
 """
 
 from __future__ import annotations
@@ -28,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from supervisor.config import Config
-from supervisor.db import SCHEMA_VERSION
+from supervisor.db import _MIGRATIONS, SCHEMA_VERSION
 from supervisor.errors import StartError
 
 from .startup import hold_data_dir
@@ -37,6 +51,14 @@ __all__ = ["BackupError", "Copied", "backup", "restore"]
 
 #: Tables every Turnvisor database has had since schema 1.
 _TABLES = frozenset({"workspaces", "tasks", "task_sessions", "turns", "messages"})
+#: SQLite's own statistics tables (``ANALYZE``): planner data, allowed as SQLite defines them.
+_STAT_TABLES = {
+    ("table", "sqlite_stat1", "sqlite_stat1", "CREATE TABLE sqlite_stat1(tbl,idx,stat)"),
+    ("table", "sqlite_stat4", "sqlite_stat4",
+     "CREATE TABLE sqlite_stat4(tbl,idx,neq,nlt,ndlt,sample)"),
+}
+#: A schema object: (type, name, table, SQL with whitespace collapsed; "" for none).
+_Object = tuple[str, str, str, str]
 
 
 class BackupError(Exception):
@@ -83,7 +105,7 @@ def backup(data_dir: Path, dest: Path) -> Copied:
 def restore(data_dir: Path, source: Path) -> Copied:
     if not source.is_file():
         raise BackupError(f"{source} is not a file: give the path of a backup")
-    checked = _check(source, what=str(source))
+    _check(source, what=str(source))  # a file that is no backup: said before the lock
     target = Config(data_dir=data_dir).db_path
     try:
         with hold_data_dir(data_dir):
@@ -91,6 +113,9 @@ def restore(data_dir: Path, source: Path) -> Copied:
             try:
                 with closing(_connect(source)) as src:
                     _copy(src, partial)
+                # What is checked is what is put in place (the source may change meanwhile).
+                checked = _check(partial, what=str(source))
+                _verify_schema(partial, checked.schema, what=str(source))
                 kept = _set_aside(target)
                 os.replace(partial, target)
                 _sync_dir(target.parent)
@@ -149,6 +174,44 @@ def _check(path: Path, *, what: str) -> Copied:
         raise BackupError(f"{what} is not a Turnvisor database ({exc}): give the path of "
                           "a backup") from None
     return Copied(path, schema, tasks, messages)
+
+
+def _schema(conn: sqlite3.Connection) -> set[_Object]:
+    return {(kind, name, table, " ".join((sql or "").split()))
+            for kind, name, table, sql in conn.execute(
+                "SELECT type, name, tbl_name, sql FROM sqlite_master")}
+
+
+def _expected_schema(version: int) -> set[_Object]:
+    """The schema objects Turnvisor's own migrations make at ``version``, built
+    in memory as an installation of that version built its database."""
+    with closing(sqlite3.connect(":memory:", isolation_level=None)) as conn:
+        for i in range(version):
+            conn.executescript(f"BEGIN; {_MIGRATIONS[i]}; COMMIT;")
+        return _schema(conn)
+
+
+def _verify_schema(path: Path, version: int, *, what: str) -> None:
+    """``BackupError`` naming the difference unless ``path``'s schema objects are
+    exactly those of ``version``."""
+    with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+        found = _schema(conn) - _STAT_TABLES
+    expected = _expected_schema(version)
+    if found == expected:
+        return
+    extra, missing = found - expected, expected - found
+    changed = {(k, n) for k, n, _, _ in extra} & {(k, n) for k, n, _, _ in missing}
+    said = [f"{k} {n} differs" for k, n in sorted(changed)]
+    said += [f"{k} {n}{_on(k, n, t)} is not in it" for k, n, t, _ in sorted(extra)
+             if (k, n) not in changed]
+    said += [f"{k} {n} is missing" for k, n, _, _ in sorted(missing) if (k, n) not in changed]
+    more = f" (and {len(said) - 3} more)" if len(said) > 3 else ""
+    raise BackupError(f"{what} has a schema other than Turnvisor's schema {version} makes: "
+                      f"{'; '.join(said[:3])}{more}; refused, nothing replaced")
+
+
+def _on(kind: str, name: str, table: str) -> str:
+    return f" on {table}" if kind in ("trigger", "index") and table != name else ""
 
 
 def _set_aside(target: Path) -> Path | None:
