@@ -55,6 +55,7 @@ from .store import Store
 from .subagents import SubagentControl, Subagents
 from .turn_checkpoints import TurnCheckpoints
 from .turn_close import TurnCloser
+from .worktrees import check_git_fence
 
 __all__ = ["Supervisor", "open_supervisor"]
 
@@ -129,6 +130,7 @@ async def open_supervisor(
         recovered = await store.call(recover, store.db,
                                      keep={h.session_id for h in handed_over})
         await check_sandbox(config)
+        await check_git_fence()
         await sweep_containers(config)  # container profiles only: no engine contacted otherwise
         t = config.timeouts
         bus = EventBus(queue_size=config.limits.ws_send_queue)

@@ -42,13 +42,14 @@ async def create_session(config: Config, store: Store, task: Task, agent: str, *
     if not worktree:
         return await store.create_session(task.id, agent, session_id=session_id,
                                           cwd=str(project))
-    made = await add_worktree(config.data_dir, project, session_id)
+    made = await add_worktree(config.data_dir, project, session_id,
+                              hide=config.hidden_dirs())
     try:
         return await store.create_session(task.id, agent, session_id=session_id,
                                           cwd=made.path, worktree=made.to_json())
     except BaseException:
         with trio.CancelScope(shield=True, deadline=trio.current_time() + GIT_S):
-            await remove_worktree(config.data_dir, made.to_json())
+            await remove_worktree(config.data_dir, made.to_json(), hide=config.hidden_dirs())
         raise
 
 
@@ -58,7 +59,8 @@ async def session_deleted(config: Config, checkpoints: TurnCheckpoints | None,
     checkpoints go with it."""
     if session.worktree is not None:
         try:
-            kept = await remove_worktree(config.data_dir, session.worktree)
+            kept = await remove_worktree(config.data_dir, session.worktree,
+                                         hide=config.hidden_dirs())
             log.info("session %s: worktree %s removed (branch %s %s)", session.id,
                      session.worktree.get("path"), session.worktree.get("branch"),
                      "kept" if kept else "deleted")

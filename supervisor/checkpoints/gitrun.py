@@ -14,8 +14,12 @@ editors, signing programs.  Two runners:
   git must read.  The same environment and overrides, and in addition every driver the
   repository's effective config defines (``filter.X.*``, ``diff.X.*``, ``merge.X.*``) is
   overridden to nothing by name (through ``GIT_CONFIG_KEY_n``: a name may hold ``=``).
-  Residual risk, documented in docs/checkpoints.md: a process writing that config between
-  the listing and the command (milliseconds) could add a driver under a new name.
+  That is defence in depth: config the listing cannot see (an ``includeIf "onbranch:"``
+  that applies once HEAD is the new branch, a ``gitdir:`` one that matches a linked
+  worktree only, a driver added between the listing and the command) still names
+  programs.  So a runner built with a ``GitFence`` (``protocols.git_fence``) runs every
+  command in a bubblewrap sandbox of its own: no network, no data dir, nothing writable
+  but the directories the caller names (the repository's git dir, a new worktree).
 
 The environment is built from scratch, not filtered: no ``GIT_*`` variable of ours leaks
 in (``GIT_DIR``, ``GIT_CONFIG_PARAMETERS``, ``GIT_EXTERNAL_DIFF``, ``GIT_SSH_COMMAND`` ...).
@@ -32,6 +36,8 @@ from typing import Final
 
 import trio
 
+from protocols.git_fence import FENCE_HOME, GitFence
+from protocols.sandbox import Launch
 from protocols.tools import ToolsError
 from protocols.tools import current as current_tools
 
@@ -139,6 +145,22 @@ def git_environment(home: Path, extra: Mapping[str, str] | None = None) -> dict[
     return env
 
 
+async def _deliver_cancel_group(proc: trio.Process) -> None:
+    # The fenced git leads a process group of its own (the leader shell, bwrap,
+    # git in its pid namespace): SIGTERM reaches git, SIGKILL all of them.
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except OSError:
+        return
+    with trio.move_on_after(_TERM_GRACE_S):
+        await proc.wait()
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
 async def _deliver_cancel(proc: trio.Process) -> None:
     # SIGTERM first: git removes its index.lock on it; SIGKILL if it does not go.
     try:
@@ -160,16 +182,23 @@ class GitRunner:
 
     ``home`` is an empty directory of ours (created on first use).  ``git``: the
     program; None is the one resolved at start from a directory no agent can
-    write (``protocols.tools``), never a ``PATH`` lookup at each use."""
+    write (``protocols.tools``), never a ``PATH`` lookup at each use.  ``fence``:
+    run every command in that bubblewrap fence (git on a repository an agent can
+    write); None runs git as the backend (the shadow repositories, whose
+    ``GIT_DIR`` and config are ours, or where bwrap cannot run)."""
 
     home: Path
     git: str | None = None
+    fence: GitFence | None = None
 
     async def run(self, args: Sequence[str], *, cwd: Path, stdin: bytes = b"",
                   timeout_s: float = DEFAULT_TIMEOUT_S, extra_env: Mapping[str, str] | None = None,
-                  overrides: Sequence[str] = (), check: bool = True) -> bytes:
+                  overrides: Sequence[str] = (), check: bool = True,
+                  visible: Sequence[Path] = (), writable: Sequence[Path] = ()) -> bytes:
         """stdout of ``git -c ... <args>`` run in ``cwd``; ``GitError`` on a non-zero
-        status (unless ``check`` is false), a timeout or a missing git."""
+        status (unless ``check`` is false), a timeout, a missing git or a fence that
+        cannot be built.  In a fence, ``visible`` are bound read-only and ``writable``
+        read-write (real paths); nothing else of the file system is writable."""
         self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
         try:
             git = self.git or current_tools().git
@@ -179,14 +208,31 @@ class GitRunner:
         for override in (*GIT_OVERRIDES, *overrides):
             command += ["-c", override]
         command += list(args)
+        env = git_environment(self.home, extra_env) | {"PATH": _trusted_path(git)}
+        launch: Launch | None = None
+        if self.fence is not None:
+            # Git's home is the fence's private /tmp: nothing of ours is bound in.
+            env |= {"HOME": FENCE_HOME, "XDG_CONFIG_HOME": f"{FENCE_HOME}/.config"}
+            try:
+                launch = self.fence.launch(command, cwd=str(cwd),
+                                           visible=[str(p) for p in visible],
+                                           writable=[str(p) for p in writable])
+            except OSError as exc:
+                raise GitError(f"refusing to run git {_subcommand(args)}: {exc}") from exc
         try:
             with trio.fail_after(timeout_s):
-                done = await trio.run_process(
-                    command, cwd=str(cwd), stdin=stdin, capture_stdout=True,
-                    capture_stderr=True, check=False,
-                    env=git_environment(self.home, extra_env) | {"PATH": _trusted_path(git)},
-                    deliver_cancel=_deliver_cancel,
-                )
+                if launch is None:
+                    done = await trio.run_process(
+                        command, cwd=str(cwd), stdin=stdin, capture_stdout=True,
+                        capture_stderr=True, check=False, env=env,
+                        deliver_cancel=_deliver_cancel)
+                else:
+                    with launch:
+                        done = await trio.run_process(
+                            launch.argv, cwd="/", stdin=stdin, capture_stdout=True,
+                            capture_stderr=True, check=False, env=env,
+                            pass_fds=launch.pass_fds, start_new_session=True,
+                            deliver_cancel=_deliver_cancel_group)
         except trio.TooSlowError:
             raise GitError(f"git {_subcommand(args)} took longer than {timeout_s:g} s"
                            ) from None
@@ -249,17 +295,22 @@ def config_environment(pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
 
 
 async def safe_git(runner: GitRunner, repo: Path, args: Sequence[str], *,
-                   timeout_s: float = DEFAULT_TIMEOUT_S, stdin: bytes = b"") -> bytes:
-    """``git <args>`` in the user's repository ``repo`` (its top level), with every
-    program its config names neutralized.  Git does not look above ``repo`` for a
-    repository; the command itself fails (``GitError``) where there is none."""
+                   timeout_s: float = DEFAULT_TIMEOUT_S, stdin: bytes = b"",
+                   writable: Sequence[Path] = ()) -> bytes:
+    """``git <args>`` in the user's repository ``repo`` (its top level, a real
+    path), with every program its config names neutralized.  Git does not look
+    above ``repo`` for a repository; the command itself fails (``GitError``)
+    where there is none.  With the runner's fence, ``repo`` is visible read-only
+    and only ``writable`` (the repository's git dir for a command that writes
+    it, a new worktree) can be written; the listing writes nothing."""
     ceiling = {"GIT_CEILING_DIRECTORIES": str(repo.parent)}
     try:
         names = await runner.run(["config", "--list", "--name-only", "-z"], cwd=repo,
-                                 timeout_s=timeout_s, extra_env=ceiling)
+                                 timeout_s=timeout_s, extra_env=ceiling, visible=[repo])
     except GitError as exc:
         raise GitError(f"cannot read the git config of {repo}: {exc}",
                        returncode=exc.returncode, stderr=exc.stderr) from exc
     return await runner.run(args, cwd=repo, stdin=stdin, timeout_s=timeout_s,
-                            extra_env=ceiling | config_environment(driver_overrides(names)))
+                            extra_env=ceiling | config_environment(driver_overrides(names)),
+                            visible=[repo], writable=writable)
 
