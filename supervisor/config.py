@@ -5,14 +5,14 @@ misspelled timeout must not pass silently).  Sections: ``[timeouts]`` (seconds),
 ``[limits]``, ``[agents.NAME]`` (supervisor.profiles), ``[workspaces.NAME]``,
 ``[server]`` (``allowed_hosts``: names besides the bound address and loopback
 that the server answers to, web/guard.py), ``[projects]`` (the directories tasks
-may work in, DESIGN.md §12).
+may work in, DESIGN.md §12; none may hold or lie in the data dir, §17).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,9 +21,11 @@ from protocols.adapters import AdapterTimeouts
 from protocols.process import EOF_GRACE_S, REAP_S
 from protocols.sandbox import HiddenDir
 
+from .data_dir_fence import DataDirFence
 from .profiles import BUILTIN_PROFILES, AgentProfile, ProfileError, parse_profiles
 
-__all__ = ["MIN_TOKEN_CHARS", "Config", "ConfigError", "Limits", "Projects", "Timeouts"]
+__all__ = ["MIN_TOKEN_CHARS", "ROOTS_HINT", "Config", "ConfigError", "Limits", "Projects",
+           "Timeouts"]
 
 #: The shortest token accepted (the default one and every workspace's).
 MIN_TOKEN_CHARS = 32
@@ -33,6 +35,11 @@ _T = TypeVar("_T")
 
 class ConfigError(ValueError):
     pass
+
+
+#: What to do about a project root that meets the data dir (one line with the refusal).
+ROOTS_HINT = ("pass --project-root DIR to `turnvisor serve`, or set [projects] roots in "
+              "turnvisor.toml, to directories that neither hold nor lie in the data dir")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -149,7 +156,8 @@ class Limits:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Projects:
     """DESIGN.md §12: the directories a task may name as its project (resolved,
-    symlinks followed); the default is the directory the server started in."""
+    symlinks followed); the default is the directory the server started in.
+    None of them holds the data dir or lies in it (checked by ``Config``)."""
 
     roots: tuple[Path, ...] = field(default_factory=lambda: (Path.cwd().resolve(),))
     #: Checkpoints around every turn (off: no snapshot, no changes, no revert).
@@ -159,28 +167,45 @@ class Projects:
     before_turn_s: float = 5.0
 
 
-def _projects(raw: Any, data_dir: Path) -> Projects:
+def _root(path: Path, named: str, fence: DataDirFence) -> Path:
+    """``path`` made real, if it is a directory clear of the data dir."""
+    real = path.expanduser().resolve()
+    if not real.is_dir():
+        raise ConfigError(f"{named} is not a directory")
+    overlap = fence.meets(real)
+    if overlap is not None:
+        raise ConfigError(f"{named} ({real}) {fence.describe(overlap)}: agents working there "
+                          f"would reach Turnvisor's own files; {ROOTS_HINT}")
+    return real
+
+
+def _projects(raw: Any, data_dir: Path, cli_roots: Sequence[str] | None) -> Projects:
     if not isinstance(raw, Mapping):
         raise ConfigError("[projects] must be a table")
     unknown = set(raw) - {"roots", "checkpoints", "before_turn_s"}
     if unknown:
         raise ConfigError(f"[projects]: unknown key(s) {', '.join(sorted(unknown))}")
     values: dict[str, Any] = {}
+    fence = DataDirFence.of(data_dir)
     if "roots" in raw:
         roots = raw["roots"]
         if (not isinstance(roots, list) or not roots
                 or not all(isinstance(r, str) and r for r in roots)):
             raise ConfigError("[projects] roots must be a non-empty list of directories")
-        resolved = []
-        for root in roots:
-            path = Path(root).expanduser()
-            if not path.is_absolute():
-                path = data_dir / path
-            path = path.resolve()
-            if not path.is_dir():
-                raise ConfigError(f"[projects] root {root!r} is not a directory")
-            resolved.append(path)
-        values["roots"] = tuple(resolved)
+        # (Relative to the data dir; one that stays inside it is refused below.)
+        values["roots"] = tuple(_root(data_dir / Path(r).expanduser(), f"[projects] root {r!r}",
+                                      fence) for r in roots)
+    if cli_roots:
+        # The command line wins over the file; relative to where it was typed.
+        values["roots"] = tuple(_root(Path(r), f"--project-root {r!r}", fence)
+                                for r in cli_roots)
+    if "roots" not in values:
+        start = Path.cwd().resolve()
+        overlap = fence.meets(start)
+        if overlap is not None:
+            raise ConfigError(f"the start directory {start}, the default project root (no "
+                              f"roots configured), {fence.describe(overlap)}; {ROOTS_HINT}")
+        values["roots"] = (start,)
     if "checkpoints" in raw:
         if not isinstance(raw["checkpoints"], bool):
             raise ConfigError("[projects] checkpoints must be true or false")
@@ -209,6 +234,17 @@ class Config:
     #: ``[server] allowed_hosts``: extra Host names answered (web/guard.py).
     allowed_hosts: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        # Every Config, however built (a test's, a replace()), keeps the roots
+        # clear of the data dir: the file's and the command line's are checked
+        # with their own names on load, this is the construction-wide guarantee.
+        fence = DataDirFence.of(self.data_dir)
+        for root in self.projects.roots:
+            overlap = fence.meets(root)
+            if overlap is not None:
+                raise ConfigError(f"project root {root} {fence.describe(overlap)}; "
+                                  f"{ROOTS_HINT}")
+
     @property
     def db_path(self) -> Path:
         return self.data_dir / "turnvisor.db"
@@ -234,7 +270,10 @@ class Config:
         return [self.data_dir_hidden or HiddenDir(str(self.data_dir))]
 
     @classmethod
-    def load(cls, data_dir: Path, **overrides: Any) -> Config:
+    def load(cls, data_dir: Path, *, project_roots: Sequence[str] | None = None,
+             **overrides: Any) -> Config:
+        """``DATA_DIR/turnvisor.toml``; ``project_roots`` (``--project-root``)
+        replace its ``[projects] roots``."""
         path = data_dir / "turnvisor.toml"
         raw: dict[str, Any] = {}
         if path.exists():
@@ -242,10 +281,12 @@ class Config:
                 raw = tomllib.loads(path.read_text())
             except tomllib.TOMLDecodeError as exc:
                 raise ConfigError(f"{path}: {exc}") from None
-        return cls.from_mapping(data_dir, raw, **overrides)
+        return cls.from_mapping(data_dir, raw, project_roots=project_roots, **overrides)
 
     @classmethod
-    def from_mapping(cls, data_dir: Path, raw: Mapping[str, Any], **overrides: Any) -> Config:
+    def from_mapping(cls, data_dir: Path, raw: Mapping[str, Any], *,
+                     project_roots: Sequence[str] | None = None,
+                     **overrides: Any) -> Config:
         unknown = set(raw) - {"timeouts", "limits", "agents", "workspaces", "default_agent",
                           "server", "projects"}
         if unknown:
@@ -268,8 +309,9 @@ class Config:
             "data_dir": data_dir, "timeouts": timeouts, "limits": limits,
             "profiles": profiles, "workspace_tokens": tokens,
             "allowed_hosts": _allowed_hosts(raw.get("server", {})),
-            "projects": _projects(raw.get("projects", {}), data_dir),
         }
+        if overrides.get("projects") is None:
+            values["projects"] = _projects(raw.get("projects", {}), data_dir, project_roots)
         if "default_agent" in raw:
             values["default_agent"] = raw["default_agent"]
         values.update({k: v for k, v in overrides.items() if v is not None})

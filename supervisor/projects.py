@@ -3,8 +3,11 @@ configured roots, and what ``project.list`` and ``project.browse`` show of them.
 
 Every path a client sends is resolved with symlinks followed before it is
 compared with the roots, so a link inside a root that points outside it is
-outside (``InvalidRequest``: ``VALIDATION_ERROR``), as is ``..``.  Nothing here
-runs git: whether a directory is a repository is read from the file system.
+outside (``InvalidRequest``: ``VALIDATION_ERROR``), as is ``..``.  A project
+never holds the data dir nor lies in it (DESIGN.md §17), compared by real path
+and by identity (``supervisor.data_dir_fence``): the roots are clear of it, but
+a bind mount or a link inside a root may still lead there.  Nothing here runs
+git: whether a directory is a repository is read from the file system.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any, Final
 import trio
 
 from .config import Config
+from .data_dir_fence import DataDirFence
 from .db import Db
 from .errors import InvalidRequest
 
@@ -43,6 +47,12 @@ def _resolve(config: Config, raw: str) -> Path:
         raise InvalidRequest(f"{raw!r} does not exist") from None
     if not real.is_dir():
         raise InvalidRequest(f"{raw!r} is not a directory")
+    fence = DataDirFence.of(config.data_dir)
+    overlap = fence.meets(real)
+    if overlap is not None:
+        # Said before the roots: this is why, whatever the roots are.
+        raise InvalidRequest(f"{raw!r} ({real}) {fence.describe(overlap)}: a project must "
+                             "lie outside it (agents would reach Turnvisor's own files)")
     if not _inside(real, roots):
         raise InvalidRequest(f"{raw!r} is outside the project roots "
                              f"({', '.join(str(r) for r in roots)})")
@@ -66,6 +76,7 @@ def is_git(path: Path) -> bool:
 
 def _browse(config: Config, raw: str) -> dict[str, Any]:
     real = _resolve(config, raw)
+    fence = DataDirFence.of(config.data_dir)
     dirs: list[dict[str, Any]] = []
     try:
         with os.scandir(real) as entries:
@@ -78,7 +89,7 @@ def _browse(config: Config, raw: str) -> dict[str, Any]:
                     target = Path(entry.path).resolve()
                 except OSError:
                     continue
-                if _inside(target, config.projects.roots):
+                if _inside(target, config.projects.roots) and fence.meets(target) is None:
                     dirs.append({"name": entry.name, "is_git": is_git(target)})
     except OSError as exc:
         raise InvalidRequest(f"cannot list {raw!r}: {exc.strerror or exc}") from None

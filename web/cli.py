@@ -63,7 +63,8 @@ def _serve_held(args: argparse.Namespace, data_dir: Path, listening: list[bool])
 
     try:
         make_private(data_dir)
-        config = Config.load(data_dir, default_agent=args.agent)
+        config = Config.load(data_dir, default_agent=args.agent,
+                             project_roots=args.project_root)
         token = load_default_token(data_dir)
     except ConfigError as exc:
         print(f"turnvisor: configuration error: {exc}", file=sys.stderr)
@@ -112,6 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--port", type=int, default=8080, help="0 picks a free port")
     serve.add_argument("--data-dir", default=str(default_data_dir()))
     serve.add_argument("--agent", default=None, help="default agent profile (mock)")
+    serve.add_argument("--project-root", action="append", metavar="DIR",
+                       help="a directory tasks may work in (repeatable; replaces [projects] "
+                            "roots; default: the start directory); never one holding the "
+                            "data dir")
     serve.set_defaults(run=_serve)
     for name, what in (("backup", "copy the database to PATH (while serving, too)"),
                        ("restore", "replace a stopped data dir's database by PATH")):

@@ -12,9 +12,10 @@ from supervisor.config import Config, ConfigError
 
 def test_the_default_root_is_the_start_directory(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
+    (tmp_path / "start").mkdir()
+    monkeypatch.chdir(tmp_path / "start")  # (a sibling of the data dir, not its parent)
     cfg = Config.from_mapping(tmp_path / "data", {})
-    assert cfg.projects.roots == (tmp_path.resolve(),)
+    assert cfg.projects.roots == ((tmp_path / "start").resolve(),)
     assert cfg.projects.checkpoints is True and cfg.projects.before_turn_s == 5.0
 
 
@@ -22,8 +23,10 @@ def test_roots_are_resolved_with_links_followed(tmp_path: Path) -> None:
     real = tmp_path / "src"
     real.mkdir()
     (tmp_path / "link").symlink_to(real)
-    cfg = Config.from_mapping(tmp_path, {"projects": {"roots": [str(tmp_path / "link"), "src"],
-                                                      "checkpoints": False}})
+    # (A relative root is relative to the data dir, so it must climb out of it.)
+    cfg = Config.from_mapping(tmp_path / "data",
+                              {"projects": {"roots": [str(tmp_path / "link"), "../src"],
+                                            "checkpoints": False}})
     assert cfg.projects.roots == (real.resolve(), real.resolve())
     assert cfg.projects.checkpoints is False
 
