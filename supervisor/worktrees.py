@@ -102,8 +102,10 @@ async def add_worktree(data_dir: Path, project: Path, session_id: str, *,
                              "the worktree from the repository that holds its git directory")
     run = await runner(data_dir, hide)
     try:
-        top = Path(await _git(run, project, "rev-parse", "--show-toplevel"))
-        base = await _git(run, project, "rev-parse", "--verify", "HEAD^{commit}")
+        # One command (each one is a fenced process or two): the top level, then HEAD.
+        top_line, _, base = (await _git(run, project, "rev-parse", "--show-toplevel",
+                                        "--verify", "HEAD^{commit}")).partition("\n")
+        top = Path(top_line)
     except GitError as exc:
         raise InvalidRequest(f"cannot make a worktree of {project}: {exc} (a repository "
                              "needs at least one commit)") from None

@@ -320,3 +320,36 @@ async def test_a_moved_data_dir_refuses_git_and_a_linked_path_is_not_bound(
     data.mkdir()
     with pytest.raises(GitError, match="refusing to run git rev-parse"):
         await runner.run(["rev-parse", "HEAD"], cwd=repo, visible=[repo])
+
+
+def _running(needle: str) -> list[int]:
+    """The pids whose command line holds ``needle``."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                cmdline = Path("/proc", pid, "cmdline").read_bytes()
+            except OSError:
+                continue
+            if needle.encode() in cmdline:
+                found.append(int(pid))
+    return found
+
+
+async def test_a_fenced_git_that_hangs_is_stopped_with_everything_it_started(
+        tmp_path: Path) -> None:
+    """A planted program that never returns (here an alias; in the attack, a
+    filter) holds the command no longer than its bound, and nothing it started
+    outlives it."""
+    repo = _repo(tmp_path / "repo")
+    fence = await trio.to_thread.run_sync(fence_for, [])
+    assert fence is not None
+    runner = GitRunner(tmp_path / "home", fence=fence)
+    needle = f"{os.getpid() % 1000}.31415"
+    started = trio.current_time()
+    with pytest.raises(GitError, match="took longer than 1 s"):
+        await runner.run(["-c", f"alias.hang=!sleep {needle} & sleep {needle}", "hang"],
+                         cwd=repo, visible=[repo], timeout_s=1)
+    assert trio.current_time() - started < 1 + 2 + 2  # the bound, SIGTERM's grace, slack
+    await trio.sleep(0.2)
+    assert _running(f"sleep {needle}") == []
