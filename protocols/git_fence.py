@@ -29,8 +29,8 @@ is made to run or write can reach nothing but that repository:
   re-point between this check and bwrap's mount.  A symlink anywhere on such a
   path refuses the command (callers pass real paths).
 
-Git's own home is the private /tmp.  bwrap's options travel in a memfd
-(``Launch.sandboxed``).  The process-group leader is a shell that ignores
+Git's own home is the private /tmp.  bwrap's options and the seccomp filter
+travel in memfds (``--args``, ``--seccomp``).  The process-group leader is a shell that ignores
 SIGTERM and waits for bwrap, as for agents (``--die-with-parent`` fires when
 the thread that spawned bwrap exits, and Trio spawns from worker threads that
 retire); git gets SIGTERM's default action back (``env --default-signal``), so
@@ -107,14 +107,26 @@ def open_dir_nofollow(path: str) -> int:
             except OSError as exc:
                 try:
                     st = os.stat(part, dir_fd=fd, follow_symlinks=False)
-                    what = ("a symbolic link" if stat.S_ISLNK(st.st_mode)
-                            else "not a directory")
                 except OSError:
-                    what = exc.strerror or "not reachable"
-                raise FenceError(f"{walked} is {what}: git's fence binds directories "
-                                 "only as they are, never through a link") from None
+                    raise FenceError(f"{walked}: {exc.strerror or exc}") from None
+                what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a directory"
+                raise FenceError(f"{walked} is {what}: git's fence binds directories only "
+                                 "as they are, never through a link") from None
             os.close(fd)
             fd = nxt
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _memfd(name: str, data: bytes) -> int:
+    fd = os.memfd_create(name)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.lseek(fd, 0, os.SEEK_SET)
     except BaseException:
         os.close(fd)
         raise
@@ -137,8 +149,8 @@ class GitFence:
     def launch(self, command: Sequence[str], *, cwd: str, visible: Iterable[str] = (),
                writable: Iterable[str] = ()) -> Launch:
         """``command`` (git's absolute path first) in the fence, run in ``cwd``.
-        Raises ``SandboxError`` (a hidden directory moved: see ``HiddenDir``)
-        or ``FenceError`` (a path that cannot be bound as it is)."""
+        Raises ``SandboxError`` (a hidden directory moved: see ``HiddenDir``),
+        ``FenceError`` (a path that cannot be bound as it is) or ``ToolsError``."""
         for hidden_dir in self.hide:
             hidden_dir.check()
         hidden = [h.path for h in self.hide]
@@ -150,39 +162,56 @@ class GitFence:
                 raise FenceError(f"{path} holds {', '.join(hidden)}, which git's fence hides: "
                                  "it cannot be made writable")
         tools = current_tools()
+        sh, env = tools.sh, tools.env  # (``ToolsError`` here, before a descriptor is open)
         fds: list[int] = []
         try:
-            opened = [(path, rw, open_dir_nofollow(path)) for path, rw in binds]
-            fds = [fd for _p, _rw, fd in opened]
-            argv = [tools.sh, "-c", _LEADER, "sh", self.bwrap,
-                    "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-            for knob in _PROC_READONLY:
-                argv += ["--ro-bind-try", knob, knob]
-            for scratch in FENCE_SCRATCH:
-                if os.path.isdir(scratch):
-                    argv += ["--tmpfs", scratch]
-            # Parents before children, read-only before read-write at one depth (the
-            # git dir inside the work tree); a bind inside a hidden directory after
-            # its tmpfs (a worktree under the data dir), every other one before it.
-            order = sorted(opened, key=lambda o: (_depth(o[0]), o[1]))
-            outside = [o for o in order if not any(_inside(o[0], h) for h in hidden)]
-            for path, rw, fd in outside:
-                argv += ["--bind-fd" if rw else "--ro-bind-fd", str(fd), path]
-            for h in hidden:
-                if os.path.isdir(h):
-                    argv += ["--tmpfs", h]
-            for path, rw, fd in order:
-                if (path, rw, fd) not in outside:
-                    argv += ["--bind-fd" if rw else "--ro-bind-fd", str(fd), path]
-            argv += ["--chdir", cwd, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL",
-                     "--", tools.env, "--default-signal=TERM", *command]
-            inner = Launch.sandboxed(argv, seccomp=_filter())
+            opened: list[tuple[str, bool, int]] = []
+            for path, rw in binds:
+                fds.append(open_dir_nofollow(path))
+                opened.append((path, rw, fds[-1]))
+            options = _options(opened, hidden, cwd)
+            seccomp = _filter()
+            if seccomp is not None:
+                fds.append(_memfd("turnvisor-git-seccomp", seccomp))
+                options += ["--seccomp", str(fds[-1])]
+            # bwrap's options in a descriptor (``--args``), as for agents: no command
+            # line shows what is hidden or bound.
+            fds.append(_memfd("turnvisor-git-bwrap-args",
+                              b"".join(os.fsencode(o) + b"\0" for o in options)))
         except BaseException:
             for fd in fds:
                 os.close(fd)
             raise
-        # The bound directories' descriptors reach bwrap through the leader too.
-        return Launch(inner.argv, (*inner.pass_fds, *fds))
+        argv = [sh, "-c", _LEADER, "sh", self.bwrap, "--args", str(fds[-1]),
+                "--", env, "--default-signal=TERM", *command]
+        # The descriptors reach bwrap through the leader, which inherits them.
+        return Launch(argv, tuple(fds))
+
+
+def _options(opened: Sequence[tuple[str, bool, int]], hidden: Sequence[str],
+             cwd: str) -> list[str]:
+    """bwrap's options (see the module docstring); ``opened``: (path, writable, fd)."""
+    options = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for knob in _PROC_READONLY:
+        options += ["--ro-bind-try", knob, knob]
+    for scratch in FENCE_SCRATCH:
+        if os.path.isdir(scratch):
+            options += ["--tmpfs", scratch]
+    # Parents before children, read-only before read-write at one depth (the git
+    # dir inside the work tree); a bind inside a hidden directory after its tmpfs
+    # (a worktree under the data dir), every other one before it.
+    order = sorted(opened, key=lambda o: (_depth(o[0]), o[1]))
+    inside = [any(_inside(path, h) for h in hidden) for path, _rw, _fd in order]
+    for (path, rw, fd), late in zip(order, inside, strict=True):
+        if not late:
+            options += ["--bind-fd" if rw else "--ro-bind-fd", str(fd), path]
+    for h in hidden:
+        if os.path.isdir(h):
+            options += ["--tmpfs", h]
+    for (path, rw, fd), late in zip(order, inside, strict=True):
+        if late:
+            options += ["--bind-fd" if rw else "--ro-bind-fd", str(fd), path]
+    return [*options, "--chdir", cwd, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL"]
 
 
 def fence_for(hide: Iterable[HiddenDir]) -> GitFence | None:

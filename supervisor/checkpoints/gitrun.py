@@ -217,7 +217,7 @@ class GitRunner:
                 launch = self.fence.launch(command, cwd=str(cwd),
                                            visible=[str(p) for p in visible],
                                            writable=[str(p) for p in writable])
-            except OSError as exc:
+            except (OSError, ToolsError) as exc:
                 raise GitError(f"refusing to run git {_subcommand(args)}: {exc}") from exc
         try:
             with trio.fail_after(timeout_s):
