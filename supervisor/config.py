@@ -160,6 +160,10 @@ class Projects:
     None of them holds the data dir or lies in it (checked by ``Config``)."""
 
     roots: tuple[Path, ...] = field(default_factory=lambda: (Path.cwd().resolve(),))
+    #: ``roots`` is the start directory because none are configured.  Such a
+    #: root is refused where it is served (``Config.check_start_dir``), not when
+    #: a command that serves no projects (backup, agentctl) reads the config.
+    start_dir: bool = False
     #: Checkpoints around every turn (off: no snapshot, no changes, no revert).
     checkpoints: bool = True
     #: Bound of the snapshot taken before a prompt is written (past it the turn
@@ -200,12 +204,7 @@ def _projects(raw: Any, data_dir: Path, cli_roots: Sequence[str] | None) -> Proj
         values["roots"] = tuple(_root(Path(r), f"--project-root {r!r}", fence)
                                 for r in cli_roots)
     if "roots" not in values:
-        start = Path.cwd().resolve()
-        overlap = fence.meets(start)
-        if overlap is not None:
-            raise ConfigError(f"the start directory {start}, the default project root (no "
-                              f"roots configured), {fence.describe(overlap)}; {ROOTS_HINT}")
-        values["roots"] = (start,)
+        values.update(roots=(Path.cwd().resolve(),), start_dir=True)
     if "checkpoints" in raw:
         if not isinstance(raw["checkpoints"], bool):
             raise ConfigError("[projects] checkpoints must be true or false")
@@ -227,7 +226,7 @@ class Config:
     profiles: Mapping[str, AgentProfile] = field(default_factory=lambda: dict(BUILTIN_PROFILES))
     #: Extra workspaces: name → token.  The default token's workspace is "default".
     workspace_tokens: Mapping[str, str] = field(default_factory=dict)
-    projects: Projects = field(default_factory=Projects)
+    projects: Projects = field(default_factory=lambda: Projects(start_dir=True))
     #: The data dir as the sandbox hides it: its (device, inode) recorded when
     #: the supervisor starts (``with_identity``), checked before every launch.
     data_dir_hidden: HiddenDir | None = None
@@ -235,15 +234,29 @@ class Config:
     allowed_hosts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        # Every Config, however built (a test's, a replace()), keeps the roots
-        # clear of the data dir: the file's and the command line's are checked
-        # with their own names on load, this is the construction-wide guarantee.
+        # Every Config, however built (a test's, a replace()), keeps configured
+        # roots clear of the data dir: the file's and the command line's are
+        # checked with their own names on load, this is the construction-wide
+        # guarantee.  (The start directory as default: ``check_start_dir``.)
+        if not self.projects.start_dir:
+            self._check_roots()
+
+    def _check_roots(self) -> None:
         fence = DataDirFence.of(self.data_dir)
         for root in self.projects.roots:
             overlap = fence.meets(root)
-            if overlap is not None:
-                raise ConfigError(f"project root {root} {fence.describe(overlap)}; "
-                                  f"{ROOTS_HINT}")
+            if overlap is None:
+                continue
+            named = (f"the start directory {root}, the default project root (no roots "
+                     "configured),") if self.projects.start_dir else f"project root {root}"
+            raise ConfigError(f"{named} {fence.describe(overlap)}; {ROOTS_HINT}")
+
+    def check_start_dir(self) -> None:
+        """``ConfigError`` if the roots are the start directory by default and
+        it holds or lies in the data dir (as when `serve` starts in ``$HOME``,
+        which holds the default data dir): checked before projects are served."""
+        if self.projects.start_dir:
+            self._check_roots()
 
     @property
     def db_path(self) -> Path:

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 import trio
 
-from .config import Config
+from .config import Config, ConfigError
 from .data_dir_fence import DataDirFence
 from .db import Db
 from .errors import InvalidRequest
@@ -36,6 +36,11 @@ def _inside(path: Path, roots: tuple[Path, ...]) -> bool:
 
 def _resolve(config: Config, raw: str) -> Path:
     roots = config.projects.roots
+    try:
+        # (`serve` refuses to start so; a server built otherwise serves no project.)
+        config.check_start_dir()
+    except ConfigError as exc:
+        raise InvalidRequest(str(exc)) from None
     if "\0" in raw:
         raise InvalidRequest("project_dir must not contain NUL")
     path = Path(raw).expanduser()

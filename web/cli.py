@@ -65,6 +65,7 @@ def _serve_held(args: argparse.Namespace, data_dir: Path, listening: list[bool])
         make_private(data_dir)
         config = Config.load(data_dir, default_agent=args.agent,
                              project_roots=args.project_root)
+        config.check_start_dir()
         token = load_default_token(data_dir)
     except ConfigError as exc:
         print(f"turnvisor: configuration error: {exc}", file=sys.stderr)

@@ -205,6 +205,30 @@ def test_every_config_keeps_its_roots_clear_of_the_data_dir(tmp_path: Path) -> N
         Config(data_dir=cfg.data_dir, projects=Projects(roots=(data / "checkpoints",)))
 
 
+async def test_a_config_read_from_home_serves_no_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Commands that serve no projects (backup, agentctl --profile) still read
+    the config from the home; a server built from it anyway (not `serve`, which
+    refuses to start) refuses every project, its sibling directories included."""
+    home, data = _home(tmp_path)
+    monkeypatch.chdir(home)
+    cfg = Config.load(data)
+    assert cfg.projects.roots == (home,) and cfg.projects.start_dir
+    assert Config(data_dir=data).db_path == data / "turnvisor.db"
+    with pytest.raises(ConfigError, match=re.escape(
+            f"the start directory {home}, the default project root (no roots configured), "
+            f"contains Turnvisor's data dir {data}; {HINT}")):
+        cfg.check_start_dir()
+    async with running_server(data) as srv, ws_client(srv) as ws:
+        for raw in ("src/app", str(data / "checkpoints"), ".local"):
+            frame = await ws.request("task.create", {"title": "t", "project_dir": raw})
+            assert frame["payload"]["code"] == "VALIDATION_ERROR", frame
+            assert HINT in frame["payload"]["message"], frame
+        frame = await ws.request("project.browse", {})
+        assert frame["payload"]["code"] == "VALIDATION_ERROR", frame
+
+
 # -- task.create, project.browse, and a project swapped afterwards ---------------------
 
 
