@@ -232,6 +232,9 @@ class Config:
     data_dir_hidden: HiddenDir | None = None
     #: ``[server] allowed_hosts``: extra Host names answered (web/guard.py).
     allowed_hosts: tuple[str, ...] = ()
+    #: ``[server] tools_path``: the directories searched, instead of ``PATH``, for
+    #: the programs the backend runs (git, bwrap, ...; protocols/tools.py).
+    tools_path: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         # Every Config, however built (a test's, a replace()), keeps configured
@@ -322,6 +325,7 @@ class Config:
             "data_dir": data_dir, "timeouts": timeouts, "limits": limits,
             "profiles": profiles, "workspace_tokens": tokens,
             "allowed_hosts": _allowed_hosts(raw.get("server", {})),
+            "tools_path": _tools_path(raw.get("server", {})),
         }
         if overrides.get("projects") is None:
             values["projects"] = _projects(raw.get("projects", {}), data_dir, project_roots)
@@ -350,10 +354,20 @@ def _section(kind: type[_T], raw: Any, name: str) -> _T:
 def _allowed_hosts(raw: Any) -> tuple[str, ...]:
     if not isinstance(raw, Mapping):
         raise ConfigError("[server] must be a table")
-    unknown = set(raw) - {"allowed_hosts"}
+    unknown = set(raw) - {"allowed_hosts", "tools_path"}
     if unknown:
         raise ConfigError(f"[server]: unknown key(s) {', '.join(sorted(unknown))}")
     hosts = raw.get("allowed_hosts", [])
     if not isinstance(hosts, list) or not all(isinstance(h, str) and h.strip() for h in hosts):
         raise ConfigError("[server] allowed_hosts must be a list of host names")
     return tuple(h.strip() for h in hosts)
+
+
+def _tools_path(raw: Mapping[str, Any]) -> tuple[str, ...] | None:
+    dirs = raw.get("tools_path")
+    if dirs is None:
+        return None
+    if not isinstance(dirs, list) or not dirs or not all(
+            isinstance(d, str) and d.startswith("/") for d in dirs):
+        raise ConfigError("[server] tools_path must be a non-empty list of absolute directories")
+    return tuple(dirs)
