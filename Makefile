@@ -32,9 +32,10 @@ run: install
 browser-deps:
 	@command -v /usr/bin/chromium >/dev/null 2>&1 || bash scripts/install_chromium.sh
 
-# Debian's bubblewrap: the agent sandbox, on by default where it runs (its tests need it).
+# Debian's bubblewrap and passt: the agent sandbox and its network, on by default where they
+# run (their tests need them).
 sandbox-deps:
-	@command -v bwrap >/dev/null 2>&1 || bash scripts/install_bubblewrap.sh
+	@bash scripts/install_bubblewrap.sh
 
 # Podman, runc and debootstrap for the container executor's tests (tests/container).
 container-deps:

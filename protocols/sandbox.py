@@ -49,22 +49,26 @@ hidden.  The mount table (``/proc/self/mountinfo``) still shows the tmpfs's
 mount point: where the data dir is is not a secret, what is in it is.
 
 Process-group teardown keeps working.  The group leader (what the caller
-spawns) is a small ``sh`` that ignores SIGTERM and runs bwrap as its child;
-the agent and its children stay in the leader's group.  bwrap and the pid
-namespace's init inherit SIGTERM ignored, so a SIGTERM to the group reaches
-the agent (SIGTERM's default action restored for it by ``env
+spawns) is protocols/leader.py, run by path in isolated mode; it ignores
+SIGTERM and runs bwrap as its child with SIGTERM ignored too, so a SIGTERM
+to the group reaches the agent (its default action restored by ``env
 --default-signal``) without killing bwrap first.  When the agent exits, bwrap
-reports its status and exits, and ``--die-with-parent`` kills the namespace's
-init, and with it the kernel kills whatever is left in the namespace (daemons
-that left the group included).  A SIGKILL of the group does the same at once.
-Why the shell: ``--die-with-parent`` is PR_SET_PDEATHSIG, which fires when the
-*thread* that spawned bwrap exits, and Trio spawns from worker threads that
-retire (bwrap spawned directly was SIGKILLed after a few idle seconds).  The
-leader passes the two descriptors on to bwrap, which reads and closes them
-before the agent starts.
+reports its status and exits, and ``--die-with-parent`` kills the
+namespace's init, and with it the kernel kills whatever is left in the
+namespace (daemons that left the group included).  A SIGKILL of the group
+does the same at once, and so does the backend's death: the leader watches a
+lifeline pipe whose write end only the backend holds (``Launch.lifeline``)
+and SIGKILLs the group at its EOF.  Why a leader at all:
+``--die-with-parent`` is PR_SET_PDEATHSIG, which fires when the *thread* that
+spawned bwrap exits, and Trio spawns from worker threads that retire.  The
+leader passes the descriptors on to bwrap, which reads and closes them before
+the agent starts; with an isolated network it also attaches the network
+helper (protocols/netns.py) before the agent starts.
 
-The network is shared (agents must reach their model provider), and so is,
-for reading, everything outside the hidden directories and /tmp.
+The network is the agent's own (``network = "isolated"``, the default for
+local agents: outbound only, plus the profile's ``host_ports``) or the
+host's (``"host"``).  Everything outside the hidden directories, /tmp and
+/run is shared for reading.
 """
 
 from __future__ import annotations
@@ -83,6 +87,7 @@ from types import TracebackType
 from typing import Final, Literal
 
 from .fence_paths import OpenedPath, PathRefused, open_by_identity
+from .netns import NetworkFds, NetworkMode, NetworkPlan, helper_argv
 from .seccomp import host_arch, seccomp_filter
 from .tools import current as current_tools
 
@@ -120,8 +125,8 @@ PRIVATE_SCRATCH: Final = ("/tmp", "/var/tmp")
 PROC_READONLY: Final = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus")
 #: The uid and gid a root backend's agent runs as in its user namespace (nobody).
 UNPRIVILEGED_ID: Final = 65534
-#: The group leader's script: SIGTERM ignored, bwrap run as a child, its status passed on.
-LEADER_SCRIPT: Final = 'trap "" TERM; "$@"; status=$?; exit "$status"'
+#: The group leader (run by path, isolated: protocols/leader.py).
+LEADER: Final = str(Path(__file__).with_name("leader.py"))
 #: How long the probe may take (a loaded machine starts a process slowly).
 PROBE_TIMEOUT_S: Final = 15.0
 
@@ -268,7 +273,7 @@ def _bind_target(w: str | OpenedPath) -> str:
 def sandbox_argv(command: Sequence[str], *, cwd: str | OpenedPath, hide: Iterable[str],
                  writable: Iterable[str | OpenedPath], readonly: Iterable[str] = (),
                  uid: int = 1000, bwrap: str = "/usr/bin/bwrap",
-                 env_cmd: str = "/usr/bin/env", sh: str = "/bin/sh",
+                 env_cmd: str = "/usr/bin/env",
                  home_binds: Iterable[HomeBound] = ()) -> list[str]:
     """The argv that runs ``command`` in the sandbox (see the module docstring),
     bwrap's options inline (``Launch`` moves them into a descriptor).
@@ -314,12 +319,17 @@ def sandbox_argv(command: Sequence[str], *, cwd: str | OpenedPath, hide: Iterabl
     # The leader: a shell that ignores SIGTERM (bwrap inherits that) and waits
     # for bwrap from its one thread, so bwrap's --die-with-parent fires only
     # when the leader is gone.  Not ``exec``: the shell must stay the parent.
-    argv = [sh, "-c", LEADER_SCRIPT, "sh", bwrap,
-            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for knob in PROC_READONLY:
         argv += ["--ro-bind-try", knob, knob]
     for scratch in PRIVATE_SCRATCH:
         argv += ["--tmpfs", scratch]
+    # /run (the session's runtime dir, D-Bus, Docker's socket ...) hidden; a
+    # resolv.conf that lives there is bound back (it names the resolver).
+    argv += ["--tmpfs", "/run"]
+    resolv = _real("/etc/resolv.conf")
+    if _inside(resolv, "/run"):
+        argv += ["--ro-bind-try", resolv, resolv]
     # Parents before children: a parent's bind would cover a child's.
     for w in outside:
         argv += _bind(w, opened)
@@ -371,40 +381,63 @@ def _memfd(name: str, data: bytes) -> int:
 @dataclass(slots=True)
 class Launch:
     """What to spawn: ``argv``, with ``pass_fds`` inherited by it (bwrap's
-    options and seccomp filter).  Close it once the process is spawned (a
-    ``with`` block does)."""
+    options and seccomp filter, the descriptors it binds, the leader's pipes).
+    Close it once the process is spawned (a ``with`` block does); the
+    ``lifeline``'s write end is the caller's to keep while the agent lives
+    (``take_lifeline``): its close is the end of the whole sandbox."""
 
     argv: list[str]
     pass_fds: tuple[int, ...] = ()
+    lifeline: int | None = None
     _closed: bool = field(default=False, repr=False)
 
     @classmethod
     def sandboxed(cls, argv: Sequence[str], *, seccomp: bytes | None,
-                  bound: Sequence[int] = ()) -> Launch:
-        """``argv`` from ``sandbox_argv`` with bwrap's options moved into a
-        memfd (``--args FD``) and the filter into another (``--seccomp FD``)."""
-        bwrap_at = 4  # after "/bin/sh -c SCRIPT sh"
-        split = list(argv).index("--", bwrap_at)
-        options = list(argv[bwrap_at + 1:split])
+                  bound: Sequence[int] = (), network: NetworkPlan | None = None) -> Launch:
+        """``argv`` from ``sandbox_argv`` (bwrap first) behind the group leader
+        (protocols/leader.py), bwrap's options moved into a memfd (``--args
+        FD``) and the filter into another (``--seccomp FD``); with ``network``,
+        a namespace of its own that the leader connects before the agent starts."""
+        split = list(argv).index("--")
+        options = list(argv[1:split])
         fds: list[int] = []
         try:
+            net = NetworkFds.open() if network is not None else None
+            if net is not None:
+                fds += net.all()
+                options += net.bwrap_options()
             if seccomp is not None:
                 fds.append(_memfd("turnvisor-seccomp", seccomp))
                 options += ["--seccomp", str(fds[-1])]
             fds.append(_memfd("turnvisor-bwrap-args",
                               b"".join(os.fsencode(o) + b"\0" for o in options)))
+            lifeline_r, lifeline_w = os.pipe()
         except BaseException:
             for fd in fds:
                 os.close(fd)
             raise
-        return cls([*argv[:bwrap_at + 1], "--args", str(fds[-1]), *argv[split:]],
-                   (*fds, *bound))
+        to_bwrap = [fd for fd in (*fds, *bound) if net is None or fd not in (net.info_r,
+                                                                              net.block_w)]
+        leader = [sys.executable, "-I", "-S", LEADER, "--lifeline", str(lifeline_r),
+                  *(a for fd in to_bwrap for a in ("--keep-fd", str(fd)))]
+        if net is not None and network is not None:
+            leader += ["--net", net.leader_option(helper_argv(network, uid=os.getuid()))]
+        return cls([*leader, "--", argv[0], "--args", str(fds[-1]), *argv[split:]],
+                   (*fds, *bound, lifeline_r), lifeline_w)
+
+    def take_lifeline(self) -> int | None:
+        """The lifeline's write end, now the caller's to close (None: unsandboxed)."""
+        fd, self.lifeline = self.lifeline, None
+        return fd
 
     def close(self) -> None:
         if not self._closed:
             self._closed = True
             for fd in self.pass_fds:
                 os.close(fd)
+            if self.lifeline is not None:
+                os.close(self.lifeline)
+                self.lifeline = None
 
     def __enter__(self) -> Launch:
         return self
@@ -422,7 +455,8 @@ def _filter() -> bytes | None:
 def _bwrap_launch(command: Sequence[str], *, cwd: str, hide: Iterable[str],
                   writable: Iterable[tuple[str, bool]], bwrap: str,
                   untrusted: Iterable[str] = (),
-                  home_binds: Iterable[HomeBind] = (), home: str | None = None) -> Launch:
+                  home_binds: Iterable[HomeBind] = (), home: str | None = None,
+                  network: NetworkPlan | None = None) -> Launch:
     """Open every writable path by identity (protocols/fence_paths.py), then
     build the argv binding the descriptors.  ``writable``: (path, create)."""
     requests = list(writable)
@@ -444,8 +478,8 @@ def _bwrap_launch(command: Sequence[str], *, cwd: str, hide: Iterable[str],
                 bound.append(HomeBound(source, os.path.join(home, b.relative), b.writable))
         argv = sandbox_argv(command, cwd=opened_cwd, hide=hide, writable=opened,
                             readonly=install_dirs(), uid=os.getuid(), bwrap=bwrap,
-                            env_cmd=_env_path(), sh=current_tools().sh, home_binds=bound)
-        return Launch.sandboxed(argv, seccomp=_filter(), bound=fds)
+                            env_cmd=_env_path(), home_binds=bound)
+        return Launch.sandboxed(argv, seccomp=_filter(), bound=fds, network=network)
     except BaseException:
         for fd in fds:
             os.close(fd)
@@ -507,14 +541,17 @@ def resolve_mode(requested: str | None) -> SandboxMode:
 
 def wrap(command: Sequence[str], mode: SandboxMode, *, cwd: str, env: Mapping[str, str],
          hide: Iterable[HiddenDir | str], extra_writable: Iterable[str] = (),
-         untrusted: Iterable[str] = (), home_binds: Iterable[HomeBind] = ()) -> Launch:
+         untrusted: Iterable[str] = (), home_binds: Iterable[HomeBind] = (),
+         network: NetworkMode = "host", host_ports: Iterable[int] = ()) -> Launch:
     """``command`` as it is spawned under ``mode``: itself, or inside bwrap.
     Each ``HiddenDir`` is checked first, whatever the mode (``HiddenDir.check``:
     a data dir moved away is a launch refused).  Every writable path (the cwd,
     the homes ``env`` names, ``extra_writable``) is opened by identity and bound
     by descriptor; a symlink in ``untrusted`` (trees agents write) refuses the
     launch.  ``home_binds``: parts of the person's real home bound over the
-    private ``HOME`` of ``env``."""
+    private ``HOME`` of ``env``.  ``network``: ``isolated`` is a namespace of
+    its own with outbound access and ``host_ports`` of the host's loopback
+    (protocols/netns.py); ``host`` shares the backend's."""
     paths = []
     for h in hide:
         if isinstance(h, HiddenDir):
@@ -528,6 +565,14 @@ def wrap(command: Sequence[str], mode: SandboxMode, *, cwd: str, env: Mapping[st
     if bwrap is None:
         raise SandboxError("sandbox = \"bwrap\" but bwrap is not installed "
                            "(apt-get install bubblewrap)")
+    plan = None
+    if network == "isolated":
+        helper = current_tools().get("pasta")
+        if helper is None:
+            raise SandboxError("network = \"isolated\" needs passt's pasta (apt-get install "
+                               "passt), or network = \"host\" in the profile")
+        plan = NetworkPlan(helper, tuple(host_ports))
     return _bwrap_launch(command, cwd=cwd, hide=paths,
                          writable=writable_requests(env, cwd, extra_writable), bwrap=bwrap,
-                         untrusted=untrusted, home_binds=home_binds, home=env.get("HOME"))
+                         untrusted=untrusted, home_binds=home_binds, home=env.get("HOME"),
+                         network=plan)

@@ -147,14 +147,17 @@ def resolve(search: str | None = None, *, untrusted: Iterable[str] = (),
     for name in names:
         paths[name] = None
         for d in dirs:
-            candidate = os.path.realpath(os.path.join(d, name))
-            # The link's target must itself lie in a trusted directory.
+            # Named as found (``pasta`` is a link to ``passt`` that acts by its
+            # name), in the directory's real path; the link's target must
+            # itself lie in a trusted directory.
+            candidate = os.path.join(os.path.realpath(d), name)
+            target = os.path.realpath(candidate)
             try:
-                st = os.stat(candidate)
+                st = os.stat(target)
             except OSError:
                 continue
-            if (stat.S_ISREG(st.st_mode) and os.access(candidate, os.X_OK)
-                    and untrusted_reason(os.path.dirname(candidate), untrusted=trees,
+            if (stat.S_ISREG(st.st_mode) and os.access(target, os.X_OK)
+                    and untrusted_reason(os.path.dirname(target), untrusted=trees,
                                          owner_ok=owner_ok) is None):
                 paths[name] = candidate
                 break

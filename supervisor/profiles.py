@@ -14,6 +14,8 @@ in the data dir adds or overrides profiles (DESIGN.md §7)::
     sandbox = "bwrap"                 # or "none"; unset: bwrap when it works here
     sandbox_writable = ["/srv/cache"] # more writable paths inside the sandbox
     home_binds = ["~/.codex", {path = "~/.config/x", writable = false}]
+    network = "isolated"              # or "host"; isolated: outbound only
+    host_ports = [11434]              # host loopback ports it may reach
 """
 
 from __future__ import annotations
@@ -72,6 +74,11 @@ class AgentProfile:
     #: in the agent's private home (DESIGN.md §17).  The rest of the real home
     #: is read-only to the agent, and not its ``HOME``.
     home_binds: tuple[tuple[str, bool], ...] = ()
+    #: ``isolated``: the agent's own network namespace, outbound access only
+    #: (protocols/netns.py), plus ``host_ports`` of the host's loopback (a local
+    #: model server); ``host``: the backend's network (warned at start).
+    network: str = "isolated"
+    host_ports: tuple[int, ...] = ()
     #: The agent's private writable home, ``DATA_DIR/homes/<workspace>/<profile>``:
     #: set by the supervisor for each launch (never from the config file).
     private_home: str | None = None
@@ -142,7 +149,7 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
 
 _KEYS = {"protocol", "command", "env", "cwd", "thread_params", "executor", "agentctl_url",
          "agentctl_token", "sandbox", "sandbox_writable", "image", "cpus", "memory", "pids",
-         "acp_version", "home_binds"}
+         "acp_version", "home_binds", "network", "host_ports"}
 _EXECUTORS = ("local", "agentctl", "container")
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 
@@ -229,12 +236,20 @@ def parse_profiles(
             raise ProfileError(f"[agents.{name}]: acp_version must be \"auto\", 1 or 2")
         home_binds = _home_binds(name, raw.get("home_binds"),
                                  prev.home_binds if prev else ())
+        network = raw.get("network", prev.network if prev else "isolated")
+        if network not in ("isolated", "host"):
+            raise ProfileError(f"[agents.{name}]: network must be \"isolated\" or \"host\"")
+        ports = raw.get("host_ports", list(prev.host_ports) if prev else [])
+        if not isinstance(ports, list | tuple) or not all(
+                isinstance(p, int) and not isinstance(p, bool) and 0 < p < 65536 for p in ports):
+            raise ProfileError(f"[agents.{name}]: host_ports must be a list of port numbers")
         out[name] = AgentProfile(
             name=name, protocol=protocol, command=tuple(command), env=dict(env), cwd=cwd,
             thread_params=dict(thread_params), executor=executor, agentctl_url=url,
             agentctl_token=token, sandbox=sandbox, sandbox_writable=tuple(writable),
             image=image, cpus=None if cpus is None else float(cpus), memory=memory, pids=pids,
-            acp_version=acp_version, home_binds=home_binds,
+            acp_version=acp_version, home_binds=home_binds, network=network,
+            host_ports=tuple(ports),
         )
     return out
 

@@ -47,9 +47,12 @@ async def launch_local(config: Config, profile: AgentProfile,
     # an agent could have planted (protocols/fence_paths.py).
     with wrap(profile.command, mode, cwd=cwd, env=env, hide=config.hidden_dirs(),
               extra_writable=profile.sandbox_writable, untrusted=agent_writable_trees(config),
-              home_binds=binds) as command:
+              home_binds=binds, network="host" if profile.network == "host" else "isolated",
+              host_ports=profile.host_ports) as command:
         proc = await start_agent_process(command.argv, env=env, cwd=cwd, tag=tag,
                                          pass_fds=command.pass_fds)
+        # Held while the agent lives: its close (ours, or our death's) ends the sandbox.
+        lifeline = command.take_lifeline()
     try:
         assert proc.stdin is not None and proc.stdout is not None
         adapter = make_adapter(
@@ -60,4 +63,8 @@ async def launch_local(config: Config, profile: AgentProfile,
         yield LaunchedAgent(adapter=adapter, pgid=proc.pid, process=proc, stderr=proc.stderr,
                             tag=tag)
     finally:
-        await terminate_group(proc, grace_s=config.timeouts.term_grace_s, tag=tag)
+        try:
+            await terminate_group(proc, grace_s=config.timeouts.term_grace_s, tag=tag)
+        finally:
+            if lifeline is not None:
+                os.close(lifeline)

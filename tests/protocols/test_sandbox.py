@@ -67,9 +67,9 @@ def test_the_data_dir_is_hidden_after_the_binds_that_cover_it(tmp_path: Path) ->
     assert "--uid" not in sandbox_argv(["a"], cwd="/srv", hide=[], writable=[], uid=1000)
     assert argv[argv.index("--cap-drop") + 1] == "ALL"
     assert "--new-session" not in argv  # the agent stays in the group the backend signals
-    # A shell leads (SIGTERM ignored, bwrap its child); SIGTERM restored for the
-    # agent; the command last, untouched.
-    assert argv[:2] == ["/bin/sh", "-c"] and 'trap "" TERM' in argv[2]
+    # bwrap first (the leader is added at launch: Launch.sandboxed); /run hidden;
+    # SIGTERM restored for the agent; the command last, untouched.
+    assert argv[0] == "/usr/bin/bwrap" and ("--tmpfs", "/run") in mounts
     assert argv[-3:] == ["--default-signal=TERM", "agent", "--acp"]
 
 
@@ -170,6 +170,8 @@ async def test_group_teardown_reaches_the_sandboxed_agent(tmp_path: Path, how: s
                   hide=[str(data)]) as launch:
             proc = await start_agent_process(launch.argv, env=dict(os.environ), cwd=str(work),
                                              pass_fds=launch.pass_fds)
+            lifeline = launch.take_lifeline()
+        assert lifeline is not None
         while not (work / "pids").exists():
             await trio.sleep(0.05)
         started = _sleepers() - before
@@ -188,3 +190,4 @@ async def test_group_teardown_reaches_the_sandboxed_agent(tmp_path: Path, how: s
         while started & _sleepers() and time.monotonic() < deadline:
             await trio.sleep(0.05)
         assert not started & _sleepers()
+        os.close(lifeline)

@@ -40,7 +40,7 @@ TOML = """
 [agents.hostile]
 protocol = "acp"
 command = ["{python}", "{hostile}"]
-# Its own home: the real one is writable in the sandbox (agents keep state there).
+# A home of its own named by the profile (bound writable, by identity).
 env = {{ HOME = "{home}" }}
 
 [agents.tree]
@@ -148,10 +148,10 @@ async def test_a_hostile_agent_gets_nothing(tmp_path: Path) -> None:
     # tmpfs, gone with the agent.
     assert "write_outside" in refused and not planted, report["write_outside"]
     assert not (data / "planted").exists()
-    # Not covered, and said so: the network is shared, the server answers —
-    # and a token it cannot read is a token it does not have.
-    assert report["guessed_token"] == "ok: 401", report["guessed_token"]
-    assert report["empty_token"] == "ok: 401", report["empty_token"]
+    # Its network is its own: Turnvisor's port on the host's loopback is not
+    # even reachable (no token to guess at; no connections to hold open).
+    for name in ["guessed_token", "empty_token"]:
+        assert report[name].startswith("refused") and "refused" in report[name], report[name]
 
 
 def _groups(db: Path) -> list[int]:

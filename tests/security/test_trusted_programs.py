@@ -53,9 +53,12 @@ def _plant(directory: Path, mark: Path) -> None:
 
 
 def _real_git() -> str:
-    found = shutil.which("git", path="/usr/bin:/bin")
-    assert found is not None
-    return os.path.realpath(found)
+    """git as the resolver names it: in the real path of the first system
+    directory that has it."""
+    for d in tools.DEFAULT_SEARCH:
+        if os.path.exists(os.path.join(d, "git")):
+            return os.path.join(os.path.realpath(d), "git")
+    raise AssertionError("no git on this machine")
 
 
 @pytest.mark.parametrize("where", ["agent-home", "project-root", "work-dir", "tmp",
@@ -164,7 +167,8 @@ def test_tools_path_replaces_path(outside_tmp: Path, monkeypatch: pytest.MonkeyP
     elsewhere = Config.from_mapping(outside_tmp / "data", {
         "server": {"tools_path": [str(mine)]},
         "projects": {"roots": [str(outside_tmp / "elsewhere")]}})
-    assert resolve_tools(elsewhere, unsandboxed=False).git == real
+    # Outside every agent tree: its git (a link to the system's) is the one used.
+    assert resolve_tools(elsewhere, unsandboxed=False).git == str(mine / "git")
     assert str(mine) not in dict(resolve_tools(elsewhere, unsandboxed=False).skipped)
 
 

@@ -53,6 +53,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--home-bind", action="append", default=[], metavar="~/PATH[:ro]",
                    help="a part of the real home the agent needs (its login), bound by "
                         "identity into its private home; writable unless :ro (repeatable)")
+    p.add_argument("--network", choices=("isolated", "host"), default=None,
+                   help="isolated (default): the sandboxed agent's own network namespace, "
+                        "outbound only; host: agentctl's network")
+    p.add_argument("--host-port", action="append", type=int, default=[], metavar="PORT",
+                   help="a port of this host's loopback the isolated agent may reach "
+                        "(a local model server; repeatable)")
     p.add_argument("--profile-env", action="append", default=[], metavar="NAME",
                    help=argparse.SUPPRESS)  # variables the backend's profile set itself
     p.add_argument("--cancel-join", type=float, default=3.0, metavar="SECONDS",
@@ -65,8 +71,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="close a connection that sends nothing for this long (no request, "
                         "a stalled body; default 60); event streams are exempt")
     p.add_argument("--max-connections-per-peer", type=_positive_int, default=64, metavar="N",
-                   help="open connections allowed from one address; more get a 503 "
-                        "(default 64)")
+                   help="connections without the token kept from one address; a new one "
+                        "closes the one idle the longest (default 64)")
     p.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("agent_command", nargs=argparse.REMAINDER,
                    help="-- COMMAND...: the agent to run (instead of --profile)")
@@ -143,6 +149,8 @@ def run_agentctl(args: argparse.Namespace, default_data_dir: Path) -> int:
     sandbox: str | None = args.sandbox
     writable: list[str] = list(args.sandbox_writable)
     home_binds: list[tuple[str, bool]] = []
+    network: str | None = args.network
+    host_ports: list[int] = list(args.host_port)
     for spec in args.home_bind:
         path, ro = (spec[:-3], True) if spec.endswith(":ro") else (spec, False)
         relative = path.removeprefix("~/")
@@ -165,6 +173,8 @@ def run_agentctl(args: argparse.Namespace, default_data_dir: Path) -> int:
         sandbox = sandbox or profile.sandbox
         writable += profile.sandbox_writable
         home_binds += profile.home_binds
+        network = network or profile.network
+        host_ports += profile.host_ports
     cwd = str(Path(cwd or os.getcwd()).expanduser().resolve())
     if not os.path.isdir(cwd):
         return fail(f"--cwd {cwd} is not a directory")
@@ -197,6 +207,7 @@ def run_agentctl(args: argparse.Namespace, default_data_dir: Path) -> int:
                             home=str(Path(args.home).expanduser()) if args.home
                             else str(data_dir / "homes" / "agentctl"),
                             home_binds=tuple(home_binds),
+                            network=network or "isolated", host_ports=tuple(host_ports),
                             replay_events=args.replay_events)
     _hide_environment()
     limits = ConnLimits(idle_s=args.idle_timeout, per_peer=args.max_connections_per_peer)

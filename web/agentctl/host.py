@@ -186,7 +186,9 @@ class AgentHost:
         lifeline_r, lifeline_w = os.pipe()
         try:
             with wrap(cfg.command, mode, cwd=cfg.cwd, env=env, hide=cfg.hide,
-                      extra_writable=cfg.sandbox_writable, home_binds=binds) as command:
+                      extra_writable=cfg.sandbox_writable, home_binds=binds,
+                      network="host" if cfg.network == "host" else "isolated",
+                      host_ports=cfg.host_ports) as command:
                 # The sandbox's descriptors go on through the launcher to bwrap.
                 keep = [a for fd in command.pass_fds for a in ("--keep-fd", str(fd))]
                 proc = await trio.lowlevel.open_process(
@@ -196,6 +198,8 @@ class AgentHost:
                     env=env, cwd=cfg.cwd, start_new_session=True,
                     pass_fds=(lifeline_r, *command.pass_fds),
                 )
+                # The sandbox's own lifeline goes with agentctl's (below).
+                sandbox_lifeline = command.take_lifeline()
         except BaseException:
             os.close(lifeline_w)
             raise
@@ -239,6 +243,8 @@ class AgentHost:
         finally:
             await terminate_group(proc, grace_s=cfg.timeouts.term_grace_s)
             os.close(lifeline_w)
+            if sandbox_lifeline is not None:
+                os.close(sandbox_lifeline)
             if agent is not None:
                 if agent.state is not AgentState.FAILED:
                     agent.state = AgentState.EXITED

@@ -49,6 +49,10 @@ class AgentctlConfig:
     #: under ~, writable)`` bound over the same place in it (DESIGN.md §17).
     home: str | None = None
     home_binds: tuple[tuple[str, bool], ...] = ()
+    #: ``isolated``: the agent's own network namespace, outbound only, plus the
+    #: host's loopback ``host_ports`` (protocols/netns.py); ``host``: agentctl's.
+    network: str = "isolated"
+    host_ports: tuple[int, ...] = ()
 
 
 class HostError(Exception):
