@@ -13,6 +13,13 @@ output can make the browser send a request.  The page itself is a shell with
 no private data; its script takes a ``?token=`` from its own address (a
 top-level visit), keeps it in the origin's ``localStorage`` and sends it as
 above.  Tokens are compared in constant time and never logged.
+
+``Tokens.carried_by(head)`` reads a raw request head for the listener, before
+the app sees it (``web.connpool``: a connection whose request carries the
+right token is never refused or evicted for a connection bound).  There the
+page's login address counts too (``GET /?token=…``, the top-level visit that
+hands the page its token): it authorizes nothing, it only says the request
+comes from someone who holds the token.
 """
 
 from __future__ import annotations
@@ -22,9 +29,9 @@ import binascii
 import hmac
 import os
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote_plus, urlsplit
 
 from supervisor.config import MIN_TOKEN_CHARS, ConfigError
 
@@ -33,6 +40,8 @@ __all__ = [
     "Tokens",
     "bearer_subprotocol",
     "cross_site_refusal",
+    "head_carries",
+    "head_tokens",
     "load_default_token",
     "origin_allowed",
     "subprotocol_token",
@@ -87,6 +96,51 @@ def subprotocol_token(offered: Iterable[str]) -> str | None:
     return None
 
 
+def head_tokens(head: bytes) -> list[str]:
+    """The tokens a raw request head offers, at most one of each kind: the
+    first ``Authorization: Bearer``, the first bearer subprotocol, the first
+    ``token`` query parameter (the login address).  Bounded work whatever the
+    head holds; a malformed head offers what could be read of it."""
+    end = head.find(b"\r\n\r\n")
+    lines = (head if end < 0 else head[:end]).decode("latin-1").split("\r\n")
+    found: list[str] = []
+    parts = lines[0].split(" ")
+    if len(parts) == 3:
+        query = urlsplit(parts[1]).query
+        for field in query.split("&"):
+            if field.startswith("token="):
+                found.append(unquote_plus(field[6:]))
+                break
+    bearer = subprotocol = False
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        name, value = name.strip().lower(), value.strip()
+        if name == "authorization" and not bearer:
+            bearer = True
+            if value[:7].lower() == "bearer ":
+                found.append(value[7:].strip())
+        elif name == "sec-websocket-protocol" and not subprotocol:
+            offered = subprotocol_token(p.strip() for p in value.split(","))
+            if offered is not None:
+                subprotocol = True
+                found.append(offered)
+    return found
+
+
+def head_carries(token: str) -> Callable[[bytes], bool]:
+    """Whether a raw request head carries ``token`` (agentctl's one token;
+    ``head_tokens``), compared in constant time."""
+    known = token.encode()
+
+    def carried_by(head: bytes) -> bool:
+        found = False
+        for offered in head_tokens(head):
+            found = hmac.compare_digest(known, offered.encode()) or found
+        return found
+
+    return carried_by
+
+
 class Tokens:
     def __init__(self, by_workspace: Mapping[str, str]) -> None:
         short = [ws for ws, t in by_workspace.items() if len(t) < MIN_TOKEN_CHARS]
@@ -103,6 +157,14 @@ class Tokens:
             # No early exit: every token is compared, in constant time.
             if hmac.compare_digest(known, given):
                 found = ws
+        return found
+
+    def carried_by(self, head: bytes) -> bool:
+        """Whether a raw request head carries one of the tokens (``head_tokens``)."""
+        found = False
+        for token in head_tokens(head):
+            # Every candidate is compared (no early exit), as in ``workspace``.
+            found = (self.workspace(token) is not None) or found
         return found
 
     def resolve(self, authorization: str | None, subprotocols: Iterable[str] = ()) -> str | None:

@@ -36,7 +36,7 @@ from supervisor.config import Config
 from supervisor.orchestrator import Caller
 
 from .gateway import Gateway
-from .listener import ConnLimits, serve_listener
+from .listener import Authenticates, ConnLimits, serve_listener
 from .wsconn import ServerWebSocket
 
 __all__ = ["Admitted", "Handshake", "WsRefusal", "WsRoute", "conn_limits", "serve_http",
@@ -94,11 +94,15 @@ class WsRoute:
 
 async def serve_http(app: Any, config: HyperConfig, route: WsRoute, limits: ConnLimits, *,
                      shutdown_trigger: Callable[[], Awaitable[object]],
+                     authenticates: Authenticates | None = None,
                      task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
                      ) -> None:
     """Serve until ``shutdown_trigger`` returns (``web.listener``: the limits,
-    the graceful stop); every ``/ws`` upgrade is ours, the rest Hypercorn's."""
+    the graceful stop); every ``/ws`` upgrade is ours, the rest Hypercorn's.
+    ``authenticates``: whether a request head carries a token (such a
+    connection is never refused or closed for a connection bound)."""
     await serve_listener(app, config, limits, take=partial(_take, route, limits.idle_s),
+                         authenticates=authenticates,
                          shutdown_trigger=shutdown_trigger, task_status=task_status)
 
 

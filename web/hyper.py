@@ -20,11 +20,17 @@ answer is written (ASGI: nothing is sent until the app accepts), the stream
 it writes for an app that returned without accepting), and the connection
 goes back to the listener with the upgrade's request head rebuilt from the
 scope.  Without a ``take`` (agentctl) Hypercorn serves upgrades itself.
+
+**Every request is shown to the listener** (``on_request``, its scope) before
+the app sees it: a request on a kept-alive connection may be the first on it
+to carry the token, and the listener then stops counting that connection
+among the unauthenticated ones it may close (``web.connpool``).
 """
 
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import h11
@@ -37,13 +43,17 @@ from hypercorn.typing import (
     ASGIReceiveCallable,
     ASGISendCallable,
     ConnectionState,
+    HTTPScope,
     Scope,
     WebsocketScope,
 )
 from hypercorn.utils import repr_socket_addr, wrap_app
 
-__all__ = ["Claimable", "Config", "Connection", "Hypercorn", "Sockets", "bind_name",
-           "upgrade_head"]
+__all__ = ["Claimable", "Config", "Connection", "HTTPScope", "Hypercorn", "OnRequest", "Sockets",
+           "WebsocketScope", "bind_name", "request_head", "upgrade_head"]
+
+#: Shown each request's scope before the app runs (``request_head`` rebuilds its head).
+OnRequest = Callable[[HTTPScope | WebsocketScope], None]
 
 
 class Claimable(Protocol):
@@ -58,16 +68,23 @@ def bind_name(sock: socket.socket) -> str:
     return f"http://{repr_socket_addr(sock.family, sock.getsockname())}"
 
 
-def upgrade_head(scope: WebsocketScope) -> bytes:
-    """The request head of an ASGI ``websocket`` scope, as the client sent it
-    (header names as h11 hands them over: lower case; order kept)."""
+def request_head(scope: HTTPScope | WebsocketScope) -> bytes:
+    """The request head of an ASGI ``http`` or ``websocket`` scope, as the
+    client sent it (header names as h11 hands them over: lower case; order
+    kept)."""
     target = bytes(scope.get("raw_path") or scope["path"].encode())
     query = bytes(scope.get("query_string") or b"")
     if query:
         target += b"?" + query
-    lines = [b"GET " + target + b" HTTP/1.1"]
+    method = scope["method"] if scope["type"] == "http" else "GET"
+    lines = [method.encode("latin-1") + b" " + target + b" HTTP/1.1"]
     lines += [bytes(name) + b": " + bytes(value) for name, value in scope["headers"]]
     return b"\r\n".join(lines) + b"\r\n\r\n"
+
+
+def upgrade_head(scope: WebsocketScope) -> bytes:
+    """The request head of a WebSocket upgrade (``request_head``)."""
+    return request_head(scope)
 
 
 class Hypercorn:
@@ -100,16 +117,20 @@ class Hypercorn:
     def connection(self) -> Connection:
         return Connection(self)
 
-    def _server(self, stream: Claimable) -> TCPServer:
+    def _server(self, stream: Claimable, on_request: OnRequest | None) -> TCPServer:
         app = self._wrapped
-        if self._claim_upgrades:
+        if self._claim_upgrades or on_request is not None:
             inner = self._app
+            claim = self._claim_upgrades
 
             async def asgi(scope: Scope, receive: ASGIReceiveCallable,
                            send: ASGISendCallable) -> None:
-                if scope["type"] == "websocket":
-                    stream.claim(upgrade_head(scope))
-                    return
+                if scope["type"] != "lifespan":
+                    if on_request is not None:
+                        on_request(scope)
+                    if claim and scope["type"] == "websocket":
+                        stream.claim(request_head(scope))
+                        return
                 await inner(scope, receive, send)
 
             app = wrap_app(asgi, self.config.wsgi_max_body_size, "asgi")
@@ -124,9 +145,9 @@ class Connection:
         self._hypercorn = hypercorn
         self._server: TCPServer | None = None
 
-    async def run(self, stream: Claimable) -> None:
+    async def run(self, stream: Claimable, on_request: OnRequest | None = None) -> None:
         """Until Hypercorn closes the connection (or it is claimed)."""
-        self._server = self._hypercorn._server(stream)
+        self._server = self._hypercorn._server(stream, on_request)
         await self._server.run()
 
     def answering(self) -> bool:

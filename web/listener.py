@@ -3,14 +3,21 @@
     serve_listener                    the caller's nursery
     ├── lifespan                      Hypercorn's ASGI lifespan of the app
     └── connections                   one handler per accepted socket
-        └── _connection               peer cap → request head → ``take`` or
-                                      Hypercorn (web.hyper) → ``take`` again for
-                                      a claimed upgrade → a close that lands
+        └── _connection               counted (web.connpool) → request head →
+                                      token? → ``take`` or Hypercorn
+                                      (web.hyper) → ``take`` again for a
+                                      claimed upgrade → a close that lands
 
 What a client can hold, and for how long (``ConnLimits``):
 
-- **Connections per remote address** (``per_peer``): one more is answered
-  with a short 503 and closed at once.
+- **Unauthenticated connections** (``per_peer`` per remote address,
+  ``unauthenticated`` in all; ``web.connpool``): a new connection over a
+  bound is not refused (another local program shares the person's address
+  and could hold every slot: issue 40, item 7); it closes the one idle the
+  longest instead (no byte moved on it for the longest time).  A connection
+  whose request head carries the right token (``authenticates``:
+  ``Authorization: Bearer``, the WebSocket's bearer subprotocol, the login
+  address) is out of the count for good: it is never closed to make room.
 - **A connection that says nothing**: its first request head must be complete
   within ``idle_s`` (a partial one gets a 408), later ones and every read of
   a request's body within ``idle_s`` too (Hypercorn's keep-alive timer, and
@@ -26,7 +33,7 @@ What a client can hold, and for how long (``ConnLimits``):
   any checkpoint, and the socket itself is closed once Hypercorn is done with
   it, lingering: our FIN is sent, what the client still sends is read and
   dropped (bounded in bytes and time), so the close is no reset that would
-  destroy the response in flight.
+  destroy the response in flight.  A lingering connection still counts.
 
 ``take(stream, head)`` may serve a connection itself, given its first
 request head (Turnvisor's ``/ws``); everything else goes to Hypercorn with
@@ -42,8 +49,7 @@ from __future__ import annotations
 import logging
 import math
 import socket as stdlib_socket
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final
@@ -51,10 +57,11 @@ from typing import Any, Final
 import trio
 from quart import Quart, Response, request
 
+from .connpool import ConnPool, Held
 from .hyper import Config as HyperConfig
-from .hyper import Hypercorn, bind_name
+from .hyper import HTTPScope, Hypercorn, WebsocketScope, bind_name, request_head
 
-__all__ = ["ConnLimits", "Take", "close_after_refusals", "serve_listener"]
+__all__ = ["Authenticates", "ConnLimits", "Take", "close_after_refusals", "serve_listener"]
 
 log = logging.getLogger(__name__)
 
@@ -64,33 +71,37 @@ MAX_HEAD: Final = 16384
 #: and this much ...
 LINGER_S: Final = 2.0
 LINGER_BYTES: Final = 1024 * 1024
-#: ... and a refusal at accept (over the peer cap) this long.
-BUSY_LINGER_S: Final = 0.5
 
 #: Serves the connection given its first request head (True), or leaves it
 #: to Hypercorn (False).  The listener closes the socket afterwards either way.
 Take = Callable[[trio.SocketStream, bytes], Awaitable[bool]]
+#: Whether a raw request head carries the right token (``web.auth.Tokens.carried_by``).
+Authenticates = Callable[[bytes], bool]
 
 
 @dataclass(frozen=True, slots=True)
 class ConnLimits:
     #: Seconds a connection may send nothing (see the module's docstring).
     idle_s: float = 60.0
-    #: Open connections per remote address.
+    #: Open unauthenticated connections per remote address ...
     per_peer: int = 64
+    #: ... and in all (``web.connpool``).
+    unauthenticated: int = 256
 
 
 async def serve_listener(app: Any, config: HyperConfig, limits: ConnLimits, *,
                          take: Take | None = None,
+                         authenticates: Authenticates | None = None,
                          shutdown_trigger: Callable[[], Awaitable[object]],
                          task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
                          ) -> None:
     """Serve until ``shutdown_trigger`` returns; then stop accepting and give
     open connections ``config.graceful_timeout`` (as ``hypercorn.trio.serve``).
-    ``config.keep_alive_timeout`` is set to ``limits.idle_s``."""
+    ``config.keep_alive_timeout`` is set to ``limits.idle_s``.  Without
+    ``authenticates`` every connection counts as unauthenticated."""
     config.keep_alive_timeout = limits.idle_s
     hypercorn = Hypercorn(app, config, claim_upgrades=take is not None)
-    peers = _Peers(limits.per_peer)
+    pool = ConnPool(per_peer=limits.per_peer, total=limits.unauthenticated)
     async with trio.open_nursery() as lifespan_nursery:
         await lifespan_nursery.start(hypercorn.run_lifespan)
         await hypercorn.wait_for_startup()
@@ -102,7 +113,7 @@ async def serve_listener(app: Any, config: HyperConfig, limits: ConnLimits, *,
                 sock.listen(config.backlog)
                 listeners.append(trio.SocketListener(trio.socket.from_stdlib_socket(sock)))
                 binds.append(bind_name(sock))
-            handler = partial(_connection, hypercorn, limits, peers, take)
+            handler = partial(_connection, hypercorn, limits, pool, take, authenticates)
             async with trio.open_nursery() as accepting:
                 accepting.start_soon(partial(trio.serve_listeners, handler, listeners,
                                              handler_nursery=connections))
@@ -131,36 +142,6 @@ def close_after_refusals(app: Quart) -> None:
         return response
 
 
-class _Peers:
-    """Open connections by remote address."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self._open: dict[str, int] = {}
-        self._refusing: set[str] = set()
-
-    @contextmanager
-    def admit(self, peer: str) -> Iterator[bool]:
-        """True (and counted while inside) if ``peer`` is under the cap."""
-        if self._open.get(peer, 0) >= self.cap:
-            if peer not in self._refusing:  # once per spell over the cap, not per connection
-                self._refusing.add(peer)
-                log.warning("refusing connections from %s: %d open (the cap)", peer, self.cap)
-            yield False
-            return
-        self._open[peer] = self._open.get(peer, 0) + 1
-        try:
-            yield True
-        finally:
-            left = self._open[peer] - 1
-            if left:
-                self._open[peer] = left
-            else:
-                del self._open[peer]
-            if left < self.cap:
-                self._refusing.discard(peer)
-
-
 def _peer(stream: trio.SocketStream) -> str:
     try:
         address = stream.socket.getpeername()
@@ -169,42 +150,69 @@ def _peer(stream: trio.SocketStream) -> str:
     return str(address[0]) if isinstance(address, tuple) else str(address)
 
 
-async def _connection(hypercorn: Hypercorn, limits: ConnLimits, peers: _Peers,
-                      take: Take | None, stream: trio.SocketStream) -> None:
-    with peers.admit(_peer(stream)) as admitted:
-        if not admitted:
-            try:
-                with trio.move_on_after(BUSY_LINGER_S):
-                    await stream.send_all(_plain(503, "too many connections from your address",
-                                                 b"retry-after: 1\r\n"))
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                pass
-            await _close(stream, BUSY_LINGER_S)
-            return
+async def _connection(hypercorn: Hypercorn, limits: ConnLimits, pool: ConnPool,
+                      take: Take | None, authenticates: Authenticates | None,
+                      stream: trio.SocketStream) -> None:
+    held = pool.open(_peer(stream), partial(_evict, stream), trio.current_time())
+    try:
+        await _serve(hypercorn, limits, pool, held, take, authenticates, stream)
+    except Exception:
+        # One connection's failure is that connection's, not the listener's.
+        log.exception("connection failed")
+    finally:
         try:
-            head, complete = await _read_head(stream, limits.idle_s)
-            if not complete:
-                if head.strip():
-                    with trio.move_on_after(LINGER_S):
-                        await _send(stream, _plain(408, "request head not received in time"))
-                return
-            if take is not None and await take(stream, head):
-                return
-            served = hypercorn.connection()
-            guarded = _Guarded(stream, head, limits.idle_s, answering=served.answering)
-            await served.run(guarded)
-            if guarded.claimed is not None:
-                # A WebSocket upgrade on a connection Hypercorn served before
-                # (keep-alive): ours, as a fresh one is (web.hyper).
-                assert take is not None  # only claimed when there is a take
-                if not await take(stream, guarded.claimed):
-                    with trio.move_on_after(LINGER_S):
-                        await _send(stream, _plain(404, "no WebSocket at this path"))
-        finally:
             await _close(stream, LINGER_S)
+        finally:
+            pool.close(held)
 
 
-async def _read_head(stream: trio.SocketStream, within_s: float) -> tuple[bytes, bool]:
+def _evict(stream: trio.SocketStream) -> None:
+    """Close at once, whatever the connection's task is doing: the socket's
+    close wakes its read or write with ``ClosedResourceError`` (Hypercorn
+    takes that as the client gone, as it does a reset; a write it shields from
+    cancellation ends too), and the task then finds it closed."""
+    _shut_write(stream.socket)
+    stream.socket.close()
+
+
+async def _serve(hypercorn: Hypercorn, limits: ConnLimits, pool: ConnPool, held: Held,
+                 take: Take | None, authenticates: Authenticates | None,
+                 stream: trio.SocketStream) -> None:
+    def touch() -> None:
+        pool.touch(held)
+
+    head, complete = await _read_head(stream, limits.idle_s, touch)
+    if not complete:
+        if head.strip():
+            with trio.move_on_after(LINGER_S):
+                await _send(stream, _plain(408, "request head not received in time"))
+        return
+    if authenticates is not None and authenticates(head):
+        pool.authenticate(held)
+    if take is not None and await take(stream, head):
+        return
+    served = hypercorn.connection()
+    guarded = _Guarded(stream, head, limits.idle_s, answering=served.answering,
+                       on_activity=touch)
+
+    def on_request(scope: HTTPScope | WebsocketScope) -> None:
+        # A later request on this connection may be the first with the token.
+        if (not held.authenticated and authenticates is not None
+                and authenticates(request_head(scope))):
+            pool.authenticate(held)
+
+    await served.run(guarded, on_request)
+    if guarded.claimed is not None:
+        # A WebSocket upgrade on a connection Hypercorn served before
+        # (keep-alive): ours, as a fresh one is (web.hyper).
+        assert take is not None  # only claimed when there is a take
+        if not await take(stream, guarded.claimed):
+            with trio.move_on_after(LINGER_S):
+                await _send(stream, _plain(404, "no WebSocket at this path"))
+
+
+async def _read_head(stream: trio.SocketStream, within_s: float,
+                     on_activity: Callable[[], None]) -> tuple[bytes, bool]:
     """What the client sent before its head ended (or ``MAX_HEAD`` bytes),
     within ``within_s``; and whether that is for Hypercorn (a head, or too
     much for one) rather than a silence, a partial head or a hang-up."""
@@ -217,16 +225,16 @@ async def _read_head(stream: trio.SocketStream, within_s: float) -> tuple[bytes,
                 return head, False
             if not data:
                 return head, False
+            on_activity()
             head += data
         return head, True
     return head, False
 
 
-def _plain(status: int, text: str, extra: bytes = b"") -> bytes:
+def _plain(status: int, text: str) -> bytes:
     body = text.encode()
     return (f"HTTP/1.1 {status} \r\ncontent-type: text/plain; charset=utf-8\r\n"
-            f"content-length: {len(body)}\r\nconnection: close\r\n").encode() + extra + (
-        b"\r\n" + body)
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n").encode() + body
 
 
 async def _send(stream: trio.SocketStream, data: bytes) -> None:
@@ -279,7 +287,7 @@ class _Guarded(trio.abc.HalfCloseableStream):
     writes and closes go nowhere; the socket is the listener's again, open."""
 
     def __init__(self, stream: trio.SocketStream, first: bytes, idle_s: float, *,
-                 answering: Callable[[], bool]) -> None:
+                 answering: Callable[[], bool], on_activity: Callable[[], None]) -> None:
         self._stream = stream
         self._first = first
         self._idle_s = idle_s
@@ -289,6 +297,8 @@ class _Guarded(trio.abc.HalfCloseableStream):
         self.socket = stream.socket
         #: Whether a request is being answered (then a silent client is waiting, not idle).
         self._answering = answering
+        #: Called when bytes moved, either way.
+        self._on_activity = on_activity
         #: The head of the WebSocket upgrade this connection was claimed for.
         self.claimed: bytes | None = None
 
@@ -311,9 +321,12 @@ class _Guarded(trio.abc.HalfCloseableStream):
             with trio.CancelScope(deadline=deadline) as reading:
                 self._reading = reading
                 try:
-                    return await self._stream.receive_some(max_bytes)
+                    data = await self._stream.receive_some(max_bytes)
                 finally:
                     self._reading = None
+                if data:
+                    self._on_activity()
+                return data
             if self._closing:
                 return b""
             if not self._answering():
@@ -328,6 +341,7 @@ class _Guarded(trio.abc.HalfCloseableStream):
             if self._reading is not None:  # the read under way has no bound either
                 self._reading.deadline = math.inf
         await self._stream.send_all(data)
+        self._on_activity()
 
     async def wait_send_all_might_not_block(self) -> None:
         await self._stream.wait_send_all_might_not_block()

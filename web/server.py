@@ -104,7 +104,7 @@ async def serve(
             binds: list[str] = await http.start(
                 partial(serve_http, app, hypercorn_config(config, host, port),
                         app.extensions["turnvisor"]["ws_route"], conn_limits(config),
-                        shutdown_trigger=stop.wait)
+                        shutdown_trigger=stop.wait, authenticates=tokens.carried_by)
             )
             url = binds[0].replace("0.0.0.0", "127.0.0.1")
             if on_ready is not None:

@@ -250,8 +250,10 @@ async def _to_eof(stream: trio.SocketStream, within_s: float = 5) -> bytes:
 
 async def test_connections_are_held_to_limits(agentctl: AgentctlFactory) -> None:
     """Issue 27: a refused request's connection closes; an idle connection is
-    closed; one address holds at most the cap; the event stream, idle for
-    longer than the timeout, stays (it is fed heartbeats)."""
+    closed; one address holds at most the bound of connections without the
+    token, a new one closing the one idle the longest (issue 40, item 7); the
+    event stream, idle for longer than the timeout, stays (it is fed
+    heartbeats)."""
     with trio.fail_after(40):
         async with agentctl("acp", "--idle-timeout", "0.5",
                             "--max-connections-per-peer", "3") as ctl, \
@@ -267,12 +269,23 @@ async def test_connections_are_held_to_limits(agentctl: AgentctlFactory) -> None
             silent = await _raw(ctl.url)
             assert await _to_eof(silent) == b""
             await silent.aclose()
-            # The event stream (one connection) and two more: the cap.
+            # Three connections without the token fill the bound (the event
+            # stream carries it: not counted); a fourth is not refused, the one
+            # idle the longest is closed (without a word; the others, kept,
+            # end with the 408 of their half head).
             await trio.sleep(0.3)  # the fixture's own keep-alive connection timed out
-            held = [await _raw(ctl.url), await _raw(ctl.url)]
-            await trio.sleep(0.1)
+            held = []
+            for _ in range(3):
+                held.append(await _raw(ctl.url))
+                await held[-1].send_all(b"GET /api/v1/health HTTP/1.1\r\n")
+                await trio.sleep(0.02)
             over = await _raw(ctl.url)
-            assert (await _to_eof(over)).startswith(b"HTTP/1.1 503")
+            await over.send_all(f"GET /api/v1/health HTTP/1.1\r\nHost: {host}\r\n"
+                                "Connection: close\r\n\r\n".encode())
+            assert (await _to_eof(over)).startswith(b"HTTP/1.1 200")
+            assert await _to_eof(held[0]) == b""
+            for kept in held[1:]:
+                assert (await _to_eof(kept)).startswith(b"HTTP/1.1 408")
             for stream in (over, *held):
                 await stream.aclose()
             # Idle well past the timeout, the event stream is alive.

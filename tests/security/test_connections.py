@@ -4,7 +4,10 @@ The attacks: send a request whose body the server refuses unread and then
 reuse the connection (it hung, and the server's socket sat in CLOSE-WAIT);
 ask for ``Connection: close`` (ignored); open connections and send nothing,
 half a head, or half a body (never closed); open more connections than
-anyone needs (no cap).  Against a real server with short configured limits.
+anyone needs (no cap: now a bound on unauthenticated ones, which closes the
+one idle the longest rather than refuse anyone; issue 40 item 7, and
+test_connection_flood.py for the floods).  Against a real server with short
+configured limits.
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ import os
 from pathlib import Path
 
 import httpx
-import pytest
 import trio
 from trio_websocket import open_websocket_url
 
@@ -247,39 +249,75 @@ async def test_a_websocket_that_answers_nothing_is_closed(tmp_path: Path) -> Non
         await stream.aclose()
 
 
-@pytest.mark.parametrize("kind", ["silent", "websocket"])
-async def test_connections_from_one_address_are_capped(tmp_path: Path, kind: str) -> None:
+async def _still_open(stream: trio.SocketStream, srv: Server, *, started: bool = False) -> bool:
+    """Whether ``stream`` is still served: silent so far (or ``started``: its
+    request line sent), it completes a request and gets the answer."""
+    host = srv.url.removeprefix("http://")
+    line = "" if started else "GET /api/v1/health HTTP/1.1\r\n"
+    try:
+        await stream.send_all(f"{line}Host: {host}\r\nConnection: close\r\n\r\n".encode())
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        return False
+    return (await read_to_eof(stream, 5)).startswith(b"HTTP/1.1 200")
+
+
+async def test_a_connection_over_the_bound_closes_the_one_idle_longest(tmp_path: Path) -> None:
+    """Not a 503 for the newcomer (a local program holding the slots would
+    lock the person out): the connection on which nothing moved for the
+    longest goes instead."""
+    async with running_server(tmp_path / "data",
+                              limits=Limits(max_connections_per_peer=CAP)) as srv:
+        held = [await connect(srv) for _ in range(CAP)]
+        await trio.sleep(0.1)  # every one admitted
+        # The oldest moves a byte (the start of a request head): now it is the
+        # most recently active, and the second oldest is idle the longest.
+        await held[0].send_all(b"GET /api/v1/health HTTP/1.1\r\n")
+        await trio.sleep(0.1)
+        over = await connect(srv)
+        host = srv.url.removeprefix("http://")
+        await over.send_all(f"GET /api/v1/health HTTP/1.1\r\nHost: {host}\r\n"
+                            "Connection: close\r\n\r\n".encode())
+        assert (await read_to_eof(over, 5)).startswith(b"HTTP/1.1 200")
+        assert await read_to_eof(held[1], 5) == b""  # closed, without a word
+        # Still the bound: the newest took the slot of the one closed.
+        assert await _still_open(held[0], srv, started=True)
+        for stream in (over, *held):
+            await stream.aclose()
+
+
+async def test_authenticated_connections_are_not_counted(tmp_path: Path) -> None:
+    """WebSockets and kept-alive REST connections with the token are out of
+    the bound: silent connections fill it, and the next one closes a silent
+    one, never an authenticated one."""
     async with running_server(tmp_path / "data",
                               limits=Limits(max_connections_per_peer=CAP)) as srv, \
             trio.open_nursery() as nursery:
-        held = []
-        for _ in range(CAP):
-            if kind == "silent":
-                held.append(await connect(srv))
-            else:
-                ws = await nursery.start(_hold_websocket, srv)
-                held.append(ws)
-        await trio.sleep(0.1)  # every one admitted
-        over = await connect(srv)
-        reply = await read_to_eof(over, 3)
-        assert reply.startswith(b"HTTP/1.1 503"), reply
-        await over.aclose()
-        # One let go: a new connection is served again.
-        first = held.pop(0)
-        await first.aclose()
+        sockets = [await nursery.start(_hold_websocket, srv) for _ in range(CAP)]
         host = srv.url.removeprefix("http://")
-        with trio.fail_after(5):
-            while True:
-                again = await connect(srv)
-                await again.send_all(f"GET /api/v1/health HTTP/1.1\r\nHost: {host}\r\n"
-                                     "Connection: close\r\n\r\n".encode())
-                reply = await read_to_eof(again, 3)
-                await again.aclose()
-                if reply.startswith(b"HTTP/1.1 200"):
-                    break
-                assert reply.startswith(b"HTTP/1.1 503")
-                await trio.sleep(0.05)  # (the closed one's lingering close)
-        for stream in held:
+        rest = await connect(srv)  # its first request anonymous, its second with the token
+        for bearer in ("", f"Authorization: Bearer {srv.token}\r\n"):
+            await rest.send_all(f"GET /api/v1/health HTTP/1.1\r\nHost: {host}\r\n{bearer}\r\n"
+                                .encode())
+            reply = b""
+            with trio.fail_after(5):
+                while not reply.endswith(b'{"status": "ok"}'):
+                    reply += await rest.receive_some(65536)
+        silent = [await connect(srv) for _ in range(CAP)]
+        await trio.sleep(0.1)
+        over = await connect(srv)
+        assert await read_to_eof(silent[0], 5) == b""  # the one idle the longest
+        assert await _still_open(over, srv)
+        assert await _still_open(rest, srv)
+        for ws in sockets:  # each one still the gateway's
+            await ws.send_all(client_frame(
+                b'{"id":"q","type":"request","action":"task.list","payload":{}}'))
+            with trio.fail_after(5):
+                answer = b""
+                while b'"task.list"' not in answer:
+                    data = await ws.receive_some(65536)
+                    assert data, "closed"
+                    answer += data
+        for stream in (*sockets, *silent, over, rest):
             await stream.aclose()
         nursery.cancel_scope.cancel()
 

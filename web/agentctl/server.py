@@ -25,6 +25,7 @@ from functools import partial
 import trio
 from hypercorn.config import Config as HyperConfig
 
+from ..auth import head_carries
 from ..listener import ConnLimits, serve_listener
 from .app import HEARTBEAT_S, create_app
 from .host import AgentctlConfig, AgentHost
@@ -70,7 +71,8 @@ async def serve_agentctl(
     Once bound, prints ``agentctl listening on <url>`` and, with ``ready_fd``,
     writes the URL and a newline to that descriptor and closes it (how a parent
     that spawned agentctl with ``--listen 127.0.0.1:0`` learns the port).
-    ``limits``: the idle timeout and per-peer cap (default ``ConnLimits()``).
+    ``limits``: the idle timeout and the bound on unauthenticated connections
+    (default ``ConnLimits()``).
     """
     stop = stop if stop is not None else trio.Event()
     agent_host = AgentHost(config)
@@ -88,7 +90,9 @@ async def serve_agentctl(
         async with trio.open_nursery() as http:
             binds: list[str] = await http.start(partial(
                 serve_listener, app, _hypercorn_config(host, port), limits or ConnLimits(),
-                shutdown_trigger=stopping))
+                # The backend's requests carry the token: never closed for a
+                # connection bound, whatever the agent on this host opens.
+                authenticates=head_carries(token), shutdown_trigger=stopping))
             url = binds[0]
             print(f"agentctl listening on {url}", flush=True)
             if ready_fd is not None:
