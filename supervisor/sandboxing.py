@@ -15,13 +15,14 @@ import trio
 
 from protocols.fence_paths import open_by_identity
 from protocols.sandbox import bwrap_works, resolve_mode
-from protocols.tools import Tools, install, resolve
+from protocols.tools import Tools, current, install, resolve
 
 from .config import Config
 from .profiles import AgentProfile
 
 __all__ = ["NO_SANDBOX_WARNING", "agent_home", "agent_writable_trees", "check_sandbox",
-           "prepare_agent_dirs", "resolve_tools", "sandbox_modes", "sandbox_warning"]
+           "network_warnings", "prepare_agent_dirs", "resolve_tools", "sandbox_modes",
+           "sandbox_warning"]
 
 log = logging.getLogger(__name__)
 
@@ -94,3 +95,20 @@ async def check_sandbox(config: Config) -> None:
     warning = sandbox_warning(config.profiles)
     if warning is not None:
         log.warning("%s", warning)
+    for line in network_warnings(config.profiles):
+        log.warning("%s", line)
+
+
+def network_warnings(profiles: Mapping[str, AgentProfile]) -> list[str]:
+    """What start says about the agents' network: each profile that shares the
+    host's (it reaches Turnvisor's port and every local service), and a
+    missing network helper (isolated agents cannot start without it)."""
+    out = [f"agent profile {name!r} runs with network = \"host\": its agent can reach "
+           "Turnvisor's port and every service on this machine's loopback"
+           for name, p in profiles.items() if p.network == "host" and p.sandbox != "none"]
+    isolated = [n for n, p in profiles.items() if p.network == "isolated"
+                and p.executor == "local" and resolve_mode(p.sandbox) == "bwrap"]
+    if isolated and current().get("pasta") is None:
+        out.append("passt's pasta is not installed: agents with network = \"isolated\" (the "
+                   "default) cannot start (apt-get install passt, or network = \"host\")")
+    return out

@@ -18,11 +18,13 @@ from __future__ import annotations
 import json
 import os
 import platform
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from protocols.sandbox import HOME_VARIABLES
 from supervisor.profiles import BUILTIN_PROFILES
 
 from .cli import find_cli
@@ -52,6 +54,9 @@ class Launch:
     env: dict[str, str]
     cwd: str
     thread_params: dict[str, Any] = field(default_factory=dict)
+    #: The host loopback ports the agent must reach inside Turnvisor's fence
+    #: (its own network namespace): the fake provider's.
+    host_ports: tuple[int, ...] = ()
 
 
 def _base_env(home: Path) -> dict[str, str]:
@@ -235,7 +240,8 @@ def launch(name: str, provider_url: str, tmp: Path, *, persist: bool = False) ->
         env.update(AUGMENT_DISABLE_AUTO_UPDATE="1")
         _auggie_ripgrep_stub(home)
     return Launch(name=name, command=command, env=env, cwd=str(work),
-                  thread_params=thread_params)
+                  thread_params=thread_params,
+                  host_ports=(urllib.parse.urlsplit(provider_url).port or 80,))
 
 
 def server_environ(spec: Launch) -> dict[str, str]:
@@ -249,8 +255,12 @@ def profile_table(spec: Launch, server_env: Mapping[str, str],
     """The ``[agents.NAME]`` table that overrides the built-in profile with ``spec``."""
     table: dict[str, Any] = {
         "command": list(spec.command),
-        "env": {k: v for k, v in spec.env.items() if server_env.get(k) != v},
+        # The homes always named: a home the server merely inherits is the
+        # person's, which Turnvisor never gives an agent (DESIGN.md §17).
+        "env": {k: v for k, v in spec.env.items()
+                if server_env.get(k) != v or k in HOME_VARIABLES},
         "cwd": spec.cwd,
+        "host_ports": list(spec.host_ports),
     }
     params = {**spec.thread_params, **(thread_params or {})}
     if params:
