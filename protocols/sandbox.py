@@ -456,7 +456,8 @@ def _bwrap_launch(command: Sequence[str], *, cwd: str, hide: Iterable[str],
                   writable: Iterable[tuple[str, bool]], bwrap: str,
                   untrusted: Iterable[str] = (),
                   home_binds: Iterable[HomeBind] = (), home: str | None = None,
-                  network: NetworkPlan | None = None) -> Launch:
+                  network: NetworkPlan | None = None,
+                  cwd_identity: tuple[int, int] | None = None) -> Launch:
     """Open every writable path by identity (protocols/fence_paths.py), then
     build the argv binding the descriptors.  ``writable``: (path, create)."""
     requests = list(writable)
@@ -466,7 +467,16 @@ def _bwrap_launch(command: Sequence[str], *, cwd: str, hide: Iterable[str],
     fds: list[int] = []
     try:
         opened_cwd = _open(cwd, trees, create=False, fds=fds)
-        assert opened_cwd is not None
+        if opened_cwd is None:
+            raise SandboxError(f"refusing to start an agent: its directory {cwd} is gone")
+        if cwd_identity is not None and opened_cwd.identity != cwd_identity:
+            message = (f"refusing to start an agent: {cwd} is not the project directory "
+                       f"recorded when its task was made (device {cwd_identity[0]}, inode "
+                       f"{cwd_identity[1]}; now {opened_cwd.identity[0]}, "
+                       f"{opened_cwd.identity[1]}): it was moved or replaced. Put it back, "
+                       "or make a new task for the directory there now")
+            log.error("%s", message)
+            raise SandboxError(message)
         opened = [o for p, create in requests
                   if (o := _open(p, trees, create=create, fds=fds)) is not None]
         bound = []
@@ -542,7 +552,8 @@ def resolve_mode(requested: str | None) -> SandboxMode:
 def wrap(command: Sequence[str], mode: SandboxMode, *, cwd: str, env: Mapping[str, str],
          hide: Iterable[HiddenDir | str], extra_writable: Iterable[str] = (),
          untrusted: Iterable[str] = (), home_binds: Iterable[HomeBind] = (),
-         network: NetworkMode = "host", host_ports: Iterable[int] = ()) -> Launch:
+         network: NetworkMode = "host", host_ports: Iterable[int] = (),
+         cwd_identity: tuple[int, int] | None = None) -> Launch:
     """``command`` as it is spawned under ``mode``: itself, or inside bwrap.
     Each ``HiddenDir`` is checked first, whatever the mode (``HiddenDir.check``:
     a data dir moved away is a launch refused).  Every writable path (the cwd,
@@ -551,7 +562,9 @@ def wrap(command: Sequence[str], mode: SandboxMode, *, cwd: str, env: Mapping[st
     launch.  ``home_binds``: parts of the person's real home bound over the
     private ``HOME`` of ``env``.  ``network``: ``isolated`` is a namespace of
     its own with outbound access and ``host_ports`` of the host's loopback
-    (protocols/netns.py); ``host`` shares the backend's."""
+    (protocols/netns.py); ``host`` shares the backend's.  ``cwd_identity``:
+    the (device, inode) the cwd must be (a project's, recorded when its task was
+    made): another directory at that path refuses the launch."""
     paths = []
     for h in hide:
         if isinstance(h, HiddenDir):
@@ -575,4 +588,4 @@ def wrap(command: Sequence[str], mode: SandboxMode, *, cwd: str, env: Mapping[st
     return _bwrap_launch(command, cwd=cwd, hide=paths,
                          writable=writable_requests(env, cwd, extra_writable), bwrap=bwrap,
                          untrusted=untrusted, home_binds=home_binds, home=env.get("HOME"),
-                         network=plan)
+                         network=plan, cwd_identity=cwd_identity)

@@ -167,8 +167,12 @@ class Executions:
         session = await self.store.get_session(session_id)
         cwd = ((session.cwd if session else None) or profile.cwd
                or str(self.config.session_work_dir(workspace_id, session_id)))
+        task = await self.store.get_task(session.task_id) if session else None
+        identity = (task.project_identity if task is not None and task.project_dir == cwd
+                    else None)
         profile = dataclasses.replace(
-            profile, private_home=str(agent_home(self.config, workspace_id, profile.name)))
+            profile, private_home=str(agent_home(self.config, workspace_id, profile.name)),
+            cwd_identity=identity)
         try:
             # Made without following a link an agent planted on the way.
             prepare_agent_dirs(self.config, cwd, profile.private_home)

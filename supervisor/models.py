@@ -66,6 +66,8 @@ class Task:
     running_count: int = 0
     #: DESIGN.md §12: the directory its sessions work in (None: the data dir's work/).
     project_dir: str | None = None
+    #: DESIGN.md §17: ``project_dir``'s (device, inode) when the task was made.
+    project_identity: tuple[int, int] | None = None
     #: When it was made or last given a session (None: its created_at): the task
     #: list's order, which a rename or an archive does not change.
     active_at: str | None = None

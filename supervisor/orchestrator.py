@@ -35,6 +35,7 @@ from .models import Message, QueueEntry, QueueState, Session, Task
 from .notify import Notifier
 from .projects import resolve_project
 from .queue import Delivery, TurnQueue
+from .sandboxing import project_identity
 from .session_files import create_session
 from .store import Store
 
@@ -104,10 +105,12 @@ class Orchestrator:
         title = title.strip()
         if not title or len(title) > 500:
             raise InvalidRequest("title must be 1 to 500 characters")
-        project = None
+        project = identity = None
         if project_dir is not None:
             project = str(await resolve_project(self.config, project_dir))
-        return await self.store.create_task(caller.workspace_id, title, project)
+            # What every launch checks the directory it binds against (§17).
+            identity = await trio.to_thread.run_sync(project_identity, self.config, project)
+        return await self.store.create_task(caller.workspace_id, title, project, identity)
 
     async def list_tasks(self, caller: Caller) -> list[Task]:
         return await self.store.list_tasks([caller.workspace_id])

@@ -82,6 +82,9 @@ class AgentProfile:
     #: The agent's private writable home, ``DATA_DIR/homes/<workspace>/<profile>``:
     #: set by the supervisor for each launch (never from the config file).
     private_home: str | None = None
+    #: The (device, inode) the session's cwd must be (its task's project, as
+    #: recorded at ``task.create``): set by the supervisor for each launch.
+    cwd_identity: tuple[int, int] | None = None
 
 
 def _mock(name: str, protocol: ProtocolName, *extra: str) -> AgentProfile:

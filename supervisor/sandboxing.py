@@ -21,8 +21,8 @@ from .config import Config
 from .profiles import AgentProfile
 
 __all__ = ["NO_SANDBOX_WARNING", "agent_home", "agent_writable_trees", "check_sandbox",
-           "network_warnings", "prepare_agent_dirs", "resolve_tools", "sandbox_modes",
-           "sandbox_warning"]
+           "network_warnings", "prepare_agent_dirs", "project_identity", "resolve_tools",
+           "sandbox_modes", "sandbox_warning"]
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,14 @@ def prepare_agent_dirs(config: Config, cwd: str, home: str | None) -> None:
     for path in (cwd, home):
         if path is not None:
             os.close(open_by_identity(path, untrusted=trees, create=True).fd)
+
+
+def project_identity(config: Config, path: str) -> tuple[int, int]:
+    """The (device, inode) of the project directory ``path``, reached without
+    following a link an agent planted (recorded at ``task.create``)."""
+    opened = open_by_identity(path, untrusted=agent_writable_trees(config))
+    os.close(opened.fd)
+    return opened.identity
 
 
 def resolve_tools(config: Config, *, unsandboxed: bool) -> Tools:

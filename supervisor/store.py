@@ -243,9 +243,10 @@ class Store:
 
     # -- the workspace's lists (each write announced to the whole workspace) ----
 
-    async def create_task(self, workspace_id: str, title: str,
-                          project_dir: str | None = None) -> Task:
-        task = await self.call(self.db.create_task, workspace_id, title, project_dir)
+    async def create_task(self, workspace_id: str, title: str, project_dir: str | None = None,
+                          project_identity: tuple[int, int] | None = None) -> Task:
+        task = await self.call(self.db.create_task, workspace_id, title, project_dir,
+                               project_identity)
         self.notify.task_changed(task)
         return task
 

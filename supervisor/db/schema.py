@@ -110,6 +110,9 @@ _MIGRATIONS: tuple[str, ...] = (
     # DESIGN.md §12: the agent's own id of a checkpointed turn (Codex's turn id),
     # so a revert can drop that turn from the agent's history (thread/revert).
     "ALTER TABLE turn_checkpoints ADD COLUMN agent_turn_id TEXT;",
+    # DESIGN.md §17: the project directory's identity ("device:inode") when the
+    # task was made; every launch checks the directory it binds is that one.
+    "ALTER TABLE tasks ADD COLUMN project_identity TEXT;",
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 

@@ -30,7 +30,15 @@ def _task(row: sqlite3.Row) -> Task:
                 created_at=row["created_at"], updated_at=row["updated_at"],
                 archived=bool(row["archived"]), session_count=row["session_count"],
                 running_count=row["running_count"], project_dir=row["project_dir"],
+                project_identity=_identity(row["project_identity"]),
                 active_at=row["active_at"])
+
+
+def _identity(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    dev, _, ino = text.partition(":")
+    return int(dev), int(ino)
 
 
 
@@ -44,16 +52,19 @@ class TaskRows(SessionRows):
             self.conn.execute("INSERT INTO workspaces VALUES (?, ?, ?)", (wid, name, now()))
         return wid
 
-    def create_task(self, workspace_id: str, title: str,
-                    project_dir: str | None = None) -> Task:
+    def create_task(self, workspace_id: str, title: str, project_dir: str | None = None,
+                    project_identity: tuple[int, int] | None = None) -> Task:
         ts = now()
         task = Task(id=new_id(), workspace_id=workspace_id, title=title,
-                    created_at=ts, updated_at=ts, project_dir=project_dir, active_at=ts)
+                    created_at=ts, updated_at=ts, project_dir=project_dir,
+                    project_identity=project_identity, active_at=ts)
+        identity = (None if project_identity is None
+                    else f"{project_identity[0]}:{project_identity[1]}")
         with self._tx():
             self.conn.execute(
                 "INSERT INTO tasks (id, workspace_id, title, created_at, updated_at, "
-                "project_dir) VALUES (?, ?, ?, ?, ?, ?)",
-                (task.id, workspace_id, title, ts, ts, project_dir))
+                "project_dir, project_identity) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (task.id, workspace_id, title, ts, ts, project_dir, identity))
         return task
 
     def get_task(self, task_id: str) -> Task | None:

@@ -38,9 +38,11 @@ async def launch_local(config: Config, profile: AgentProfile,
         # The person's real home is read-only to the agent and not its HOME;
         # what it needs from there is bound by identity (home_binds).
         env = private_home_environment(env, profile.env, profile.private_home)
-        real_home = pwd.getpwuid(os.getuid()).pw_dir.rstrip("/")
-        binds = [HomeBind(f"{real_home}/{rel}", rel, writable)
-                 for rel, writable in profile.home_binds]
+        # A profile that names its own HOME keeps the agent's config there.
+        if "HOME" not in profile.env:
+            real_home = pwd.getpwuid(os.getuid()).pw_dir.rstrip("/")
+            binds = [HomeBind(f"{real_home}/{rel}", rel, writable)
+                     for rel, writable in profile.home_binds]
     # The sandbox hides the data dir (token, database, config) from the agent,
     # after checking it is still the directory recorded at start; every
     # writable path is bound by descriptor, opened without following a link
@@ -48,7 +50,7 @@ async def launch_local(config: Config, profile: AgentProfile,
     with wrap(profile.command, mode, cwd=cwd, env=env, hide=config.hidden_dirs(),
               extra_writable=profile.sandbox_writable, untrusted=agent_writable_trees(config),
               home_binds=binds, network="host" if profile.network == "host" else "isolated",
-              host_ports=profile.host_ports) as command:
+              host_ports=profile.host_ports, cwd_identity=profile.cwd_identity) as command:
         proc = await start_agent_process(command.argv, env=env, cwd=cwd, tag=tag,
                                          pass_fds=command.pass_fds)
         # Held while the agent lives: its close (ours, or our death's) ends the sandbox.

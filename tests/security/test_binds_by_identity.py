@@ -12,9 +12,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import trio
 
 from protocols.fence_paths import PathRefused, open_by_identity
 from protocols.sandbox import SandboxError, bwrap_works, wrap
+from supervisor.config import Projects
+from tests.support.server import running_server
+from tests.support.ws import RequestFailed, ws_client
 
 pytestmark = pytest.mark.skipif(not bwrap_works(), reason="bwrap cannot run here")
 
@@ -111,3 +115,31 @@ def test_a_link_outside_agent_trees_is_the_systems_and_followed(tmp_path: Path) 
             assert bin_dir.real == os.path.realpath("/bin")
         finally:
             os.close(bin_dir.fd)
+
+
+async def test_a_project_swapped_after_its_task_was_made_is_refused(tmp_path: Path) -> None:
+    """The project dir's identity is recorded at ``task.create``: the same path
+    naming another directory later (moved away, a look-alike in its place)
+    gets the launch refused, saying why; the original still launches."""
+    root = tmp_path / "projects"
+    app = root / "app"
+    app.mkdir(parents=True)
+    (app / "README").write_text("the real one\n")
+    with trio.fail_after(60):
+        async with running_server(tmp_path / "data", projects=Projects(roots=(root,))) as srv, \
+                ws_client(srv) as ws:
+            task = await ws.call("task.create", {"title": "t", "project_dir": str(app)})
+            other = await ws.call("task.create", {"title": "u", "project_dir": str(app)})
+            first = await ws.call("session.launch", {"task_id": task["id"], "agent": "mock"})
+            assert first["cwd"] == str(app)
+            app.rename(root / "app.moved")
+            app.mkdir()
+            (app / "README").write_text("a look-alike\n")
+            with pytest.raises(RequestFailed) as refused:
+                await ws.call("session.launch", {"task_id": other["id"], "agent": "mock"})
+            assert "not the project directory recorded" in str(refused.value.frame)
+            # Put back: it launches again.
+            app.rename(root / "look-alike")
+            (root / "app.moved").rename(app)
+            again = await ws.call("session.launch", {"task_id": other["id"], "agent": "mock"})
+            assert again["cwd"] == str(app)

@@ -182,7 +182,8 @@ class AgentHost:
             os.close(open_by_identity(cfg.home, create=True).fd)
             env = private_home_environment(env, cfg.env, cfg.home)
             real_home = pwd.getpwuid(os.getuid()).pw_dir.rstrip("/")
-            binds = [HomeBind(f"{real_home}/{rel}", rel, rw) for rel, rw in cfg.home_binds]
+            binds = [HomeBind(f"{real_home}/{rel}", rel, rw) for rel, rw in cfg.home_binds
+                     if "HOME" not in cfg.env]
         lifeline_r, lifeline_w = os.pipe()
         try:
             with wrap(cfg.command, mode, cwd=cfg.cwd, env=env, hide=cfg.hide,
