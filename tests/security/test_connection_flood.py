@@ -45,6 +45,7 @@ from supervisor.config import Limits
 from tests.support.server import Server, running_server
 from tests.support.ws import is_state, is_turn_completed, ws_client
 from web.auth import SUBPROTOCOL, bearer_subprotocol
+from web.listener import ConnLimits
 
 SHAPES = ["silent", "partial", "keepalive", "stalled", "trickle", "websocket", "churn"]
 #: The default bound of unauthenticated connections per address, and far over it.
@@ -68,10 +69,13 @@ def host_of(srv: Server) -> str:
 class Flood:
     """A local program holding ``count`` connections of one ``shape``."""
 
-    def __init__(self, srv: Server, shape: str, count: int) -> None:
+    def __init__(self, srv: Server, shape: str, count: int,
+                 sources: tuple[str, ...] = ("127.0.0.1",)) -> None:
         self.srv = srv
         self.shape = shape
         self.count = count
+        #: The loopback addresses it connects from, in turn (all of 127/8 is this host).
+        self.sources = sources
         #: Open now (the server has not closed them, as far as the flooder saw).
         self.open = 0
         #: Closed by the server.
@@ -83,15 +87,16 @@ class Flood:
         """Opens every connection (each in its shape before the next), then
         reports started and holds them until cancelled."""
         async with trio.open_nursery() as nursery:
-            for _ in range(self.count):
-                await nursery.start(self._hold)
+            for i in range(self.count):
+                await nursery.start(self._hold, self.sources[i % len(self.sources)])
             task_status.started()
 
-    async def _hold(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
-                    ) -> None:
+    async def _hold(self, source: str, *,
+                    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         reported = False
         while True:
-            stream = await trio.open_tcp_stream("127.0.0.1", port_of(self.srv))
+            stream = await trio.open_tcp_stream("127.0.0.1", port_of(self.srv),
+                                                local_address=source)
             self.open += 1
             try:
                 async with trio.open_nursery() as shaping:
@@ -260,3 +265,23 @@ async def test_the_page_loads_and_a_cancel_lands_under_a_flood(
         await cancel_lands(srv)
 
     await under_flood(tmp_path, shape, count, person)
+
+
+async def test_a_flood_from_many_loopback_addresses_meets_the_total_bound(
+        tmp_path: Path) -> None:
+    """Every 127.x.y.z is this host: 300 connections from five addresses stay
+    under the bound per address (64) each; the bound in all (256) holds them,
+    and makes room for the person."""
+    sources = tuple(f"127.0.0.{i}" for i in range(2, 7))
+    async with running_server(tmp_path / "data") as srv, trio.open_nursery() as nursery:
+        flood = Flood(srv, "silent", 300, sources)
+        with trio.fail_after(BOUND_S):
+            await nursery.start(flood.run)
+        held = flood.open
+        assert held == ConnLimits().unauthenticated, (held, flood.closed)
+        with trio.fail_after(BOUND_S):
+            assert await page_loads(srv) > 20
+            await page_socket_connects(srv)
+            await cancel_lands(srv)
+        assert flood.open >= held - 3 * BROWSER_CONNECTIONS, (held, flood.open)
+        nursery.cancel_scope.cancel()
