@@ -280,20 +280,23 @@ async def test_reattach_by_owner_and_refusals(agentctl: AgentctlFactory) -> None
 
 async def test_launch_agentctl_spawns_and_tears_down(tmp_path: Path) -> None:
     """The spawn-a-local-agentctl executor, driven as the lifecycle drives it."""
-    # The agent's cwd is not the data dir: the sandbox hides that one.
+    # The agent's cwd is beside the data dir, neither it nor above it (an agent
+    # that can write above the data dir could move it away: refused).
     (tmp_path / "data").mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
     config = Config.from_mapping(tmp_path / "data", {})
     base = mock_profile("codex")
     profile = AgentProfile(name="remote-mock", protocol=base.protocol, command=base.command,
                            executor="agentctl")
     with trio.fail_after(40):
-        async with launch_agentctl(config, profile, str(tmp_path), owner="s1") as agent:
+        async with launch_agentctl(config, profile, str(work), owner="s1") as agent:
             assert agent.process is not None and agent.pgid == agent.process.pid
             adapter = agent.adapter
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(adapter.connection.run)
                 await adapter.initialize()
-                await adapter.new_session(str(tmp_path))
+                await adapter.new_session(str(work))
                 assert (await adapter.prompt("spawned")).stop_reason == "end_turn"
                 assert isinstance(adapter, AgentctlAdapter)
                 agent_pgid = (await adapter.status())["agent"]["pid"]

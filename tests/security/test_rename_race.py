@@ -1,0 +1,132 @@
+"""The rename race against the data dir's cover (issue 40, item 2).
+
+The sandbox covers the data dir with a tmpfs at its path.  An agent that can
+write a directory above it could swap that directory with a decoy in a loop
+(``renameat2(RENAME_EXCHANGE)``) while new sandboxes are built, so that a
+cover lands on the decoy and the real ``turnvisor.toml`` and token show.  It
+exposed 4 of 29 sandboxes before agents got a private home: the person's home,
+which holds the data dir, was the agent's ``$HOME`` and writable.  Now no
+agent can write above the data dir, so the flipper cannot run at all: it
+gets an error at every try, the data dir never moves, and 30 launches made
+while it runs show nothing of it.  The control shows the flipper works where
+it may write.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from protocols.sandbox import bwrap_works
+from supervisor.profiles import BUILTIN_PROFILES, AgentProfile
+from tests.faults.support import wait_turn_end
+from tests.support.server import TOKEN, running_server
+from tests.support.ws import WsClient, ws_client
+
+HOSTILE = Path(__file__).with_name("hostile_agent.py")
+REPO = Path(__file__).resolve().parents[2]
+LAUNCHES = 30
+
+pytestmark = pytest.mark.skipif(not bwrap_works(), reason="bwrap cannot run here")
+
+#: Swaps two names for ``seconds``; writes "swaps failures last-error" to ``report``.
+FLIPPER = r"""
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+a, b, seconds, report = sys.argv[1].encode(), sys.argv[2].encode(), float(sys.argv[3]), sys.argv[4]
+ok = failed = 0
+last = ""
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    if libc.renameat2(-100, a, -100, b, 2) == 0:
+        ok += 1
+    else:
+        failed += 1
+        last = os.strerror(ctypes.get_errno())
+open(report, "w").write(f"{ok} {failed} {last}")
+"""
+
+
+@pytest.fixture
+def outside_tmp() -> Iterator[Path]:
+    """Outside /tmp: the sandbox's /tmp is its own, so a data dir there is not
+    where the agent could reach it; a person's home is not under /tmp."""
+    path = REPO / ".race-test" / uuid.uuid4().hex
+    path.mkdir(parents=True)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(REPO / ".race-test", ignore_errors=True)
+
+
+async def _sh(ws: WsClient, sid: str, command: str) -> dict[str, Any]:
+    mark = len(ws.notifications)
+    await ws.call("message.add", {"session_id": sid, "content": f"/sh {command}"})
+    end = await wait_turn_end(ws, sid, after=mark, timeout=60)
+    assert end["stop_reason"] == "end_turn", end
+    messages = (await ws.call("message.list", {"session_id": sid}))["messages"]
+    text = "".join(m["content"] for m in messages
+                   if m["role"] == "agent" and m["turn_id"] == end["turn_id"])
+    answer: dict[str, Any] = json.loads(text)
+    return answer
+
+
+async def _launch(ws: WsClient) -> str:
+    task = await ws.call("task.create", {"title": "race"})
+    session = await ws.call("session.launch", {"task_id": task["id"], "agent": "hostile"})
+    sid = str(session["id"])
+    await ws.call("session.subscribe", {"session_id": sid})
+    return sid
+
+
+async def test_the_flipper_cannot_run_and_30_launches_show_nothing(
+        outside_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = outside_tmp / "home"
+    # As by default: the data dir under the home of the person who runs Turnvisor.
+    monkeypatch.setenv("HOME", str(home))
+    data = home / ".local" / "share" / "turnvisor"
+    data.mkdir(parents=True)
+    (data / "token").write_text(TOKEN + "\n")
+    (data / "turnvisor.toml").write_text("# the real config\n")
+    decoy = home / "decoy"
+    (decoy / "share" / "turnvisor").mkdir(parents=True)
+    identity = data.stat().st_ino
+    hostile = AgentProfile(name="hostile", protocol="acp", command=(sys.executable, str(HOSTILE)))
+    seconds = 20
+    with trio.fail_after(240):
+        async with running_server(data, profiles={**BUILTIN_PROFILES, "hostile": hostile}) \
+                as srv, ws_client(srv) as ws:
+            sid = await _launch(ws)
+            flip = (f"{sys.executable} -c '{FLIPPER}' {home}/.local {decoy} {seconds} "
+                    "flip.txt")
+            # The control first: where it may write (its own cwd), the flipper swaps.
+            await _sh(ws, sid, "mkdir -p x y")
+            control = f"{sys.executable} -c '{FLIPPER}' x y 0.2 control.txt"
+            await _sh(ws, sid, control)
+            (work,) = (data / "work").glob(f"*/{sid}")
+            swaps = int((work / "control.txt").read_text().split()[0])
+            assert swaps > 0, (work / "control.txt").read_text()
+            # The attack, in the background while the launches go on.
+            await _sh(ws, sid, f"(setsid {flip} >/dev/null 2>&1 </dev/null &) ; echo started")
+            for _ in range(LAUNCHES):
+                other = await _launch(ws)
+                seen = await _sh(ws, other, f"cat {data}/token {data}/turnvisor.toml "
+                                            f"{decoy}/share/turnvisor/token; ls -a {data}")
+                assert TOKEN not in seen["out"] and "real config" not in seen["out"], seen
+                assert data.stat().st_ino == identity
+            # What the flipper got so far: an error at every try, never a swap.
+            report = work / "flip.txt"
+            with trio.move_on_after(seconds + 10):
+                while not report.exists():
+                    await trio.sleep(0.5)
+    ok, failed = report.read_text().split()[:2]
+    assert ok == "0" and int(failed) > 0, report.read_text()
+    assert (data / "token").read_text() == TOKEN + "\n" and data.stat().st_ino == identity
