@@ -70,9 +70,13 @@ def _parent(root_fd: int, path: str, *, create: bool) -> tuple[int, str] | None:
                         raise Blocked(f"{'/'.join(parts[: n + 1])} is not a directory") from None
                     raise
             except OSError as exc:
+                where = "/".join(parts[: n + 1])
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    where = "/".join(parts[: n + 1])
                     raise Blocked(f"{where} is not a directory (a symlink or a file)") from None
+                if exc.errno == errno.EACCES:
+                    # (An agent's chmod 000 of a directory: that path is not
+                    # restored, and the answer says so; the others are.)
+                    raise Blocked(f"{where} cannot be opened: permission denied") from None
                 raise
             os.close(fd)
             fd = child

@@ -16,6 +16,7 @@ __all__ = [
     "RestoreResult",
     "SkippedFile",
     "changes_from",
+    "parse_batch",
     "parse_message",
     "parse_tree_diff",
     "render_message",
@@ -69,6 +70,10 @@ class Checkpoint:
     #: The tree of every file that existed (empty blobs: names only), ignore rules
     #: disregarded; None for a checkpoint written before it was recorded.
     present: str | None = None
+    #: Whether the configuration part of the project's ``.git`` is in ``tree`` (under
+    #: ``.git``; ``gitpart``): False for a checkpoint written before it was, whose
+    #: trees say nothing of ``.git`` (a restore to it leaves ``.git`` alone).
+    git_part: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -178,21 +183,24 @@ def changes_from(raw: list[RawEntry], counts: list[tuple[int, int, bool]]) -> li
 
 
 def render_message(label: str, skipped: tuple[SkippedFile, ...],
-                   present: str | None = None) -> bytes:
+                   present: str | None = None, *, git_part: bool = False) -> bytes:
     data: dict[str, Any] = {"skipped": [s.to_json() for s in skipped]}
     if present is not None:
         data["present"] = present
+    if git_part:
+        data["git_part"] = True
     meta = json.dumps(data, separators=(",", ":"))
     # The label is one line: a newline in it would move the metadata.
     return f"{' '.join(label.split()) or 'checkpoint'}\n\n{_META_PREFIX}{meta}\n".encode()
 
 
-def parse_message(message: str) -> tuple[str, tuple[SkippedFile, ...], str | None]:
-    """The label, skipped files and presence tree of a commit message written by
-    ``render_message``."""
+def parse_message(message: str) -> tuple[str, tuple[SkippedFile, ...], str | None, bool]:
+    """The label, skipped files, presence tree and whether the project's ``.git`` part
+    is recorded, of a commit message written by ``render_message``."""
     label, _, rest = message.partition("\n")
     skipped: list[SkippedFile] = []
     present: str | None = None
+    git_part = False
     for line in rest.splitlines():
         if line.startswith(_META_PREFIX):
             try:
@@ -203,6 +211,22 @@ def parse_message(message: str) -> tuple[str, tuple[SkippedFile, ...], str | Non
                            for s in meta.get("skipped", [])]
                 tree = meta.get("present")
                 present = tree if isinstance(tree, str) and _OBJECT_ID.fullmatch(tree) else None
+                git_part = meta.get("git_part") is True
             except (ValueError, KeyError, TypeError, AttributeError):
                 skipped = []
-    return label, tuple(skipped), present
+    return label, tuple(skipped), present, git_part
+
+
+def parse_batch(out: bytes) -> dict[str, bytes]:
+    """``git cat-file --batch`` output: each ``<id> <type> <size>\\n<bytes>\\n``."""
+    objects: dict[str, bytes] = {}
+    i = 0
+    while i < len(out):
+        end = out.index(b"\n", i)
+        header = out[i:end].split(b" ")
+        if len(header) != 3:
+            raise CheckpointError(f"checkpoint object missing: {out[i:end]!r}")
+        size = int(header[2])
+        objects[header[0].decode()] = out[end + 1:end + 1 + size]
+        i = end + 1 + size + 1
+    return objects

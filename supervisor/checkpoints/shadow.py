@@ -27,11 +27,12 @@ One lock per repository orders snapshots and restores; it is never held across a
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import logging
 import os
 import re
-import stat
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ from typing import Any, Final
 import trio
 
 from . import files
+from .gitpart import graft, in_git_part, read_git_part
 from .gitrun import GitError, GitRunner
 from .ignores import repository_excludes
 from .model import (
@@ -52,10 +54,12 @@ from .model import (
     RestoreResult,
     SkippedFile,
     changes_from,
+    parse_batch,
     parse_message,
     parse_tree_diff,
     render_message,
 )
+from .staging import changed_files
 from .walk import Presence, walk
 
 __all__ = ["CheckpointSettings", "ShadowRepo"]
@@ -230,7 +234,7 @@ class ShadowRepo:
                 status = await self._git("status", "--porcelain=v2", "-z", "-uall",
                                          "--no-renames", "--ignore-submodules=dirty")
                 changed = await trio.to_thread.run_sync(
-                    _changed_files, self.work_tree, status,
+                    changed_files, self.work_tree, status,
                     int(self.settings.max_file_mb * 1024 * 1024), presence.units)
                 skipped = tuple(sorted((*changed.skipped, *units), key=lambda s: s.path))
                 if changed.removals:
@@ -249,11 +253,21 @@ class ShadowRepo:
                                     literal=False)
                 tree = (await self._git("write-tree")).decode().strip()
                 present = await self._presence_tree(presence)
+                # The project's own .git, its configuration part: under ".git" in
+                # both trees (git itself never stages it).
+                part = await trio.to_thread.run_sync(functools.partial(
+                    read_git_part, str(self.work_tree),
+                    max_file=int(self.settings.max_file_mb * 1024 * 1024),
+                    deadline=time.monotonic() + max(1.0, trio.current_effective_deadline()
+                                                    - trio.current_time() - 2.0)))
+                tree, present = await graft(self._git_in, self.git_dir, tree, present, part)
+                skipped = tuple(sorted((*skipped, *part.skipped), key=lambda s: s.path))
                 marker = (await self._git("commit-tree", present,
                                           stdin=b"presence\n")).decode().strip()
                 parent = ["-p", self._head] if self._head else []
                 commit = (await self._git("commit-tree", tree, *parent, "-p", marker,
-                                          stdin=render_message(label, skipped, present))
+                                          stdin=render_message(label, skipped, present,
+                                                               git_part=True))
                           ).decode().strip()
                 await self._git("update-ref", REF, commit, self._head or "")
                 self._head = commit
@@ -269,7 +283,10 @@ class ShadowRepo:
             # the interpreter): one snapshot fails with a reason; nothing is left broken.
             raise CheckpointError(f"cannot checkpoint {self.work_tree}: {exc!r}") from exc
         return Checkpoint(commit=commit, tree=tree, label=label, skipped=skipped,
-                          present=present)
+                          present=present, git_part=True)
+
+    async def _git_in(self, args: list[str], stdin: bytes) -> bytes:
+        return await self._git(*args, stdin=stdin)
 
     def _walk(self, deadline: float) -> Presence:
         root = self.work_tree.resolve()
@@ -312,9 +329,9 @@ class ShadowRepo:
             raise CheckpointError(f"no such checkpoint {commit}: {exc}") from exc
         header, _, message = body.decode("utf-8", "replace").partition("\n\n")
         tree = header.split("\n", 1)[0].removeprefix("tree ")
-        label, skipped, present = parse_message(message)
+        label, skipped, present, git_part = parse_message(message)
         return Checkpoint(commit=commit, tree=tree, label=label, skipped=skipped,
-                          present=present)
+                          present=present, git_part=git_part)
 
     # -- changes and diffs ------------------------------------------------------
 
@@ -331,9 +348,25 @@ class ShadowRepo:
         raw, counts = parse_tree_diff(out)
         found = changes_from(raw, counts)
         stored = {c.path for c in found} | {s.path for s in new.skipped}
-        found += [FileChange(path=p, status="ignored")
+        # In .git a file whose content is not saved (too large, unreadable) still
+        # counts: made by the turn it is added, grown from a saved one it is modified.
+        found += [FileChange(path=p, status="added" if in_git_part(p) else "ignored")
                   for p in await self._appeared(old, new) if p not in stored]
+        if not (old.git_part and new.git_part):
+            return [c for c in found if not in_git_part(c.path)]
+        if any(c.status == "deleted" and in_git_part(c.path) for c in found):
+            there = set(await self._names(new, ".git"))
+            found = [dataclasses.replace(c, status="modified")
+                     if c.status == "deleted" and c.path in there else c for c in found]
         return found
+
+    async def _names(self, checkpoint: Checkpoint, under: str) -> list[str]:
+        """The files under ``under`` that existed at ``checkpoint`` (its presence tree)."""
+        if checkpoint.present is None:
+            return []
+        out = await self._git("ls-tree", "-r", "-z", "--name-only", checkpoint.present,
+                              "--", under)
+        return [p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p]
 
     async def _appeared(self, old: Checkpoint, new: Checkpoint) -> list[str]:
         """Files present in ``new`` and not in ``old`` (by their presence trees); [] if
@@ -407,12 +440,14 @@ class ShadowRepo:
                 out = await self._git("diff-tree", "-r", "-z", "--raw", "--no-renames",
                                       safety.commit, target.commit)
                 entries = [e for e in parse_tree_diff(out)[0]
-                           if GITLINK_MODE not in (e.src_mode, e.dst_mode)]
+                           if GITLINK_MODE not in (e.src_mode, e.dst_mode)
+                           and (target.git_part or not in_git_part(e.path))]
                 _write_journal(self.git_dir, journal)
                 result = None
                 # Shielded (with its own deadline): a cancel must not leave the tree
                 # half-restored; the journal covers a kill or the deadline.
-                unsaved = await self._unsaved(target, safety)
+                unsaved = [(p, why) for p, why in await self._unsaved(target, safety)
+                           if target.git_part or not in_git_part(p)]
                 with trio.CancelScope(shield=True,
                                       deadline=trio.current_time() + self.settings.restore_s):
                     result = await self._apply(entries, unsaved)
@@ -445,7 +480,9 @@ class ShadowRepo:
         left = {s.path for s in now.skipped}
         stored = await self._git("ls-tree", "-r", "-z", "--name-only", now.commit)
         stored_paths = {p.decode("utf-8", "surrogateescape") for p in stored.split(b"\0") if p}
-        out += [(p, "ignored by the project's rules, so no checkpoint has its content")
+        out += [(p, "in the project's .git and not saved (too large or unreadable)"
+                 if in_git_part(p) else
+                 "ignored by the project's rules, so no checkpoint has its content")
                 for p in await self._appeared(target, now)
                 if p not in stored_paths and p not in left]
         return out
@@ -465,11 +502,14 @@ class ShadowRepo:
         written: list[str] = []
         for start in range(0, len(writes), _BLOBS_PER_BATCH):
             batch = writes[start:start + _BLOBS_PER_BATCH]
-            blobs = _parse_batch(await self._git(
+            blobs = parse_batch(await self._git(
                 "cat-file", "--batch", stdin=b"".join(e.dst_blob.encode() + b"\n"
                                                       for e in batch)))
+            # In .git, what the safety checkpoint could not save is overwritten all
+            # the same: the person's configuration wins over what an agent made.
             todo = [files.FileWrite(e.path, e.dst_mode, blobs[e.dst_blob],
-                                    must_be_absent=e.status == "A") for e in batch]
+                                    must_be_absent=e.status == "A" and not in_git_part(e.path))
+                    for e in batch]
             done, blocked = await trio.to_thread.run_sync(files.write_files, self.work_tree,
                                                           todo)
             written += done
@@ -485,116 +525,8 @@ def _escape_pattern(path: str) -> str:
     return re.sub(r"([\\*?\[\]!# ])", r"\\\1", path)
 
 
-@dataclass(frozen=True, slots=True)
-class _Changed:
-    #: Paths to stage (changed or added since the shadow index), large ones out.
-    paths: list[str]
-    skipped: tuple[SkippedFile, ...]
-    #: Paths that leave the shadow index: deleted (or now behind a symlink, where git
-    #: sees them deleted too), and tracked files grown too large.
-    removals: list[str]
-
-
-def _changed_files(work_tree: Path, status: bytes, limit: int,
-                   units: Sequence[str] = ()) -> _Changed:
-    """From ``status --porcelain=v2 -z --no-renames``: what to stage, and what is left
-    out (listed by every snapshot): files over ``limit`` bytes, nested repositories.
-    Paths in (or equal to) ``units`` are never staged (git would refuse them)."""
-    unit_set = set(units)
-    paths: list[str] = []
-    skipped: dict[str, SkippedFile] = {}
-    removals: list[str] = []
-    root = os.fspath(work_tree)
-    real_dirs: dict[str, bool] = {"": True}
-    for record in status.split(b"\0"):
-        kind = record[:2]
-        if kind == b"? ":
-            path, tracked_now = record[2:].decode("utf-8", "surrogateescape"), False
-            if path.endswith("/"):
-                # With -uall only a nested repository is listed as a directory: its
-                # files are its own repository's business (and staging one with no
-                # commit fails), so it is left out and listed.
-                skipped[path[:-1]] = SkippedFile(path=path[:-1], size=0, reason="repository")
-                continue
-        elif kind == b"1 ":
-            # "1 XY sub mH mI mW hH hI path": the path is the 9th field (it may hold spaces).
-            fields = record.split(b" ", 8)
-            if len(fields) < 9 or fields[1][1:2] == b".":
-                continue  # the work tree matches the shadow index
-            path, tracked_now = fields[8].decode("utf-8", "surrogateescape"), True
-        else:
-            continue
-        if unit_set and _under_unit(path, unit_set):
-            if tracked_now:
-                removals.append(path)
-            continue
-        if not _in_real_dirs(root, path.rpartition("/")[0], real_dirs):
-            removals.append(path)
-            continue
-        try:
-            st = os.lstat(os.path.join(root, path))
-        except OSError:
-            removals.append(path)
-            continue
-        if stat.S_ISREG(st.st_mode) and (
-                st.st_size > limit or not os.access(os.path.join(root, path), os.R_OK)):
-            # One unreadable file must not fail the whole snapshot (git add would).
-            skipped[path] = SkippedFile(path=path, size=st.st_size,
-                                        reason="too_large" if st.st_size > limit
-                                        else "unreadable")
-            if tracked_now:
-                removals.append(path)
-        else:
-            paths.append(path)
-    return _Changed(paths, tuple(skipped[p] for p in sorted(skipped)), removals)
-
-
-def _under_unit(path: str, units: set[str]) -> bool:
-    head = path
-    while head:
-        if head in units:
-            return True
-        head = head.rpartition("/")[0]
-    return False
-
-
-def _in_real_dirs(root: str, directory: str, known: dict[str, bool]) -> bool:
-    """Whether ``directory`` (relative) and each directory above it are real
-    directories, no symlink among them (memoized in ``known``).  Iterative: a tree
-    thousands of levels deep must not exhaust the interpreter's recursion limit."""
-    pending: list[str] = []
-    head = directory
-    while head not in known:
-        pending.append(head)
-        head = head.rpartition("/")[0]
-    ok = known[head]
-    for name in reversed(pending):
-        if ok:
-            try:
-                ok = stat.S_ISDIR(os.lstat(os.path.join(root, name)).st_mode)
-            except OSError:
-                ok = False
-        known[name] = ok
-    return known[directory]
-
-
 def _nul_list(items: Sequence[bytes | str]) -> bytes:
     return b"".join((i if isinstance(i, bytes) else _bytes(i)) + b"\0" for i in items)
-
-
-def _parse_batch(out: bytes) -> dict[str, bytes]:
-    """``git cat-file --batch`` output: each ``<id> <type> <size>\\n<bytes>\\n``."""
-    blobs: dict[str, bytes] = {}
-    i = 0
-    while i < len(out):
-        end = out.index(b"\n", i)
-        header = out[i:end].split(b" ")
-        if len(header) != 3:
-            raise CheckpointError(f"checkpoint object missing: {out[i:end]!r}")
-        size = int(header[2])
-        blobs[header[0].decode()] = out[end + 1:end + 1 + size]
-        i = end + 1 + size + 1
-    return blobs
 
 
 def _write_journal(git_dir: Path, journal: dict[str, Any]) -> None:
