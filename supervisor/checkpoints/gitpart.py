@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import stat
 import time
 from collections.abc import Awaitable, Callable
@@ -44,7 +45,8 @@ from typing import Final
 
 from .model import CheckpointError, SkippedFile, parse_batch
 
-__all__ = ["GIT_NAME", "GitPart", "PartFile", "graft", "in_git_part", "read_git_part"]
+__all__ = ["GIT_NAME", "GitPart", "PartFile", "graft", "in_git_part", "read_git_part",
+           "worktree_pointer"]
 
 GIT_NAME: Final = ".git"
 _FILES: Final = frozenset({"config", "config.worktree", "commondir", "gitdir"})
@@ -61,6 +63,19 @@ _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC 
 _READ_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _EMPTY_BLOB: Final = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
 _TREE_MODE: Final = "40000"
+
+
+#: A linked worktree's pointers in its repository (``worktrees/<name>/commondir`` and
+#: ``gitdir``): they belong to a work tree elsewhere, perhaps another session's,
+#: made or removed while this one ran.
+_WORKTREE_POINTER: Final = re.compile(r"\.git/(?:.+/)?worktrees/[^/]+/(?:commondir|gitdir)")
+
+
+def worktree_pointer(path: str) -> bool:
+    """Whether ``path`` is a linked worktree's pointer: a restore puts back one that
+    was changed, and never creates or deletes one (that would cut another work
+    tree off from its repository, or leave a dangling one)."""
+    return _WORKTREE_POINTER.fullmatch(path) is not None
 
 
 def in_git_part(path: str) -> bool:

@@ -42,7 +42,7 @@ from typing import Any, Final
 import trio
 
 from . import files
-from .gitpart import graft, in_git_part, read_git_part
+from .gitpart import graft, in_git_part, read_git_part, worktree_pointer
 from .gitrun import GitError, GitRunner
 from .ignores import repository_excludes
 from .model import (
@@ -441,13 +441,15 @@ class ShadowRepo:
                                       safety.commit, target.commit)
                 entries = [e for e in parse_tree_diff(out)[0]
                            if GITLINK_MODE not in (e.src_mode, e.dst_mode)
-                           and (target.git_part or not in_git_part(e.path))]
+                           and (target.git_part or not in_git_part(e.path))
+                           and (e.status in ("M", "T") or not worktree_pointer(e.path))]
                 _write_journal(self.git_dir, journal)
                 result = None
                 # Shielded (with its own deadline): a cancel must not leave the tree
                 # half-restored; the journal covers a kill or the deadline.
                 unsaved = [(p, why) for p, why in await self._unsaved(target, safety)
-                           if target.git_part or not in_git_part(p)]
+                           if (target.git_part or not in_git_part(p))
+                           and not worktree_pointer(p)]
                 with trio.CancelScope(shield=True,
                                       deadline=trio.current_time() + self.settings.restore_s):
                     result = await self._apply(entries, unsaved)

@@ -348,3 +348,28 @@ async def test_a_checkpoint_without_the_git_part_leaves_git_alone(tmp_path: Path
     result = await repo.restore(old)
     assert not [p for p in (*result.deleted, *result.written) if p.startswith(".git")]
     assert _git_state(project) == before
+
+
+async def test_a_worktree_pointer_is_put_back_and_another_worktree_left_working(
+        tmp_path: Path) -> None:
+    """The project's linked worktrees: one's ``commondir`` re-pointed at the agent's
+    repository is put back; one made meanwhile (another session's worktree, made by
+    Turnvisor while this turn ran) keeps its pointers, so it still works."""
+    project = _user_repo(tmp_path / "p", tmp_path / "marker")
+    git(project, "worktree", "add", "-q", "-b", "b", str(tmp_path / "b"))
+    admin = project / ".git" / "worktrees" / "b"
+    commondir = (admin / "commondir").read_bytes()
+    repo = _repo(tmp_path, project)
+    start = await repo.snapshot("turn start")
+    evil = tmp_path / "evil.git"
+    _plain("init", "-q", "--bare", str(evil))
+    (admin / "commondir").write_text(f"{evil}\n")
+    git(project, "worktree", "add", "-q", "-b", "c", str(tmp_path / "c"))
+    end = await repo.snapshot("turn end")
+    listed = await _listed(repo, start, end)
+    assert listed[".git/worktrees/b/commondir"] == "modified"
+    assert listed[".git/worktrees/c/gitdir"] == "added"
+    await repo.restore(start)
+    assert (admin / "commondir").read_bytes() == commondir
+    assert git(tmp_path / "b", "rev-parse", "--abbrev-ref", "HEAD").strip() == "b"
+    assert git(tmp_path / "c", "rev-parse", "--abbrev-ref", "HEAD").strip() == "c"
