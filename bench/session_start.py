@@ -2,11 +2,12 @@
 first streamed token (issue 40's measure of the fence).
 
     python -m bench.session_start [--checkout DIR] [--launches N] [--json PATH]
-    python -m bench.session_start --base DIR [--pairs N] [--launches N] [--json PATH]
+    python -m bench.session_start --base DIR [--checkout DIR] [--pairs N] [--launches N]
+                                  [--json PATH]
 
 Starts a real ``turnvisor serve`` (the mock agent, the default profile: sandbox
-``bwrap``, and at 8c2187f onwards network ``isolated``) and, on one lean
-WebSocket, launches sessions one after the other.  Per launch:
+``bwrap``; network ``isolated`` since issue 40, the backend's before) and, on one
+lean WebSocket, launches sessions one after the other.  Per launch:
 
 - ``launch_ms``: ``session.launch`` written → its response read.  The response
   comes once the agent's process runs and its protocol is initialised (the
@@ -24,7 +25,7 @@ imports and the command of its first agent's group leader are recorded, so a
 run says which code it measured.  The mock agent itself runs inside the
 sandbox, whose /tmp is private: a checkout under /tmp gets this install's mock
 agent (its code has not changed since 8c2187f).  ``--base DIR`` alternates
-runs of DIR and this checkout (base first in even pairs, second in odd ones)
+runs of DIR and of ``--checkout`` (base first in even pairs, second in odd ones)
 and reports, pair by pair, the ratio and the difference of the p50s.
 """
 
