@@ -10,22 +10,24 @@ process group and session, outside the sandbox.  It
   reaches the agent (``env --default-signal=TERM`` restores it inside) while
   bwrap stays to report its status; the leader itself ignores SIGTERM,
   SIGINT and SIGHUP the same way;
-- when ``--net`` is given (``{"helper": [argv], "info": FD, "block": FD}``):
-  reads the sandbox's pid from bwrap's ``--info-fd``, starts the network
-  helper (passt's ``pasta``) on the sandbox's network namespace (``{pid}`` in
-  its argv), waits until the namespace has its default route, and only then
-  writes to bwrap's ``--block-fd`` so the agent starts with its network up;
+- with ``--net`` (``{"helper": [argv] | null, "info": FD, "block": FD}``):
+  reads the sandbox's pid from bwrap's ``--info-fd``; with a helper, starts
+  it (passt's ``pasta``) on the sandbox's network namespace (``{pid}`` in its
+  argv) and waits until the namespace has its default route; only then
+  writes to bwrap's ``--block-fd`` so the agent starts (with its network up);
   the helper is stopped when bwrap exits;
 - watches ``--lifeline``, the read end of a pipe whose write end only the
   backend holds: its EOF means the backend is gone, however it died (SIGKILL
-  included), and the whole group is SIGKILLed — bwrap with it, and with bwrap
-  the sandbox's pid namespace, so nothing of the agent outlives the backend
-  or keeps its port;
+  included), and bwrap is SIGKILLed — and with bwrap the sandbox's pid
+  namespace, every process the agent started, detached or not — and the
+  network helper, so nothing of the agent outlives the backend or keeps its
+  port;
 - exits with bwrap's status (``128 + n`` for a signal).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -33,13 +35,37 @@ import subprocess
 import sys
 import threading
 import time
+from typing import IO
 
 __all__ = ["main"]
 
 #: How long the network helper may take to give the namespace its route.
 NET_READY_S = 10.0
+#: ioctl(2) on a namespace: the user namespace that owns it (linux/nsfs.h).
+NS_GET_USERNS = 0xB701
 #: How long to wait for bwrap to say which pid the sandbox is.
 INFO_S = 10.0
+
+
+#: What dies with the leader's lifeline: bwrap (and with it the sandbox's pid
+#: namespace, everything the agent started) and the network helper.  Not the
+#: group: a leader run inside another's group (agentctl's launcher, a test)
+#: must not take that one down.
+_children: list[subprocess.Popen[bytes]] = []
+_sandbox_pids: list[int] = []
+
+
+def _kill_children() -> None:
+    for pid in _sandbox_pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    for child in _children:
+        try:
+            child.send_signal(signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def _watch(fd: int) -> None:
@@ -51,7 +77,8 @@ def _watch(fd: int) -> None:
             continue
         except OSError:
             break
-    os.killpg(0, signal.SIGKILL)
+    _kill_children()
+    os._exit(128 + signal.SIGKILL)
 
 
 def _parse(argv: list[str]) -> tuple[int, list[int], dict[str, object] | None, list[str]] | None:
@@ -89,6 +116,32 @@ def _sandbox_pid(fd: int) -> int:
     raise OSError("bwrap said no sandbox pid")
 
 
+def _mapped(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/uid_map", encoding="ascii") as f:
+            return bool(f.read().strip())
+    except OSError:
+        return False
+
+
+def _listening(pid: int, ports: set[int]) -> bool:
+    """Whether the helper listens, inside the namespace, on each forwarded port
+    (TCP LISTEN in its /proc/net/tcp or tcp6)."""
+    if not ports:
+        return True
+    found: set[int] = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/{pid}/net/{table}", encoding="ascii") as f:
+                for line in list(f)[1:]:
+                    fields = line.split()
+                    if len(fields) > 3 and fields[3] == "0A":
+                        found.add(int(fields[1].rsplit(":", 1)[1], 16))
+        except OSError:
+            continue
+    return ports <= found
+
+
 def _has_route(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/net/route", encoding="ascii") as f:
@@ -98,25 +151,72 @@ def _has_route(pid: int) -> bool:
 
 
 def _start_network(net: dict[str, object],
-                   child: subprocess.Popen[bytes]) -> subprocess.Popen[bytes]:
+                   child: subprocess.Popen[bytes]) -> subprocess.Popen[bytes] | None:
     info, block, helper = net["info"], net["block"], net["helper"]
-    if not (isinstance(info, int) and isinstance(block, int) and isinstance(helper, list)):
+    if not (isinstance(info, int) and isinstance(block, int)
+            and (helper is None or isinstance(helper, list))):
         raise ValueError("--net needs helper, info and block")
     pid = _sandbox_pid(info)
     os.close(info)
-    argv = [str(a).replace("{pid}", str(pid)) for a in helper]
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    # The sandbox's init dies with the lifeline too: bwrap's own
+    # --die-with-parent is not armed while it waits on --block-fd.
+    _sandbox_pids.append(pid)
+    if helper is None:
+        os.write(block, b"1")
+        os.close(block)
+        return None
+    # bwrap names the pid before its user namespace has its uid map: the
+    # helper joining it (a non-root backend's) must wait for the map.
     deadline = time.monotonic() + NET_READY_S
-    while not _has_route(pid):
+    while not _mapped(pid) and time.monotonic() < deadline and child.poll() is None:
+        time.sleep(0.0005)
+    argv = [str(a).replace("{pid}", str(pid)) for a in helper]
+    if any("{userns}" in a for a in argv):
+        # The user namespace that owns the sandbox's network namespace: not
+        # the one its pid is in by then (bwrap nests another to drop its
+        # privileges), which the helper could not configure the network from.
+        # Named through our own descriptor table (the helper closes its own).
+        net_fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        owner = fcntl.ioctl(net_fd, NS_GET_USERNS)
+        os.close(net_fd)
+        argv = [a.replace("{userns}", f"/proc/{os.getpid()}/fd/{owner}") for a in argv]
+    # Its chatter (a syslog it cannot reach) is not the agent's stderr; it is
+    # said only when the helper fails.
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    _children.append(proc)
+    assert proc.stderr is not None
+    said: list[bytes] = []
+    threading.Thread(target=_drain, args=(proc.stderr, said), daemon=True).start()
+    deadline = time.monotonic() + NET_READY_S
+    listed = net.get("ports")
+    ports = {p for p in listed if isinstance(p, int)} if isinstance(listed, list) else set()
+    while not (_has_route(pid) and _listening(pid, ports)):
         if proc.poll() is not None or child.poll() is not None:
-            raise OSError(f"the network helper {argv[0]} exited ({proc.returncode})")
+            time.sleep(0.05)  # its last words
+            raise OSError(f"the network helper {argv[0]} exited ({proc.returncode}): "
+                          + _last_words(said))
         if time.monotonic() > deadline:
             raise OSError(f"the network helper {argv[0]} did not set up the network "
-                          f"within {NET_READY_S:g} s")
+                          f"within {NET_READY_S:g} s: " + _last_words(said))
         time.sleep(0.001)
     os.write(block, b"1")
     os.close(block)
     return proc
+
+
+def _drain(stream: IO[bytes], said: list[bytes]) -> None:
+    """Keep the helper's stderr flowing (a full pipe would stop it); keep its
+    last lines for an error."""
+    for line in stream:
+        said.append(line)
+        del said[:-5]
+
+
+def _last_words(said: list[bytes]) -> str:
+    lines = [raw.decode("utf-8", "replace").strip() for raw in said]
+    useful = [ln for ln in lines if ln and "syslog" not in ln]
+    return "; ".join(useful[-3:]) or "no message"
 
 
 def main(argv: list[str]) -> int:
@@ -133,6 +233,7 @@ def main(argv: list[str]) -> int:
     own = [v for k, v in (net or {}).items() if k in ("info", "block") and isinstance(v, int)]
     try:
         child = subprocess.Popen(command, pass_fds=[k for k in keep if k not in own])
+        _children.append(child)
     except OSError as exc:
         print(f"turnvisor: cannot start {command[0]!r}: {exc}", file=sys.stderr, flush=True)
         return 127
@@ -145,7 +246,9 @@ def main(argv: list[str]) -> int:
             helper = _start_network(net, child)
         except (OSError, ValueError, KeyError) as exc:
             print(f"turnvisor: the agent's network: {exc}", file=sys.stderr, flush=True)
-            os.killpg(0, signal.SIGKILL)
+            _kill_children()
+            child.wait()
+            return 125
     # The agent alone holds the pipes from now on: its exit is their EOF.
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)

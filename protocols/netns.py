@@ -40,12 +40,13 @@ class NetworkPlan:
 
 
 def helper_argv(plan: NetworkPlan, *, uid: int) -> list[str]:
-    """``pasta``'s argv, ``{pid}`` standing for the sandbox's pid (the leader
-    fills it in).  A root backend's pasta keeps root's own user namespace (it
-    owns the sandbox's); another joins the sandbox's user namespace first."""
+    """``pasta``'s argv, ``{pid}`` standing for the sandbox's pid and
+    ``{userns}`` for the user namespace owning its network (the leader fills
+    them in).  A root backend's pasta keeps root's own user namespace (it owns
+    the sandbox's); another joins that user namespace first."""
     ports = ",".join(str(p) for p in sorted(set(plan.host_ports))) or "none"
     join = (["--runas", "0:0", "--netns", "/proc/{pid}/ns/net"] if uid == 0 else
-            ["--userns", "/proc/{pid}/ns/user", "--netns", "/proc/{pid}/ns/net"])
+            ["--userns", "{userns}", "--netns", "/proc/{pid}/ns/net"])
     return [plan.helper, *join, "--config-net", "--no-map-gw", "-t", "none", "-u", "none",
             "-T", ports, "-U", "none", "-f", "-q"]
 
@@ -67,11 +68,17 @@ class NetworkFds:
         block_r, block_w = os.pipe()
         return cls(info_r, info_w, block_r, block_w)
 
-    def bwrap_options(self) -> list[str]:
-        return ["--unshare-net", "--info-fd", str(self.info_w), "--block-fd", str(self.block_r)]
+    def bwrap_options(self, *, unshare_net: bool) -> list[str]:
+        return [*(["--unshare-net"] if unshare_net else []),
+                "--info-fd", str(self.info_w), "--block-fd", str(self.block_r)]
 
-    def leader_option(self, helper: Sequence[str]) -> str:
-        return json.dumps({"helper": list(helper), "info": self.info_r, "block": self.block_w})
+    def leader_option(self, helper: Sequence[str] | None, ports: Sequence[int] = ()) -> str:
+        """The leader's ``--net``: its ends of the pipes, the helper to attach
+        (None: the agent shares the host's network) and the ports it forwards
+        (the agent starts once each listens)."""
+        return json.dumps({"helper": None if helper is None else list(helper),
+                           "ports": sorted(set(ports)), "info": self.info_r,
+                           "block": self.block_w})
 
     def all(self) -> tuple[int, ...]:
         return (self.info_r, self.info_w, self.block_r, self.block_w)

@@ -402,10 +402,11 @@ class Launch:
         options = list(argv[1:split])
         fds: list[int] = []
         try:
-            net = NetworkFds.open() if network is not None else None
-            if net is not None:
-                fds += net.all()
-                options += net.bwrap_options()
+            # Always: the leader learns the sandbox's pid (its lifeline kills it)
+            # and lets the agent start, once its network is up if it has one.
+            net = NetworkFds.open()
+            fds += net.all()
+            options += net.bwrap_options(unshare_net=network is not None)
             if seccomp is not None:
                 fds.append(_memfd("turnvisor-seccomp", seccomp))
                 options += ["--seccomp", str(fds[-1])]
@@ -416,12 +417,12 @@ class Launch:
             for fd in fds:
                 os.close(fd)
             raise
-        to_bwrap = [fd for fd in (*fds, *bound) if net is None or fd not in (net.info_r,
-                                                                              net.block_w)]
+        to_bwrap = [fd for fd in (*fds, *bound) if fd not in (net.info_r, net.block_w)]
         leader = [sys.executable, "-I", "-S", LEADER, "--lifeline", str(lifeline_r),
                   *(a for fd in to_bwrap for a in ("--keep-fd", str(fd)))]
-        if net is not None and network is not None:
-            leader += ["--net", net.leader_option(helper_argv(network, uid=os.getuid()))]
+        helper = None if network is None else helper_argv(network, uid=os.getuid())
+        leader += ["--net", net.leader_option(
+            helper, () if network is None else network.host_ports)]
         return cls([*leader, "--", argv[0], "--args", str(fds[-1]), *argv[split:]],
                    (*fds, *bound, lifeline_r), lifeline_w)
 

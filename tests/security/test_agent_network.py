@@ -219,3 +219,26 @@ def test_a_shared_network_is_said_at_start() -> None:
     lines = network_warnings(profiles)
     assert len(lines) == 1 and "'open'" in lines[0] and "Turnvisor's port" in lines[0], lines
     assert network_warnings(parse_profiles({})) == []
+
+
+def test_a_network_helper_that_fails_stops_the_launch_saying_why(tmp_path: Path) -> None:
+    """The agent never starts without its network (it would run with none, or
+    worse); the reason is the launch's error."""
+    import subprocess
+
+    from protocols import tools
+    from protocols.sandbox import wrap
+
+    saved = list(tools._installed)
+    broken = dict(tools.current().paths, pasta="/bin/false")
+    tools.install(tools.Tools(broken))
+    try:
+        with wrap(["sh", "-c", "echo the agent ran"], "bwrap", cwd=str(tmp_path),
+                  env={"HOME": str(tmp_path / "home")}, hide=[], network="isolated") as launch:
+            done = subprocess.run(launch.argv, pass_fds=launch.pass_fds, capture_output=True,
+                                  text=True, timeout=60, check=False)
+    finally:
+        tools._installed[:] = saved
+    assert done.returncode != 0
+    assert "the agent ran" not in done.stdout
+    assert "the agent's network" in done.stderr and "/bin/false" in done.stderr, done.stderr
