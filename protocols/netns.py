@@ -20,7 +20,6 @@ network are reachable like any outbound address (docs/security.md).
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -72,13 +71,15 @@ class NetworkFds:
         return [*(["--unshare-net"] if unshare_net else []),
                 "--info-fd", str(self.info_w), "--block-fd", str(self.block_r)]
 
-    def leader_option(self, helper: Sequence[str] | None, ports: Sequence[int] = ()) -> str:
-        """The leader's ``--net``: its ends of the pipes, the helper to attach
-        (None: the agent shares the host's network) and the ports it forwards
-        (the agent starts once each listens)."""
-        return json.dumps({"helper": None if helper is None else list(helper),
-                           "ports": sorted(set(ports)), "info": self.info_r,
-                           "block": self.block_w})
+    def leader_options(self, helper: Sequence[str] | None,
+                       ports: Sequence[int] = ()) -> list[str]:
+        """The leader's options (protocols/leader.py): its ends of the pipes, the
+        helper to attach (None: the agent shares the host's network) and the
+        ports it forwards (the agent starts once each listens)."""
+        out = ["--info", str(self.info_r), "--block", str(self.block_w)]
+        out += [a for p in sorted(set(ports)) for a in ("--port", str(p))]
+        out += [a for arg in helper or () for a in ("--helper", arg)]
+        return out
 
     def all(self) -> tuple[int, ...]:
         return (self.info_r, self.info_w, self.block_r, self.block_w)

@@ -421,8 +421,7 @@ class Launch:
         leader = [sys.executable, "-I", "-S", LEADER, "--lifeline", str(lifeline_r),
                   *(a for fd in to_bwrap for a in ("--keep-fd", str(fd)))]
         helper = None if network is None else helper_argv(network, uid=os.getuid())
-        leader += ["--net", net.leader_option(
-            helper, () if network is None else network.host_ports)]
+        leader += net.leader_options(helper, () if network is None else network.host_ports)
         return cls([*leader, "--", argv[0], "--args", str(fds[-1]), *argv[split:]],
                    (*fds, *bound, lifeline_r), lifeline_w)
 
