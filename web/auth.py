@@ -24,16 +24,21 @@ comes from someone who holds the token.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hmac
 import os
 import secrets
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from urllib.parse import unquote_plus, urlsplit
+from urllib.parse import urlsplit
 
 from supervisor.config import MIN_TOKEN_CHARS, ConfigError
+
+from .credentials import (
+    bearer_subprotocol,
+    head_carries,
+    head_tokens,
+    subprotocol_token,
+)
 
 __all__ = [
     "SUBPROTOCOL",
@@ -49,8 +54,6 @@ __all__ = [
 
 #: The WebSocket subprotocol the server selects.
 SUBPROTOCOL = "turnvisor"
-#: The prefix of the subprotocol that carries the token (never selected).
-BEARER_PREFIX = "turnvisor.bearer."
 
 
 def load_default_token(data_dir: Path) -> str:
@@ -76,69 +79,6 @@ def load_default_token(data_dir: Path) -> str:
     with os.fdopen(fd, "w") as f:
         f.write(token + "\n")
     return token
-
-
-def bearer_subprotocol(token: str) -> str:
-    """The subprotocol a browser offers to carry ``token`` (what web/static/ws.js builds)."""
-    encoded = base64.urlsafe_b64encode(token.encode()).decode().rstrip("=")
-    return BEARER_PREFIX + encoded
-
-
-def subprotocol_token(offered: Iterable[str]) -> str | None:
-    """The token in an offered ``turnvisor.bearer.*`` subprotocol, if any."""
-    for proto in offered:
-        if proto.startswith(BEARER_PREFIX):
-            encoded = proto[len(BEARER_PREFIX):]
-            try:
-                return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
-            except (binascii.Error, ValueError):
-                return None
-    return None
-
-
-def head_tokens(head: bytes) -> list[str]:
-    """The tokens a raw request head offers, at most one of each kind: the
-    first ``Authorization: Bearer``, the first bearer subprotocol, the first
-    ``token`` query parameter (the login address).  Bounded work whatever the
-    head holds; a malformed head offers what could be read of it."""
-    end = head.find(b"\r\n\r\n")
-    lines = (head if end < 0 else head[:end]).decode("latin-1").split("\r\n")
-    found: list[str] = []
-    parts = lines[0].split(" ")
-    if len(parts) == 3:
-        query = urlsplit(parts[1]).query
-        for field in query.split("&"):
-            if field.startswith("token="):
-                found.append(unquote_plus(field[6:]))
-                break
-    bearer = subprotocol = False
-    for line in lines[1:]:
-        name, _, value = line.partition(":")
-        name, value = name.strip().lower(), value.strip()
-        if name == "authorization" and not bearer:
-            bearer = True
-            if value[:7].lower() == "bearer ":
-                found.append(value[7:].strip())
-        elif name == "sec-websocket-protocol" and not subprotocol:
-            offered = subprotocol_token(p.strip() for p in value.split(","))
-            if offered is not None:
-                subprotocol = True
-                found.append(offered)
-    return found
-
-
-def head_carries(token: str) -> Callable[[bytes], bool]:
-    """Whether a raw request head carries ``token`` (agentctl's one token;
-    ``head_tokens``), compared in constant time."""
-    known = token.encode()
-
-    def carried_by(head: bytes) -> bool:
-        found = False
-        for offered in head_tokens(head):
-            found = hmac.compare_digest(known, offered.encode()) or found
-        return found
-
-    return carried_by
 
 
 class Tokens:

@@ -25,7 +25,7 @@ from functools import partial
 import trio
 from hypercorn.config import Config as HyperConfig
 
-from ..auth import head_carries
+from ..credentials import head_carries
 from ..listener import ConnLimits, serve_listener
 from .app import HEARTBEAT_S, create_app
 from .host import AgentctlConfig, AgentHost
