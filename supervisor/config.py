@@ -142,7 +142,8 @@ class Limits:
     #: yet, between keep-alive requests, in the middle of a body.  An idle
     #: WebSocket is pinged instead, and closed if it answers nothing for as long.
     idle_connection_s: float = 60.0
-    #: Open connections from one remote address; more are refused with a 503.
+    #: Open connections without the token from one remote address; past it the
+    #: idlest of them is closed (web/connpool.py; one with the token never counts).
     max_connections_per_peer: int = 64
     #: Text one turn may stream (UTF-8 bytes, every channel together): the
     #: agent's text beyond it is dropped, with one status message saying so; the
