@@ -46,8 +46,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from .sandbox import HiddenDir, Launch, bwrap_works
-from .seccomp import host_arch, seccomp_filter
+from .sandbox import HiddenDir, Launch, bwrap_works, host_filter, memfd_with
 from .tools import current as current_tools
 
 __all__ = [
@@ -120,24 +119,6 @@ def open_dir_nofollow(path: str) -> int:
     return fd
 
 
-def _memfd(name: str, data: bytes) -> int:
-    fd = os.memfd_create(name)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.lseek(fd, 0, os.SEEK_SET)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _filter() -> bytes | None:
-    arch = host_arch()
-    return seccomp_filter(arch) if arch is not None else None
-
-
 @dataclass(frozen=True, slots=True)
 class GitFence:
     """How git on an agent-writable repository is launched here: ``bwrap`` (the
@@ -170,13 +151,13 @@ class GitFence:
                 fds.append(open_dir_nofollow(path))
                 opened.append((path, rw, fds[-1]))
             options = _options(opened, hidden, cwd)
-            seccomp = _filter()
+            seccomp = host_filter()
             if seccomp is not None:
-                fds.append(_memfd("turnvisor-git-seccomp", seccomp))
+                fds.append(memfd_with("turnvisor-git-seccomp", seccomp))
                 options += ["--seccomp", str(fds[-1])]
             # bwrap's options in a descriptor (``--args``), as for agents: no command
             # line shows what is hidden or bound.
-            fds.append(_memfd("turnvisor-git-bwrap-args",
+            fds.append(memfd_with("turnvisor-git-bwrap-args",
                               b"".join(os.fsencode(o) + b"\0" for o in options)))
         except BaseException:
             for fd in fds:

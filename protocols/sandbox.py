@@ -100,7 +100,9 @@ __all__ = [
     "SandboxMode",
     "bwrap_path",
     "bwrap_works",
+    "host_filter",
     "install_dirs",
+    "memfd_with",
     "resolve_mode",
     "sandbox_argv",
     "wrap",
@@ -365,7 +367,8 @@ def _bind(target: str, opened: Mapping[str, OpenedPath]) -> list[str]:
     return ["--bind-try", target, target]
 
 
-def _memfd(name: str, data: bytes) -> int:
+def memfd_with(name: str, data: bytes) -> int:
+    """A memfd holding ``data``, at offset 0 (bwrap reads options and filters from one)."""
     fd = os.memfd_create(name)
     try:
         view = memoryview(data)
@@ -408,9 +411,9 @@ class Launch:
             fds += net.all()
             options += net.bwrap_options(unshare_net=network is not None)
             if seccomp is not None:
-                fds.append(_memfd("turnvisor-seccomp", seccomp))
+                fds.append(memfd_with("turnvisor-seccomp", seccomp))
                 options += ["--seccomp", str(fds[-1])]
-            fds.append(_memfd("turnvisor-bwrap-args",
+            fds.append(memfd_with("turnvisor-bwrap-args",
                               b"".join(os.fsencode(o) + b"\0" for o in options)))
             lifeline_r, lifeline_w = os.pipe()
         except BaseException:
@@ -447,7 +450,8 @@ class Launch:
         self.close()
 
 
-def _filter() -> bytes | None:
+def host_filter() -> bytes | None:
+    """The seccomp filter for this machine's architecture (None: none for it)."""
     arch = host_arch()
     return seccomp_filter(arch) if arch is not None else None
 
@@ -489,7 +493,7 @@ def _bwrap_launch(command: Sequence[str], *, cwd: str, hide: Iterable[str],
         argv = sandbox_argv(command, cwd=opened_cwd, hide=hide, writable=opened,
                             readonly=install_dirs(), uid=os.getuid(), bwrap=bwrap,
                             env_cmd=_env_path(), home_binds=bound)
-        return Launch.sandboxed(argv, seccomp=_filter(), bound=fds, network=network)
+        return Launch.sandboxed(argv, seccomp=host_filter(), bound=fds, network=network)
     except BaseException:
         for fd in fds:
             os.close(fd)

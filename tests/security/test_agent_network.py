@@ -28,10 +28,10 @@ import trio
 
 from protocols.sandbox import bwrap_works
 from supervisor.profiles import BUILTIN_PROFILES, AgentProfile
-from tests.faults.support import wait_turn_end
+from tests.security.shell import launch, shell
 from tests.security.test_hostile_agent import serve
 from tests.support.server import running_server
-from tests.support.ws import WsClient, ws_client
+from tests.support.ws import ws_client
 
 HOSTILE = Path(__file__).with_name("hostile_agent.py")
 
@@ -90,26 +90,6 @@ def _listener(family: int, address: Any) -> Iterator[list[bytes]]:
         srv.close()
 
 
-async def _sh(ws: WsClient, sid: str, command: str) -> dict[str, Any]:
-    mark = len(ws.notifications)
-    await ws.call("message.add", {"session_id": sid, "content": f"/sh {command}"})
-    end = await wait_turn_end(ws, sid, after=mark, timeout=60)
-    assert end["stop_reason"] == "end_turn", end
-    messages = (await ws.call("message.list", {"session_id": sid}))["messages"]
-    text = "".join(m["content"] for m in messages
-                   if m["role"] == "agent" and m["turn_id"] == end["turn_id"])
-    answer: dict[str, Any] = json.loads(text)
-    return answer
-
-
-async def _launch(ws: WsClient, agent: str) -> str:
-    task = await ws.call("task.create", {"title": agent})
-    session = await ws.call("session.launch", {"task_id": task["id"], "agent": agent})
-    sid = str(session["id"])
-    await ws.call("session.subscribe", {"session_id": sid})
-    return sid
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -142,22 +122,22 @@ async def test_the_host_loopback_is_out_of_reach_but_the_named_ports(tmp_path: P
                                ["abstract", "AF_UNIX", abstract],
                                ["run", "AF_UNIX", str(run_sock)]]
                     probe = f"{sys.executable} -c '{PROBE}' '{json.dumps(targets)}'"
-                    sid = await _launch(ws, "hostile")
-                    seen = await _sh(ws, sid, probe)
+                    sid = await launch(ws, "hostile")
+                    seen = await shell(ws, sid, probe)
                     report = json.loads(seen["out"])
                     for name in ("turnvisor", "other", "gateway", "abstract", "run"):
                         assert report[name].startswith("refused"), (name, report)
                     assert report["allowed"] == "ok: pong", report
                     # A route out exists (pasta's), and the runtime dirs are hidden.
-                    route = await _sh(ws, sid, "cat /proc/net/route; ls -A /run; "
+                    route = await shell(ws, sid, "cat /proc/net/route; ls -A /run; "
                                                "echo XDG=$XDG_RUNTIME_DIR")
                     assert any(line.split()[1:2] == ["00000000"]
                                for line in route["out"].splitlines()[1:] if line.strip()), route
                     assert run_sock.name not in route["out"] and "XDG=\n" in route["out"], route
                     # Opted in (network = "host"): the host's loopback again.
-                    sid_open = await _launch(ws, "open")
+                    sid_open = await launch(ws, "open")
                     just_other = json.dumps([t for t in targets if t[0] == "other"])
-                    opened = json.loads((await _sh(
+                    opened = json.loads((await shell(
                         ws, sid_open, f"{sys.executable} -c '{PROBE}' '{just_other}'"))["out"])
                     assert opened["other"] == "ok: pong", opened
         finally:
@@ -193,8 +173,8 @@ async def test_the_agent_dies_with_the_backend(tmp_path: Path) -> None:
     with trio.fail_after(120):
         async with serve(data, tmp_path / "home", tmp_path / "serve.log") as (proc, srv), \
                 ws_client(srv) as ws:
-            sid = await _launch(ws, "hostile")
-            await _sh(ws, sid, f"setsid nohup {sys.executable} -c '{immortal}' "
+            sid = await launch(ws, "hostile")
+            await shell(ws, sid, f"setsid nohup {sys.executable} -c '{immortal}' "
                                ">/dev/null 2>&1 < /dev/null & echo started")
             deadline = time.monotonic() + 10
             while not _marked(marker) and time.monotonic() < deadline:

@@ -16,7 +16,6 @@ save, a person's later edit, and a checkpoint written before ``.git`` was record
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import stat
 import subprocess
@@ -32,7 +31,7 @@ from supervisor.checkpoints import CheckpointSettings, ShadowRepo
 from supervisor.checkpoints.model import Checkpoint
 from supervisor.config import Projects
 from supervisor.profiles import BUILTIN_PROFILES, AgentProfile
-from tests.faults.support import wait_turn_end
+from tests.security.shell import shell
 from tests.supervisor.checkpoints.support import GIT_ENV, git
 from tests.support.server import Server, running_server
 from tests.support.ws import WsClient, ws_client
@@ -117,15 +116,9 @@ async def hsrv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator
 
 
 async def _sh(ws: WsClient, sid: str, command: str) -> str:
-    mark = len(ws.notifications)
-    await ws.call("message.add", {"session_id": sid, "content": f"/sh {command}"})
-    end = await wait_turn_end(ws, sid, after=mark, timeout=60)
-    assert end["stop_reason"] == "end_turn", end
-    messages = (await ws.call("message.list", {"session_id": sid}))["messages"]
-    answer = json.loads("".join(m["content"] for m in messages
-                                if m["role"] == "agent" and m["turn_id"] == end["turn_id"]))
+    answer = await shell(ws, sid, command)
     assert answer["rc"] == 0, answer
-    return str(end["turn_id"])
+    return str(answer["turn_id"])
 
 
 def _changes(sid: str, turn_id: str) -> Callable[[dict[str, Any]], bool]:

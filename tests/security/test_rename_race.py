@@ -14,25 +14,19 @@ it may write.
 
 from __future__ import annotations
 
-import json
-import shutil
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
 
 from protocols.sandbox import bwrap_works
 from supervisor.profiles import BUILTIN_PROFILES, AgentProfile
-from tests.faults.support import wait_turn_end
+from tests.security.shell import launch, shell
 from tests.support.server import TOKEN, running_server
-from tests.support.ws import WsClient, ws_client
+from tests.support.ws import ws_client
 
 HOSTILE = Path(__file__).with_name("hostile_agent.py")
-REPO = Path(__file__).resolve().parents[2]
 LAUNCHES = 30
 
 pytestmark = pytest.mark.skipif(not bwrap_works(), reason="bwrap cannot run here")
@@ -55,38 +49,6 @@ open(report, "w").write(f"{ok} {failed} {last}")
 """
 
 
-@pytest.fixture
-def outside_tmp() -> Iterator[Path]:
-    """Outside /tmp: the sandbox's /tmp is its own, so a data dir there is not
-    where the agent could reach it; a person's home is not under /tmp."""
-    path = REPO / ".race-test" / uuid.uuid4().hex
-    path.mkdir(parents=True)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(REPO / ".race-test", ignore_errors=True)
-
-
-async def _sh(ws: WsClient, sid: str, command: str) -> dict[str, Any]:
-    mark = len(ws.notifications)
-    await ws.call("message.add", {"session_id": sid, "content": f"/sh {command}"})
-    end = await wait_turn_end(ws, sid, after=mark, timeout=60)
-    assert end["stop_reason"] == "end_turn", end
-    messages = (await ws.call("message.list", {"session_id": sid}))["messages"]
-    text = "".join(m["content"] for m in messages
-                   if m["role"] == "agent" and m["turn_id"] == end["turn_id"])
-    answer: dict[str, Any] = json.loads(text)
-    return answer
-
-
-async def _launch(ws: WsClient) -> str:
-    task = await ws.call("task.create", {"title": "race"})
-    session = await ws.call("session.launch", {"task_id": task["id"], "agent": "hostile"})
-    sid = str(session["id"])
-    await ws.call("session.subscribe", {"session_id": sid})
-    return sid
-
-
 async def test_the_flipper_cannot_run_and_30_launches_show_nothing(
         outside_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home = outside_tmp / "home"
@@ -104,21 +66,21 @@ async def test_the_flipper_cannot_run_and_30_launches_show_nothing(
     with trio.fail_after(240):
         async with running_server(data, profiles={**BUILTIN_PROFILES, "hostile": hostile}) \
                 as srv, ws_client(srv) as ws:
-            sid = await _launch(ws)
+            sid = await launch(ws, title="race")
             flip = (f"{sys.executable} -c '{FLIPPER}' {home}/.local {decoy} {seconds} "
                     "flip.txt")
             # The control first: where it may write (its own cwd), the flipper swaps.
-            await _sh(ws, sid, "mkdir -p x y")
+            await shell(ws, sid, "mkdir -p x y")
             control = f"{sys.executable} -c '{FLIPPER}' x y 0.2 control.txt"
-            await _sh(ws, sid, control)
+            await shell(ws, sid, control)
             (work,) = (data / "work").glob(f"*/{sid}")
             swaps = int((work / "control.txt").read_text().split()[0])
             assert swaps > 0, (work / "control.txt").read_text()
             # The attack, in the background while the launches go on.
-            await _sh(ws, sid, f"(setsid {flip} >/dev/null 2>&1 </dev/null &) ; echo started")
+            await shell(ws, sid, f"(setsid {flip} >/dev/null 2>&1 </dev/null &) ; echo started")
             for _ in range(LAUNCHES):
-                other = await _launch(ws)
-                seen = await _sh(ws, other, f"cat {data}/token {data}/turnvisor.toml "
+                other = await launch(ws, title="race")
+                seen = await shell(ws, other, f"cat {data}/token {data}/turnvisor.toml "
                                             f"{decoy}/share/turnvisor/token; ls -a {data}")
                 assert TOKEN not in seen["out"] and "real config" not in seen["out"], seen
                 assert data.stat().st_ino == identity

@@ -16,16 +16,15 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
 
 from protocols.sandbox import bwrap_works
 from supervisor.profiles import BUILTIN_PROFILES, AgentProfile
-from tests.faults.support import wait_turn_end
+from tests.security.shell import launch, shell
 from tests.support.server import OTHER_TOKEN, TOKEN, Server, running_server
-from tests.support.ws import RequestFailed, WsClient, ws_client
+from tests.support.ws import RequestFailed, ws_client
 
 HOSTILE = Path(__file__).with_name("hostile_agent.py")
 
@@ -36,27 +35,6 @@ def _profiles(home: Path) -> dict[str, AgentProfile]:
     hostile = AgentProfile(name="hostile", protocol="acp",
                            command=(sys.executable, str(HOSTILE)), env={"HOME": str(home)})
     return {**BUILTIN_PROFILES, "hostile": hostile}
-
-
-async def _launch(ws: WsClient) -> str:
-    task = await ws.call("task.create", {"title": "hostile"})
-    session = await ws.call("session.launch", {"task_id": task["id"], "agent": "hostile"})
-    sid = str(session["id"])
-    await ws.call("session.subscribe", {"session_id": sid})
-    return sid
-
-
-async def _sh(ws: WsClient, sid: str, command: str) -> dict[str, Any]:
-    """What the agent's shell answers to ``command``."""
-    mark = len(ws.notifications)
-    await ws.call("message.add", {"session_id": sid, "content": f"/sh {command}"})
-    end = await wait_turn_end(ws, sid, after=mark, timeout=60)
-    assert end["stop_reason"] == "end_turn", end
-    messages = (await ws.call("message.list", {"session_id": sid}))["messages"]
-    text = "".join(m["content"] for m in messages
-                   if m["role"] == "agent" and m["turn_id"] == end["turn_id"])
-    answer: dict[str, Any] = json.loads(text)
-    return answer
 
 
 async def test_no_agent_can_write_above_the_data_dir(
@@ -78,16 +56,16 @@ async def test_no_agent_can_write_above_the_data_dir(
     profiles = {**BUILTIN_PROFILES, "hostile": hostile, "above": above}
     with trio.fail_after(120):
         async with running_server(data, profiles=profiles) as srv, ws_client(srv) as ws:
-            sid = await _launch(ws)
+            sid = await launch(ws)
             # Where the data dir is: not in any command line it can read.
-            seen = await _sh(ws, sid, "cat /proc/[0-9]*/cmdline | tr '\\0' ' '; echo; "
+            seen = await shell(ws, sid, "cat /proc/[0-9]*/cmdline | tr '\\0' ' '; echo; "
                                       "echo HOME=$HOME")
             assert "bwrap" in seen["out"] and "--args" in seen["out"], seen
             assert f"HOME={data}/homes/" in seen["out"], seen
             assert seen["out"].rstrip().endswith("/hostile"), seen
             # The attack: move the real data dir away with its parent, leave a decoy.
             moved_dir = moved / "share" / "turnvisor"
-            attack = await _sh(ws, sid, f"mv {home}/.local {moved} && mkdir -p {data} && "
+            attack = await shell(ws, sid, f"mv {home}/.local {moved} && mkdir -p {data} && "
                                         f"echo renamed; cat {moved_dir}/token {data}/token; "
                                         f"mv {data} {home}/x && echo moved-data")
             # (Under /tmp, as here, the names it moved are those of its own private
@@ -95,7 +73,7 @@ async def test_no_agent_can_write_above_the_data_dir(
             assert TOKEN not in attack["out"], attack
             assert (data / "token").read_text() == TOKEN + "\n" and not moved.exists()
             # The next launch: the data dir is where it was, so it starts.
-            await _launch(ws)
+            await launch(ws)
             # A profile whose HOME holds the data dir: refused, saying why.
             task = await ws.call("task.create", {"title": "above"})
             with pytest.raises(RequestFailed) as refused:
@@ -107,8 +85,8 @@ async def test_no_agent_can_write_above_the_data_dir(
 async def _own(srv: Server, token: str) -> tuple[str, str]:
     """A session of the workspace ``token`` opens, and its work dir."""
     async with ws_client(srv, token=token) as ws:
-        sid = await _launch(ws)
-        seen = await _sh(ws, sid, "pwd; echo secret-of-$PWD > notes.md; "
+        sid = await launch(ws)
+        seen = await shell(ws, sid, "pwd; echo secret-of-$PWD > notes.md; "
                                   "echo tmp-secret-of-$PWD > /tmp/scratch.txt; ls /tmp")
     return sid, seen["out"].splitlines()[0]
 
@@ -131,7 +109,7 @@ async def test_workspaces_see_neither_each_others_files_nor_tmp(tmp_path: Path) 
             # B's agent goes looking for A's things, and plants an AGENTS.md.
             async with ws_client(srv, token=OTHER_TOKEN) as ws_b:
                 await ws_b.call("session.subscribe", {"session_id": sid_b})
-                look = await _sh(ws_b, sid_b,
+                look = await shell(ws_b, sid_b,
                                  f"cat {cwd_a}/notes.md; ls -a {Path(cwd_a).parent} {data}/work; "
                                  f"cat /tmp/scratch.txt; ls -a /tmp; "
                                  f"grep -rs secret-of {data} /tmp; "

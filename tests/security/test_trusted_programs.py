@@ -10,8 +10,6 @@ one never runs.
 from __future__ import annotations
 
 import os
-import shutil
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,20 +19,6 @@ from protocols import tools
 from supervisor.checkpoints import GitRunner
 from supervisor.config import Config, ConfigError
 from supervisor.sandboxing import check_sandbox, resolve_tools
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def outside_tmp() -> Iterator[Path]:
-    """A directory outside the scratch trees (/tmp is never trusted), owned
-    like the checkout: what a person's own ``~/.local/bin`` looks like."""
-    path = REPO / ".tools-test" / uuid.uuid4().hex
-    path.mkdir(parents=True)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(REPO / ".tools-test", ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
