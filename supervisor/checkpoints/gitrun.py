@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -145,35 +145,29 @@ def git_environment(home: Path, extra: Mapping[str, str] | None = None) -> dict[
     return env
 
 
-async def _deliver_cancel_group(proc: trio.Process) -> None:
-    # The fenced git leads a process group of its own (the leader shell, bwrap,
-    # git in its pid namespace): SIGTERM reaches git, SIGKILL all of them.
+async def _stop(proc: trio.Process, signal_it: Callable[[int], None]) -> None:
+    """SIGTERM first (git removes its index.lock on it), SIGKILL if it does not go."""
     try:
-        os.killpg(proc.pid, signal.SIGTERM)
+        signal_it(signal.SIGTERM)
     except OSError:
         return
     with trio.move_on_after(_TERM_GRACE_S):
         await proc.wait()
         return
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        signal_it(signal.SIGKILL)
     except OSError:
         pass
+
+
+async def _deliver_cancel_group(proc: trio.Process) -> None:
+    # The fenced git leads a process group of its own (the leader, bwrap, git in
+    # its pid namespace): SIGTERM reaches git, SIGKILL all of them.
+    await _stop(proc, lambda sig: os.killpg(proc.pid, sig))
 
 
 async def _deliver_cancel(proc: trio.Process) -> None:
-    # SIGTERM first: git removes its index.lock on it; SIGKILL if it does not go.
-    try:
-        proc.send_signal(signal.SIGTERM)
-    except OSError:
-        return
-    with trio.move_on_after(_TERM_GRACE_S):
-        await proc.wait()
-        return
-    try:
-        proc.kill()
-    except OSError:
-        pass
+    await _stop(proc, proc.send_signal)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from protocols.sandbox import (
     writable_paths,
 )
 from supervisor.profiles import ProfileError, parse_profiles
+from tests.support.leaks import processes_running
 
 
 def _mounts(argv: list[str]) -> list[tuple[str, str]]:
@@ -145,17 +146,8 @@ while True:
 
 def _sleepers() -> set[int]:
     """Live ``sleep 600``/``sleep 601`` processes (host pids)."""
-    out = set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
-                state = Path(f"/proc/{entry}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if cmd in (b"sleep\x00600\x00", b"sleep\x00601\x00") and state != b"Z":
-                out.add(int(entry))
-    return out
+    return (processes_running(b"sleep\x00600\x00", exact=True)
+            | processes_running(b"sleep\x00601\x00", exact=True))
 
 
 @needs_bwrap

@@ -30,6 +30,7 @@ from protocols.sandbox import bwrap_works
 from supervisor.profiles import BUILTIN_PROFILES, AgentProfile
 from tests.security.shell import launch, shell
 from tests.security.test_hostile_agent import serve
+from tests.support.leaks import processes_running
 from tests.support.server import running_server
 from tests.support.ws import ws_client
 
@@ -147,19 +148,9 @@ async def test_the_host_loopback_is_out_of_reach_but_the_named_ports(tmp_path: P
     assert got_abstract == [] and got_run == []
 
 
-def _marked(marker: str) -> list[int]:
+def _marked(marker: str) -> set[int]:
     """Host pids whose command line holds ``marker``."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
-                state = Path(f"/proc/{entry}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if marker.encode() in cmd and state != b"Z":
-                out.append(int(entry))
-    return out
+    return processes_running(marker.encode())
 
 
 async def test_the_agent_dies_with_the_backend(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "kill_group",
     "pgid_alive",
     "processes_in",
+    "processes_running",
     "rss_bytes",
     "task_names",
 ]
@@ -97,6 +98,23 @@ def processes_in(directory: Path) -> list[int]:
             st = _stat(pid)
             if st is not None and st[0] != "Z":
                 out.append(int(pid))
+    return out
+
+
+def processes_running(command_line: bytes, *, exact: bool = False) -> set[int]:
+    """Live (not zombie) processes whose command line (NUL-separated, as in
+    /proc) holds ``command_line`` (or is it, ``exact``): a test's marked tool."""
+    out = set()
+    for pid in _pids():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if cmd == command_line if exact else command_line in cmd:
+            st = _stat(pid)
+            if st is not None and st[0] != "Z":
+                out.add(int(pid))
     return out
 
 
