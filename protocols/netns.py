@@ -25,9 +25,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["NetworkMode", "NetworkPlan", "helper_argv"]
+from .tools import current as current_tools
+
+__all__ = ["NetworkMode", "NetworkPlan", "helper_argv", "resolve_network"]
 
 NetworkMode = Literal["isolated", "host"]
+
+
+def resolve_network(requested: str | None) -> NetworkMode:
+    """A profile's ``network``: None (not set) is ``isolated`` where passt's
+    pasta is installed, else ``host`` (said at start, as a missing bwrap is);
+    an explicit ``isolated`` stays so (its launch fails, saying why, without
+    pasta)."""
+    if requested == "host":
+        return "host"
+    if requested == "isolated" or current_tools().get("pasta") is not None:
+        return "isolated"
+    return "host"
 
 
 @dataclass(frozen=True, slots=True)

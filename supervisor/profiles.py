@@ -14,7 +14,7 @@ in the data dir adds or overrides profiles (DESIGN.md §7)::
     sandbox = "bwrap"                 # or "none"; unset: bwrap when it works here
     sandbox_writable = ["/srv/cache"] # more writable paths inside the sandbox
     home_binds = ["~/.codex", {path = "~/.config/x", writable = false}]
-    network = "isolated"              # or "host"; isolated: outbound only
+    network = "isolated"              # or "host"; unset: isolated where pasta is
     host_ports = [11434]              # host loopback ports it may reach
 """
 
@@ -76,8 +76,9 @@ class AgentProfile:
     home_binds: tuple[tuple[str, bool], ...] = ()
     #: ``isolated``: the agent's own network namespace, outbound access only
     #: (protocols/netns.py), plus ``host_ports`` of the host's loopback (a local
-    #: model server); ``host``: the backend's network (warned at start).
-    network: str = "isolated"
+    #: model server); ``host``: the backend's network (warned at start); None:
+    #: isolated where passt's pasta is installed, else host (warned).
+    network: str | None = None
     host_ports: tuple[int, ...] = ()
     #: The agent's private writable home, ``DATA_DIR/homes/<workspace>/<profile>``:
     #: set by the supervisor for each launch (never from the config file).
@@ -239,8 +240,8 @@ def parse_profiles(
             raise ProfileError(f"[agents.{name}]: acp_version must be \"auto\", 1 or 2")
         home_binds = _home_binds(name, raw.get("home_binds"),
                                  prev.home_binds if prev else ())
-        network = raw.get("network", prev.network if prev else "isolated")
-        if network not in ("isolated", "host"):
+        network = raw.get("network", prev.network if prev else None)
+        if network not in (None, "isolated", "host"):
             raise ProfileError(f"[agents.{name}]: network must be \"isolated\" or \"host\"")
         ports = raw.get("host_ports", list(prev.host_ports) if prev else [])
         if not isinstance(ports, list | tuple) or not all(

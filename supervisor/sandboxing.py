@@ -109,14 +109,21 @@ async def check_sandbox(config: Config) -> None:
 
 def network_warnings(profiles: Mapping[str, AgentProfile]) -> list[str]:
     """What start says about the agents' network: each profile that shares the
-    host's (it reaches Turnvisor's port and every local service), and a
-    missing network helper (isolated agents cannot start without it)."""
+    host's (it reaches Turnvisor's port and every local service), by choice or
+    for want of passt's pasta, and the profiles that cannot start without it."""
+    sandboxed = {n: p for n, p in profiles.items()
+                 if p.executor == "local" and resolve_mode(p.sandbox) == "bwrap"}
     out = [f"agent profile {name!r} runs with network = \"host\": its agent can reach "
            "Turnvisor's port and every service on this machine's loopback"
-           for name, p in profiles.items() if p.network == "host" and p.sandbox != "none"]
-    isolated = [n for n, p in profiles.items() if p.network == "isolated"
-                and p.executor == "local" and resolve_mode(p.sandbox) == "bwrap"]
-    if isolated and current().get("pasta") is None:
-        out.append("passt's pasta is not installed: agents with network = \"isolated\" (the "
-                   "default) cannot start (apt-get install passt, or network = \"host\")")
+           for name, p in sandboxed.items() if p.network == "host"]
+    if current().get("pasta") is None:
+        shared = sorted(n for n, p in sandboxed.items() if p.network is None)
+        if shared:
+            out.append(f"passt's pasta is not installed: agents of {', '.join(shared)} share "
+                       "this machine's network and can reach Turnvisor's port (apt-get "
+                       "install passt gives each its own)")
+        closed = sorted(n for n, p in sandboxed.items() if p.network == "isolated")
+        if closed:
+            out.append(f"passt's pasta is not installed: agents of {', '.join(closed)} "
+                       "(network = \"isolated\") cannot start (apt-get install passt)")
     return out

@@ -116,7 +116,7 @@ async def launch_agentctl(config: Config, profile: AgentProfile, cwd: str, *,
                     *(a for p in profile.sandbox_writable for a in ("--sandbox-writable", p)),
                     *(["--home", profile.private_home] if profile.private_home else []),
                     *(a for name in profile.env for a in ("--profile-env", name)),
-                    "--network", profile.network,
+                    *(["--network", profile.network] if profile.network else []),
                     *(a for port in profile.host_ports for a in ("--host-port", str(port))),
                     *(a for rel, rw in profile.home_binds
                       for a in ("--home-bind", f"~/{rel}" + ("" if rw else ":ro")))]

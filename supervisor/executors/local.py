@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from protocols.adapters import make_adapter
+from protocols.netns import resolve_network
 from protocols.process import start_agent_process, terminate_group
 from protocols.sandbox import HomeBind, resolve_mode, wrap
 
@@ -49,7 +50,7 @@ async def launch_local(config: Config, profile: AgentProfile,
     # an agent could have planted (protocols/fence_paths.py).
     with wrap(profile.command, mode, cwd=cwd, env=env, hide=config.hidden_dirs(),
               extra_writable=profile.sandbox_writable, untrusted=agent_writable_trees(config),
-              home_binds=binds, network="host" if profile.network == "host" else "isolated",
+              home_binds=binds, network=resolve_network(profile.network),
               host_ports=profile.host_ports, cwd_identity=profile.cwd_identity) as command:
         proc = await start_agent_process(command.argv, env=env, cwd=cwd, tag=tag,
                                          pass_fds=command.pass_fds)

@@ -213,3 +213,26 @@ def test_a_network_helper_that_fails_stops_the_launch_saying_why(tmp_path: Path)
     assert done.returncode != 0
     assert "the agent ran" not in done.stdout
     assert "the agent's network" in done.stderr and "/bin/false" in done.stderr, done.stderr
+
+
+def test_without_pasta_the_default_shares_the_network_and_says_so(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """As without bwrap: an unset ``network`` falls back (loudly); an explicit
+    ``isolated`` does not (its launch fails, saying why)."""
+    from protocols import netns, tools
+    from supervisor.profiles import parse_profiles
+    from supervisor.sandboxing import network_warnings
+
+    saved = list(tools._installed)
+    tools.install(tools.Tools(dict(tools.current().paths, pasta=None)))
+    try:
+        assert netns.resolve_network(None) == "host"
+        assert netns.resolve_network("isolated") == "isolated"
+        lines = network_warnings(parse_profiles(
+            {"strict": {"protocol": "acp", "command": ["x"], "network": "isolated"}}))
+    finally:
+        tools._installed[:] = saved
+    assert netns.resolve_network(None) == "isolated"
+    assert any("share this machine's network" in line and "'mock'" not in line
+               and "mock" in line for line in lines), lines
+    assert any("strict" in line and "cannot start" in line for line in lines), lines

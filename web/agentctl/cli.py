@@ -54,8 +54,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a part of the real home the agent needs (its login), bound by "
                         "identity into its private home; writable unless :ro (repeatable)")
     p.add_argument("--network", choices=("isolated", "host"), default=None,
-                   help="isolated (default): the sandboxed agent's own network namespace, "
-                        "outbound only; host: agentctl's network")
+                   help="isolated: the sandboxed agent's own network namespace, outbound "
+                        "only; host: agentctl's network (default: isolated where passt's "
+                        "pasta is installed)")
     p.add_argument("--host-port", action="append", type=int, default=[], metavar="PORT",
                    help="a port of this host's loopback the isolated agent may reach "
                         "(a local model server; repeatable)")
@@ -207,7 +208,7 @@ def run_agentctl(args: argparse.Namespace, default_data_dir: Path) -> int:
                             home=str(Path(args.home).expanduser()) if args.home
                             else str(data_dir / "homes" / "agentctl"),
                             home_binds=tuple(home_binds),
-                            network=network or "isolated", host_ports=tuple(host_ports),
+                            network=network, host_ports=tuple(host_ports),
                             replay_events=args.replay_events)
     _hide_environment()
     limits = ConnLimits(idle_s=args.idle_timeout, per_peer=args.max_connections_per_peer)

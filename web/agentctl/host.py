@@ -59,6 +59,7 @@ from protocols.agentctl_wire import event_frame
 from protocols.events import AgentEvent, AgentNotice, TurnEnded
 from protocols.fence_paths import open_by_identity
 from protocols.jsonrpc import LocalProtocolError
+from protocols.netns import resolve_network
 from protocols.process import drain_stderr, terminate_group
 from protocols.sandbox import HomeBind, resolve_mode, wrap
 from protocols.scopes import shielded_for
@@ -188,7 +189,7 @@ class AgentHost:
         try:
             with wrap(cfg.command, mode, cwd=cfg.cwd, env=env, hide=cfg.hide,
                       extra_writable=cfg.sandbox_writable, home_binds=binds,
-                      network="host" if cfg.network == "host" else "isolated",
+                      network=resolve_network(cfg.network),
                       host_ports=cfg.host_ports) as command:
                 # The sandbox's descriptors go on through the launcher to bwrap.
                 keep = [a for fd in command.pass_fds for a in ("--keep-fd", str(fd))]

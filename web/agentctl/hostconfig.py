@@ -50,8 +50,9 @@ class AgentctlConfig:
     home: str | None = None
     home_binds: tuple[tuple[str, bool], ...] = ()
     #: ``isolated``: the agent's own network namespace, outbound only, plus the
-    #: host's loopback ``host_ports`` (protocols/netns.py); ``host``: agentctl's.
-    network: str = "isolated"
+    #: host's loopback ``host_ports`` (protocols/netns.py); ``host``: agentctl's;
+    #: None: isolated where passt's pasta is installed.
+    network: str | None = None
     host_ports: tuple[int, ...] = ()
 
 
