@@ -9,12 +9,13 @@ of secrets is written once.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import pwd
+from collections.abc import Iterable, Mapping
 
 from protocols.agentctl_wire import TOKEN_ENV
-from protocols.sandbox import HOME_VARIABLES
+from protocols.sandbox import HOME_VARIABLES, HomeBind
 
-__all__ = ["PRIVATE_ENV", "agent_environment", "private_home_environment"]
+__all__ = ["PRIVATE_ENV", "agent_environment", "private_home", "private_home_environment"]
 
 #: Variables of the backend's (or agentctl's) environment that agents never inherit.
 PRIVATE_ENV = frozenset({"TURNVISOR_TOKEN", TOKEN_ENV})
@@ -53,3 +54,17 @@ def private_home_environment(env: Mapping[str, str], explicit: Mapping[str, str]
         else:
             out.pop(name, None)
     return out
+
+
+def private_home(env: Mapping[str, str], explicit: Mapping[str, str], home: str,
+                 home_binds: Iterable[tuple[str, bool]]) -> tuple[dict[str, str], list[HomeBind]]:
+    """A sandboxed agent's environment with its private ``home``
+    (``private_home_environment``), and what it needs of the person's real home
+    (``home_binds``: ``(path under ~, writable)``), bound over the same place in
+    the private one.  A profile that names its own ``HOME`` keeps the agent's
+    config there: no binds."""
+    if "HOME" in explicit:
+        return private_home_environment(env, explicit, home), []
+    real_home = pwd.getpwuid(os.getuid()).pw_dir.rstrip("/")
+    return (private_home_environment(env, explicit, home),
+            [HomeBind(f"{real_home}/{rel}", rel, writable) for rel, writable in home_binds])

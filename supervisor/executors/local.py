@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import pwd
 import shutil
 import uuid
 from collections.abc import AsyncIterator
@@ -18,7 +17,7 @@ from ..config import Config
 from ..profiles import AgentProfile
 from ..sandboxing import agent_writable_trees
 from .base import LaunchedAgent
-from .environment import agent_environment, private_home_environment
+from .environment import agent_environment, private_home
 
 __all__ = ["launch_local"]
 
@@ -38,12 +37,7 @@ async def launch_local(config: Config, profile: AgentProfile,
     if mode == "bwrap" and profile.private_home is not None:
         # The person's real home is read-only to the agent and not its HOME;
         # what it needs from there is bound by identity (home_binds).
-        env = private_home_environment(env, profile.env, profile.private_home)
-        # A profile that names its own HOME keeps the agent's config there.
-        if "HOME" not in profile.env:
-            real_home = pwd.getpwuid(os.getuid()).pw_dir.rstrip("/")
-            binds = [HomeBind(f"{real_home}/{rel}", rel, writable)
-                     for rel, writable in profile.home_binds]
+        env, binds = private_home(env, profile.env, profile.private_home, profile.home_binds)
     # The sandbox hides the data dir (token, database, config) from the agent,
     # after checking it is still the directory recorded at start; every
     # writable path is bound by descriptor, opened without following a link

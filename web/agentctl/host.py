@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import logging
 import os
-import pwd
 import subprocess
 import sys
 import uuid
@@ -63,7 +62,7 @@ from protocols.netns import resolve_network
 from protocols.process import drain_stderr, terminate_group
 from protocols.sandbox import HomeBind, resolve_mode, wrap
 from protocols.scopes import shielded_for
-from supervisor.executors.environment import agent_environment, private_home_environment
+from supervisor.executors.environment import agent_environment, private_home
 from supervisor.turn_end import TURN_ERRORS, left_to_us, turn_error
 
 from . import launcher
@@ -181,10 +180,7 @@ class AgentHost:
         if mode == "bwrap" and cfg.home is not None:
             # Its own HOME, never the person's (which holds the data dir).
             os.close(open_by_identity(cfg.home, create=True).fd)
-            env = private_home_environment(env, cfg.env, cfg.home)
-            real_home = pwd.getpwuid(os.getuid()).pw_dir.rstrip("/")
-            binds = [HomeBind(f"{real_home}/{rel}", rel, rw) for rel, rw in cfg.home_binds
-                     if "HOME" not in cfg.env]
+            env, binds = private_home(env, cfg.env, cfg.home, cfg.home_binds)
         lifeline_r, lifeline_w = os.pipe()
         try:
             with wrap(cfg.command, mode, cwd=cfg.cwd, env=env, hide=cfg.hide,
