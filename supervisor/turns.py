@@ -151,6 +151,10 @@ class Turns:
                     # The agent's host runs it under our id, from this position.
                     handover.bind_turn(turn.id)
                     await self.executions.record_position(ex, handover.take(0))
+                if await self._withheld(ex, turn):
+                    return
+                # Disarmed in the same step as the prompt's write (no checkpoint
+                # between): from here on a cancel is the protocol's.
                 ended = await ex.adapter.prompt(text)
             except TURN_ERRORS as exc:
                 ended = turn_error(exc)
@@ -186,8 +190,13 @@ class Turns:
                     assert self.checkpoints is not None
                     text = await self.checkpoints.before_prompt(ex.session_id, turn.id,
                                                                 Path(ex.cwd), text, ex.adapter)
-        finally:
+        except BaseException:
             turn.before_prompt = None
+            raise
+        # The scope stays armed (a cancel from here on only marks it) until the
+        # prompt's write: what comes between (these store writes, a handover's
+        # position) yields, and a cancel then would otherwise find no prompt
+        # to withhold and write a protocol cancel the idle agent ignores.
         if reopened is not None:
             ex.restore_from = None
             await remember_conversation(self.store, ex)
@@ -196,11 +205,19 @@ class Turns:
                 # Why is in the log (supervisor.restore); the metadata is DESIGN.md §10's.
                 await self.store.add_message(ex.session_id, None, "system", "status",
                                              RESTORE_FAILED_STATUS, dict(RESTORE_FAILED_META))
-        if scope.cancel_called:
-            await self.closer.finish_turn(ex, turn, TurnEnded(stop_reason="cancelled",
-                                                        turn_id=turn.id))
+        if scope.cancel_called and await self._withheld(ex, turn):
             return None
         return text
+
+    async def _withheld(self, ex: Execution, turn: TurnHandle) -> bool:
+        """Disarm the pre-prompt scope; True (the turn closed as cancelled) if
+        a cancel or shutdown marked it: the prompt is never written."""
+        scope, turn.before_prompt = turn.before_prompt, None
+        if scope is None or not scope.cancel_called:
+            return False
+        await self.closer.finish_turn(ex, turn, TurnEnded(stop_reason="cancelled",
+                                                          turn_id=turn.id))
+        return True
 
     @staticmethod
     def _log_restore(ex: Execution, reopened: Reopened) -> None:

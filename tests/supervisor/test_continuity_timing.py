@@ -17,7 +17,7 @@ from supervisor.restore import RESTORE_FAILED_STATUS
 from supervisor.root import Supervisor
 from tests.support.sessions import new_session
 
-from .conftest import SupervisorFactory
+from .conftest import InlineStore, SupervisorFactory
 from .fake_agent import FakeLauncher
 
 
@@ -187,3 +187,56 @@ async def test_a_shutdown_during_the_restore_closes_the_turn(
     finally:
         db.close()
     assert launcher.agents[1].prompts == []
+
+
+class _SlowConversationWrite(InlineStore):
+    """A disk that takes its time with one write: storing a restored agent's
+    conversation id (the step between the restore and the prompt's write)."""
+
+    hold: trio.Event | None = None
+    entered = trio.Event()
+
+    async def set_agent_session(self, session_id: str, ref: AgentSessionRef) -> None:
+        gate = type(self).hold
+        if gate is not None:
+            type(self).entered.set()
+            await gate.wait()
+        await super().set_agent_session(session_id, ref)
+
+
+async def test_a_cancel_after_the_restore_and_before_the_prompt_withholds_the_prompt(
+    make_supervisor: SupervisorFactory, autojump_clock: MockClock
+) -> None:
+    """The restore is over, its conversation id is being stored, the prompt is
+    not written yet: a cancel now must withhold the prompt (the agent runs no
+    turn a protocol cancel could stop), not let the turn run to escalation."""
+    launcher = FakeLauncher(resumable=True)
+    _SlowConversationWrite.hold, _SlowConversationWrite.entered = None, trio.Event()
+    async with make_supervisor(launcher=launcher, inline=True, store_class=_SlowConversationWrite,
+                               cancel_join_s=3) as sup:
+        caller, sid = await new_session(sup)
+        await sup.orchestrator.send_message(caller, sid, "hello")
+        await _settled(sup, caller, sid)
+        await sup.lifecycle.stop_execution(sid)
+        gate = _SlowConversationWrite.hold = trio.Event()
+        await sup.orchestrator.send_message(caller, sid, "/delay 60000")
+        with trio.fail_after(30):
+            await _SlowConversationWrite.entered.wait()
+        assert launcher.agents[1].resumed == ["fake-0"]  # restored; the write is slow
+        start = trio.current_time()
+        outcomes: list[CancelOutcome] = []
+        async with trio.open_nursery() as nursery:
+            async def cancel() -> None:
+                outcomes.append(await sup.orchestrator.cancel(caller, sid))
+            nursery.start_soon(cancel)
+            await trio.sleep(0.5)
+            gate.set()
+        assert outcomes == [CancelOutcome.ACKNOWLEDGED]
+        assert trio.current_time() - start < sup.config.timeouts.cancel_join_s
+        await _settled(sup, caller, sid)
+        assert launcher.agents[1].prompts == []  # never written
+        assert await _statuses(sup, caller, sid) == [CANCELLED_STATUS]
+        # The conversation id was stored all the same: the next prompt goes to this agent.
+        await sup.orchestrator.send_message(caller, sid, "next")
+        await _settled(sup, caller, sid)
+        assert len(launcher.agents) == 2 and launcher.agents[1].prompts == ["next"]
