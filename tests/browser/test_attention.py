@@ -99,7 +99,8 @@ def test_a_failed_start_selects_the_failed_session_and_keeps_words_from_the_old_
     # nothing goes to the old agent, and the reason is not repeated in the composer.
     person.chat_input.fill("not for the old agent")
     expect(page.get_by_test_id("send-button")).to_be_disabled()
-    expect(page.get_by_test_id("composer-note")).to_contain_text("did not start")
+    expect(page.get_by_test_id("composer-note")).to_have_text(
+        "Send is off: this session's agent did not start.")
     person.chat_input.press("Enter")
     page.wait_for_timeout(500)
     expect(person.chat_input).to_have_value("not for the old agent")
@@ -114,6 +115,11 @@ def test_a_failed_start_selects_the_failed_session_and_keeps_words_from_the_old_
     expect(page.get_by_test_id("agent-help")).to_contain_text("turnvisor.toml")
     expect(page.get_by_test_id("agent-help")).to_contain_text("Retry start")
     shot(page, f"failed-start-{view}")
+    page.emulate_media(color_scheme="dark")
+    shot(page, f"failed-start-{view}-dark")
+    page.emulate_media(color_scheme="light")
+    expect(page.get_by_test_id("message-list")).to_contain_text(
+        "No messages: its agent did not start")
     # The task list shows the failed session (another device).
     lister = open_person(srv, new_context, view, "/")
     expect(lister.task_link(task_id).get_by_test_id("task-status")).to_have_text(

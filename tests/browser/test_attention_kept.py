@@ -25,6 +25,14 @@ from .ui import Person, create_task, ensure_mounted, get_session, open_person, s
 pytestmark = pytest.mark.browser
 
 
+def shots(page: Any, name: str) -> None:
+    """Light and dark pictures of what the person sees, to look at."""
+    shot(page, name)
+    page.emulate_media(color_scheme="dark")
+    shot(page, f"{name}-dark")
+    page.emulate_media(color_scheme="light")
+
+
 def mark_of(person: Person, session_id: str) -> Any:
     return person.session_item(session_id).get_by_test_id("session-attention")
 
@@ -54,7 +62,9 @@ def test_a_turn_that_ended_unseen_stays_marked_everywhere_until_opened(
     expect(badge).to_have_attribute("title", f"{title} · mock: finished its turn")
     expect(person.page).to_have_title(re.compile(rf"^\(1\) {re.escape(title)}"))
     expect(mark_of(person, a)).to_have_count(0)
-    shot(person.page, f"attention-kept-{view}")
+    person.session_item(b).scroll_into_view_if_needed()  # the phone's strip scrolls sideways
+    expect(mark_of(person, b)).to_be_visible()
+    shots(person.page, f"attention-kept-{view}")
 
     # A reload still shows it.
     person.page.reload()
@@ -70,7 +80,7 @@ def test_a_turn_that_ended_unseen_stays_marked_everywhere_until_opened(
     expect(row).to_have_attribute("title", f"{title} · mock: finished its turn")
     other_badge = other.page.get_by_test_id("attention-badge")
     expect(other_badge).to_have_text("1 session needs you")
-    shot(other.page, f"attention-kept-task-list-{view}")
+    shots(other.page, f"attention-kept-task-list-{view}")
     other.open_task(task_id, a)
     expect(mark_of(other, b)).to_have_text("Turn ended")
 

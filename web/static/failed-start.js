@@ -68,8 +68,11 @@ export function withoutRepeatedFailure(messages, row) {
 /** The composer's view for a failed session: Send is off, and the note says why in a few words. */
 export function failedComposerView(view, row) {
   if (row?.state !== "FAILED") return view;
-  return { ...view, sendDisabled: true, error: null, note: "This session's agent did not start: Send is off. Retry start, or start a session with another agent." };
+  return { ...view, sendDisabled: true, error: null, note: "Send is off: this session's agent did not start." };
 }
+
+/** The conversation's empty text for a failed session (nothing can be sent to it). */
+export const FAILED_EMPTY = "No messages: its agent did not start.";
 
 /** {el, update(row, messages)}: the help of a failed session (hidden for any other). */
 export function createFailedStartHelp() {

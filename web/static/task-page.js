@@ -23,7 +23,7 @@ import * as SA from "./subagents-state.js";
 import { createEscalationCountdown, createWorkingIndicator } from "./working-indicator.js";
 import { createPageAttention } from "./page-attention.js";
 import { taskPageEntries } from "./attention.js";
-import { createFailedStartHelp, failedComposerView, withoutRepeatedFailure } from "./failed-start.js";
+import { createFailedStartHelp, FAILED_EMPTY, failedComposerView, withoutRepeatedFailure } from "./failed-start.js";
 import { createSeenSender } from "./seen.js";
 import { humanizeError, sessionStatus, stallNotice, titleMark } from "./status.js";
 import { socketProtocols } from "./credential.js";
@@ -283,7 +283,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
     changesView.update(row ? sid : null);
     messageList.update(
       row ? C.withChangeCards(withoutRepeatedFailure(state.messages[sid], row), sid, changes.of(sid)) : [],
-      row ? "No messages yet. Send a prompt to start a turn." : "Start a session: pick an agent, or just type a prompt.",
+      row ? (row.state === "FAILED" ? FAILED_EMPTY : "No messages yet. Send a prompt to start a turn.") : "Start a session: pick an agent, or just type a prompt.",
       { offline },
     );
     const composerView = composerViewNow();
