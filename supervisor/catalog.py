@@ -1,4 +1,4 @@
-"""Renaming, archiving and deleting tasks and sessions.
+"""Renaming, archiving and deleting tasks and sessions, and marking a session seen.
 
 Deleting is the only one that touches agents: a session with a running turn
 is cancelled first — the same single-flight user cancel as ``agent.cancel``,
@@ -62,6 +62,13 @@ class Catalog:
         if session is None:
             raise NotFound(f"session {session_id} not found")
         return session
+
+    async def seen_session(self, caller: Caller, session_id: str) -> Session:
+        """DESIGN.md §15: the person saw the session (a page showed it in a
+        visible tab): its turn's end or failure no longer needs them, on every
+        tab and device.  A waiting approval stays until answered."""
+        session = await self.orchestrator.session(caller, session_id)
+        return await self.store.mark_seen(session_id) or session
 
     async def delete_session(self, caller: Caller, session_id: str) -> None:
         session = await self.orchestrator.session(caller, session_id)

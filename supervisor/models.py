@@ -71,6 +71,11 @@ class Task:
     #: When it was made or last given a session (None: its created_at): the task
     #: list's order, which a rename or an archive does not change.
     active_at: str | None = None
+    #: DESIGN.md §15: its sessions whose agent failed to start (FAILED), and
+    #: those whose stored attention waits to be seen, oldest first:
+    #: ``{session_id, attention, agent, title}`` each.
+    failed_count: int = 0
+    attention: tuple[dict[str, Any], ...] = ()
 
     def to_dto(self) -> dict[str, Any]:
         return {
@@ -79,6 +84,8 @@ class Task:
             "archived": self.archived, "session_count": self.session_count,
             "running_count": self.running_count, "project_dir": self.project_dir,
             "active_at": self.active_at or self.created_at,
+            "failed_count": self.failed_count,
+            "attention_sessions": [dict(a) for a in self.attention],
         }
 
 
@@ -103,6 +110,9 @@ class Session:
     #: default), and its own git worktree ({path, branch, base_commit}) if it has one.
     cwd: str | None = None
     worktree: dict[str, str] | None = None
+    #: DESIGN.md §15, stored until seen: ``turn_ended``, ``failed`` or None
+    #: (the DTO's ``attention`` says ``approval`` over it while one waits).
+    attention: str | None = None
 
     def to_dto(self, pending: bool, revision: int, agent_live: bool = False,
                protocol: str | None = None) -> dict[str, Any]:
@@ -120,7 +130,7 @@ class Session:
             "agent_live": agent_live, "protocol": protocol,
             "queued_count": self.queued_count, "auto_run": self.auto_run,
             "current_turn_id": self.current_turn_id,
-            "cwd": self.cwd, "worktree": self.worktree,
+            "cwd": self.cwd, "worktree": self.worktree, "attention": self.attention,
         }
 
 

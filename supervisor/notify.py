@@ -53,6 +53,11 @@ class Notifier:
         self._where: dict[str, tuple[str, str]] = {}
         self._asking: dict[str, set[str]] = {}
         self._cancelling: set[str] = set()
+        #: Each session's stored attention (``turn_ended``/``failed``, persisted
+        #: by the store until ``session.seen``) and its agent and title, as last
+        #: heard: a change of it is announced as ``session.attention`` too.
+        self._stored: dict[str, str | None] = {}
+        self._names: dict[str, tuple[str, str | None]] = {}
 
     def agent_live(self, session_id: str) -> bool:
         return self._agents.agent_live(session_id)
@@ -60,33 +65,59 @@ class Notifier:
     def agent_protocol(self, session: Session) -> str | None:
         return self._agents.agent_protocol(session)
 
+    def _learn(self, session: Session) -> bool:
+        """Remember where the session is and what it is called; True if its
+        stored attention differs from what was last heard (none: null)."""
+        self._where[session.id] = (session.workspace_id, session.task_id)
+        self._names[session.id] = (session.agent, session.title)
+        changed = self._stored.get(session.id) != session.attention
+        self._stored[session.id] = session.attention
+        return changed
+
+    def attention_of(self, session_id: str) -> str | None:
+        """DESIGN.md §15: ``approval`` while a permission waits (live: it dies
+        with its agent), else what the store keeps until seen."""
+        return "approval" if self._asking.get(session_id) else self._stored.get(session_id)
+
     def session_dto(self, session: Session) -> dict[str, Any]:
         progress = self.projection.get(session.id)
-        self._where[session.id] = (session.workspace_id, session.task_id)
+        self._learn(session)
         return session.to_dto(progress.pending, progress.revision,
                               self.agent_live(session.id), self.agent_protocol(session)) | {
             "needs_approval": bool(self._asking.get(session.id)),
+            "attention": self.attention_of(session.id),
             "subagents": self._subagents.dtos(session.id)}
 
     def task_dto(self, task: Task) -> dict[str, Any]:
         """The task DTO with how many of its sessions wait for an approval and
         how many are being cancelled (the task list's "Needs approval" and
-        "Cancelling")."""
+        "Cancelling"), and its sessions that need the person (the store's,
+        with a waiting approval over it)."""
         ids = [sid for sid, (_ws, tid) in self._where.items() if tid == task.id]
+        entries = {a["session_id"]: dict(a) for a in task.attention}
+        for sid in ids:
+            if self._asking.get(sid):
+                agent, title = self._names.get(sid, ("", None))
+                entries[sid] = {"session_id": sid, "attention": "approval",
+                                "agent": entries.get(sid, {}).get("agent", agent),
+                                "title": entries.get(sid, {}).get("title", title)}
         return task.to_dto() | {
             "approval_count": sum(1 for sid in ids if self._asking.get(sid)),
-            "cancelling_count": sum(1 for sid in ids if sid in self._cancelling)}
+            "cancelling_count": sum(1 for sid in ids if sid in self._cancelling),
+            "attention_sessions": list(entries.values())}
 
     def _attention(self, session_id: str) -> None:
         """``session.attention`` to the whole workspace: every tab's task and
-        session lists say "Needs approval" / "Cancelling", subscribed or not."""
+        session lists say "Needs approval" / "Cancelling" and draw the
+        session's ``attention``, subscribed or not."""
         where = self._where.get(session_id)
         if where is None:
             return  # never listed nor changed in this backend: no tab shows it
         self.bus.publish(workspace_channel(where[0]), "session.attention", {
             "session_id": session_id, "task_id": where[1],
             "needs_approval": bool(self._asking.get(session_id)),
-            "cancelling": session_id in self._cancelling})
+            "cancelling": session_id in self._cancelling,
+            "attention": self.attention_of(session_id)})
 
     def _track_permission(self, msg: Message) -> None:
         if msg.kind != "permission":
@@ -127,12 +158,20 @@ class Notifier:
                          {"task_id": task.id})
 
     def session_changed(self, session: Session) -> None:
+        """``session.changed`` with its DTO; and ``session.attention`` when
+        what it keeps for the person changed (a turn ended, it failed, it was
+        seen), so every tab and device redraws its marks."""
+        changed = self._learn(session)
         self.bus.publish(workspace_channel(session.workspace_id), "session.changed",
                          {"session": self.session_dto(session)})
+        if changed:
+            self._attention(session.id)
 
     def session_removed(self, session: Session) -> None:
         self._where.pop(session.id, None)
         self._asking.pop(session.id, None)
+        self._stored.pop(session.id, None)
+        self._names.pop(session.id, None)
         self._subagents.forget(session.id)
         self._cancelling.discard(session.id)
         self.bus.publish(workspace_channel(session.workspace_id), "session.removed",

@@ -279,6 +279,15 @@ class Store:
             self.notify.session_changed(session)
         return session
 
+    async def mark_seen(self, session_id: str) -> Session | None:
+        """DESIGN.md §15 ``session.seen``: clears the session's stored attention
+        and announces it (``session.changed`` and ``session.attention``) if it
+        had any; the session as it now is, or None when there was nothing."""
+        session = await self.call(self.db.mark_seen, session_id)
+        if session is not None:
+            self.notify.session_changed(session)
+        return session
+
     async def delete_session(self, session: Session) -> bool:
         deleted = await self.call(self.db.delete_session, session.id)
         if deleted:

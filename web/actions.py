@@ -47,7 +47,7 @@ Handler = Callable[[Supervisor, Caller, dict[str, Any]], Awaitable[dict[str, Any
 _LIMITS = Limits()
 #: What ``server.info`` offers beyond DESIGN.md §4 (a client may test for these).
 FEATURES = ("text_appends", "queue", "steer", "schema", "projects", "checkpoints",
-            "subagents")
+            "subagents", "attention")
 
 
 async def task_create(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
@@ -78,6 +78,12 @@ async def session_update(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> 
     session = await sup.catalog.update_session(caller, req.session_id, title=req.title,
                                                archived=req.archived)
     return sup.notify.session_dto(session)
+
+
+async def session_seen(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
+    """DESIGN.md §15: the session was shown; its attention is cleared everywhere."""
+    session_id = parse(rq.SessionRef, p, sup.config.limits).session_id
+    return sup.notify.session_dto(await sup.catalog.seen_session(caller, session_id))
 
 
 async def session_delete(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
@@ -266,6 +272,7 @@ ACTIONS: dict[str, Handler] = {
     "task.delete": task_delete,
     "session.update": session_update,
     "session.delete": session_delete,
+    "session.seen": session_seen,
     "session.launch": session_launch,
     "session.list": session_list,
     "message.add": message_add,

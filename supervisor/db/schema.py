@@ -113,6 +113,10 @@ _MIGRATIONS: tuple[str, ...] = (
     # DESIGN.md §17: the project directory's identity ("device:inode") when the
     # task was made; every launch checks the directory it binds is that one.
     "ALTER TABLE tasks ADD COLUMN project_identity TEXT;",
+    # DESIGN.md §15: what of a session needs the person until they see it
+    # ('turn_ended' or 'failed'; NULL: nothing), so a reload, another tab and
+    # the phone show it (an approval waiting is live: supervisor/notify.py).
+    "ALTER TABLE task_sessions ADD COLUMN attention TEXT;",
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 

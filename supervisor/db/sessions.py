@@ -19,7 +19,7 @@ SESSION_COLS = (
     "id, task_id, (SELECT workspace_id FROM tasks t WHERE t.id = task_sessions.task_id) "
     "AS workspace_id, agent, state, current_turn_id, created_at, updated_at, title, archived, "
     "(SELECT COUNT(*) FROM queue_entries q WHERE q.session_id = task_sessions.id) "
-    "AS queued_count, cwd, worktree, "
+    "AS queued_count, cwd, worktree, attention, "
     "COALESCE((SELECT auto_run FROM session_queues sq WHERE sq.session_id = task_sessions.id), "
     "1) AS auto_run"
 )
@@ -33,6 +33,7 @@ def session_of(row: sqlite3.Row) -> Session:
         updated_at=row["updated_at"], title=row["title"], archived=bool(row["archived"]),
         queued_count=int(row["queued_count"]), auto_run=bool(row["auto_run"]),
         cwd=row["cwd"], worktree=json.loads(row["worktree"]) if row["worktree"] else None,
+        attention=row["attention"],
     )
 
 
@@ -108,19 +109,32 @@ class SessionRows(Connection):
         """Set the state; with ``only_from``, only if the current state is one of them.
         Returns the session as it now is if this call changed it, else None."""
         allowed = [s.value for s in only_from]
+        # DESIGN.md §15: a session that failed (its agent did not start) needs
+        # the person until they see it.
+        sets = ("state = ?, updated_at = ?, attention = CASE WHEN ? THEN 'failed' "
+                "ELSE attention END")
+        values = (state.value, now(), state is SessionState.FAILED)
         with self._tx():
             if allowed:
                 marks = ",".join("?" * len(allowed))
                 changed = self.conn.execute(
-                    f"UPDATE task_sessions SET state = ?, updated_at = ? "
-                    f"WHERE id = ? AND state IN ({marks})",
-                    (state.value, now(), session_id, *allowed),
+                    f"UPDATE task_sessions SET {sets} WHERE id = ? AND state IN ({marks})",
+                    (*values, session_id, *allowed),
                 ).rowcount
             else:
                 changed = self.conn.execute(
-                    "UPDATE task_sessions SET state = ?, updated_at = ? WHERE id = ?",
-                    (state.value, now(), session_id),
+                    f"UPDATE task_sessions SET {sets} WHERE id = ?", (*values, session_id),
                 ).rowcount
+        return self.get_session(session_id) if changed else None
+
+    def mark_seen(self, session_id: str) -> Session | None:
+        """DESIGN.md §15 ``session.seen``: what the session had to say was seen.
+        The session if this cleared something, else None (nothing to announce).
+        Its ``updated_at`` stays: seeing a session changes nothing in it."""
+        with self._tx():
+            changed = self.conn.execute(
+                "UPDATE task_sessions SET attention = NULL "
+                "WHERE id = ? AND attention IS NOT NULL", (session_id,)).rowcount
         return self.get_session(session_id) if changed else None
 
     def set_agent_session(self, session_id: str, ref: AgentSessionRef) -> None:

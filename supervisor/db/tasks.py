@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterable
 
@@ -20,7 +21,14 @@ _TASK_SELECT = (
     "WHERE s.task_id = t.id), '')) AS active_at, "
     "(SELECT COUNT(*) FROM task_sessions s WHERE s.task_id = t.id) AS session_count, "
     "(SELECT COUNT(*) FROM task_sessions s WHERE s.task_id = t.id AND s.state = 'RUNNING') "
-    "AS running_count FROM tasks t"
+    "AS running_count, "
+    # DESIGN.md §15: what of it needs the person (failed starts; unseen attention).
+    "(SELECT COUNT(*) FROM task_sessions s WHERE s.task_id = t.id AND s.state = 'FAILED') "
+    "AS failed_count, "
+    "(SELECT json_group_array(json_object('session_id', a.id, 'attention', a.attention, "
+    "'agent', a.agent, 'title', a.title)) FROM (SELECT * FROM task_sessions s "
+    "WHERE s.task_id = t.id AND s.attention IS NOT NULL ORDER BY s.created_at) a) "
+    "AS attention FROM tasks t"
 )
 
 
@@ -31,7 +39,8 @@ def _task(row: sqlite3.Row) -> Task:
                 archived=bool(row["archived"]), session_count=row["session_count"],
                 running_count=row["running_count"], project_dir=row["project_dir"],
                 project_identity=_identity(row["project_identity"]),
-                active_at=row["active_at"])
+                active_at=row["active_at"], failed_count=row["failed_count"],
+                attention=tuple(json.loads(row["attention"] or "[]")))
 
 
 def _identity(text: str | None) -> tuple[int, int] | None:

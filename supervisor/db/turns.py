@@ -105,10 +105,14 @@ class TurnRows(SessionRows, MessageRows, QueueRows):
             self._insert_message(msg)
         # Parked first: the session returned below shows the queue as it is now.
         parked = close.park_queue and self._set_auto_run(session_id, False)
+        # DESIGN.md §15: the turn's end needs the person until seen (an error:
+        # "failed"); a cancel is the person's own doing and adds nothing.
         moved = self.conn.execute(
-            "UPDATE task_sessions SET state = ?, current_turn_id = NULL, updated_at = ? "
+            "UPDATE task_sessions SET state = ?, current_turn_id = NULL, updated_at = ?, "
+            "attention = CASE ? WHEN 'cancelled' THEN attention WHEN 'failed' THEN 'failed' "
+            "ELSE 'turn_ended' END "
             f"WHERE id = ? AND current_turn_id = ? RETURNING {SESSION_COLS}",
-            (close.session_state.value, ts, session_id, close.turn_id),
+            (close.session_state.value, ts, close.state, session_id, close.turn_id),
         ).fetchall()
         return (True, msg, session_of(moved[0]) if moved else None,
                 self.queue_state(session_id) if parked else None)

@@ -22,6 +22,7 @@ from tests.fixtures import make_schema_fixture as fx
 VERSIONS = sorted(int(p.stem[1:]) for p in fx.FIXTURES.glob("v*.sql"))
 #: The first version of each thing the fixtures hold (``_MIGRATIONS`` order).
 LEADER, TAG, TITLES, AGENT_SESSION, QUEUES, HANDOVERS, CLIENT_IDS = 2, 3, 4, 5, 6, 7, 9
+ATTENTION = 13
 
 
 def test_every_schema_version_has_a_fixture() -> None:
@@ -70,6 +71,9 @@ def test_an_old_database_opens_with_its_data(version: int, tmp_path: Path) -> No
                 row["agent"], SessionState(row["state"]), row["current_turn_id"],
                 row["created_at"])
             assert s.title == (row["title"] if version >= TITLES else None)
+            # DESIGN.md §15: what needed the person before the upgrade still does;
+            # an older database had no such column (nothing was kept).
+            assert s.attention == (row.get("attention") if version >= ATTENTION else None)
             ref = db.get_agent_session(row["id"])
             if version >= AGENT_SESSION and row["agent_session_id"] is not None:
                 assert ref == AgentSessionRef(agent_session_id=row["agent_session_id"],
@@ -116,8 +120,10 @@ def test_an_old_database_opens_with_its_data(version: int, tmp_path: Path) -> No
         assert db.find_client_message(fx.S_IDLE, "c-3") == msg
         entry, _ = db.queue_add(fx.S_IDLE, "more", max_entries=10, client_message_id="c-4")
         assert db.find_client_message(fx.S_IDLE, "c-4") == entry
-        closed, *_ = db.close_turn(turn.id, state="completed", stop_reason="end_turn")
-        assert closed
+        closed, _, ended, _ = db.close_turn(turn.id, state="completed", stop_reason="end_turn")
+        assert closed and ended is not None and ended.attention == "turn_ended"
+        assert db.mark_seen(fx.S_IDLE) is not None
+        assert db.get_session(fx.S_IDLE).attention is None  # type: ignore[union-attr]
         assert db.delete_task(fx.TASK_A)
         assert db.conn.execute("PRAGMA foreign_key_check").fetchall() == []
     finally:

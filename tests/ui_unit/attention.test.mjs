@@ -11,44 +11,76 @@ import * as S from "../../web/static/state.js";
 import { sessionStatus } from "../../web/static/status.js";
 import { boot, session } from "./fixtures.mjs";
 
-describe("attentionEvent", () => {
-  it("names a turn that ended, an approval asked and a failure", () => {
-    const running = session("s1");
-    assert.equal(A.attentionEvent(running, { ...running, state: "WAITING_FOR_INPUT" }), "ended");
-    assert.equal(A.attentionEvent(running, { ...running, state: "WAITING_FOR_INPUT" }, { turnFailed: true }), "failed");
-    assert.equal(A.attentionEvent(running, { ...running, needs_approval: true }), "approval");
-    assert.equal(A.attentionEvent({ ...running, state: "STARTING" }, { ...running, state: "FAILED" }), "failed");
+describe("the backend's attention, drawn", () => {
+  const task = { id: "task-1", title: "Fix the build" };
+  const rows = [
+    session("s1", { attention: "turn_ended" }),
+    session("s2", { attention: null }),
+    session("s3", { attention: "approval", agent: "mock-codex" }),
+  ];
+  const names = new Map([["s1", "Session 1"], ["s2", "Session 2"], ["s3", "Session 3"]]);
+  it("lists the sessions that need the person, never the one looked at", () => {
+    const all = A.taskPageEntries(rows, { task, names, lookingAt: null });
+    assert.deepEqual(all.map((e) => [e.sessionId, e.kind]), [["s1", "turn_ended"], ["s3", "approval"]]);
+    const shown = A.taskPageEntries(rows, { task, names, lookingAt: "s1" });
+    assert.deepEqual(shown.map((e) => e.sessionId), ["s3"]);
+    assert.equal(A.attentionMark(shown.length), "(1) ");
+    assert.equal(A.attentionMark(0), "");
+    assert.equal(A.badgeText(2), "2 sessions need you");
+    assert.equal(A.badgeText(1), "1 session needs you");
   });
-  it("says nothing for what is no news", () => {
-    const idle = session("s1", { state: "WAITING_FOR_INPUT" });
-    assert.equal(A.attentionEvent(idle, { ...idle, title: "renamed" }), null);
-    assert.equal(A.attentionEvent(idle, { ...idle, state: "RUNNING" }), null);
-    // First heard of: a turn that ended before the page knew the session is not news.
-    assert.equal(A.attentionEvent(undefined, idle), null);
-    assert.equal(A.attentionEvent(undefined, { ...idle, needs_approval: true }), "approval");
-    const asking = { ...session("s1"), needs_approval: true };
-    assert.equal(A.attentionEvent(asking, { ...asking, updated_at: "later" }), null);
+  it("names the task and the agent in the tooltip", () => {
+    const [ended, asking] = A.taskPageEntries(rows, { task, names, lookingAt: null });
+    assert.equal(A.tooltipLine(ended), "Fix the build · mock: finished its turn");
+    assert.equal(A.tooltipLine(asking), "Fix the build · mock-codex: asks for your approval");
+    assert.deepEqual(A.notificationText(ended), { title: "Session 1 finished its turn", body: "Task: Fix the build" });
+  });
+  it("reads the task list's attention_sessions", () => {
+    const tasks = [{ id: "t1", title: "One", attention_sessions: [{ session_id: "a", attention: "failed", agent: "claude", title: null }] }, { id: "t2", title: "Two" }];
+    const entries = A.taskListEntries(tasks);
+    assert.deepEqual(entries.map((e) => [e.sessionId, e.taskId, e.kind]), [["a", "t1", "failed"]]);
+    assert.equal(A.tooltipLine(entries[0]), "One · claude: failed");
+  });
+  it("announces only what is new, and not for the session looked at", () => {
+    const all = A.taskPageEntries(rows, { task, names, lookingAt: null });
+    assert.deepEqual(A.newAttention({ s1: "turn_ended" }, all).map((e) => e.sessionId), ["s3"]);
+    assert.deepEqual(A.newAttention({}, all, "s3").map((e) => e.sessionId), ["s1"]);
+    assert.deepEqual(A.newAttention(A.kindsOf(all), all), []);
+    assert.ok(A.clearedBySeeing("turn_ended") && A.clearedBySeeing("failed"));
+    assert.ok(!A.clearedBySeeing("approval") && !A.clearedBySeeing(null));
   });
 });
 
-describe("unseen attention", () => {
-  it("never counts the session looked at, and forgets what was seen or removed", () => {
-    let att = A.emptyAttention();
-    att = A.noteAttention(att, "s1", "ended", { name: "Session 1", taskId: "t" }, "s1");
-    assert.equal(A.attentionCount(att), 0);
-    att = A.noteAttention(att, "s2", "ended", { name: "Session 2", taskId: "t" }, "s1");
-    att = A.noteAttention(att, "s3", "approval", { name: "Session 3", taskId: "t" }, "s1");
-    assert.equal(A.attentionMark(att), "(2) ");
-    assert.equal(A.badgeText(att), "2 sessions need you");
-    att = A.markSeen(att, "s2");
-    assert.equal(A.badgeText(att), "1 session needs you");
-    att = A.keepOnly(att, (sid) => sid !== "s3");
-    assert.equal(A.attentionMark(att), "");
+describe("a session whose agent did not start", async () => {
+  const F = await import("../../web/static/failed-start.js");
+  const failure = { id: "m1", session_id: "s1", turn_id: null, role: "system", kind: "status", content: "agent 'claude' failed to start: Authentication required", metadata: { variant: "error", start_failed: true }, created_at: "x" };
+  it("says its reason once: the header, not a pill per attempt", () => {
+    const row = session("s1", { state: "FAILED" });
+    assert.deepEqual(F.withoutRepeatedFailure([failure, { ...failure, id: "m2" }], row), []);
+    const started = session("s1", { state: "WAITING_FOR_INPUT" });
+    assert.equal(F.withoutRepeatedFailure([failure], started).length, 1);
   });
-  it("words a notification", () => {
-    assert.deepEqual(A.notificationText("approval", "Session 2", "Fix the build"), {
-      title: "Session 2 asks for your approval", body: "Task: Fix the build",
-    });
+  it("turns Send off for that session only", () => {
+    const view = { sendDisabled: false, note: null, error: "Could not send." };
+    const off = F.failedComposerView(view, session("s1", { state: "FAILED" }));
+    assert.equal(off.sendDisabled, true);
+    assert.equal(off.error, null);
+    assert.match(off.note, /did not start/);
+    assert.equal(F.failedComposerView(view, session("s1", { state: "WAITING_FOR_INPUT" })), view);
+  });
+  it("says what to do: the login first when the agent asks for one", () => {
+    assert.ok(F.needsLogin("Authentication required"));
+    assert.ok(F.needsLogin("ANTHROPIC_API_KEY is not set"));
+    assert.ok(F.needsLogin("Not logged in. Please run codex login"));
+    assert.ok(!F.needsLogin("its command 'claude-agent-acp' was not found"));
+    const help = F.agentHelp("claude", failure.content);
+    assert.equal(help.title, "claude needs you to log in");
+    assert.match(help.steps[0], /claude, then \/login/);
+    assert.match(help.doc, /docs\/agents.md, “Claude”/);
+    const custom = F.agentHelp("broken", "its command 'x' was not found");
+    assert.equal(custom.title, "How to set up broken");
+    assert.ok(custom.steps.some((s) => s.includes("[agents.broken]") && s.includes("turnvisor.toml")));
+    assert.equal(F.startFailure([failure, { ...failure, id: "m3", metadata: {} }]).id, "m1");
   });
 });
 
@@ -85,6 +117,21 @@ describe("the task list's words", () => {
     assert.equal(L.taskStatus({ running_count: 1, session_count: 2, cancelling_count: 1 }).label, "Cancelling");
     assert.equal(L.taskStatus({ running_count: 1, session_count: 1 }).label, "Running");
     assert.ok(L.changesTaskCounts("session.attention"));
+  });
+  it("shows failed sessions, and what no page has shown yet", () => {
+    const ended = [{ session_id: "a", attention: "turn_ended", agent: "mock", title: null }];
+    assert.equal(L.taskStatus({ session_count: 1, attention_sessions: ended }).label, "Turn ended");
+    assert.equal(L.taskStatus({ session_count: 2, attention_sessions: [...ended, { ...ended[0], session_id: "b", attention: "failed" }] }).label, "Failed");
+    assert.equal(L.taskStatus({ session_count: 3, failed_count: 1 }).label, "3 sessions · 1 failed");
+    assert.equal(L.taskStatus({ session_count: 1, running_count: 1, attention_sessions: ended }).label, "Running");
+  });
+  it("takes the backend's attention from session.attention, and says a turn failed unfollowed", () => {
+    let s = S.setConnection(S.hydrate(boot([session("s1"), session("s2", { state: "WAITING_FOR_INPUT" })])), "open");
+    s = S.applyNotification(s, "session.attention", { session_id: "s2", task_id: "task-1", needs_approval: false, cancelling: false, attention: "failed" }, 1);
+    assert.equal(s.sessions.s2.attention, "failed");
+    assert.equal(sessionStatus(s, "s2").label, "Last turn failed");
+    s = S.applyNotification(s, "session.attention", { session_id: "s2", attention: null }, 1);
+    assert.equal(s.sessions.s2.attention, null);
   });
 });
 

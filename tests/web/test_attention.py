@@ -15,8 +15,15 @@ from .support import launch, new_task, start_turn
 
 
 def attention(ws: WsClient, sid: str) -> list[tuple[bool, bool]]:
-    return [(p["needs_approval"], p["cancelling"])
-            for p in ws.of("session.attention", sid)]
+    """Each change of (needs approval, cancelling) heard; a ``session.attention`` that
+    changes neither (a turn's end: its ``attention``, tests/web/test_attention_kept.py)
+    leaves the pair as it was."""
+    pairs: list[tuple[bool, bool]] = []
+    for p in ws.of("session.attention", sid):
+        pair = (p["needs_approval"], p["cancelling"])
+        if not pairs or pairs[-1] != pair:
+            pairs.append(pair)
+    return pairs
 
 
 async def task_row(ws: WsClient, task_id: str) -> dict[str, Any]:

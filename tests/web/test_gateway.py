@@ -43,7 +43,9 @@ async def test_envelope_of_responses_and_notifications(server: Server) -> None:
 
 
 #: Notifications about the workspace's task and session lists (not DESIGN §4's per-session ones).
-LIST_ACTIONS = {"task.changed", "task.removed", "session.changed", "session.removed"}
+#: The workspace's notifications (every connection of it hears them, subscribed or not).
+LIST_ACTIONS = {"task.changed", "task.removed", "session.changed", "session.removed",
+                "session.attention"}
 
 
 def session_frames(ws: WsClient) -> list[dict[str, Any]]:

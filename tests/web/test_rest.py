@@ -25,7 +25,8 @@ async def test_rest_boot_and_page_agree(server: Server) -> None:
             task = r.json()
             assert set(task) == {"id", "workspace_id", "title", "created_at", "updated_at",
                                  "archived", "session_count", "running_count",
-                                 "project_dir", "approval_count", "cancelling_count", "active_at"}
+                                 "project_dir", "approval_count", "cancelling_count", "active_at",
+                                 "failed_count", "attention_sessions"}
             assert task["project_dir"] is None
             task_id = task["id"]
             first = await launch(ws, task_id)

@@ -9,8 +9,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["DTO", "FileChangeDTO", "MessageDTO", "QueueEntryDTO", "QueueStateDTO",
-           "SessionDTO", "SkippedFileDTO", "SubagentDTO", "TaskDTO", "WorktreeDTO"]
+__all__ = ["DTO", "Attention", "FileChangeDTO", "MessageDTO", "QueueEntryDTO", "QueueStateDTO",
+           "SessionAttentionDTO", "SessionDTO", "SkippedFileDTO", "SubagentDTO", "TaskDTO",
+           "WorktreeDTO"]
+
+#: DESIGN.md §15: what of a session needs the person.
+Attention = Literal["approval", "turn_ended", "failed"]
 
 SessionStateName = Literal["CREATED", "STARTING", "RUNNING", "WAITING_FOR_INPUT", "COMPLETED",
                            "FAILED", "CANCELLED"]
@@ -18,6 +22,15 @@ SessionStateName = Literal["CREATED", "STARTING", "RUNNING", "WAITING_FOR_INPUT"
 
 class DTO(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class SessionAttentionDTO(DTO):
+    """A session of a task that needs the person (the session DTO's ``attention``)."""
+
+    session_id: str
+    attention: Attention
+    agent: str
+    title: str | None
 
 
 class TaskDTO(DTO):
@@ -38,6 +51,10 @@ class TaskDTO(DTO):
     #: (0 where a path builds the DTO without the notifier's knowledge).
     approval_count: int = 0
     cancelling_count: int = 0
+    #: DESIGN.md §15: its sessions whose agent failed to start, and those that
+    #: need the person (oldest first), for the task list's rows and badge.
+    failed_count: int = 0
+    attention_sessions: list[SessionAttentionDTO] = []
 
 
 class WorktreeDTO(DTO):
@@ -108,6 +125,10 @@ class SessionDTO(DTO):
     worktree: WorktreeDTO | None = None
     #: DESIGN.md §15: a permission card of it waits for the person's answer.
     needs_approval: bool = False
+    #: DESIGN.md §15: ``approval`` while a permission waits; ``turn_ended`` /
+    #: ``failed`` once a turn ended (in an error) or its start failed, kept
+    #: (persisted) until ``session.seen``; null: nothing.
+    attention: Attention | None = None
     #: DESIGN.md §13: the child sessions of its latest turn that had any ([]: none).
     subagents: list[SubagentDTO]
 

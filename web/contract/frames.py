@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from .dtos import (
     DTO,
+    Attention,
     FileChangeDTO,
     MessageDTO,
     QueueEntryDTO,
@@ -219,6 +220,7 @@ RESPONSES: dict[str, type[BaseModel]] = {
     "task.delete": TaskDeleted,
     "session.update": SessionDTO,
     "session.delete": SessionDeleted,
+    "session.seen": SessionDTO,
     "session.launch": SessionDTO,
     "session.list": SessionList,
     "session.subscribe": Success,
@@ -284,6 +286,8 @@ class SessionAttention(DTO):
     task_id: str
     needs_approval: bool
     cancelling: bool
+    #: The session DTO's ``attention`` as it now is (null: nothing needs the person).
+    attention: Attention | None = None
 
 
 class CancellationChanged(DTO):

@@ -234,6 +234,7 @@ REQUESTS: dict[str, type[Request]] = {
     "task.delete": TaskRef,
     "session.update": SessionUpdate,
     "session.delete": SessionRef,
+    "session.seen": SessionRef,
     "session.launch": SessionLaunch,
     "session.list": TaskRef,
     "session.subscribe": SessionSubscribe,

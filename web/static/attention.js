@@ -1,79 +1,77 @@
-// What needs the person (DESIGN.md §15), pure: which sessions had a turn end, asked for an
-// approval or failed while the person was not looking at them. The tab's title mark, the
-// `attention-badge` and the browser notifications are drawn from it (notify.js, the pages).
-//
-// "Looking at" a session means it is the one shown and the tab is visible; what happens there
-// is seen as it happens and never counts.
+// What needs the person (DESIGN.md §15), pure. The backend keeps it: each session DTO's
+// `attention` is "approval" (a permission waits), "turn_ended" (a turn ended and no page has
+// shown the session since), "failed" (its start failed or its turn ended in an error), or null;
+// `session.seen` clears the last two for every tab and device. The tab's title mark, the
+// `attention-badge`, the rows and the browser notifications are drawn from it here.
 
 const WORDS = {
   approval: "asks for your approval",
-  ended: "finished its turn",
+  turn_ended: "finished its turn",
   failed: "failed",
 };
 
-/** No session needs the person yet. */
-export function emptyAttention() {
-  return { unseen: {} }; // session id -> {kind, taskId, name}
-}
-
-function failedNow(prev, next) {
-  return next.state === "FAILED" && prev?.state !== "FAILED";
+/** The kinds a page clears by showing the session (an approval waits for its answer). */
+export function clearedBySeeing(kind) {
+  return kind === "turn_ended" || kind === "failed";
 }
 
 /**
- * The event a change of one session row makes, or null: "approval" (a permission now waits),
- * "failed" (its agent could not start, or its turn ended in an error), "ended" (a running turn
- * ended). `prev` may be undefined (a session heard of for the first time: only a failure or a
- * waiting approval count then, not a turn that ended before the page knew it).
+ * The entries of the task page: its sessions whose attention is set, in their order.
+ * rows: session DTOs (ordered); names: session id -> its name; lookingAt: the session shown in
+ * a visible tab (never counted: it is being seen).
  */
-export function attentionEvent(prev, next, { turnFailed = false } = {}) {
-  if (!next) return null;
-  if (next.needs_approval === true && prev?.needs_approval !== true) return "approval";
-  if (failedNow(prev, next)) return "failed";
-  if (prev?.state === "RUNNING" && next.state !== "RUNNING") return turnFailed ? "failed" : "ended";
-  return null;
+export function taskPageEntries(rows, { task, names, lookingAt }) {
+  return rows
+    .filter((r) => r?.attention && r.id !== lookingAt)
+    .map((r) => ({ sessionId: r.id, kind: r.attention, taskId: task?.id ?? r.task_id, taskTitle: task?.title ?? "", agent: r.agent ?? "", name: names?.get?.(r.id) ?? r.title ?? "A session" }));
 }
 
-/** Records an event unless the person is looking at that session. */
-export function noteAttention(att, sessionId, kind, info, lookingAt) {
-  if (!kind || !sessionId || sessionId === lookingAt) return att;
-  return { ...att, unseen: { ...att.unseen, [sessionId]: { kind, taskId: info?.taskId ?? null, name: info?.name ?? "A session" } } };
+/** The entries of the task list: every task's `attention_sessions` (none is looked at there). */
+export function taskListEntries(tasks) {
+  const out = [];
+  for (const t of Array.isArray(tasks) ? tasks : []) {
+    for (const a of Array.isArray(t?.attention_sessions) ? t.attention_sessions : []) {
+      if (!a?.attention || typeof a.session_id !== "string") continue;
+      out.push({ sessionId: a.session_id, kind: a.attention, taskId: t.id, taskTitle: t.title ?? "", agent: a.agent ?? "", name: a.title || a.agent || "A session" });
+    }
+  }
+  return out;
 }
 
-/** The person looked at the session: what it had to say is seen. */
-export function markSeen(att, sessionId) {
-  if (!sessionId || !(sessionId in att.unseen)) return att;
-  const unseen = { ...att.unseen };
-  delete unseen[sessionId];
-  return { ...att, unseen };
+/** session id -> kind of every session with an attention (what notifications compare). */
+export function kindsOf(entries) {
+  const map = {};
+  for (const e of entries) map[e.sessionId] = e.kind;
+  return map;
 }
 
-/** Forgets sessions that no longer exist (deleted here or elsewhere). */
-export function keepOnly(att, exists) {
-  let next = att;
-  for (const sid of Object.keys(att.unseen)) if (!exists(sid)) next = markSeen(next, sid);
-  return next;
-}
-
-/** How many sessions need the person. */
-export function attentionCount(att) {
-  return Object.keys(att.unseen).length;
+/**
+ * The entries whose attention is new since `before` (session id -> kind): what a browser
+ * notification announces. Only those not looked at (`lookingAt`).
+ */
+export function newAttention(before, entries, lookingAt = null) {
+  return entries.filter((e) => e.sessionId !== lookingAt && before?.[e.sessionId] !== e.kind);
 }
 
 /** The tab title's mark: "(2) " while two sessions need the person, else "". */
-export function attentionMark(att) {
-  const n = attentionCount(att);
-  return n > 0 ? `(${n}) ` : "";
+export function attentionMark(count) {
+  return count > 0 ? `(${count}) ` : "";
 }
 
 /** The badge's words: "1 session needs you", "3 sessions need you". */
-export function badgeText(att) {
-  const n = attentionCount(att);
-  return n === 1 ? "1 session needs you" : `${n} sessions need you`;
+export function badgeText(count) {
+  return count === 1 ? "1 session needs you" : `${count} sessions need you`;
 }
 
-/** A notification's title and body for an event of the session called `name`. */
-export function notificationText(kind, name, taskTitle) {
-  const title = `${name} ${WORDS[kind] ?? "needs you"}`;
-  return { title, body: taskTitle ? `Task: ${taskTitle}` : "Turnvisor" };
+/** One line of the badge's tooltip: "<task title> · <agent>: finished its turn". */
+export function tooltipLine(entry) {
+  const words = WORDS[entry.kind] ?? "needs you";
+  const who = entry.agent || entry.name || "A session";
+  return entry.taskTitle ? `${entry.taskTitle} · ${who}: ${words}` : `${who}: ${words}`;
+}
+
+/** A notification's title and body for an entry. */
+export function notificationText(entry) {
+  const title = `${entry.name} ${WORDS[entry.kind] ?? "needs you"}`;
+  return { title, body: entry.taskTitle ? `Task: ${entry.taskTitle}` : "Turnvisor" };
 }

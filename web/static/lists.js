@@ -20,8 +20,15 @@ export function taskStatus(task) {
   if (approval > 0) return { key: "approval", label: approval > 1 ? `Needs approval (${approval})` : "Needs approval", tone: "attention" };
   if ((Number(task?.cancelling_count) || 0) > 0) return { key: "cancelling", label: "Cancelling", tone: "warning" };
   if (running > 0) return { key: "running", label: running > 1 ? `Running (${running})` : "Running", tone: "active" };
+  // What no page has shown yet (the backend's attention), then what stays true: failed starts.
+  const unseen = (kind) => (Array.isArray(task?.attention_sessions) ? task.attention_sessions : []).filter((a) => a?.attention === kind).length;
+  if (unseen("failed") > 0) return { key: "failed", label: "Failed", tone: "error" };
+  if (unseen("turn_ended") > 0) return { key: "ended", label: "Turn ended", tone: "attention" };
   if (count === 0) return { key: "empty", label: "No sessions", tone: "neutral" };
-  return { key: "idle", label: count === 1 ? "1 session" : `${count} sessions`, tone: "neutral" };
+  const sessions = count === 1 ? "1 session" : `${count} sessions`;
+  const failed = Number(task?.failed_count) || 0;
+  if (failed > 0) return { key: "idle", label: `${sessions} · ${failed} failed`, tone: "neutral" };
+  return { key: "idle", label: sessions, tone: "neutral" };
 }
 
 /** What a session is called: its title when set, else "Session N" (N: 1-based position). */
@@ -91,7 +98,7 @@ export function mergeTaskListing(state, tasks, knownBefore) {
   for (const held of state.tasks) {
     const fresh = listed.get(held.id);
     if (fresh) {
-      next.push(taskStamp(held) > taskStamp(fresh) ? { ...fresh, ...held, session_count: fresh.session_count, running_count: fresh.running_count, approval_count: fresh.approval_count, cancelling_count: fresh.cancelling_count } : fresh);
+      next.push(taskStamp(held) > taskStamp(fresh) ? { ...fresh, ...held, session_count: fresh.session_count, running_count: fresh.running_count, approval_count: fresh.approval_count, cancelling_count: fresh.cancelling_count, failed_count: fresh.failed_count, attention_sessions: fresh.attention_sessions } : fresh);
       listed.delete(held.id);
     } else if (!before.has(held.id)) {
       next.push(held);

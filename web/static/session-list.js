@@ -29,6 +29,12 @@ function queuedChip(count) {
   return h("span", { class: "session-queued", dataset: { testid: "session-queued" } }, `${count} queued`);
 }
 
+/** DESIGN.md §15: a turn that ended while no page showed the session (the backend's attention). */
+function endedChip(attention) {
+  if (attention !== "turn_ended") return null;
+  return h("span", { class: "session-news", dataset: { testid: "session-attention" }, title: "Its turn ended while no page showed it" }, "Turn ended");
+}
+
 /** The branch of a session launched in its own worktree (DESIGN.md §12). */
 function branchLine(worktree) {
   if (!worktree?.branch) return null;
@@ -68,7 +74,7 @@ export function createSessionList({ taskId, onSelect, onManage = () => {} }) {
       {
         class: `session-item${selected ? " is-selected" : ""}${s.archived ? " is-archived" : ""}`,
         href: sessionHref(taskId, s.id),
-        dataset: { testid: "session-item", sessionId: s.id, state: s.state ?? "", archived: s.archived ? "true" : "false" },
+        dataset: { testid: "session-item", sessionId: s.id, state: s.state ?? "", archived: s.archived ? "true" : "false", attention: s.attention ?? "" },
         "aria-current": selected ? "page" : null,
       },
       h("span", { class: "session-name", dataset: { testid: "session-name" } }, name),
@@ -87,6 +93,7 @@ export function createSessionList({ taskId, onSelect, onManage = () => {} }) {
           s.status?.label ?? stateText(s.state),
         ),
         queuedChip(s.queued_count),
+        endedChip(s.attention),
       ),
       branchLine(s.worktree),
     );
@@ -117,7 +124,7 @@ export function createSessionList({ taskId, onSelect, onManage = () => {} }) {
     // replacing a link between mousedown and mouseup would swallow the user's click.
     const signature = JSON.stringify([
       selectedId,
-      sessions.map((s) => [s.id, s.state, s.agent, s.title, s.archived, s.created_at, s.status?.key, s.status?.reason, s.queued_count, s.worktree?.branch]),
+      sessions.map((s) => [s.id, s.state, s.agent, s.title, s.archived, s.created_at, s.status?.key, s.status?.reason, s.queued_count, s.worktree?.branch, s.attention]),
     ]);
     if (signature === drawn) return;
     drawn = signature;

@@ -376,6 +376,7 @@ export function applyNotification(state, action, payload, epoch) {
       const fields = { ...row };
       if (typeof p.needs_approval === "boolean") fields.needs_approval = p.needs_approval;
       if (typeof p.cancelling === "boolean") fields.attention_cancelling = p.cancelling;
+      if (p.attention !== undefined) fields.attention = p.attention; // the DTO's (attention.js)
       return putSession(state, fields);
     }
     case "session.cancellation_changed":

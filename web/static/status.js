@@ -97,6 +97,8 @@ export function sessionStatus(state, sessionId) {
     case "WAITING_FOR_INPUT": {
       const err = lastTurnError(messages);
       if (err) return { key: "turn-failed", label: "Last turn failed", tone: "error", reason: humanizeError(err.content) };
+      // Messages not held (another session): the backend's attention says its turn failed.
+      if (!Array.isArray(messages) && row.attention === "failed") return { key: "turn-failed", label: "Last turn failed", tone: "error", reason: null };
       if (row.agent_live === false) return ASLEEP;
       return { key: "waiting", label: "Waiting for input", tone: "ok", reason: null };
     }

@@ -3,6 +3,7 @@
 // (task.changed / task.removed; session.changed / session.removed re-read the counts), and is
 // re-read once on every (re)connect, which repairs whatever was missed while offline.
 
+import * as A from "./attention.js";
 import { createConnectionBanner } from "./connection-banner.js";
 import { h, timeElement } from "./dom.js";
 import { createItemDialog } from "./item-dialog.js";
@@ -37,13 +38,12 @@ export function mountTaskListPage(root, boot, env = globalThis) {
   );
   const lists = h("div", { class: "task-lists", dataset: { testid: "task-list" } }, list, archivedGroup);
   const dialog = createItemDialog();
-  // DESIGN.md §15: sessions of any task that ended a turn, asked or failed since this page
-  // opened (each heard in session.changed; none is looked at here).
+  // DESIGN.md §15: every task's sessions that need the person, as the backend keeps them (each
+  // task DTO's attention_sessions; none is looked at here).
   const attention = createPageAttention({
     env,
     onOpen: (sid, taskId) => env.location.assign(`${taskHref(taskId)}?session=${encodeURIComponent(sid)}`),
   });
-  let heard = {}; // session id -> its last DTO heard
 
   const title = h("input", {
     id: "new-task-title",
@@ -82,6 +82,7 @@ export function mountTaskListPage(root, boot, env = globalThis) {
 
   function taskRow(t) {
     const status = L.taskStatus(t);
+    const needs = A.taskListEntries([t]);
     const manage = h(
       "button",
       {
@@ -106,7 +107,7 @@ export function mountTaskListPage(root, boot, env = globalThis) {
           dataset: { testid: "task-item", taskId: t.id, archived: t.archived ? "true" : "false" },
         },
         h("span", { class: "task-title", dataset: { testid: "task-title" } }, t.title),
-        h("span", { class: `state-badge tone--${status.tone}`, dataset: { testid: "task-status", status: status.key } }, status.label),
+        h("span", { class: `state-badge tone--${status.tone}`, dataset: { testid: "task-status", status: status.key }, title: needs.map(A.tooltipLine).join("\n") || null }, status.label),
         timeElement(t.active_at ?? t.updated_at, "task-time"),
       ),
       manage,
@@ -117,7 +118,7 @@ export function mountTaskListPage(root, boot, env = globalThis) {
   function renderList() {
     // Redraw only when something shown changed (a click between mousedown and mouseup on a
     // replaced link would be lost).
-    const signature = JSON.stringify(state.tasks.map((t) => [t.id, t.title, t.archived, t.active_at, t.updated_at, t.session_count, t.running_count, t.approval_count, t.cancelling_count]));
+    const signature = JSON.stringify(state.tasks.map((t) => [t.id, t.title, t.archived, t.active_at, t.updated_at, t.session_count, t.running_count, t.approval_count, t.cancelling_count, t.failed_count, t.attention_sessions]));
     if (signature === drawn) return;
     drawn = signature;
     const { active, archived } = L.splitArchived(state.tasks);
@@ -134,6 +135,7 @@ export function mountTaskListPage(root, boot, env = globalThis) {
 
   function render() {
     renderList();
+    attention.update(A.taskListEntries(state.tasks));
     const title = `${attention.mark()}Tasks · Turnvisor`;
     if (env.document.title !== title) env.document.title = title;
     const offline = S.isOffline(state);
@@ -208,34 +210,10 @@ export function mountTaskListPage(root, boot, env = globalThis) {
     },
     onNotification: (action, payload) => {
       state = L.applyTaskListNotification(state, action, payload);
-      noticeAttention(action, payload);
       render();
       if (L.changesTaskCounts(action)) refreshTasks();
     },
   });
-
-  /** A session's change, told to attention (the task list looks at no session). */
-  function noticeAttention(action, payload) {
-    const dto = action === "session.changed" ? payload?.session : null;
-    const sid = dto?.id ?? payload?.session_id;
-    if (typeof sid !== "string") return;
-    const before = heard;
-    if (action === "session.removed") {
-      const { [sid]: _gone, ...rest } = heard;
-      heard = rest;
-    } else if (dto) {
-      heard = { ...heard, [sid]: { ...heard[sid], ...dto } };
-    } else if (action === "session.attention" && heard[sid]) {
-      heard = { ...heard, [sid]: { ...heard[sid], needs_approval: payload.needs_approval } };
-    } else if (action === "session.attention") {
-      heard = { ...heard, [sid]: { id: sid, task_id: payload.task_id, needs_approval: payload.needs_approval } };
-    }
-    attention.observe(before, heard, (_sid, row) => {
-      const t = state.tasks.find((x) => x.id === row.task_id);
-      return { name: row.title || `A ${row.agent ?? "agent"} session`, taskId: row.task_id, taskTitle: t?.title ?? null };
-    }, null);
-    attention.forget((id) => id in heard);
-  }
 
   // One listing at a time; what asks meanwhile gets one more after it (a burst of session
   // changes costs two listings, not one each).

@@ -22,7 +22,10 @@ import { createSubagentRows } from "./subagent-rows.js";
 import * as SA from "./subagents-state.js";
 import { createEscalationCountdown, createWorkingIndicator } from "./working-indicator.js";
 import { createPageAttention } from "./page-attention.js";
-import { humanizeError, lastTurnError, sessionStatus, stallNotice, titleMark } from "./status.js";
+import { taskPageEntries } from "./attention.js";
+import { createFailedStartHelp, FAILED_EMPTY, failedComposerView, withoutRepeatedFailure } from "./failed-start.js";
+import { createSeenSender } from "./seen.js";
+import { humanizeError, sessionStatus, stallNotice, titleMark } from "./status.js";
 import { socketProtocols } from "./credential.js";
 import { Connection, newRequestId, socketUrl } from "./ws.js";
 import * as C from "./turn-changes-state.js";
@@ -121,8 +124,10 @@ export function mountTaskPage(root, boot, env = globalThis) {
     const row = state.sessions[state.selectedSessionId];
     if (row) launcher.launch(row.agent, null, { worktree: Boolean(row.worktree) || worktreeWanted() });
   });
-  // DESIGN.md §15: what needs the person in the sessions not looked at.
+  // DESIGN.md §15: what needs the person (the backend's attention), and what to do when an agent
+  // did not start (issue 41).
   const attention = createPageAttention({ env, onOpen: (sid) => select(sid, { push: true }) });
+  const failedHelp = createFailedStartHelp();
   const messageList = createMessageList({
     onPermission: (requestId, optionId) => actions.respondPermission(requestId, optionId),
     renderTurnChanges: (message) => renderTurnChanges(message, {
@@ -185,7 +190,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
         h(
           "main",
           { class: "chat" },
-          h("div", { class: "chat-header" }, h("div", { class: "chat-heading" }, chatTitle, chatState, changesView.button), workDir.el, h("div", { class: "chat-reason-row" }, chatReason, retryButton)),
+          h("div", { class: "chat-header" }, h("div", { class: "chat-heading" }, chatTitle, chatState, changesView.button), workDir.el, h("div", { class: "chat-reason-row" }, chatReason, retryButton, failedHelp.el)),
           changesView.el,
           messageList.el,
           working.el,
@@ -229,7 +234,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
     // Codex steers (turn/steer); an ACP agent may (the steering extension): offered until it
     // refuses one, then the §9 fallback says why the message was queued instead.
     const steers = Boolean(row) && (row.protocol === "codex" || !steerRefused.has(sid));
-    return { ...view, revertable: Boolean(row?.cwd || state.task?.project_dir), steer: { visible: view.running && steers }, note: composerNotes[sid] ?? null };
+    return { ...failedComposerView(view, row), revertable: Boolean(row?.cwd || state.task?.project_dir), steer: { visible: view.running && steers }, note: composerNotes[sid] ?? failedComposerView(view, row).note ?? null };
   }
 
   // --- Render --------------------------------------------------------------------------------
@@ -272,12 +277,13 @@ export function mountTaskPage(root, boot, env = globalThis) {
     chatReason.dataset.tone = status?.tone ?? "neutral"; // an asleep agent is no error
     retryButton.hidden = !status?.retry || Boolean(state.launching);
     retryButton.disabled = offline;
+    failedHelp.update(row, state.messages[sid]);
 
     workDir.update(C.workplace(row, state.task));
     changesView.update(row ? sid : null);
     messageList.update(
-      row ? C.withChangeCards(state.messages[sid], sid, changes.of(sid)) : [],
-      row ? "No messages yet. Send a prompt to start a turn." : "Start a session: pick an agent, or just type a prompt.",
+      row ? C.withChangeCards(withoutRepeatedFailure(state.messages[sid], row), sid, changes.of(sid)) : [],
+      row ? (row.state === "FAILED" ? FAILED_EMPTY : "No messages yet. Send a prompt to start a turn.") : "Start a session: pick an agent, or just type a prompt.",
       { offline },
     );
     const composerView = composerViewNow();
@@ -296,6 +302,10 @@ export function mountTaskPage(root, boot, env = globalThis) {
     errorBanner.hidden = !pageError;
     errorBanner.textContent = pageError ?? "";
     renderLists(offline);
+    const names = new Map(ordered.map((r, i) => [r.id, L.sessionName(r, i)]));
+    const entries = (lookingAt) => taskPageEntries(ordered, { task: state.task ?? task, names, lookingAt });
+    attention.update(entries(lookingAt()), { all: entries(null), lookingAt: lookingAt() });
+    seen.check(lookingAt() ? row : null);
     const title = `${attention.mark() || titleMark(state)}${state.task?.title ?? task.title} · Turnvisor`;
     if (env.document.title !== title) env.document.title = title;
   }
@@ -373,9 +383,8 @@ export function mountTaskPage(root, boot, env = globalThis) {
       refreshTask();
     },
     onNotification: (action, payload, epoch) => {
-      const before = state.sessions;
       clock.notice(action, payload);
-      noticeAttention(before, () => handleNotification(action, payload, epoch));
+      handleNotification(action, payload, epoch);
     },
   });
 
@@ -383,20 +392,12 @@ export function mountTaskPage(root, boot, env = globalThis) {
   function lookingAt() {
     return env.document.visibilityState === "hidden" ? null : state.selectedSessionId;
   }
-
-  /** Runs a change, then tells attention what it did to the sessions (page-attention.js). */
-  function noticeAttention(before, change) {
-    change();
-    const names = new Map(S.orderedSessions(state).map((r, i) => [r.id, L.sessionName(r, i)]));
-    attention.observe(before, state.sessions, (sid, row) => ({
-      name: names.get(sid) ?? "A session",
-      taskId,
-      taskTitle: state.task?.title ?? task.title,
-      turnFailed: Array.isArray(state.messages[sid]) && row.state !== S.RUNNING && Boolean(lastTurnError(state.messages[sid])),
-    }), lookingAt());
-    attention.forget((sid) => Boolean(state.sessions[sid]));
-    render();
-  }
+  const seen = createSeenSender({
+    env,
+    request: (action, payload) => ws.request(action, payload),
+    isOpen: () => ws.isOpen,
+    onSeen: (sid, value) => setState((s) => S.applyNotification(s, "session.attention", { session_id: sid, attention: value }, ws.epoch)),
+  });
 
   function handleNotification(action, payload, epoch) {
       if (action === "session.subagent.changed") setState((s) => SA.applySubagentChanged(s, payload));
@@ -511,7 +512,6 @@ export function mountTaskPage(root, boot, env = globalThis) {
     if (!sid || sid === state.selectedSessionId) return;
     const previous = state.selectedSessionId;
     pageError = null; // it was about the view left behind
-    attention.seen(sid);
     setState((s) => S.selectSession(s, sid));
     messageList.scrollToEnd(); // another conversation: start at its latest message
     if (push) env.history.pushState({ session: sid }, "", sessionHref(taskId, sid));
@@ -579,13 +579,8 @@ export function mountTaskPage(root, boot, env = globalThis) {
     }
   });
 
-  // Back to a tab whose shown session had news: it is seen now.
-  env.document.addEventListener("visibilitychange", () => {
-    if (env.document.visibilityState === "visible" && state.selectedSessionId) {
-      attention.seen(state.selectedSessionId);
-      render();
-    }
-  });
+  // Back to a tab whose shown session had news: it is seen now (seen.js, after the render).
+  env.document.addEventListener("visibilitychange", () => render());
 
   mountComposer();
   render(); // first paint: straight from the boot state, spinner included if pending
