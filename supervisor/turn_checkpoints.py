@@ -411,6 +411,9 @@ class TurnCheckpoints:
         await self.store.add_message(session_id, None, "system", "status", REVERTED_STATUS,
                                      {"reverted": True, "variant": "info", "turn_id": turn_id,
                                       "revert_id": revert_id, "later_turns": later,
+                                      # (named in the transcript: the page says which)
+                                      "kept_edits": [p for p, why in result.kept
+                                                     if why == "edited_since"][:20],
                                       **({"undo_of": turn_id} if target_entry.kind == "revert"
                                          else {})})
         return answer

@@ -34,7 +34,8 @@ def checkpoints_of(sup: Supervisor) -> TurnCheckpoints:
 async def project_list(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
     parse(rq.NoPayload, p, sup.config.limits)
     recent = await sup.store.call(recent_projects, sup.store.db, caller.workspace_id)
-    return {"roots": [str(r) for r in sup.config.projects.roots], "recent": recent}
+    return {"roots": [str(r) for r in sup.config.projects.roots], "recent": recent,
+            "work_dir": str(sup.config.work_dir)}
 
 
 async def project_browse(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:

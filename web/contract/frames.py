@@ -192,6 +192,9 @@ class ProjectList(DTO):
     roots: list[str]
     #: Project directories of recent tasks, newest first.
     recent: list[str]
+    #: Where a session with no project works: its own folder ``<work_dir>/<workspace
+    #: id>/<session id>`` (DESIGN.md §15: the page names it, the path on hover).
+    work_dir: str | None = None
 
 
 class ProjectDir(DTO):
