@@ -42,8 +42,8 @@ def check_root(data_dir: Path, raw: str) -> Path:
     fence = DataDirFence.of(data_dir)
     overlap = fence.meets(real)
     if overlap is not None:
-        raise RootRefused(f"{raw!r} ({real}) {fence.describe(overlap)}: agents working "
-                          "there would reach Turnvisor's own files")
+        raise RootRefused(f"{real} {fence.describe(overlap)}: agents working there would "
+                          "reach Turnvisor's own files")
     return real
 
 

@@ -46,7 +46,7 @@ from .checkpoints import (
     RestoreResult,
     ShadowRepo,
 )
-from .checkpoints.history import changed_between, own_changes
+from .checkpoints.history import changed_between, changes_something, own_changes
 from .config import Config
 from .db import new_id
 from .errors import Conflict, NotFound
@@ -58,6 +58,8 @@ __all__ = ["REVERTED_STATUS", "REVERT_NOTE", "REWOUND_STATUS", "TurnCheckpoints"
 log = logging.getLogger(__name__)
 
 REVERTED_STATUS: Final = "Files restored to before this turn"
+#: ... when what was reverted is a revert (its undo).
+UNDONE_STATUS: Final = "Files restored to before the revert (the revert is undone)"
 CHECKPOINT_FAILED_STATUS: Final = "No checkpoint before this turn"
 #: ... and after it: its changes cannot be listed, nor can a later revert go past it.
 AFTER_FAILED_STATUS: Final = "No checkpoint after this turn"
@@ -354,12 +356,14 @@ class TurnCheckpoints:
             edited, since = await self._edited_since(state, entries, target_entry)
             target = await state.repo.load(target_entry.before_commit or "")
             files = await state.repo.preview(target, since=since, edited=edited)
+            # (The later turns that changed files: the dialog names what goes.)
+            later = [e.id for e in entries if e.seq > target_entry.seq and e.kind == "turn"
+                     and e.before_commit and await changes_something(
+                         state.repo, e.before_commit, e.after_commit)]
         except CheckpointError as exc:
             raise Conflict(f"cannot tell what the revert changes: {exc}") from None
         return {"session_id": session_id, "turn_id": turn_id,
-                "files": [f.to_json() for f in files],
-                "later_turns": [e.id for e in entries
-                                if e.seq > target_entry.seq and e.kind == "turn"]}
+                "files": [f.to_json() for f in files], "later_turns": later}
 
     async def revert(self, session_id: str, turn_id: str,
                      overwrite: Collection[str] | Literal["all"] = ()) -> dict[str, Any]:
@@ -408,7 +412,9 @@ class TurnCheckpoints:
             state.rewind_to = None
         later = [e.id for e in entries if e.seq > target_entry.seq and e.kind == "turn"]
         answer = _answer(session_id, turn_id, revert_id, result, later)
-        await self.store.add_message(session_id, None, "system", "status", REVERTED_STATUS,
+        await self.store.add_message(session_id, None, "system", "status",
+                                     UNDONE_STATUS if target_entry.kind == "revert"
+                                     else REVERTED_STATUS,
                                      {"reverted": True, "variant": "info", "turn_id": turn_id,
                                       "revert_id": revert_id, "later_turns": later,
                                       # (named in the transcript: the page says which)

@@ -52,7 +52,7 @@ async def project_root_add(sup: Supervisor, caller: Caller,
     try:
         root = await trio.to_thread.run_sync(check_root, sup.config.data_dir, req.path)
     except RootRefused as exc:
-        raise InvalidRequest(f"not added as a project root: {exc}") from None
+        raise InvalidRequest(str(exc)) from None
     if root not in projects.added and root not in projects.roots:
         added = (*projects.added, root)
         await trio.to_thread.run_sync(save_added, sup.config.data_dir, added)

@@ -18,7 +18,7 @@ from .gitpart import in_git_part
 from .model import GITLINK_MODE, Checkpoint, parse_tree_diff
 from .shadow import ShadowRepo
 
-__all__ = ["OwnChanges", "changed_between", "own_changes"]
+__all__ = ["OwnChanges", "changed_between", "changes_something", "own_changes"]
 
 _NULL: Final = "0" * 40
 
@@ -51,6 +51,14 @@ async def changed_between(repo: ShadowRepo, gaps: Iterable[tuple[str, str]]) -> 
             if change.old_path is not None:
                 found.add(change.old_path)
     return found
+
+
+async def changes_something(repo: ShadowRepo, before: str, after: str | None) -> bool:
+    """Whether a span changed any file (one with no end yet: it may have)."""
+    if after is None:
+        return True
+    old, new = await repo.load(before), await repo.load(after)
+    return old.tree != new.tree or old.present != new.present
 
 
 @dataclass(frozen=True, slots=True)

@@ -142,7 +142,7 @@ class RevertPreview(DTO):
     turn_id: str
     #: Only files the revert changes (one already as it was is not listed).
     files: list[PlannedFile]
-    #: Later turns whose changes go too.
+    #: Later turns that changed files: their changes go too.
     later_turns: list[str]
 
 

@@ -22,7 +22,7 @@ export function createProjectPicker({ request }) {
   const use = h("button", { type: "button", class: "btn btn-primary", dataset: { testid: "project-use" } }, "Use this directory");
   const dirs = h("ul", { class: "project-dirs", "aria-label": "Directories" });
   const error = h("p", { class: "form-error", role: "alert", hidden: true, dataset: { testid: "project-error" } });
-  const rootInput = h("input", { type: "text", class: "text-input project-root-input", placeholder: "/path/to/a/folder", "aria-label": "A folder to add as a project root", dataset: { testid: "project-root-input" }, spellcheck: "false", autocomplete: "off" });
+  const rootInput = h("input", { type: "text", class: "text-input project-root-input", placeholder: "Another folder as a root: /path/to/it", "aria-label": "A folder to add as a project root", dataset: { testid: "project-root-input" }, spellcheck: "false", autocomplete: "off" });
   const rootAdd = h("button", { type: "button", class: "btn btn-secondary", dataset: { testid: "project-root-add" } }, "Add as a root");
   const rootRow = h("div", { class: "project-root-row" }, rootInput, rootAdd);
   const panel = h("div", { class: "project-panel", hidden: true, dataset: { testid: "project-panel" } }, quick, h("div", { class: "project-bar" }, up, here, use), dirs, rootRow, error);
@@ -120,7 +120,7 @@ export function createProjectPicker({ request }) {
       rootAdd.focus();
     } catch (err) {
       error.hidden = false;
-      error.textContent = `Could not add that root. ${err?.message ?? ""}`.trim();
+      error.textContent = `Not added as a root: ${err?.message ?? "unknown error"}`;
       rootInput.focus();
     } finally {
       rootAdd.disabled = false;
