@@ -166,7 +166,8 @@ def test_pick_a_project_see_the_changes_open_the_diff_and_revert(
         "The changes of 1 later turn go too.")  # the later turn's changes go too
     files = dialog.get_by_test_id("revert-file")
     # It lists what goes, as text, and what happens to each (both were made by the turns).
-    expect(files).to_have_text([re.compile(r"^a\.txt\s+deleted$"), re.compile(r"^x\.html\s+deleted$")])
+    expect(files).to_have_text([re.compile(r"^a\.txt\s+deleted$"),
+                                re.compile(r"^x\.html\s+deleted$")])
     expect(dialog.locator("img")).to_have_count(0)
     expect(dialog.get_by_test_id("revert-files").locator("li")).to_have_count(2)  # no more
     expect(dialog.get_by_test_id("revert-confirm-button")).to_have_text("Put files back")
