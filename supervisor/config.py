@@ -23,6 +23,7 @@ from protocols.sandbox import HiddenDir
 
 from .data_dir_fence import DataDirFence
 from .profiles import BUILTIN_PROFILES, AgentProfile, ProfileError, parse_profiles
+from .project_roots import read_added
 
 __all__ = ["MIN_TOKEN_CHARS", "ROOTS_HINT", "Config", "ConfigError", "Limits", "Projects",
            "Timeouts"]
@@ -170,6 +171,18 @@ class Projects:
     #: Bound of the snapshot taken before a prompt is written (past it the turn
     #: runs without one, and the transcript says so).
     before_turn_s: float = 5.0
+    #: Of ``roots``, those added at run time (``project.root.add``, kept in the
+    #: data dir: ``supervisor.project_roots``).
+    added: tuple[Path, ...] = ()
+
+    def add_root(self, root: Path) -> None:
+        """``root`` (checked by ``project_roots.check_root``) becomes a root of
+        every holder of this config at once.  The one change made to a config
+        after it is built; the event loop's thread makes it, between awaits."""
+        if root not in self.roots:
+            object.__setattr__(self, "roots", (*self.roots, root))
+        if root not in self.added:
+            object.__setattr__(self, "added", (*self.added, root))
 
 
 def _root(path: Path, named: str, fence: DataDirFence) -> Path:
@@ -206,6 +219,9 @@ def _projects(raw: Any, data_dir: Path, cli_roots: Sequence[str] | None) -> Proj
                                 for r in cli_roots)
     if "roots" not in values:
         values.update(roots=(Path.cwd().resolve(),), start_dir=True)
+    added = read_added(data_dir)
+    values.update(roots=(*values["roots"], *(a for a in added if a not in values["roots"])),
+                  added=added)
     if "checkpoints" in raw:
         if not isinstance(raw["checkpoints"], bool):
             raise ConfigError("[projects] checkpoints must be true or false")

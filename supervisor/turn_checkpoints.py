@@ -28,10 +28,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import trio
 
@@ -45,6 +46,7 @@ from .checkpoints import (
     RestoreResult,
     ShadowRepo,
 )
+from .checkpoints.history import changed_between, changes_something, own_changes
 from .config import Config
 from .db import new_id
 from .errors import Conflict, NotFound
@@ -56,6 +58,8 @@ __all__ = ["REVERTED_STATUS", "REVERT_NOTE", "REWOUND_STATUS", "TurnCheckpoints"
 log = logging.getLogger(__name__)
 
 REVERTED_STATUS: Final = "Files restored to before this turn"
+#: ... when what was reverted is a revert (its undo).
+UNDONE_STATUS: Final = "Files restored to before the revert (the revert is undone)"
 CHECKPOINT_FAILED_STATUS: Final = "No checkpoint before this turn"
 #: ... and after it: its changes cannot be listed, nor can a later revert go past it.
 AFTER_FAILED_STATUS: Final = "No checkpoint after this turn"
@@ -308,46 +312,85 @@ class TurnCheckpoints:
                 "files": [f.to_json() for f in files if path is None or f.path == path]}
 
     async def session_diff(self, session_id: str) -> dict[str, Any]:
-        """From the first checkpoint of the session to its newest one."""
+        """What this session's own turns (and reverts) changed: the sum of each one's
+        before→after, each file marked ``outside`` if something else (a hand edit,
+        another session in the same directory) changed it between them."""
         state = await self._settled(session_id)
         entries = await self.store.call(rows.entries, self.store.db, session_id)
-        commits = [c for e in entries for c in (e.before_commit, e.after_commit) if c]
-        if not commits:
-            return {"session_id": session_id, "diff": "", "files": []}
+        spans = [(e.before_commit, e.after_commit) for e in entries
+                 if e.before_commit and e.after_commit]
         try:
-            first, last = await state.repo.load(commits[0]), await state.repo.load(commits[-1])
-            files = await state.repo.changes(first, last)
-            diff = await state.repo.diff(first, last)
+            outside = await changed_between(state.repo, _gaps(entries))
+            own = await own_changes(state.repo, spans, outside)
         except CheckpointError as exc:
             raise Conflict(str(exc)) from None
-        return {"session_id": session_id, "diff": diff, "files": [f.to_json() for f in files]}
+        return {"session_id": session_id, "diff": own.diff, "files": own.files}
 
     # -- revert ---------------------------------------------------------------
 
-    async def revert(self, session_id: str, turn_id: str) -> dict[str, Any]:
+    async def _target(self, session_id: str, turn_id: str
+                      ) -> tuple[_Session, list[rows.Entry], rows.Entry]:
+        state = await self._settled(session_id)
+        entries = await self.store.call(rows.entries, self.store.db, session_id)
+        target = next((e for e in entries if e.id == turn_id), None)
+        if target is None or target.before_commit is None:
+            raise NotFound(f"turn {turn_id} has no checkpoint to revert to")
+        return state, entries, target
+
+    async def _edited_since(self, state: _Session, entries: list[rows.Entry],
+                            target: rows.Entry) -> tuple[set[str], Checkpoint | None]:
+        """What changed after ``target``'s start that is not this session's own
+        (the gaps between its later entries), and the newest entry's end: what
+        changed from there to now is not its own either (none while a turn runs)."""
+        after = [e for e in entries if e.seq >= target.seq]
+        edited = await changed_between(state.repo, _gaps(after))
+        last = after[-1].after_commit
+        return edited, (await state.repo.load(last) if last else None)
+
+    async def preview(self, session_id: str, turn_id: str) -> dict[str, Any]:
+        """``turn.revert.preview``: the files a revert to ``turn_id``'s start would
+        change now, each with what happens and whether it was edited since; the
+        later turns it undoes too.  Nothing is written (a snapshot is taken)."""
+        state, entries, target_entry = await self._target(session_id, turn_id)
+        try:
+            edited, since = await self._edited_since(state, entries, target_entry)
+            target = await state.repo.load(target_entry.before_commit or "")
+            files = await state.repo.preview(target, since=since, edited=edited)
+            # (The later turns that changed files: the dialog names what goes.)
+            later = [e.id for e in entries if e.seq > target_entry.seq and e.kind == "turn"
+                     and e.before_commit and await changes_something(
+                         state.repo, e.before_commit, e.after_commit)]
+        except CheckpointError as exc:
+            raise Conflict(f"cannot tell what the revert changes: {exc}") from None
+        return {"session_id": session_id, "turn_id": turn_id,
+                "files": [f.to_json() for f in files], "later_turns": later}
+
+    async def revert(self, session_id: str, turn_id: str,
+                     overwrite: Collection[str] | Literal["all"] = ()) -> dict[str, Any]:
         """Restore the session's files to ``turn_id``'s start (a revert's id: to
-        before that revert), after a safety checkpoint; ``Conflict`` while a turn runs."""
+        before that revert), after a safety checkpoint; ``Conflict`` while a turn runs.
+        A file changed since by something other than this session's turns is kept
+        (``kept``, reason ``edited_since``) unless ``overwrite`` names it."""
         if self.turn_running(session_id):
             raise Conflict("a turn is running: cancel it first (agent.cancel with revert: true "
                            "does both)")
-        state = await self._settled(session_id)
+        state, entries, target_entry = await self._target(session_id, turn_id)
         if state.reverting is not None:
             raise Conflict("a revert of this session is already under way")
-        entries = await self.store.call(rows.entries, self.store.db, session_id)
-        target_entry = next((e for e in entries if e.id == turn_id), None)
-        if target_entry is None or target_entry.before_commit is None:
-            raise NotFound(f"turn {turn_id} has no checkpoint to revert to")
-        newest = next((c for e in reversed(entries)
-                       for c in (e.after_commit, e.before_commit) if c), None)
         state.reverting = trio.Event()
         try:
-            target = await state.repo.load(target_entry.before_commit)
-            since = await state.repo.load(newest) if newest else None
-            result = await state.repo.restore(target, since=since)
+            edited, since = await self._edited_since(state, entries, target_entry)
+            target = await state.repo.load(target_entry.before_commit or "")
+            result = await state.repo.restore(target, since=since, edited=edited,
+                                              overwrite=overwrite)
+            # What the files are now (the kept ones differ from the target): the
+            # start of the next gap, so an undo of this revert sees later edits.
+            after = (await state.repo.snapshot(f"after restoring to: {target.label}")
+                     if result.kept else target)
             revert_id = new_id()
             # Its own entry: reverting it restores the safety checkpoint (undoes this).
             await self.store.call(rows.add_entry, self.store.db, revert_id, session_id,
-                                  "revert", result.safety.commit, target.commit)
+                                  "revert", result.safety.commit, after.commit)
         except CheckpointError as exc:
             raise Conflict(f"the revert failed: {exc}") from None
         except Exception as exc:
@@ -369,9 +412,16 @@ class TurnCheckpoints:
             state.rewind_to = None
         later = [e.id for e in entries if e.seq > target_entry.seq and e.kind == "turn"]
         answer = _answer(session_id, turn_id, revert_id, result, later)
-        await self.store.add_message(session_id, None, "system", "status", REVERTED_STATUS,
+        await self.store.add_message(session_id, None, "system", "status",
+                                     UNDONE_STATUS if target_entry.kind == "revert"
+                                     else REVERTED_STATUS,
                                      {"reverted": True, "variant": "info", "turn_id": turn_id,
-                                      "revert_id": revert_id, "later_turns": later})
+                                      "revert_id": revert_id, "later_turns": later,
+                                      # (named in the transcript: the page says which)
+                                      "kept_edits": [p for p, why in result.kept
+                                                     if why == "edited_since"][:20],
+                                      **({"undo_of": turn_id} if target_entry.kind == "revert"
+                                         else {})})
         return answer
 
     # -- a restore a kill interrupted -----------------------------------------
@@ -409,6 +459,13 @@ class TurnCheckpoints:
                 if await self.store.get_session(session_id) is not None:
                     await self.store.add_message(session_id, None, "system", "status",
                                                  message, meta)
+
+
+def _gaps(entries: list[rows.Entry]) -> list[tuple[str, str]]:
+    """From each entry's end to the next one's start: what changed there is not
+    the session's own."""
+    return [(a.after_commit, b.before_commit) for a, b in pairwise(entries)
+            if a.after_commit and b.before_commit]
 
 
 def _answer(session_id: str, turn_id: str, revert_id: str, result: RestoreResult,

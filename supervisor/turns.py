@@ -81,9 +81,9 @@ class Turns:
         # protocol cancel to an agent that runs no turn yet.
         handle = ex.turn = TurnHandle(id="", session_id=session.id,
                                       before_prompt=trio.CancelScope())
-        # DESIGN.md §12: a session with a project has checkpoints (the shared
-        # default work dir has none: a revert there would undo other sessions' edits).
-        handle.checkpointed = self.checkpoints is not None and session.cwd is not None
+        # DESIGN.md §12, §15: every session has checkpoints, the default work dir's
+        # too (a revert keeps what another session changed since: turn_checkpoints).
+        handle.checkpointed = self.checkpoints is not None
         try:
             turn, msg = await self.store.open_turn(session.id, text, resume_queue=resume_queue,
                                                    client_message_id=client_message_id)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from importlib import metadata
-from typing import Any
+from typing import Any, Literal
 
 from supervisor.config import Limits
 from supervisor.db import StoreError
@@ -199,7 +199,7 @@ async def agent_cancel(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> di
                                                  req.turn_id)
     result = cancel_result(op)
     if req.revert:
-        result |= await cancel_revert(sup, op)
+        result |= await cancel_revert(sup, op, req.overwrite or ())
     return result
 
 
@@ -222,12 +222,15 @@ async def subagent_cancel(sup: Supervisor, caller: Caller, p: dict[str, Any]) ->
             "outcome": outcome, "subagent": subagent}
 
 
-async def cancel_revert(sup: Supervisor, op: CancelOperation) -> dict[str, Any]:
-    """DESIGN.md §12 "Cancel and undo": the settled cancel's turn reverted."""
+async def cancel_revert(sup: Supervisor, op: CancelOperation,
+                        overwrite: Collection[str] | Literal["all"] = ()) -> dict[str, Any]:
+    """DESIGN.md §12 "Cancel and undo": the settled cancel's turn reverted (a file
+    changed since by something else kept unless ``overwrite`` names it, §15)."""
     if op.acted_on is None:
         return {"revert_error": "no turn was running: nothing to revert"}
     try:
-        return {"reverted": await checkpoints_of(sup).revert(op.session_id, op.acted_on)}
+        return {"reverted": await checkpoints_of(sup).revert(op.session_id, op.acted_on,
+                                                             overwrite)}
     except SupervisorError as exc:
         return {"revert_error": str(exc)}
 

@@ -4,7 +4,14 @@
 from __future__ import annotations
 
 from .gitrun import GitError, GitRunner, safe_git
-from .model import Checkpoint, CheckpointError, FileChange, RestoreResult, SkippedFile
+from .model import (
+    Checkpoint,
+    CheckpointError,
+    FileChange,
+    PlannedChange,
+    RestoreResult,
+    SkippedFile,
+)
 from .shadow import CheckpointSettings, ShadowRepo
 
 __all__ = [
@@ -14,6 +21,7 @@ __all__ = [
     "FileChange",
     "GitError",
     "GitRunner",
+    "PlannedChange",
     "RestoreResult",
     "ShadowRepo",
     "SkippedFile",

@@ -9,9 +9,11 @@ from typing import Any, Final, Literal
 
 __all__ = [
     "GITLINK_MODE",
+    "Action",
     "Checkpoint",
     "CheckpointError",
     "FileChange",
+    "PlannedChange",
     "RawEntry",
     "RestoreResult",
     "SkippedFile",
@@ -25,6 +27,8 @@ __all__ = [
 #: ``ignored``: a file the turn created whose content is in no checkpoint, because the
 #: project's ignore rules (the agent's to write) hide it; a revert removes it.
 ChangeStatus = Literal["added", "modified", "deleted", "renamed", "ignored"]
+#: What a restore does to a file (``PlannedChange``).
+Action = Literal["restored", "deleted", "re-created"]
 SkipReason = Literal["too_large", "unreadable", "repository", "unstorable"]
 _SKIP_REASONS: Final[tuple[SkipReason, ...]] = ("too_large", "unreadable", "repository",
                                                 "unstorable")
@@ -113,10 +117,24 @@ class RestoreResult:
     #: Paths removed whose content no checkpoint holds (ignored by the project's rules,
     #: or unstorable), each with the reason: restoring ``safety`` does not bring them back.
     removed_unsaved: tuple[tuple[str, str], ...] = ()
-    #: Paths whose content changed after ``since`` (the checkpoint the caller named as
-    #: the last one it knew of): edits made meanwhile, overwritten too (the safety
-    #: checkpoint holds them).
+    #: Paths the restore would change that were edited since (not by the caller's
+    #: own turns): kept (in ``kept``, reason ``edited_since``) unless the caller
+    #: chose to overwrite them (the safety checkpoint then holds the edit).
     edited_since: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlannedChange:
+    """One file a restore would change (``ShadowRepo.preview``): ``restored`` (its
+    content goes back), ``deleted`` (it did not exist then), ``re-created`` (it exists
+    no more); ``edited_since``: changed since by someone else (kept unless chosen)."""
+
+    path: str
+    action: Action
+    edited_since: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "action": self.action, "edited_since": self.edited_since}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -34,10 +34,10 @@ import logging
 import os
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import trio
 
@@ -47,9 +47,11 @@ from .gitrun import GitError, GitRunner
 from .ignores import repository_excludes
 from .model import (
     GITLINK_MODE,
+    Action,
     Checkpoint,
     CheckpointError,
     FileChange,
+    PlannedChange,
     RawEntry,
     RestoreResult,
     SkippedFile,
@@ -418,38 +420,87 @@ class ShadowRepo:
             return None
         target = await self.load(str(journal.get("target")))
         safety = await self.load(str(journal.get("safety")))
-        return await self.restore(target, first_safety=safety)
+        keep = journal.get("keep")
+        return await self.restore(target, first_safety=safety,
+                                  edited=[str(p) for p in keep] if isinstance(keep, list) else ())
+
+    async def _plan(self, target: Checkpoint, now: Checkpoint
+                    ) -> tuple[list[RawEntry], list[tuple[str, str]]]:
+        """What making the cwd (as checkpointed in ``now``) as at ``target`` touches: the
+        tree-diff records, and the unsaved paths it removes (with their reasons)."""
+        out = await self._git("diff-tree", "-r", "-z", "--raw", "--no-renames",
+                              now.commit, target.commit)
+        entries = [e for e in parse_tree_diff(out)[0]
+                   if GITLINK_MODE not in (e.src_mode, e.dst_mode)
+                   and (target.git_part or not in_git_part(e.path))
+                   and (e.status in ("M", "T") or not worktree_pointer(e.path))]
+        unsaved = [(p, why) for p, why in await self._unsaved(target, now)
+                   if (target.git_part or not in_git_part(p)) and not worktree_pointer(p)]
+        return entries, unsaved
+
+    async def _edited(self, since: Checkpoint | None, now: Checkpoint,
+                      edited: Collection[str]) -> set[str]:
+        found = set(edited)
+        if since is not None and since.commit != now.commit:
+            for c in await self.changes(since, now):
+                found.add(c.path)
+                if c.old_path is not None:
+                    found.add(c.old_path)
+        return found
+
+    async def preview(self, target: Checkpoint, *, since: Checkpoint | None = None,
+                      edited: Collection[str] = ()) -> list[PlannedChange]:
+        """What ``restore(target, since=since, edited=edited)`` would change now, each
+        file with what happens to it and whether it was edited since (a snapshot of
+        the cwd is taken to know; nothing is written)."""
+        async with self._lock:
+            now = await self._snapshot(f"preview of restoring to: {target.label}")
+            try:
+                entries, unsaved = await self._plan(target, now)
+                found = await self._edited(since, now, edited)
+            except GitError as exc:
+                raise CheckpointError(f"cannot list what a restore changes: {exc}") from exc
+        action: dict[str, Action] = {"A": "re-created", "D": "deleted"}
+        planned = [PlannedChange(path=e.path, action=action.get(e.status, "restored"),
+                                 edited_since=_touches(found, e.path)) for e in entries]
+        planned += [PlannedChange(path=p, action="deleted", edited_since=_touches(found, p))
+                    for p, _ in unsaved]
+        return sorted(planned, key=lambda c: c.path)
 
     async def restore(self, target: Checkpoint, *, since: Checkpoint | None = None,
+                      edited: Collection[str] = (),
+                      overwrite: Collection[str] | Literal["all"] = (),
                       first_safety: Checkpoint | None = None) -> RestoreResult:
         """Put the cwd's files back to ``target``, byte for byte, after a safety
         checkpoint of their current state (restoring that undoes this restore).
 
         Every file the safety checkpoint holds is made as in ``target``: changed back,
-        deleted if ``target`` has no such file, created if it lacks it, edits made after
-        ``since`` included (listed in ``edited_since``).  Ignored and too-large files
-        are never touched (they cannot be saved first); see ``RestoreResult.kept``."""
+        deleted if ``target`` has no such file, created if it lacks it.  A file edited
+        since (named in ``edited``, or changed from ``since`` to the safety checkpoint:
+        edits that are not the caller's) is left as it is and listed in ``kept`` with
+        the reason ``edited_since``, unless ``overwrite`` names it (or is ``"all"``);
+        ``edited_since`` lists each such file the restore would change, kept or not.
+        Ignored and too-large files are never touched (they cannot be saved first);
+        see ``RestoreResult.kept``."""
         async with self._lock:
             safety = await self._snapshot(f"before restoring to: {target.label}")
-            journal = {"target": target.commit, "safety": (first_safety or safety).commit,
-                       "label": target.label}
             try:
-                edited: list[str] = []
-                if since is not None:
-                    edited = [c.path for c in await self.changes(since, safety)]
-                out = await self._git("diff-tree", "-r", "-z", "--raw", "--no-renames",
-                                      safety.commit, target.commit)
-                entries = [e for e in parse_tree_diff(out)[0]
-                           if GITLINK_MODE not in (e.src_mode, e.dst_mode)
-                           and (target.git_part or not in_git_part(e.path))
-                           and (e.status in ("M", "T") or not worktree_pointer(e.path))]
+                found = await self._edited(since, safety, edited)
+                entries, unsaved = await self._plan(target, safety)
+                touched = [e.path for e in entries] + [p for p, _ in unsaved]
+                edited_now = sorted(p for p in touched if _touches(found, p))
+                chosen = set() if overwrite == "all" else set(overwrite)
+                protect = [] if overwrite == "all" else [p for p in edited_now
+                                                         if p not in chosen]
+                # The journal names what is kept: a recovery keeps the same files.
+                journal = {"target": target.commit, "safety": (first_safety or safety).commit,
+                           "label": target.label, "keep": protect}
+                entries = [e for e in entries if e.path not in protect]
+                unsaved = [(p, why) for p, why in unsaved if p not in protect]
                 _write_journal(self.git_dir, journal)
                 result = None
                 # Shielded (with its own deadline): a cancel must not leave the tree
                 # half-restored; the journal covers a kill or the deadline.
-                unsaved = [(p, why) for p, why in await self._unsaved(target, safety)
-                           if (target.git_part or not in_git_part(p))
-                           and not worktree_pointer(p)]
                 with trio.CancelScope(shield=True,
                                       deadline=trio.current_time() + self.settings.restore_s):
                     result = await self._apply(entries, unsaved)
@@ -464,10 +515,10 @@ class ShadowRepo:
                 # The journal stays if the writes had begun: recover() tries again.
                 raise CheckpointError(f"cannot restore: {exc}") from exc
         written, deleted, kept, removed = result
-        touched = set(written) | set(deleted)
+        kept = [(p, "edited_since") for p in protect] + kept
         return RestoreResult(target=target, safety=first_safety or safety,
                              written=tuple(written), deleted=tuple(deleted), kept=tuple(kept),
-                             edited_since=tuple(p for p in edited if p in touched),
+                             edited_since=tuple(edited_now),
                              removed_unsaved=tuple(removed))
 
     async def _unsaved(self, target: Checkpoint, now: Checkpoint) -> list[tuple[str, str]]:
@@ -517,6 +568,11 @@ class ShadowRepo:
             written += done
             kept += blocked
         return written, deleted, kept, removed
+
+
+def _touches(edited: set[str], path: str) -> bool:
+    """``path`` (a file, or a unit removed whole) is, or holds, a path in ``edited``."""
+    return path in edited or any(e.startswith(path + "/") for e in edited)
 
 
 def _bytes(path: str) -> bytes:

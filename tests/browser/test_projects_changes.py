@@ -165,7 +165,9 @@ def test_pick_a_project_see_the_changes_open_the_diff_and_revert(
     expect(dialog.get_by_test_id("revert-later")).to_have_text(
         "The changes of 1 later turn go too.")  # the later turn's changes go too
     files = dialog.get_by_test_id("revert-file")
-    expect(files).to_have_text(["a.txt", "x.html"])  # it lists what goes, as text
+    # It lists what goes, as text, and what happens to each (both were made by the turns).
+    expect(files).to_have_text([re.compile(r"^a\.txt\s+deleted$"),
+                                re.compile(r"^x\.html\s+deleted$")])
     expect(dialog.locator("img")).to_have_count(0)
     expect(dialog.get_by_test_id("revert-files").locator("li")).to_have_count(2)  # no more
     expect(dialog.get_by_test_id("revert-confirm-button")).to_have_text("Put files back")
@@ -224,6 +226,8 @@ def test_cancel_and_undo_a_running_turn(
     wait_until(lambda: len(list(project.glob("edit-*.txt"))) >= 2, page)
     shot(page, f"cancel-and-undo-{view}")
     person.press(undo)
+    # It asks first, with the revert's dialog (DESIGN.md §15).
+    person.press(page.get_by_test_id("revert-dialog").get_by_test_id("revert-confirm-button"))
     person.expect_settled(timeout=20_000)
     restored = person.status_messages().filter(has_text=RESTORED)
     expect(restored).to_have_count(1, timeout=15_000)

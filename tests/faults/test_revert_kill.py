@@ -46,9 +46,11 @@ async def test_a_kill_during_a_revert_is_finished_at_the_next_start(tmp_path: Pa
             await ws.wait_for(is_turn_completed(sid), timeout=30)
             await ws.wait_for(lambda f: f["action"] == "session.turn.changes",
                               timeout=30)
-            # Edits after the turn (as by hand): the revert restores all of them.
+            # Edits after the turn (as by hand): the revert is told to restore all of
+            # them (DESIGN.md §15: else it would keep them), and so is its recovery.
             await trio.to_thread.run_sync(_write_all, project, "new")
-            await ws.send("turn.revert", {"session_id": sid, "turn_id": msg["turn_id"]})
+            await ws.send("turn.revert", {"session_id": sid, "turn_id": msg["turn_id"],
+                                          "overwrite": "all"})
             while True:
                 caught = await trio.to_thread.run_sync(_count, project, "orig")
                 if caught > 0:

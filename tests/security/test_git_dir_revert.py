@@ -317,7 +317,7 @@ async def test_the_persons_later_edit_of_the_config_is_said_and_a_fifo_hangs_not
                                                ".git/info/attributes": "added"}
     (project / ".git" / "config").write_bytes(config + b"[user]\n\tname = Me\n")
     with trio.fail_after(30):
-        result = await repo.restore(start, since=end)
+        result = await repo.restore(start, since=end, overwrite=[".git/config"])
     assert result.edited_since == (".git/config",)
     assert (project / ".git" / "config").read_bytes() == config
     assert not (project / ".git" / "info" / "attributes").exists()

@@ -53,29 +53,23 @@ describe("turn changes", () => {
     assert.deepEqual(C.laterChangedTurns(messages, known.s, "nope"), []);
   });
 
-  it("sums up a revert: the files put back and the later turns that go", () => {
-    let known = {};
-    known = C.applyTurnChanges(known, { session_id: "s", turn_id: "t1", files: [file("a.txt"), file("b.txt")] });
-    known = C.markProbed(known, "s", "t2");
-    known = C.applyTurnChanges(known, { session_id: "s", turn_id: "t3", files: [file("b.txt"), file("c.txt")] });
-    const messages = [msg("a", "t1"), msg("b", "t2"), msg("c", "t3")];
-    assert.deepEqual(C.revertSummary(messages, known.s, "t1"), { later: 1, paths: ["a.txt", "b.txt", "c.txt"], more: 0 });
-    assert.deepEqual(C.revertSummary(messages, known.s, "t3"), { later: 0, paths: ["b.txt", "c.txt"], more: 0 });
-    assert.deepEqual(C.revertSummary(messages, known.s, "nope"), { later: 0, paths: [], more: 0 });
-    assert.deepEqual(C.revertSummary(messages, undefined, "t1"), { later: 0, paths: [], more: 0 });
+  it("orders paths naturally: edit-2 before edit-10", () => {
+    const files = ["edit-10.txt", "edit-1.txt", "edit-11.txt", "edit-2.txt", "B.txt", "a.txt"].map((p) => file(p));
+    assert.deepEqual(C.sortFiles(files).map((f) => f.path), ["a.txt", "B.txt", "edit-1.txt", "edit-2.txt", "edit-10.txt", "edit-11.txt"]);
+    assert.equal(files[0].path, "edit-10.txt", "a copy: the list given stays as it was");
   });
 
-  it("names ten files of a big revert and counts the rest", () => {
-    let many = {};
-    many = C.applyTurnChanges(many, { session_id: "s", turn_id: "t1", files: Array.from({ length: 12 }, (_, i) => file(`f${i}`)) });
-    many = C.applyTurnChanges(many, { session_id: "s", turn_id: "t2", files: [file("f0"), file("g")] });
-    const summary = C.revertSummary([msg("a", "t1"), msg("b", "t2")], many.s, "t1");
-    assert.equal(C.REVERT_NAMED, 10);
-    assert.deepEqual(summary.paths, Array.from({ length: 10 }, (_, i) => `f${i}`));
-    assert.equal(summary.more, 3, "f10, f11 and g; f0 counted once");
-    assert.equal(summary.later, 1);
-    const ten = C.applyTurnChanges({}, { session_id: "s", turn_id: "t1", files: Array.from({ length: 10 }, (_, i) => file(`f${i}`)) });
-    assert.equal(C.revertSummary([msg("a", "t1")], ten.s, "t1").more, 0);
+  it("puts a revert's undo after its status message, marked once a later revert undid it", () => {
+    const status = (id, meta) => ({ id, session_id: "s", turn_id: null, role: "system", kind: "status", content: "Files restored to before this turn", metadata: { reverted: true, variant: "info", ...meta } });
+    const messages = [msg("a", "t1"), status("r1", { turn_id: "t1", revert_id: "R1", kept_edits: ["a.txt"] })];
+    let shown = C.withChangeCards(messages, "s", undefined);
+    assert.deepEqual(shown.map((m) => m.id), ["a", "r1", "revert-undo-R1"]);
+    assert.deepEqual(shown[2].metadata.undo, { revert_id: "R1", undone: false, kept: ["a.txt"] });
+    assert.equal(C.withChangeCards(messages, "s", undefined)[2], shown[2], "the same card object");
+    shown = C.withChangeCards([...messages, status("r2", { turn_id: "R1", revert_id: "R2", undo_of: "R1" })], "s", {});
+    assert.deepEqual(shown.map((m) => m.id), ["a", "r1", "revert-undo-R1", "r2", "revert-undo-R2"]);
+    assert.equal(shown[2].metadata.undo.undone, true);
+    assert.equal(shown[4].metadata.undo.undone, false);
   });
 
   it("adds up a file list's lines", () => {
@@ -112,6 +106,10 @@ describe("reverts and the workplace", () => {
     assert.deepEqual(C.workplace({ cwd: "/p" }, task), { path: "/p", branch: null });
     assert.deepEqual(C.workplace({ cwd: null }, task), { path: "/p", branch: null });
     assert.equal(C.workplace(null, {}), null);
+  });
+  it("names a session's own default folder for its task, never a bare uuid path", () => {
+    const place = C.workplace({ id: "S1", cwd: null }, { title: "Fix it", workspace_id: "default", project_dir: null });
+    assert.deepEqual(place, { path: null, under: "default/S1", branch: null, label: "Default work folder · Fix it" });
   });
 });
 

@@ -100,7 +100,8 @@ async def test_projects_are_limited_to_the_roots(psrv: Server, projects: Path,
     with trio.fail_after(30):
         async with ws_client(psrv) as ws:
             listed = await ws.call("project.list")
-            assert listed == {"roots": [str(_real(projects))], "recent": []}
+            assert listed == {"roots": [str(_real(projects))], "recent": [],
+                              "work_dir": str(psrv.data_dir / "work")}
             browsed = await ws.call("project.browse", {})
             assert browsed["dirs"] == [{"name": "app", "is_git": True},
                                        {"name": "plain", "is_git": False}]

@@ -113,15 +113,44 @@ class RevertAnswer(Success):
     later_turns: list[str]
     written: list[str]
     deleted: list[str]
-    #: Left as they were (too large or ignored now: they could not be saved first).
+    #: Left as they were: ``edited_since`` (changed since the turn, not by this
+    #: session's turns, and not named in ``overwrite``), or they could not be saved
+    #: first (too large or ignored now).
     kept: list[KeptFile]
-    #: Edited after the last checkpoint (by hand) and overwritten too (the safety
-    #: checkpoint, i.e. reverting this revert, has them).
+    #: Every file the revert would change that was changed since the turn by
+    #: something else (by hand, another session): kept, or overwritten when named
+    #: in ``overwrite`` (the safety checkpoint, i.e. reverting this revert, has them).
     edited_since: list[str]
     #: Removed although no checkpoint holds their content (created since that turn's
     #: start, hidden by the project's ignore rules or beyond what git can hold):
     #: reverting this revert does not bring them back.
     removed_unsaved: list[KeptFile] = []
+
+
+class PlannedFile(DTO):
+    path: str
+    #: restored: its content goes back; deleted: it did not exist then;
+    #: re-created: it is gone now.
+    action: Literal["restored", "deleted", "re-created"]
+    #: Changed since the turn by something else: kept unless chosen in ``overwrite``.
+    edited_since: bool
+
+
+class RevertPreview(DTO):
+    """DESIGN.md §15 ``turn.revert.preview``: what ``turn.revert`` would change now."""
+
+    session_id: str
+    turn_id: str
+    #: Only files the revert changes (one already as it was is not listed).
+    files: list[PlannedFile]
+    #: Later turns that changed files: their changes go too.
+    later_turns: list[str]
+
+
+class ProjectRootAdded(DTO):
+    #: The root added (real path), and every root now.
+    root: str
+    roots: list[str]
 
 
 class CancelAnswer(Success):
@@ -164,6 +193,9 @@ class ProjectList(DTO):
     roots: list[str]
     #: Project directories of recent tasks, newest first.
     recent: list[str]
+    #: Where a session with no project works: its own folder ``<work_dir>/<workspace
+    #: id>/<session id>`` (DESIGN.md §15: the page names it, the path on hover).
+    work_dir: str | None = None
 
 
 class ProjectDir(DTO):
@@ -185,10 +217,17 @@ class TurnDiffAnswer(DTO):
     files: list[FileChangeDTO]
 
 
+class SessionFileChange(FileChangeDTO):
+    #: Also changed outside this session's turns (by hand, another session).
+    outside: bool = False
+
+
 class SessionDiffAnswer(DTO):
+    """What this session's own turns changed (the sum of each turn's before→after)."""
+
     session_id: str
     diff: str
-    files: list[FileChangeDTO]
+    files: list[SessionFileChange]
 
 
 class ServerInfo(DTO):
@@ -243,6 +282,8 @@ RESPONSES: dict[str, type[BaseModel]] = {
     "project.browse": ProjectBrowseAnswer,
     "turn.diff": TurnDiffAnswer,
     "turn.revert": RevertAnswer,
+    "turn.revert.preview": RevertPreview,
+    "project.root.add": ProjectRootAdded,
     "session.diff": SessionDiffAnswer,
 }
 

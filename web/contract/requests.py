@@ -78,6 +78,8 @@ class NoPayload(Request):
 
 #: A directory path a client names (DESIGN.md §12; checked against the project roots).
 DirPath = Annotated[str, Field(min_length=1, max_length=4096), AfterValidator(_unicode)]
+#: Paths (relative to the session's cwd) a revert may overwrite, or all of them.
+Overwrite = Annotated[list[DirPath], Field(max_length=100_000)] | Literal["all"] | None
 
 
 class TaskCreate(Request):
@@ -178,6 +180,9 @@ class AgentCancel(Request):
     turn_id: Id | None = None
     #: DESIGN.md §12: once the cancel settled, revert the cancelled turn's files.
     revert: StrictBool = False
+    #: DESIGN.md §15: with ``revert``, the files changed since the turn to put back
+    #: all the same (as ``turn.revert``'s ``overwrite``).
+    overwrite: Overwrite = None
 
 
 class AgentStopNow(Request):
@@ -205,6 +210,19 @@ class TurnRef(Request):
     session_id: Id
     #: A turn's id, or a revert's (``revert_id``: reverting it undoes that revert).
     turn_id: Id
+
+
+class TurnRevert(TurnRef):
+    """DESIGN.md §15: a file changed since the turn (not by this session's turns) is
+    kept unless named here (or ``"all"``)."""
+
+    overwrite: Overwrite = None
+
+
+class ProjectRootAdd(Request):
+    """DESIGN.md §15: a project root added at run time (kept in the data dir)."""
+
+    path: DirPath
 
 
 class TurnDiff(TurnRef):
@@ -256,7 +274,9 @@ REQUESTS: dict[str, type[Request]] = {
     "project.list": NoPayload,
     "project.browse": ProjectBrowse,
     "turn.diff": TurnDiff,
-    "turn.revert": TurnRef,
+    "turn.revert": TurnRevert,
+    "turn.revert.preview": TurnRef,
+    "project.root.add": ProjectRootAdd,
     "session.diff": SessionRef,
 }
 

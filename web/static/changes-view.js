@@ -1,6 +1,7 @@
-// The `changes-view` (DESIGN.md §12, §15): everything the selected session changed, from its
-// first checkpoint to its newest (session.diff), in a panel above the conversation. The diff is
-// fetched once per opening; each file shows its own part of it.
+// The `changes-view` (DESIGN.md §12, §15): what the selected session's own turns changed (the sum
+// of each turn's before→after: session.diff), in a panel above the conversation; a file also
+// changed outside them (by hand, by another session) is marked. The diff is fetched once per
+// opening; each file shows its own part of it.
 
 import { h } from "./dom.js";
 import { fileList } from "./turn-changes-card.js";
@@ -24,14 +25,16 @@ export function createChangesView({ request }) {
     try {
       const answer = await request("session.diff", { session_id: sid });
       if (sid !== sessionId) return;
+      const outside = answer.files.some((f) => f.outside);
       body.replaceChildren(
         answer.files.length
           ? fileList(answer.files, async (path) => fileSection(answer.diff, path))
           : h("p", { class: "muted", dataset: { testid: "changes-empty" } }, "No changes in this session yet."),
+        outside ? h("p", { class: "muted changes-outside-note" }, "“also changed outside”: someone else (you by hand, or another session) changed that file too; the diff shows this session's part.") : null,
       );
     } catch (err) {
       if (sid !== sessionId) return;
-      const text = err?.code === "NOT_FOUND" ? "No checkpoints in this session (it has no project)." : `Could not load the changes. ${err?.message ?? ""}`.trim();
+      const text = err?.code === "NOT_FOUND" ? "No changes in this session yet." : `Could not load the changes. ${err?.message ?? ""}`.trim();
       body.replaceChildren(h("p", { class: "muted", dataset: { testid: "changes-empty" } }, text));
     }
   }

@@ -1,7 +1,8 @@
 // The `project-picker` of the new-task form (DESIGN.md §12, §15): the directory the task's
 // agents work in. It lists the server's roots and recent projects (project.list) and browses a
-// root's directories (project.browse); a git repository is marked. No pick: the profile's
-// default work dir, as before.
+// root's directories (project.browse); a git repository is marked. No pick: the session's own
+// default work folder. `project-root-add` adds a root now (project.root.add, DESIGN.md §15: kept
+// by the server; one that holds its data dir is refused, and the reason shown).
 
 import { h } from "./dom.js";
 import { childPath, parentWithin } from "./turn-changes-state.js";
@@ -20,8 +21,11 @@ export function createProjectPicker({ request }) {
   const up = h("button", { type: "button", class: "btn btn-secondary", dataset: { testid: "project-up" } }, "↑ Up");
   const use = h("button", { type: "button", class: "btn btn-primary", dataset: { testid: "project-use" } }, "Use this directory");
   const dirs = h("ul", { class: "project-dirs", "aria-label": "Directories" });
-  const error = h("p", { class: "form-error", role: "alert", hidden: true });
-  const panel = h("div", { class: "project-panel", hidden: true, dataset: { testid: "project-panel" } }, quick, h("div", { class: "project-bar" }, up, here, use), dirs, error);
+  const error = h("p", { class: "form-error", role: "alert", hidden: true, dataset: { testid: "project-error" } });
+  const rootInput = h("input", { type: "text", class: "text-input project-root-input", placeholder: "Another folder as a root: /path/to/it", "aria-label": "A folder to add as a project root", dataset: { testid: "project-root-input" }, spellcheck: "false", autocomplete: "off" });
+  const rootAdd = h("button", { type: "button", class: "btn btn-secondary", dataset: { testid: "project-root-add" } }, "Add as a root");
+  const rootRow = h("div", { class: "project-root-row" }, rootInput, rootAdd);
+  const panel = h("div", { class: "project-panel", hidden: true, dataset: { testid: "project-panel" } }, quick, h("div", { class: "project-bar" }, up, here, use), dirs, rootRow, error);
   const el = h(
     "div",
     { class: "project-picker", dataset: { testid: "project-picker" } },
@@ -35,7 +39,8 @@ export function createProjectPicker({ request }) {
 
   function setValue(path, isGit) {
     value = path;
-    chosen.replaceChildren(path ?? "No project (default work dir)", path ? " " : "", path ? gitBadge(isGit) : null);
+    // (replaceChildren would print a null as "null": only the nodes there are.)
+    chosen.replaceChildren(...[path ?? "No project (default work dir)", path ? " " : "", path ? gitBadge(isGit) : null].filter((c) => c !== null));
     chosen.dataset.path = path ?? "";
     clearButton.hidden = !path;
   }
@@ -68,12 +73,12 @@ export function createProjectPicker({ request }) {
       error.textContent = `Could not open that directory. ${err?.message ?? ""}`.trim();
       return;
     }
-    here.replaceChildren(h("span", { class: "project-path-text" }, browsing.path), " ", gitBadge(browsing.is_git));
+    here.replaceChildren(...[h("span", { class: "project-path-text" }, browsing.path), " ", gitBadge(browsing.is_git)].filter((c) => c !== null));
     here.dataset.path = browsing.path;
     up.disabled = parentWithin(browsing.path, roots) === null;
     dirs.replaceChildren(
       ...browsing.dirs.map((d) => {
-        const b = h("button", { type: "button", class: "project-dir", dataset: { testid: "project-dir", name: d.name } }, `📁 ${d.name}`, " ", gitBadge(d.is_git));
+        const b = h("button", { type: "button", class: "project-dir", dataset: { testid: "project-dir", name: d.name } }, h("span", { class: "folder-icon", "aria-hidden": "true" }), d.name, " ", gitBadge(d.is_git));
         b.addEventListener("click", () => browse(childPath(browsing.path, d.name)));
         return h("li", {}, b);
       }),
@@ -98,6 +103,36 @@ export function createProjectPicker({ request }) {
     open(false);
   });
   clearButton.addEventListener("click", () => setValue(null, false));
+
+  async function addRoot() {
+    const path = rootInput.value.trim();
+    if (!path) {
+      rootInput.focus();
+      return;
+    }
+    error.hidden = true;
+    rootAdd.disabled = true;
+    try {
+      const added = await request("project.root.add", { path });
+      rootInput.value = "";
+      await load();
+      await browse(added.root);
+      rootAdd.focus();
+    } catch (err) {
+      error.hidden = false;
+      error.textContent = `Not added as a root: ${err?.message ?? "unknown error"}`;
+      rootInput.focus();
+    } finally {
+      rootAdd.disabled = false;
+    }
+  }
+  rootAdd.addEventListener("click", addRoot);
+  rootInput.addEventListener("keydown", (event) => {
+    if (event.key === "Enter") {
+      event.preventDefault(); // (inside the new-task form: Enter adds the root, no task yet)
+      addRoot();
+    }
+  });
 
   return {
     el,

@@ -1,16 +1,19 @@
 // What each turn of the task page's sessions changed (DESIGN.md §12), kept as
 // turn-changes-state.js says: {sessionId: {turnId: {files, skipped} | null}}; the requests that
-// fill it after a reload (turn.diff), open a file's diff, and revert a turn (after the
-// revert-dialog.js question).
+// fill it after a reload (turn.diff), open a file's diff, and the three ways files go back, each
+// after the revert-dialog.js question filled by turn.revert.preview (DESIGN.md §15): revert a turn
+// (`revert-turn-button`), undo a revert (`undo-revert-button`, by its revert_id), and cancel the
+// running turn and undo it ("Cancel and undo": `cancelAndUndo`, also the keyboard's).
 
-import * as C from "./turn-changes-state.js";
+import { CANCEL_UNDO_QUESTION, UNDO_QUESTION } from "./revert-dialog.js";
 import { humanizeError } from "./status.js";
+import * as C from "./turn-changes-state.js";
 
 /**
- * askRevert(summary, {returnFocus, forId}) -> Promise<boolean>: the revert dialog's question (true: put
- * the files back).
+ * askRevert(preview, {returnFocus, forId, question, confirmLabel}) -> Promise<{overwrite}|null>:
+ * the revert dialog's question. cancelTurn({revert, overwrite}) is turn-actions.js's cancel.
  */
-export function createSessionChanges({ ws, getState, render, showError, changesView, askRevert }) {
+export function createSessionChanges({ ws, getState, render, showError, changesView, askRevert, cancelTurn }) {
   let changes = {};
   let probing = false;
 
@@ -26,13 +29,12 @@ export function createSessionChanges({ ws, getState, render, showError, changesV
 
   /**
    * After a reload the page has not seen the session.turn.changes of earlier turns: it asks
-   * turn.diff for the latest ended turns' files, one at a time (only sessions with a project
-   * have checkpoints).
+   * turn.diff for the latest ended turns' files, one at a time.
    */
   async function probe(sid) {
     const state = getState();
     const row = state.sessions[sid];
-    if (probing || !row || !(row.cwd || state.task?.project_dir)) return;
+    if (probing || !row) return;
     probing = true;
     try {
       for (const tid of C.turnsToProbe(state.messages[sid], changes[sid], row.current_turn_id)) {
@@ -56,25 +58,77 @@ export function createSessionChanges({ ws, getState, render, showError, changesV
     return diff;
   }
 
-  /** revert-turn-button: asks first (the files and the later turns that go), then turn.revert. */
-  async function revert(turnId, button) {
-    const state = getState();
-    const sid = state.selectedSessionId;
+  /** What a revert to `turnId`'s start would change now, asked and answered; null: not asked. */
+  async function ask(sid, turnId, options) {
+    let preview;
+    try {
+      preview = await ws.request("turn.revert.preview", { session_id: sid, turn_id: turnId });
+    } catch (err) {
+      showError(`Could not tell what would be put back. ${humanizeError(err.message) ?? ""}`.trim());
+      return null;
+    }
+    if (getState().selectedSessionId !== sid) return null;
+    const answer = await askRevert(preview, { forId: sid, ...options });
+    return answer && getState().selectedSessionId === sid ? answer : null;
+  }
+
+  /** turn.revert of a turn (or, by its revert_id, of a revert), after the question. */
+  async function revertTo(turnId, button, { testid, question, confirmLabel }) {
+    const sid = getState().selectedSessionId;
     // The card may be redrawn while the dialog is open: the focus goes back to its button then.
-    const again = () => (button.isConnected ? button : document.querySelector(`[data-testid="revert-turn-button"][data-turn-id="${CSS.escape(turnId)}"]`));
-    const yes = await askRevert(C.revertSummary(state.messages[sid], changes[sid], turnId), { returnFocus: again, forId: sid });
-    if (!yes || getState().selectedSessionId !== sid) return;
+    const again = () => (button.isConnected ? button : document.querySelector(`[data-testid="${testid}"][data-turn-id="${CSS.escape(turnId)}"]`));
+    const answer = await ask(sid, turnId, { returnFocus: again, question, confirmLabel });
+    if (!answer) return;
     button.disabled = true;
     try {
-      const answer = await ws.request("turn.revert", { session_id: sid, turn_id: turnId });
-      markReverted(sid, [turnId, ...(answer.later_turns ?? [])]);
+      const done = await ws.request("turn.revert", { session_id: sid, turn_id: turnId, overwrite: answer.overwrite });
+      markReverted(sid, [turnId, ...(done.later_turns ?? [])]);
       changesView.reload();
       render();
     } catch (err) {
       button.disabled = false;
-      showError(`Could not revert the turn. ${humanizeError(err.message)}`);
+      showError(`Could not put the files back. ${humanizeError(err.message)}`);
     }
   }
 
-  return { of: (sid) => changes[sid], apply, markReverted, probe, loadDiff, revert };
+  /** revert-turn-button. */
+  function revert(turnId, button) {
+    return revertTo(turnId, button, { testid: "revert-turn-button" });
+  }
+
+  /** undo-revert-button: the revert's own revert (its revert_id), under the same rules. */
+  function undoRevert(revertId, button) {
+    return revertTo(revertId, button, { testid: "undo-revert-button", question: UNDO_QUESTION, confirmLabel: "Undo the revert" });
+  }
+
+  /**
+   * "Cancel and undo" (cancel-revert-button, and the keyboard's shortcut): asks first with the
+   * revert's dialog (what goes, the per-file choice); a dismissal cancels nothing.
+   */
+  async function cancelAndUndo() {
+    const state = getState();
+    const sid = state.selectedSessionId;
+    const turnId = state.sessions[sid]?.current_turn_id;
+    if (!sid || !turnId) return;
+    const trigger = document.activeElement;
+    const answer = await ask(sid, turnId, { returnFocus: () => trigger, question: CANCEL_UNDO_QUESTION, confirmLabel: "Cancel and put back" });
+    if (!answer) return;
+    if (getState().sessions[sid]?.current_turn_id === turnId) {
+      cancelTurn({ revert: true, overwrite: answer.overwrite });
+      return;
+    }
+    // The turn ended while the question was open: its files go back all the same.
+    try {
+      const done = await ws.request("turn.revert", { session_id: sid, turn_id: turnId, overwrite: answer.overwrite });
+      markReverted(sid, [turnId, ...(done.later_turns ?? [])]);
+      render();
+    } catch (err) {
+      showError(`Could not put the files back. ${humanizeError(err.message)}`);
+    }
+  }
+
+  /** What a turn-changes card (and a revert's undo) asks of it: turn-changes-card.js's ctx. */
+  const cardContext = { loadTurnDiff: loadDiff, onRevert: revert, onUndoRevert: undoRevert };
+
+  return { of: (sid) => changes[sid], apply, markReverted, probe, loadDiff, revert, undoRevert, cancelAndUndo, cardContext };
 }

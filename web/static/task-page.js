@@ -130,14 +130,11 @@ export function mountTaskPage(root, boot, env = globalThis) {
   const failedHelp = createFailedStartHelp();
   const messageList = createMessageList({
     onPermission: (requestId, optionId) => actions.respondPermission(requestId, optionId),
-    renderTurnChanges: (message) => renderTurnChanges(message, {
-      loadTurnDiff: (turnId, path) => changes.loadDiff(turnId, path),
-      onRevert: (turnId, button) => changes.revert(turnId, button),
-    }),
+    renderTurnChanges: (message) => renderTurnChanges(message, changes.cardContext), // diffs, revert, undo
   });
   const changesView = createChangesView({ request: (action, payload) => ws.request(action, payload) });
-  // Where the agent works (DESIGN.md §12): the worktree and its branch, or the project dir.
-  const workDir = createWorkDir();
+  // Where the agent works (DESIGN.md §12): the worktree and its branch, the project, or its own.
+  const workDir = createWorkDir({ request: (action, payload) => ws.request(action, payload) });
   // The stall notice and the queue of messages waiting for the turn (DESIGN.md §9) sit right
   // above the composer, the same for both composer layouts.
   const stall = createStallNotice({ onCancel: () => actions.cancel() });
@@ -213,7 +210,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
       layout,
       onSend: send,
       onCancel: () => actions.cancel(),
-      onCancelRevert: () => actions.cancel({ revert: true }),
+      onCancelRevert: () => changes.cancelAndUndo(), // asks first (DESIGN.md §15)
       // With the phone's keyboard up, the conversation gets the room the header took.
       onTyping: (typing) => pageEl.classList.toggle("is-typing", typing && layout === "compact"),
     });
@@ -234,7 +231,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
     // Codex steers (turn/steer); an ACP agent may (the steering extension): offered until it
     // refuses one, then the §9 fallback says why the message was queued instead.
     const steers = Boolean(row) && (row.protocol === "codex" || !steerRefused.has(sid));
-    return { ...failedComposerView(view, row), revertable: Boolean(row?.cwd || state.task?.project_dir), steer: { visible: view.running && steers }, note: composerNotes[sid] ?? failedComposerView(view, row).note ?? null };
+    return { ...failedComposerView(view, row), revertable: Boolean(row), steer: { visible: view.running && steers }, note: composerNotes[sid] ?? failedComposerView(view, row).note ?? null };
   }
 
   // --- Render --------------------------------------------------------------------------------
@@ -410,7 +407,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
 
   // The selected session's turn: its changes (DESIGN.md §12), the requests that act on it, and
   // the clock of its working indicator and escalation countdown (DESIGN.md §15).
-  const changes = createSessionChanges({ ws, getState: () => state, render, showError, changesView, askRevert: revertDialog.ask });
+  const changes = createSessionChanges({ ws, getState: () => state, render, showError, changesView, askRevert: revertDialog.ask, cancelTurn: (o) => actions.cancel(o) });
   const actions = createTurnActions({
     ws,
     taskId,

@@ -21,7 +21,8 @@ export function cancelErrorText(err) {
 }
 
 export function createTurnActions({ ws, taskId, getState, setState, showError, setPageError, focusComposer, changes }) {
-  function cancel({ revert = false } = {}) {
+  /** overwrite: with revert, the files changed since the turn to put back all the same (§15). */
+  function cancel({ revert = false, overwrite = [] } = {}) {
     const state = getState();
     const sid = state.selectedSessionId;
     const requestId = newRequestId();
@@ -35,7 +36,7 @@ export function createTurnActions({ ws, taskId, getState, setState, showError, s
     // leaves the next one alone.
     const turnId = getState().sessions[sid]?.current_turn_id;
     const target = turnId ? { session_id: sid, task_id: taskId, turn_id: turnId } : { session_id: sid, task_id: taskId };
-    if (revert) target.revert = true; // "Cancel and undo": the backend reverts once it settled
+    if (revert) Object.assign(target, { revert: true, overwrite }); // "Cancel and undo": reverted once it settled
     ws.request("agent.cancel", target, { id: requestId, timeoutMs: S.CANCEL_REQUEST_TIMEOUT_MS }).then(
       (answer) => {
         if (revert && answer?.reverted) changes.markReverted(sid, [answer.reverted.turn_id, ...(answer.reverted.later_turns ?? [])]);

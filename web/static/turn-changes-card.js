@@ -4,7 +4,7 @@
 
 import { renderDiff } from "./diff-view.js";
 import { h } from "./dom.js";
-import { totals } from "./turn-changes-state.js";
+import { sortFiles, totals } from "./turn-changes-state.js";
 
 const STATUS_MARK = { added: "A", modified: "M", deleted: "D", renamed: "R" };
 
@@ -16,7 +16,7 @@ export function fileList(files, loadDiff) {
   return h(
     "ul",
     { class: "changed-files" },
-    files.map((f) => {
+    sortFiles(files).map((f) => {
       const body = h("div", { class: "changed-file-diff" }, "Loading the diff…");
       const item = h(
         "details",
@@ -26,6 +26,7 @@ export function fileList(files, loadDiff) {
           { class: "changed-file-summary" },
           h("span", { class: `file-status file-status--${f.status}`, title: f.status }, STATUS_MARK[f.status] ?? "?"),
           h("span", { class: "diff-path" }, f.old_path ? `${f.old_path} → ${f.path}` : f.path),
+          f.outside ? h("span", { class: "outside-badge", title: "Also changed outside this session's turns: by hand or by another session", dataset: { testid: "changed-outside" } }, "also changed outside") : null,
           f.binary ? h("span", { class: "diff-stat" }, "binary") : h("span", { class: "diff-stat" }, h("span", { class: "diff-add" }, `+${f.additions}`), " ", h("span", { class: "diff-del" }, `−${f.deletions}`)),
         ),
         body,
@@ -47,8 +48,28 @@ export function fileList(files, loadDiff) {
   );
 }
 
-/** The card of a `turn_changes` message (turn-changes-state.js); ctx: {loadTurnDiff, onRevert}. */
+/** A revert's undo, after its status message (turn-changes-state.js withChangeCards). */
+function renderUndo({ revert_id: revertId, undone, kept }, ctx) {
+  const button = h(
+    "button",
+    { type: "button", class: "btn btn-secondary btn-small", disabled: undone, dataset: { testid: "undo-revert-button", turnId: revertId } },
+    undone ? "Revert undone" : "Undo this revert",
+  );
+  button.addEventListener("click", () => ctx.onUndoRevert?.(revertId, button));
+  return h(
+    "div",
+    { class: "revert-undo", dataset: { testid: "revert-undo", revertId, undone: undone ? "true" : "false" } },
+    kept.length ? h("span", { class: "muted", dataset: { testid: "revert-kept" } }, `Kept as you had them: ${kept.join(", ")}`) : null,
+    button,
+  );
+}
+
+/**
+ * The card of a `turn_changes` message (turn-changes-state.js); ctx: {loadTurnDiff, onRevert,
+ * onUndoRevert}.
+ */
 export function renderTurnChanges(message, ctx) {
+  if (message.metadata?.undo) return renderUndo(message.metadata.undo, ctx);
   const { files = [], skipped = [], reverted = false } = message.metadata ?? {};
   const sum = totals(files);
   const revert = h(

@@ -50,21 +50,15 @@ export function laterChangedTurns(messages, knownForSession, turnId) {
   return order.slice(at + 1).filter((t) => knownForSession?.[t]?.files?.length);
 }
 
-/** At most this many files are named in the revert dialog; the rest are counted. */
-export const REVERT_NAMED = 10;
+/** Paths in natural order: edit-2 before edit-10 (numbers compared as numbers). */
+const collator = new Intl.Collator(undefined, { numeric: true, sensitivity: "base" });
+export function naturalOrder(a, b) {
+  return collator.compare(String(a), String(b)) || (String(a) < String(b) ? -1 : String(a) > String(b) ? 1 : 0);
+}
 
-/**
- * What a revert puts back (issue 33: the UI confirms and lists what goes), for the revert dialog:
- * `later` the number of later turns whose changes go too, `paths` the files this turn and those
- * turns changed (each once, REVERT_NAMED at most), `more` how many further files are not named.
- */
-export function revertSummary(messages, knownForSession, turnId) {
-  const later = laterChangedTurns(messages, knownForSession, turnId);
-  const paths = [];
-  for (const t of [turnId, ...later]) {
-    for (const f of knownForSession?.[t]?.files ?? []) if (!paths.includes(f.path)) paths.push(f.path);
-  }
-  return { later: later.length, paths: paths.slice(0, REVERT_NAMED), more: Math.max(0, paths.length - REVERT_NAMED) };
+/** A file list in natural order of its paths (a copy). */
+export function sortFiles(files) {
+  return [...(files ?? [])].sort((x, y) => naturalOrder(x.path, y.path));
 }
 
 const cards = new WeakMap(); // entry -> its card message: the same entry keeps the same object
@@ -78,13 +72,36 @@ function cardFor(sid, tid, entry) {
   return card;
 }
 
+const undoCards = new Map(); // "revert_id:undone" -> its card: unchanged, the same object
+
+/** The ids of the reverts a later revert undid (its status says `undo_of`), from the transcript. */
+export function undoneReverts(messages) {
+  const undone = new Set();
+  for (const m of messages ?? []) if (m.kind === "status" && m.metadata?.reverted && m.metadata.undo_of) undone.add(m.metadata.undo_of);
+  return undone;
+}
+
+function undoCardFor(sid, status, undone) {
+  const revertId = status.metadata.revert_id;
+  const key = `${revertId}:${undone}`;
+  let card = undoCards.get(key);
+  if (!card) {
+    card = { id: `revert-undo-${revertId}`, session_id: sid, turn_id: null, role: "system", kind: "turn_changes", content: "", metadata: { undo: { revert_id: revertId, undone, kept: status.metadata.kept_edits ?? [] } } };
+    undoCards.set(key, card);
+  }
+  return card;
+}
+
 /**
  * The conversation with one `turn_changes` card after the last message of each turn that changed
- * files (a turn with no message shown gets its card at the end). Cards are stable objects, so the
- * message list redraws none that did not change.
+ * files (a turn with no message shown gets its card at the end), and after each revert's status
+ * message its undo (`metadata.undo`: derived from the transcript, so a reload keeps it). Cards are
+ * stable objects, so the message list redraws none that did not change.
  */
 export function withChangeCards(messages, sid, knownForSession) {
-  if (!Array.isArray(messages) || !knownForSession) return messages;
+  if (!Array.isArray(messages)) return messages;
+  const known = knownForSession ?? {};
+  const undone = undoneReverts(messages);
   const last = new Map();
   messages.forEach((m, i) => {
     if (m.turn_id) last.set(m.turn_id, i);
@@ -93,11 +110,12 @@ export function withChangeCards(messages, sid, knownForSession) {
   messages.forEach((m, i) => {
     out.push(m);
     if (m.turn_id && last.get(m.turn_id) === i) {
-      const entry = knownForSession[m.turn_id];
+      const entry = known[m.turn_id];
       if (entry?.files?.length) out.push(cardFor(sid, m.turn_id, entry));
     }
+    if (m.kind === "status" && m.metadata?.reverted && m.metadata.revert_id) out.push(undoCardFor(sid, m, undone.has(m.metadata.revert_id)));
   });
-  for (const [tid, entry] of Object.entries(knownForSession)) {
+  for (const [tid, entry] of Object.entries(known)) {
     if (!last.has(tid) && entry?.files?.length) out.push(cardFor(sid, tid, entry));
   }
   return out;
@@ -142,10 +160,16 @@ export function markReverted(known, sid, turnIds) {
   return { ...known, [sid]: next };
 }
 
-/** Where a session's agent works: its worktree (and branch), its cwd, or the task's project. */
+/**
+ * Where a session's agent works: its worktree (and branch), its cwd, or the task's project; else
+ * its own default work folder, named for the task (`under`: its path below the server's
+ * DATA_DIR/work, which work-dir.js learns from project.list).
+ */
 export function workplace(session, task) {
   if (session?.worktree) return { path: session.worktree.path, branch: session.worktree.branch };
   if (session?.cwd) return { path: session.cwd, branch: null };
   if (task?.project_dir) return { path: task.project_dir, branch: null };
-  return null;
+  if (!session) return null;
+  const under = task?.workspace_id && session.id ? `${task.workspace_id}/${session.id}` : null;
+  return { path: null, under, branch: null, label: `Default work folder · ${task?.title || "this task"}` };
 }

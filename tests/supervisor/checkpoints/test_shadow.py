@@ -240,24 +240,51 @@ async def test_a_symlink_the_safety_checkpoint_could_not_save_blocks_what_is_beh
     assert not (project / ".gitignore").exists()
 
 
-async def test_a_file_the_user_edited_meanwhile_is_restored_too_and_kept_in_the_safety(
+async def test_a_file_the_user_edited_meanwhile_is_kept_unless_chosen(
         tmp_path: Path, project: Path) -> None:
-    """What a restore does with an edit made after the turn: the file goes back to the
-    checkpoint like every other (the restore is byte for byte); the edit is listed in
-    ``edited_since`` and kept in the safety checkpoint, whose restore brings it back."""
+    """What a restore does with an edit made after the turn (DESIGN.md §15): the file is
+    left as the person made it, listed in ``kept`` (``edited_since``) and in
+    ``edited_since``; the other files go back.  ``preview`` says the same beforehand,
+    and nothing it lists is written by it."""
+    repo = repo_for(tmp_path, project)
+    start = await repo.snapshot("turn start")
+    write(project, "src/app.py", "agent's version\n")
+    write(project, "new.txt", "made by the turn\n")
+    end = await repo.snapshot("turn end")
+    write(project, "src/app.py", "the user's edit on top\n")
+    write(project, "README.md", "the user's edit of a file the turn did not touch\n")
+    planned = await repo.preview(start, since=end)
+    assert [(c.path, c.action, c.edited_since) for c in planned] == [
+        ("README.md", "restored", True), ("new.txt", "deleted", False),
+        ("src/app.py", "restored", True)]
+    assert (project / "new.txt").exists()
+    result = await repo.restore(start, since=end)
+    assert (project / "src/app.py").read_text() == "the user's edit on top\n"
+    assert "the user's edit" in (project / "README.md").read_text()
+    assert not (project / "new.txt").exists()
+    assert sorted(result.edited_since) == ["README.md", "src/app.py"]
+    assert sorted(result.kept) == [("README.md", "edited_since"),
+                                   ("src/app.py", "edited_since")]
+
+
+async def test_a_file_edited_meanwhile_is_put_back_when_chosen_and_the_safety_has_it(
+        tmp_path: Path, project: Path) -> None:
     repo = repo_for(tmp_path, project)
     start = await repo.snapshot("turn start")
     write(project, "src/app.py", "agent's version\n")
     end = await repo.snapshot("turn end")
     write(project, "src/app.py", "the user's edit on top\n")
     write(project, "README.md", "the user's edit of a file the turn did not touch\n")
-    result = await repo.restore(start, since=end)
+    result = await repo.restore(start, since=end, overwrite=["src/app.py"])
     assert (project / "src/app.py").read_text() == "def f():\n    return 1\n"
-    assert (project / "README.md").read_text() == "# project\n"
-    assert sorted(result.edited_since) == ["README.md", "src/app.py"]
-    await repo.restore(result.safety)
-    assert (project / "src/app.py").read_text() == "the user's edit on top\n"
     assert "the user's edit" in (project / "README.md").read_text()
+    assert sorted(result.edited_since) == ["README.md", "src/app.py"]
+    assert result.kept == (("README.md", "edited_since"),)
+    await repo.restore(result.safety, overwrite="all")
+    assert (project / "src/app.py").read_text() == "the user's edit on top\n"
+    result = await repo.restore(start, since=end, overwrite="all")
+    assert (project / "README.md").read_text() == "# project\n"
+    assert result.kept == ()
 
 
 async def test_large_files_are_skipped_listed_and_never_overwritten(
