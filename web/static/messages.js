@@ -7,6 +7,7 @@ import { h, timeElement } from "./dom.js";
 import { createMarkdownView } from "./markdown.js";
 import { humanizeError } from "./status.js";
 import { renderPermission, renderPlan, renderToolCard } from "./tool-card.js";
+import { renderSubagentTrace } from "./subagent-trace.js";
 
 function renderStatus(message) {
   const meta = message.metadata ?? {};
@@ -78,6 +79,9 @@ function renderRow(message, ctx) {
       break;
     case "plan":
       body = renderPlan(message);
+      break;
+    case "subagent":
+      body = renderSubagentTrace(message);
       break;
     case "turn_changes":
       body = ctx.renderTurnChanges(message);
@@ -174,7 +178,7 @@ export function createMessageList({ onPermission, renderTurnChanges }) {
           const drawn = renderRow(message, { tool, onPermission, offline, renderTurnChanges });
           if (row) {
             // A tool card the reader opened stays open through its status updates.
-            const wasOpen = row.node.querySelector("details.tool-card")?.open;
+            const wasOpen = row.node.querySelector("details.tool-card")?.open; // a trace too
             if (wasOpen) drawn.node.querySelector("details.tool-card")?.setAttribute("open", "");
             if (cursor === row.node) cursor = drawn.node;
             row.node.replaceWith(drawn.node);
