@@ -17,6 +17,7 @@ import { createQueueList } from "./queue-list.js";
 import { addQueuedEntry, messageAddOutcome, queueView } from "./queue-state.js";
 import * as S from "./state.js";
 import { createShortcutHelp } from "./shortcut-help.js";
+import { TASK_KEYS, installTaskShortcuts } from "./shortcuts.js";
 import { createStallNotice } from "./stall-notice.js";
 import { createSubagentRows } from "./subagent-rows.js";
 import * as SA from "./subagents-state.js";
@@ -162,7 +163,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
   root.replaceChildren(
     dialog.el,
     revertDialog.el,
-    createShortcutHelp(env.document).el,
+    createShortcutHelp(env.document, TASK_KEYS).el,
     h(
       "div",
       { class: "page page--task" },
@@ -567,16 +568,12 @@ export function mountTaskPage(root, boot, env = globalThis) {
     if (sid && state.sessions[sid]) select(sid, { push: false });
   });
 
-  // Esc anywhere on the page cancels the running turn, as in the input, unless a dialog is open
-  // (the dialog's own Esc closes it).
-  env.document.addEventListener("keydown", (event) => {
-    if (event.key !== "Escape" || event.defaultPrevented || event.isComposing) return;
-    if (env.document.querySelector("dialog[open], [role='dialog']:not([hidden])")) return;
-    const view = S.cancelControlView(state, state.selectedSessionId);
-    if (view.visible && !view.disabled) {
-      event.preventDefault();
-      actions.cancel();
-    }
+  // The page's keys (shortcuts.js): Esc cancels, as in the input; Alt+… for the rest.
+  installTaskShortcuts({
+    env,
+    sessionIds: () => S.orderedSessions(state).filter((r) => !r.archived).map((r) => r.id),
+    selected: () => state.selectedSessionId,
+    select: (sid) => select(sid, { push: true }),
   });
 
   // Back to a tab whose shown session had news: it is seen now.
