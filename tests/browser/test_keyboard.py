@@ -165,6 +165,8 @@ def test_alt_s_stops_an_agent_that_does_not_answer(server_factory: Any, new_cont
     person.expect_settled(timeout=10_000)
     assert time.monotonic() - started < 10
     expect(person.status_messages().last).to_contain_text("had to be stopped")
+    # Escalated, the cancel is a warning still (a plain one is information: test_cancel_control).
+    expect(person.status_messages().last).to_have_attribute("data-variant", "warning")
     expect_focus_kept(person.page)
 
 
