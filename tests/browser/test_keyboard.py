@@ -29,7 +29,8 @@ pytestmark = pytest.mark.browser
 def focused(page: Page) -> str:
     """What has the focus: its test id, else its tag (BODY when the focus was dropped)."""
     return str(page.evaluate(
-        "() => { const a = document.activeElement; return a?.dataset?.testid || a?.tagName || ''; }"))
+        "() => { const a = document.activeElement;"
+        " return a?.dataset?.testid || a?.tagName || ''; }"))
 
 
 def expect_focus_kept(page: Page) -> None:
@@ -74,7 +75,8 @@ def test_from_the_composer_revert_is_two_keys_away_and_undo_has_a_key(
     if confirm.count():  # the button's own question, answered as a person would
         confirm.first.click()
     person.expect_settled(timeout=20_000)
-    expect(person.status_messages().filter(has_text="Files restored")).to_have_count(1, timeout=15_000)
+    restored = person.status_messages().filter(has_text="Files restored")
+    expect(restored).to_have_count(1, timeout=15_000)
     assert not list(project.glob("edit-*.txt"))
     expect_focus_kept(page)
 

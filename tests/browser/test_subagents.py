@@ -48,7 +48,9 @@ def test_stop_one_subagent_from_its_row(server: Any, new_context: Any, view: str
     expect(rows).to_have_count(0)
 
 
-def test_subagents_leave_a_trace_in_the_transcript(server: Any, new_context: Any, view: str) -> None:
+def test_subagents_leave_a_trace_in_the_transcript(
+    server: Any, new_context: Any, view: str
+) -> None:
     """Issue 41 item 7: while they work, each row says what the child does; once the turn is
     over the conversation keeps a line per child (one "stopped by you"), which opens to what it
     did, and still does after a reload."""
@@ -63,7 +65,8 @@ def test_subagents_leave_a_trace_in_the_transcript(server: Any, new_context: Any
     expect(first.get_by_test_id("subagent-task")).to_have_text("mock subagent")
     expect(first.get_by_test_id("subagent-activity")).to_contain_text(
         re.compile(r"cat notes-1\.txt|Subagent 1 chunk"), timeout=5_000)
-    expect(first.get_by_test_id("subagent-activity")).to_contain_text("Subagent 1 chunk", timeout=5_000)
+    activity = first.get_by_test_id("subagent-activity")
+    expect(activity).to_contain_text("Subagent 1 chunk", timeout=5_000)
     shot(person.page, f"subagent-activity-{view}")
     person.press(first.get_by_test_id("subagent-stop-button"))
     expect(first).to_have_attribute("data-state", "cancelled", timeout=5_000)
