@@ -112,3 +112,71 @@ def test_new_controls_fit_both_windows_in_both_themes(
         shot(page, f"controls-{view}-{scheme}")
         person.press(person.cancel_button)
         person.expect_settled(timeout=15_000)
+
+
+def transcript_top(page: Page) -> float:
+    """Where the conversation starts, from the window's top (CSS px)."""
+    box = page.get_by_test_id("message-list").bounding_box()
+    assert box is not None
+    return float(box["y"])
+
+
+def test_the_conversation_starts_in_the_top_quarter_in_every_state(
+    server_factory: Any, new_context: Any, tmp_path: Any
+) -> None:
+    """Issue 41 item 8: on a phone the strip, the agent row, the session's heading and "Works
+    in" are one line with a menu; the conversation starts within the top 25 % of the screen
+    idle, running, cancelling, with subagents, failed, and in a project."""
+    from .test_attention import BROKEN_TOML, launch_failing
+    from .test_projects_changes import _create_task_with_project, _git_project
+
+    root = tmp_path / "projects"
+    project = _git_project(root, "demo")
+    srv = server_factory(toml=BROKEN_TOML + f'\n[projects]\nroots = ["{root}"]\n')
+    person = open_person(srv, new_context, "phone", "/")
+    page = person.page
+    _create_task_with_project(person, "A phone's quarter", project)
+    most = 844 * 0.25
+
+    def check(state: str) -> None:
+        top = transcript_top(page)
+        shot(page, f"phone-quarter-{state}")
+        assert top <= most, f"{state}: the conversation starts at {top} px (> {most})"
+        width = page.evaluate("() => document.documentElement.scrollWidth")
+        assert width <= 390, f"{state}: the page scrolls sideways ({width})"
+
+    person.launch_session("mock-acp2")
+    menu = page.get_by_test_id("header-menu-button")
+    expect(menu).to_be_visible()
+    expect(menu).to_have_attribute("aria-expanded", "false")
+    expect(page.get_by_test_id("selected-session-state")).to_be_visible()  # on the one line
+    expect(page.get_by_test_id("new-session-button")).to_be_hidden()
+    expect(page.get_by_test_id("work-dir")).to_be_hidden()
+    check("idle-project")
+    # The menu opens the rest: the strip, the agent row and where it works.
+    person.press(menu)
+    expect(page.get_by_test_id("new-session-button")).to_be_visible()
+    expect(page.get_by_test_id("work-dir")).to_contain_text(str(project))
+    expect(page.get_by_test_id("session-item")).to_have_count(1)
+    shot(page, "phone-menu-open")
+    person.press(menu)
+    expect(page.get_by_test_id("new-session-button")).to_be_hidden()
+
+    person.start_turn("/subagents 2 3000")
+    expect(page.get_by_test_id("subagent-row")).to_have_count(2, timeout=10_000)
+    check("running-with-subagents")
+    person.expect_settled(timeout=20_000)
+
+    person.start_turn("/hang")
+    check("running")
+    person.press(person.cancel_button)
+    person.expect_cancelling()
+    check("cancelling")
+    person.expect_settled(timeout=20_000)
+
+    launch_failing(person)
+    expect(page.get_by_test_id("retry-start-button")).to_be_visible()
+    check("failed")
+    for scheme in ("dark", "light"):
+        page.emulate_media(color_scheme=scheme)
+        shot(page, f"phone-quarter-failed-{scheme}")

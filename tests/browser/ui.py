@@ -100,10 +100,28 @@ class Person:
         )
 
     def press(self, target: Locator) -> None:
+        self.reveal(target)
         if self.touch:
             target.tap()
         else:
             target.click()
+
+    # --- the phone's header menu (issue 41: the strip, the agent row and "Works in" fold) -----
+    def open_menu(self) -> None:
+        """Opens the phone's header menu if it is folded (nothing to do on a desktop)."""
+        button = self.page.get_by_test_id("header-menu-button")
+        button.wait_for(state="attached")  # the page is drawn (hidden on a desktop)
+        if button.is_visible() and button.get_attribute("aria-expanded") != "true":
+            button.tap() if self.touch else button.click()
+            expect(button).to_have_attribute("aria-expanded", "true")
+
+    def reveal(self, target: Locator) -> None:
+        """A control folded behind the phone's header menu is reached as a person does: the
+        menu first."""
+        if target.is_visible() or not self.page.get_by_test_id("header-menu-button").is_visible():
+            return
+        if target.evaluate("el => Boolean(el.closest('.sidebar, .work-dir'))"):
+            self.open_menu()
 
     # --- the task page ------------------------------------------------------------------------
     @property
@@ -124,6 +142,7 @@ class Person:
     def launch_session(self, agent: str = "mock") -> str:
         """Starts a session with the agent select and the New session button; returns its id."""
         before = set(self.session_ids())
+        self.open_menu()
         self.page.get_by_test_id("agent-select").select_option(agent)
         self.press(self.page.get_by_test_id("new-session-button"))
         items = self.page.get_by_test_id("session-item")

@@ -23,6 +23,7 @@ import { createSubagentRows } from "./subagent-rows.js";
 import * as SA from "./subagents-state.js";
 import { createEscalationCountdown, createWorkingIndicator } from "./working-indicator.js";
 import { createPageAttention } from "./page-attention.js";
+import { createPhoneMenu } from "./phone-menu.js";
 import { humanizeError, lastTurnError, sessionStatus, stallNotice, titleMark } from "./status.js";
 import { socketProtocols } from "./credential.js";
 import { Connection, newRequestId, socketUrl } from "./ws.js";
@@ -151,6 +152,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
   const countdown = createEscalationCountdown({ onStopNow: () => actions.stopNow() });
   const queueSlot = h("div", { class: "queue-slot" }, countdown.el, stall.el, queueList.el);
   const composerSlot = h("div", { class: "composer-slot" });
+  const menuSlot = h("span"); // the phone's header menu (phone-menu.js), made once the page is
 
   const topTitle = h("h1", { class: "topbar-title" }, task.title);
   // Shown instead of the task's sessions once the task was deleted (from this tab or another).
@@ -186,7 +188,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
         h(
           "main",
           { class: "chat" },
-          h("div", { class: "chat-header" }, h("div", { class: "chat-heading" }, chatTitle, chatState, changesView.button), workDir.el, h("div", { class: "chat-reason-row" }, chatReason, retryButton)),
+          h("div", { class: "chat-header" }, h("div", { class: "chat-heading" }, chatTitle, chatState, changesView.button, menuSlot), workDir.el, h("div", { class: "chat-reason-row" }, chatReason, retryButton)),
           changesView.el,
           messageList.el,
           working.el,
@@ -221,6 +223,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
   compactQuery.addEventListener("change", mountComposer);
   const layout = root.querySelector(".task-layout");
   const pageEl = root.querySelector(".page--task");
+  menuSlot.replaceWith(createPhoneMenu({ page: pageEl, sidebar: root.querySelector(".sidebar"), header: root.querySelector(".chat-header") }).button);
 
   /** The composer's view, plus whether the turn can be undone (checkpoints need a project). */
   function composerViewNow() {
