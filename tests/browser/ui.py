@@ -115,6 +115,13 @@ class Person:
             button.tap() if self.touch else button.click()
             expect(button).to_have_attribute("aria-expanded", "true")
 
+    def close_menu(self) -> None:
+        """Folds the phone's header menu again if it is open."""
+        button = self.page.get_by_test_id("header-menu-button")
+        if button.is_visible() and button.get_attribute("aria-expanded") == "true":
+            button.tap() if self.touch else button.click()
+            expect(button).to_have_attribute("aria-expanded", "false")
+
     def reveal(self, target: Locator) -> None:
         """A control folded behind the phone's header menu is reached as a person does: the
         menu first."""
@@ -133,6 +140,13 @@ class Person:
         return self.page.get_by_test_id("chat-input")
 
     def session_item(self, session_id: str) -> Locator:
+        """A session's row in the strip; on a phone the strip is behind the header's menu, so
+        looking for a row opens it, as a person would."""
+        if self.touch:
+            self.open_menu()
+        return self._item(session_id)
+
+    def _item(self, session_id: str) -> Locator:
         return self.page.locator(f'[data-testid="session-item"][data-session-id="{session_id}"]')
 
     def session_ids(self) -> list[str]:
@@ -148,7 +162,7 @@ class Person:
         items = self.page.get_by_test_id("session-item")
         expect(items).to_have_count(len(before) + 1, timeout=30_000)
         (new_id,) = set(self.session_ids()) - before
-        expect(self.session_item(new_id)).to_have_attribute("aria-current", "page")
+        expect(self._item(new_id)).to_have_attribute("aria-current", "page")
         expect(self.page).to_have_url(re.compile(rf"[?&]session={re.escape(new_id)}"))
         return new_id
 
@@ -164,7 +178,7 @@ class Person:
 
     def select_session(self, session_id: str) -> None:
         self.press(self.session_item(session_id))
-        expect(self.session_item(session_id)).to_have_attribute("aria-current", "page")
+        expect(self._item(session_id)).to_have_attribute("aria-current", "page")
 
     # --- what the cancel control shows --------------------------------------------------------
     def expect_cancelling(self, timeout: float = 5_000) -> None:

@@ -14,11 +14,11 @@ export function createPhoneMenu({ page, sidebar, header }) {
     { type: "button", class: "btn btn-secondary header-menu-button", "aria-expanded": "false", "aria-label": "Sessions and details", title: "Sessions, new session, where it works", dataset: { testid: "header-menu-button" } },
     h("span", { "aria-hidden": "true" }, "☰"),
   );
+  // The panel drops from the bottom of the header, which may grow while it is open (a reason).
+  const place = () => page.style.setProperty("--menu-top", `${Math.round(header.getBoundingClientRect().bottom)}px`);
+  if (typeof ResizeObserver === "function") new ResizeObserver(place).observe(header);
   function set(open) {
-    if (open) {
-      // The panel drops from the bottom of the heading line, wherever the page scrolled it.
-      page.style.setProperty("--menu-top", `${Math.round(header.getBoundingClientRect().bottom)}px`);
-    }
+    if (open) place();
     page.classList.toggle("is-menu-open", open);
     button.setAttribute("aria-expanded", open ? "true" : "false");
     // The focus was in what folds away: it goes back to the button, not to the page's body.
