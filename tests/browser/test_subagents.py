@@ -92,5 +92,8 @@ def test_subagents_leave_a_trace_in_the_transcript(
 
     check_traces()
     shot(person.page, f"subagent-traces-{view}")
+    person.page.emulate_media(color_scheme="dark")
+    shot(person.page, f"subagent-traces-{view}-dark")
+    person.page.emulate_media(color_scheme="light")
     person.page.reload()
     check_traces()
