@@ -66,12 +66,31 @@ class _Child:
     state: SubagentState
     can_cancel: bool
     stop_reason: str | None = None
+    task: str = ""
 
     def event(self) -> SubagentChanged:
         return SubagentChanged(
             subagent_id=self.id, title=self.title, state=self.state,
             cancellable=self.can_cancel and self.state in SUBAGENT_ACTIVE,
-            stop_reason=self.stop_reason)
+            stop_reason=self.stop_reason, task=self.task)
+
+
+def _content_text(content: object) -> str:
+    """The text of an update's ``content`` (a block, or v2's list of blocks)."""
+    blocks = content if isinstance(content, list) else [content]
+    return "".join(b["text"] for b in blocks
+                   if isinstance(b, dict) and isinstance(b.get("text"), str))
+
+
+def _activity(sid: str, kind: str, update: dict[str, Any]) -> SubagentActivity:
+    """A child's work update as its activity: the answer's text it streamed, or
+    the title of a tool call it started (its trace, DESIGN.md §13)."""
+    if kind in ("agent_message_chunk", "agent_message"):
+        return SubagentActivity(subagent_id=sid, text=_content_text(update.get("content")))
+    title = update.get("title")
+    if kind in ("tool_call", "tool_call_update") and isinstance(title, str) and title:
+        return SubagentActivity(subagent_id=sid, tool=title)
+    return SubagentActivity(subagent_id=sid)
 
 
 class ChildSessions:
@@ -100,7 +119,7 @@ class ChildSessions:
             return None
         if kind == "state_update":
             return self.child_state(sid, update)
-        return SubagentActivity(subagent_id=sid) if kind in _WORK else None
+        return _activity(sid, kind, update) if kind in _WORK else None
 
     def announced(self, update: dict[str, Any]) -> SubagentChanged | None:
         """A ``subagent_update`` (on the parent): the child as it is now, or
@@ -120,6 +139,8 @@ class ChildSessions:
             child.title = (title if isinstance(title, str) and title else
                            description if isinstance(description, str) and description
                            else sid)
+            child.task = (description if isinstance(description, str)
+                          and description != child.title else "")
         if "capabilities" in update:
             caps = update.get("capabilities")
             child.can_cancel = isinstance(caps, dict) and isinstance(caps.get("cancel"), dict)

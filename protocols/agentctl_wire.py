@@ -180,7 +180,9 @@ def decode_event(frame: dict[str, Any]) -> AgentEvent:
                              error=_str(frame, "error", optional=True),
                              subagents_cancelled=count if type(count) is int else 0)
         case "SubagentActivity":
-            return SubagentActivity(subagent_id=_str(frame, "subagent_id"))
+            return SubagentActivity(subagent_id=_str(frame, "subagent_id"),
+                                    text=_str(frame, "text", optional=True) or "",
+                                    tool=_str(frame, "tool", optional=True) or "")
         case "SubagentChanged":
             state = frame.get("state")
             if state not in typing.get_args(SubagentState):
@@ -189,7 +191,8 @@ def decode_event(frame: dict[str, Any]) -> AgentEvent:
                                    title=_str(frame, "title"),
                                    state=typing.cast(SubagentState, state),
                                    cancellable=frame.get("cancellable") is True,
-                                   stop_reason=_str(frame, "stop_reason", optional=True))
+                                   stop_reason=_str(frame, "stop_reason", optional=True),
+                                   task=_str(frame, "task", optional=True) or "")
         case "OtherUpdate":
             return OtherUpdate(kind=_str(frame, "kind"), payload=frame.get("payload"))
         case "AgentNotice":

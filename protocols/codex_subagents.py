@@ -174,7 +174,7 @@ class ChildThreads:
             child.turn_id = None
             child.set(*_TURN_END.get(str(turn.get("status")), ("failed", "error")))
             return self._changed(child, before)
-        return SubagentActivity(subagent_id=child.id)
+        return _activity(child.id, method, params)
 
     def cancellable(self, thread_id: str) -> bool:
         child = self._children.get(thread_id)
@@ -190,6 +190,26 @@ class ChildThreads:
     def running_cancellable(self) -> list[str]:
         """Every child whose turn runs and may be interrupted, in order seen."""
         return [c.id for c in self._children.values() if c.event().cancellable]
+
+
+def _activity(child_id: str, method: str, params: dict[str, Any]) -> SubagentActivity:
+    """A child thread's work as its activity (its trace, DESIGN.md §13): the
+    answer's text it streamed, or what a tool item it started does."""
+    delta = params.get("delta")
+    if method == "item/agentMessage/delta" and isinstance(delta, str):
+        return SubagentActivity(subagent_id=child_id, text=delta)
+    item = params.get("item")
+    if method == "item/started" and isinstance(item, dict):
+        command = item.get("command")
+        if item.get("type") == "commandExecution" and isinstance(command, str | list):
+            shown = command if isinstance(command, str) else " ".join(map(str, command))
+            return SubagentActivity(subagent_id=child_id, tool=shown[:200])
+        tool = item.get("tool")
+        if item.get("type") == "mcpToolCall" and isinstance(tool, str):
+            return SubagentActivity(subagent_id=child_id, tool=tool)
+        if item.get("type") == "fileChange":
+            return SubagentActivity(subagent_id=child_id, tool="Edit files")
+    return SubagentActivity(subagent_id=child_id)
 
 
 def _title(thread: dict[str, Any]) -> str:

@@ -148,9 +148,14 @@ SUBAGENT_LIVE: Final[frozenset[str]] = SUBAGENT_ACTIVE | {"cancelling"}
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SubagentActivity:
     """A child session sent something (text, a tool call, a plan): not the
-    parent's transcript, but the turn that waits on its child is not stalled."""
+    parent's transcript, but the turn that waits on its child is not stalled.
+    ``text``: the streamed text it carried (a chunk); ``tool``: the title of a
+    tool call it started; both empty for other work.  The supervisor keeps them
+    as the child's trace (supervisor/subagents.py)."""
 
     subagent_id: str
+    text: str = ""
+    tool: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -165,6 +170,9 @@ class SubagentChanged:
     state: SubagentState
     cancellable: bool
     stop_reason: str | None = None
+    #: What the child was asked to do, where the agent says more than the title
+    #: (ACP's ``description``, a Codex spawn's prompt); empty: the title says it.
+    task: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

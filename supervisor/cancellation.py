@@ -58,6 +58,7 @@ from .notify import Notifier
 from .queue_gate import QueueGate
 from .retries import Retries
 from .store import Store
+from .subagent_traces import write_ended
 from .subagents import Subagents
 from .turn_close import TurnCloser
 
@@ -444,6 +445,7 @@ class Cancellations:
         for subagent in self.subagents.parent_stopped(ex.session_id):
             self.notify.subagent_changed(ex.session_id, subagent)
             stopped.add(str(subagent["id"]))
+        await write_ended(self.store, self.subagents, ex.session_id)
         await self.closer.finish_turn(ex, turn, TurnEnded(
             stop_reason="cancelled", turn_id=turn.id, subagents_cancelled=len(stopped)))
 

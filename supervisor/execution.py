@@ -68,6 +68,7 @@ from .retries import contained
 from .sandboxing import agent_home, prepare_agent_dirs
 from .shields import bounded_shield
 from .store import Store
+from .subagent_traces import write_ended
 from .subagents import Subagents
 from .takeover import Takeover
 from .text_writer import TextWriter
@@ -474,12 +475,20 @@ class Executions:
                         case SubagentActivity():
                             if turn is not None:  # its parent waits on it: not stalled
                                 await self.watchdog.progress(turn)
+                            if (sub := self.subagents.activity(
+                                    ex.session_id, ev.subagent_id, ev.text, ev.tool,
+                                    trio.current_time())) is not None:
+                                self.notify.subagent_changed(ex.session_id, sub)
                         case SubagentChanged():
-                            if (turn is not None and turn.cancel_began_at is not None
-                                    and ev.state in ("cancelling", "cancelled")):
+                            stopping = (turn is not None and turn.cancel_began_at is not None
+                                        and ev.state in ("cancelling", "cancelled"))
+                            if stopping and turn is not None:
                                 turn.subagents_stopped.add(ev.subagent_id)
                             self.notify.subagent_changed(ex.session_id, self.subagents.record(
-                                ex.session_id, turn.id if turn is not None else None, ev))
+                                ex.session_id, turn.id if turn is not None else None, ev,
+                                by_user=stopping and turn is not None
+                                and turn.stop_request is StopRequest.USER))
+                            await write_ended(self.store, self.subagents, ex.session_id)
                         case AgentNotice(message=message, level=level):
                             log.log(logging.WARNING if level == "warning" else logging.INFO,
                                     "agent %s (session %s): %s", ex.profile.name,
@@ -520,6 +529,9 @@ class Executions:
             ex.status = ExecutionStatus.STOPPED
             for subagent in self.subagents.agent_stopped(ex.session_id):
                 self.notify.subagent_changed(ex.session_id, subagent)
+            with bounded_shield(self.timeouts.exit_status_s), contextlib.suppress(Exception):
+                # The children gone with the agent leave their traces (§13).
+                await write_ended(self.store, self.subagents, ex.session_id)
             ex.pumped.set()
 
     @staticmethod

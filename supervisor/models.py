@@ -31,7 +31,7 @@ __all__ = [
 #: Who wrote a message.
 Role: TypeAlias = Literal["user", "agent", "system"]
 #: What a message is.
-MessageKind: TypeAlias = Literal["text", "tool_call", "permission", "plan", "status"]
+MessageKind: TypeAlias = Literal["text", "tool_call", "permission", "plan", "status", "subagent"]
 #: A turn row's state: running until closed; ``interrupted`` = closed by a restart.
 TurnState: TypeAlias = Literal["running", "completed", "cancelled", "failed", "interrupted"]
 

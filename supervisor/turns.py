@@ -132,6 +132,10 @@ class Turns:
             log.warning("session %s: steer delivery uncertain (%s); not sent again",
                         session_id, exc)
             meta["delivery_uncertain"] = True
+        if turn.text is not None:
+            # The reply so far is written and closed: the steer sits where the agent took it,
+            # and what the agent says after it is a new message (not the whole reply before it).
+            await ex.transcript.flush(turn.text, close=True)
         return await self.store.add_message(session_id, turn.id, "user", "text", text, meta)
 
     async def run_turn(self, ex: Execution, turn: TurnHandle, text: str,

@@ -168,6 +168,11 @@ class Acp1Wire(Wire):
         self.agent.notify("session/update", {"sessionId": child.id, "update": {
             "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}})
 
+    def subagent_tool(self, child: Child, title: str) -> None:
+        self.agent.notify("session/update", {"sessionId": child.id, "update": {
+            "sessionUpdate": "tool_call", "toolCallId": f"{child.id}.tool", "title": title,
+            "kind": "read", "status": "completed"}})
+
     def subagent_state(self, child: Child, state: str, stop: str | None = None) -> None:
         """v1: a child's work state is reported only on its parent."""
         work: dict[str, Any] = {"state": state}

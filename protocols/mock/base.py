@@ -241,6 +241,10 @@ class Wire:
     def subagent_chunk(self, child: Child, text: str) -> None:
         raise NotImplementedError
 
+    def subagent_tool(self, child: Child, title: str) -> None:
+        """The child runs a tool (done at once): its trace names it."""
+        raise NotImplementedError
+
     def subagent_state(self, child: Child, state: str, stop: str | None = None) -> None:
         raise NotImplementedError
 

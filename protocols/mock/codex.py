@@ -197,6 +197,12 @@ class CodexWire(Wire):
             "threadId": child.id, "turnId": _child_turn(child),
             "itemId": f"msg_{_child_turn(child)}", "delta": text})
 
+    def subagent_tool(self, child: Child, title: str) -> None:
+        self.agent.notify("item/started", {
+            "threadId": child.id, "turnId": _child_turn(child),
+            "item": {"type": "commandExecution", "id": f"cmd_{_child_turn(child)}",
+                     "command": title, "status": "inProgress"}})
+
     def subagent_state(self, child: Child, state: str, stop: str | None = None) -> None:
         if state != "idle":
             return

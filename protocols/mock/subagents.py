@@ -66,6 +66,8 @@ def subagents(turn: Turn, text: str) -> Iterator[Wait]:
                 wire.subagent_state(child, "idle", "cancelled" if stopped else "end_turn")
                 agent.children.pop(child.id, None)
             else:
+                if tick == 0:  # a tool first, so the child's trace has one to name
+                    wire.subagent_tool(child, f"cat notes-{child.title[-1]}.txt")
                 wire.subagent_chunk(child, f"{child.title} chunk{tick} ")
         parent_open = agent.turn is turn
         if parent_open:

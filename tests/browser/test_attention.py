@@ -63,6 +63,7 @@ def messages_of(server: ServerProcess, session_id: str) -> list[dict[str, Any]]:
 def launch_failing(person: Person) -> str:
     """New session with the broken agent; returns the id of the (failed) session it selects."""
     before = set(person.session_ids())
+    person.open_menu()  # on a phone the agent row is behind the header's menu
     person.page.get_by_test_id("agent-select").select_option("broken")
     person.press(person.page.get_by_test_id("new-session-button"))
     items = person.page.get_by_test_id("session-item")

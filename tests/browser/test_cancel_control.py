@@ -90,7 +90,8 @@ def test_acknowledged_cancel_settles_within_two_seconds(
     assert time.monotonic() - started < 2.5  # the 2 s bound plus Playwright's polling slack
     status = person.status_messages().filter(has_text=CANCELLED_STATUS)
     expect(status).to_have_count(1)
-    expect(status).to_have_attribute("data-variant", "warning")
+    # Asked for and done: information, not a warning (issue 41).
+    expect(status).to_have_attribute("data-variant", "info")
     # The input takes a new prompt at once.
     person.send("after the cancel")
     expect(person.page.get_by_test_id("message-list")).to_contain_text("after the cancel")

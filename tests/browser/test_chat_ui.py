@@ -406,6 +406,7 @@ def test_phone_never_scrolls_sideways_and_keeps_the_composer_usable(
         assert scroll <= width, (width, scroll)
         box = person.chat_input.bounding_box()
         assert box is not None and box["width"] >= 200, (width, box)
+        person.open_menu()  # the strip and the agent row are behind the header's menu
         for testid in ("send-button", "cancel-agent-button", "new-session-button", "agent-select",
                        "chat-input"):
             b = page.get_by_test_id(testid).bounding_box()
@@ -461,6 +462,7 @@ def test_agent_picker_marks_missing_agents_and_remembers_the_choice(
         person.press(note.locator("summary"))
         expect(note).to_contain_text("no-such-agent-cli-anywhere")
     # Any launchable agent's full name fits in the closed select (no "mock-c").
+    person.open_menu()  # on a phone the agent row is behind the header's menu
     fits = select.evaluate(
         """s => { const c = document.createElement('canvas').getContext('2d');
                   c.font = getComputedStyle(s).font;

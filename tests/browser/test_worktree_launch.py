@@ -64,6 +64,7 @@ def test_a_session_in_its_own_worktree_writes_there(
     person = _open(server, new_context, view, _task(server, project))
     page = person.page
     toggle = page.get_by_test_id("worktree-toggle")
+    person.open_menu()  # a phone's agent row is behind the header's menu
     expect(toggle).to_be_visible()
     box = toggle.locator("xpath=..").bounding_box()  # its label is the target to press
     assert box is not None and (view == "desktop" or box["height"] >= 40), box

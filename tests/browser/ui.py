@@ -100,10 +100,35 @@ class Person:
         )
 
     def press(self, target: Locator) -> None:
+        self.reveal(target)
         if self.touch:
             target.tap()
         else:
             target.click()
+
+    # --- the phone's header menu (issue 41: the strip, the agent row and "Works in" fold) -----
+    def open_menu(self) -> None:
+        """Opens the phone's header menu if it is folded (nothing to do on a desktop)."""
+        button = self.page.get_by_test_id("header-menu-button")
+        button.wait_for(state="attached")  # the page is drawn (hidden on a desktop)
+        if button.is_visible() and button.get_attribute("aria-expanded") != "true":
+            button.tap() if self.touch else button.click()
+            expect(button).to_have_attribute("aria-expanded", "true")
+
+    def close_menu(self) -> None:
+        """Folds the phone's header menu again if it is open."""
+        button = self.page.get_by_test_id("header-menu-button")
+        if button.is_visible() and button.get_attribute("aria-expanded") == "true":
+            button.tap() if self.touch else button.click()
+            expect(button).to_have_attribute("aria-expanded", "false")
+
+    def reveal(self, target: Locator) -> None:
+        """A control folded behind the phone's header menu is reached as a person does: the
+        menu first."""
+        if target.is_visible() or not self.page.get_by_test_id("header-menu-button").is_visible():
+            return
+        if target.evaluate("el => Boolean(el.closest('.sidebar, .work-dir'))"):
+            self.open_menu()
 
     # --- the task page ------------------------------------------------------------------------
     @property
@@ -115,6 +140,13 @@ class Person:
         return self.page.get_by_test_id("chat-input")
 
     def session_item(self, session_id: str) -> Locator:
+        """A session's row in the strip; on a phone the strip is behind the header's menu, so
+        looking for a row opens it, as a person would."""
+        if self.touch:
+            self.open_menu()
+        return self._item(session_id)
+
+    def _item(self, session_id: str) -> Locator:
         return self.page.locator(f'[data-testid="session-item"][data-session-id="{session_id}"]')
 
     def session_ids(self) -> list[str]:
@@ -124,12 +156,13 @@ class Person:
     def launch_session(self, agent: str = "mock") -> str:
         """Starts a session with the agent select and the New session button; returns its id."""
         before = set(self.session_ids())
+        self.open_menu()
         self.page.get_by_test_id("agent-select").select_option(agent)
         self.press(self.page.get_by_test_id("new-session-button"))
         items = self.page.get_by_test_id("session-item")
         expect(items).to_have_count(len(before) + 1, timeout=30_000)
         (new_id,) = set(self.session_ids()) - before
-        expect(self.session_item(new_id)).to_have_attribute("aria-current", "page")
+        expect(self._item(new_id)).to_have_attribute("aria-current", "page")
         expect(self.page).to_have_url(re.compile(rf"[?&]session={re.escape(new_id)}"))
         return new_id
 
@@ -145,7 +178,7 @@ class Person:
 
     def select_session(self, session_id: str) -> None:
         self.press(self.session_item(session_id))
-        expect(self.session_item(session_id)).to_have_attribute("aria-current", "page")
+        expect(self._item(session_id)).to_have_attribute("aria-current", "page")
 
     # --- what the cancel control shows --------------------------------------------------------
     def expect_cancelling(self, timeout: float = 5_000) -> None:

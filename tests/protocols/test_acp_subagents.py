@@ -103,7 +103,11 @@ def test_child_traffic_is_not_the_parents(version: int) -> None:
     events = p.take()
     assert [e.text for e in events if isinstance(e, MessageChunk)] == ["parent"]
     # The child's work keeps a parent that waits on it from looking stalled.
-    assert SubagentActivity(subagent_id=CHILD) in events
+    assert SubagentActivity(subagent_id=CHILD, text="child") in events
+    # Its tool calls are its trace's too, by title (DESIGN.md §13).
+    p.to_client(_line(CHILD, "tool_call", toolCallId="t1", title="Read notes.txt",
+                      status="completed"))
+    assert SubagentActivity(subagent_id=CHILD, tool="Read notes.txt") in p.take()
 
 
 def test_v2_child_idle_is_the_childs_end_not_the_turns() -> None:

@@ -84,7 +84,7 @@ def test_a_childs_text_and_end_are_its_own_not_the_parents() -> None:
     p = running_child()
     events = notify(p, "item/agentMessage/delta", {
         "threadId": CHILD, "turnId": CHILD_TURN, "itemId": "m1", "delta": "child says"})
-    assert events == [SubagentActivity(subagent_id=CHILD)]
+    assert events == [SubagentActivity(subagent_id=CHILD, text="child says")]
     assert not any(isinstance(e, MessageChunk) for e in events)
     ended = child_turn(p, "turn/completed", "completed")
     assert changes(ended) == [SubagentChanged(subagent_id=CHILD, title="Noether",

@@ -306,6 +306,24 @@ async def test_steer_into_a_running_turn(make_supervisor: SupervisorFactory, age
         assert (await sup.orchestrator.queue_list(caller, sid)).entries == ()
 
 
+async def test_a_steer_sits_where_the_agent_took_it(make_supervisor: SupervisorFactory) -> None:
+    """Issue 41: the reply so far comes before the steered message, the rest after it (the
+    steer does not sit after the whole reply)."""
+    async with make_supervisor() as sup:
+        caller, sid = await new_session(sup, "mock-codex")
+        await sup.orchestrator.add_message(caller, sid, "/delay 1500", "auto")
+        await _running(sup, caller, sid)
+        await trio.sleep(0.4)  # some of the reply streams first
+        await sup.orchestrator.add_message(caller, sid, "look left", "steer")
+        await _idle_with(sup, caller, sid, ["/delay 1500", "look left"])
+        shown = [(m.role, m.content) for m in await sup.orchestrator.list_messages(caller, sid)
+                 if m.kind == "text"]
+        at = shown.index(("user", "look left"))
+        before, after = "".join(c for _, c in shown[1:at]), "".join(c for _, c in shown[at + 1:])
+        assert "chunk0" in before and "steered: look left" not in before, shown
+        assert "steered: look left" in after, shown
+
+
 async def test_steer_where_the_agent_cannot_is_queued(make_supervisor: SupervisorFactory) -> None:
     async with make_supervisor() as sup:
         caller, sid = await new_session(sup, "mock")

@@ -88,6 +88,17 @@ async def test_one_child_stops_while_the_parent_and_the_other_go_on(
         changed = [f for f in _drain(sub) if '"session.subagent.changed"' in f]
         assert any('"cancelling"' in f for f in changed)
         assert any('"cancelled"' in f for f in changed)
+        # Each child left its trace in the parent's transcript (issue 41): its own output and
+        # tool, how it ended.
+        traces = {m.content: m.metadata for m in await sup.orchestrator.list_messages(caller, sid)
+                  if m.kind == "subagent"}
+        assert sorted(traces) == ["Subagent 1", "Subagent 2"], traces
+        assert traces["Subagent 1"]["outcome"] == "stopped_by_you"
+        assert traces["Subagent 2"]["outcome"] == "finished"
+        for n in (1, 2):
+            assert f"Subagent {n} chunk0" in traces[f"Subagent {n}"]["output"]
+            assert traces[f"Subagent {n}"]["tools"] == [f"cat notes-{n}.txt"]
+        assert "Subagent 2" not in traces["Subagent 1"]["output"]
 
 
 @pytest.mark.parametrize("agent", AGENTS)
@@ -104,6 +115,12 @@ async def test_a_parent_cancel_stops_every_child_and_counts_them(
         assert status.metadata["cancelled"] is True
         await _wait_for(sup, caller, sid, ["cancelled", "cancelled"], timeout=5)
         assert not sup.notify.projection.get(sid).pending
+        # The person's cancel stopped them: their traces say so.
+        with trio.fail_after(5):
+            while len(traces := [m for m in await sup.orchestrator.list_messages(caller, sid)
+                                 if m.kind == "subagent"]) < 2:
+                await trio.sleep(0.02)
+        assert [m.metadata["outcome"] for m in traces] == ["stopped_by_you"] * 2
         # Nothing left to stop: a later ask for either is a no-op answer.
         for child in children:
             assert (await sup.subagents.cancel(sid, child["id"]))[0] == "already_finished"

@@ -26,7 +26,8 @@ def test_a_new_turns_first_child_drops_the_ended_ones_and_keeps_a_working_one() 
     subs.record("s", "t2", ev("c"))
     assert [(d["id"], d["turn_id"]) for d in subs.dtos("s")] == [("b", "t1"), ("c", "t2")]
     assert subs.dtos("s")[0] == {"id": "b", "title": "T b", "state": "running",
-                                 "cancellable": True, "turn_id": "t1"}
+                                 "cancellable": True, "turn_id": "t1", "task": "",
+                                 "last_activity": ""}
 
 
 def test_an_agent_that_stopped_leaves_no_child_running() -> None:
@@ -107,3 +108,62 @@ async def test_cancel_answers() -> None:
         await control.cancel("s", "run")
 
 
+
+
+def test_a_childs_last_activity_is_its_latest_tool_or_the_end_of_its_text() -> None:
+    subs = Subagents()
+    subs.record("s", "t1", ev("a"))
+    assert subs.activity("s", "a", "", "Read notes.txt", now=0.0) is not None
+    assert subs.dtos("s")[0]["last_activity"] == "Read notes.txt"
+    # Text within a second of the last publication is kept, not published.
+    assert subs.activity("s", "a", "counting one ", "", now=0.5) is None
+    dto = subs.activity("s", "a", "two " * 40, "", now=1.6)
+    assert dto is not None
+    assert dto["last_activity"].startswith("…") and dto["last_activity"].endswith("two")
+    assert len(dto["last_activity"]) <= 81
+    assert subs.activity("s", "unknown", "x", "", now=5.0) is None
+
+
+def test_an_ended_child_leaves_its_trace_once() -> None:
+    subs = Subagents()
+    subs.record("s", "t1", ev("a"))
+    subs.record("s", "t1", ev("b"))
+    subs.activity("s", "a", "", "Read notes.txt", now=0.0)
+    subs.activity("s", "a", "hello ", "", now=0.1)
+    subs.activity("s", "a", "world", "", now=0.2)
+    assert subs.take_ended("s") == []
+    subs.record("s", "t1", ev("a", "completed"))
+    [(turn, content, meta)] = subs.take_ended("s")
+    assert (turn, content) == ("t1", "T a")
+    assert meta["outcome"] == "finished" and meta["output"] == "hello world"
+    assert meta["tools"] == ["Read notes.txt"]
+    assert subs.take_ended("s") == []  # written once
+    subs.asked_to_stop("s", "b")
+    subs.record("s", "t1", ev("b", "cancelled"))
+    assert [m["outcome"] for _, _, m in subs.take_ended("s")] == ["stopped_by_you"]
+
+
+def test_a_child_stopped_by_the_turns_cancel_or_by_the_agent() -> None:
+    subs = Subagents()
+    subs.record("s", "t1", ev("a"))
+    subs.record("s", "t1", ev("b"))
+    subs.record("s", "t1", ev("c"))
+    subs.record("s", "t1", ev("a", "cancelling"), by_user=True)  # the person's cancel
+    subs.record("s", "t1", ev("a", "cancelled"))
+    subs.record("s", "t1", ev("b", "cancelled"))  # the agent's own doing
+    subs.record("s", "t1", ev("c", "failed"))
+    assert [m["outcome"] for _, _, m in subs.take_ended("s")] == [
+        "stopped_by_you", "stopped", "failed"]
+    subs.record("s", "t2", ev("d"))
+    subs.agent_stopped("s")
+    assert [m["outcome"] for _, _, m in subs.take_ended("s")] == ["ran"]
+
+
+def test_a_long_output_keeps_its_end() -> None:
+    subs = Subagents()
+    subs.record("s", "t1", ev("a"))
+    subs.activity("s", "a", "x" * 9000 + "END", "", now=0.0)
+    subs.record("s", "t1", ev("a", "completed"))
+    [(_, _, meta)] = subs.take_ended("s")
+    assert meta["output_cut"] is True and meta["output"].endswith("END")
+    assert len(meta["output"]) == 8000

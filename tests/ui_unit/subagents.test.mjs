@@ -51,4 +51,24 @@ describe("subagents", () => {
     assert.equal(SA.applySubagentChanged(state, { session_id: "x", subagent: sub("d") }), state);
     assert.equal(SA.applySubagentChanged(state, { session_id: "s" }), state);
   });
+  it("says what each child was asked and, while it works, what it does now", () => {
+    const state = page({ subagents: [
+      { ...sub("a"), task: "Find the flaky test", last_activity: "Read notes.txt" },
+      { ...sub("b", "cancelled"), task: "", last_activity: "…half a sentence" },
+    ] });
+    assert.deepEqual(SA.subagentRows(state, "s").map((r) => [r.task, r.activity]), [
+      ["Find the flaky test", "Read notes.txt"], ["", ""]]);
+  });
+
+  it("words a child's trace by how it ended, with its output and tools", () => {
+    const trace = (meta) => SA.traceView({ kind: "subagent", content: "Sub a", metadata: meta });
+    const stopped = trace({ title: "Sub a", outcome: "stopped_by_you", output: "chunk0 ", tools: ["cat a.txt"], tools_more: 2 });
+    assert.deepEqual([stopped.title, stopped.words, stopped.output, stopped.tools, stopped.toolsMore, stopped.empty],
+      ["Sub a", "stopped by you", "chunk0 ", ["cat a.txt"], 2, false]);
+    assert.equal(trace({ outcome: "finished" }).words, "finished");
+    assert.equal(trace({ outcome: "ran" }).words, "ran");
+    // An older or foreign trace without metadata still reads as a line, and says it is empty.
+    const bare = SA.traceView({ kind: "subagent", content: "Sub b", metadata: {} });
+    assert.deepEqual([bare.title, bare.words, bare.empty], ["Sub b", "ran", true]);
+  });
 });

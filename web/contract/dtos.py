@@ -94,6 +94,10 @@ class SubagentDTO(DTO):
     cancellable: bool
     #: The turn it was announced in (null: between turns).
     turn_id: str | None
+    #: What it was asked to do, where the agent says more than the title ("": the title says it).
+    task: str = ""
+    #: Its last activity, short: the tool it started, or the end of its text ("": none yet).
+    last_activity: str = ""
 
 
 class SessionDTO(DTO):
@@ -138,7 +142,8 @@ class MessageDTO(DTO):
     session_id: str
     turn_id: str | None
     role: Literal["user", "agent", "system"]
-    kind: Literal["text", "tool_call", "permission", "plan", "status"]
+    #: ``subagent``: a child session's trace, written when it ended (DESIGN.md §13).
+    kind: Literal["text", "tool_call", "permission", "plan", "status", "subagent"]
     content: str
     #: Kind-specific details (tool call status, permission options, a status
     #: message's variant …); docs/contract-notes.md lists them.

@@ -66,6 +66,7 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert, onTyp
 
   let view = null;
   let sending = false;
+  let offlineWord = null; // what an Enter or Esc pressed while offline did not do
 
   async function submit(delivery) {
     const text = input.value.trim();
@@ -95,6 +96,14 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert, onTyp
     submit();
   });
   input.addEventListener("keydown", (event) => {
+    // Offline, Enter and Esc cannot reach the server: say so where the person looks.
+    const enter = event.key === "Enter" && !event.shiftKey && !event.isComposing;
+    if (view?.offline && (enter || (event.key === "Escape" && view.running))) {
+      offlineWord = enter
+        ? "Offline: not sent. The message stays here; send it once the page reconnects."
+        : "Offline: the cancel cannot reach the server; press Esc again once the page reconnects.";
+      refresh();
+    }
     if (event.key === "Escape") {
       // The agent-CLI convention: Esc stops the running turn. Same path as a click, so a
       // repeated Esc is a duplicate activation and is ignored.
@@ -167,8 +176,9 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert, onTyp
     hint.textContent = keyHint(view);
     steer.hidden = !view.steer?.visible;
     steer.disabled = send.disabled;
-    note.hidden = !view.note;
-    note.textContent = view.note ?? "";
+    const said = (view.offline && offlineWord) || view.note;
+    note.hidden = !said;
+    note.textContent = said ?? "";
     send.textContent = view.sendLabel;
     setAttr(send, "aria-label", view.sendLabel);
     cancel.update(view.cancel, view.sessionId);
@@ -183,6 +193,7 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert, onTyp
     layout,
     update(next) {
       view = next;
+      if (!next.offline) offlineWord = null;
       refresh();
     },
     get draft() {

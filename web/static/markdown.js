@@ -64,10 +64,49 @@ function highlightIn(root) {
   }
 }
 
+/** Copies `text`: the clipboard API, else (a page served over plain http) a selection's copy. */
+async function copyText(text, pre) {
+  try {
+    await navigator.clipboard.writeText(text);
+    return true;
+  } catch {
+    const range = document.createRange();
+    range.selectNodeContents(pre);
+    const selection = getSelection();
+    selection?.removeAllRanges();
+    selection?.addRange(range);
+    return document.execCommand?.("copy") ?? false;
+  }
+}
+
+/** Each code block gets a Copy button (a real button: Tab reaches it, Enter copies). */
+function addCopyButtons(root) {
+  for (const pre of root.querySelectorAll("pre")) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "btn btn-small code-copy";
+    button.dataset.testid = "copy-code-button";
+    button.textContent = "Copy";
+    button.setAttribute("aria-label", "Copy the code");
+    button.addEventListener("click", async () => {
+      const done = await copyText(pre.textContent ?? "", pre);
+      button.textContent = done ? "Copied" : "Select and copy";
+      setTimeout(() => {
+        button.textContent = "Copy";
+      }, 2000);
+    });
+    const wrap = document.createElement("div");
+    wrap.className = "code-block";
+    pre.replaceWith(wrap);
+    wrap.append(button, pre);
+  }
+}
+
 function renderBlock(source) {
   const el = document.createElement("div");
   el.className = "md-block";
   el.innerHTML = markdownToSafeHtml(source);
+  addCopyButtons(el);
   highlightIn(el);
   return el;
 }

@@ -7,12 +7,19 @@ import { h, timeElement } from "./dom.js";
 import { createMarkdownView } from "./markdown.js";
 import { humanizeError } from "./status.js";
 import { renderPermission, renderPlan, renderToolCard } from "./tool-card.js";
+import { renderSubagentTrace } from "./subagent-trace.js";
+
+/** DESIGN.md §5's status of the person's own cancel: the turn stopped as asked. */
+const USER_CANCEL = "Turn cancelled by user";
 
 function renderStatus(message) {
   const meta = message.metadata ?? {};
   // A stall notice whose turn went on producing output is history, no longer a warning.
   const resolvedStall = Boolean(meta.stalled && meta.resolved);
-  const variant = resolvedStall ? "info" : meta.variant ?? "info";
+  // A cancel the person asked for, and got, is information; one the agent did not answer (and
+  // had to be stopped) stays a warning. The wire keeps its "warning" (DESIGN.md §5).
+  const askedCancel = Boolean(meta.cancelled && !meta.escalated && message.content === USER_CANCEL);
+  const variant = resolvedStall || askedCancel ? "info" : meta.variant ?? "info";
   let text = variant === "error" ? humanizeError(message.content) ?? message.content : message.content;
   // DESIGN.md §9: an escalated cancel keeps its text; say the agent had to be stopped.
   if (meta.escalated) text = `${text} (the agent did not answer and had to be stopped)`;
@@ -78,6 +85,9 @@ function renderRow(message, ctx) {
       break;
     case "plan":
       body = renderPlan(message);
+      break;
+    case "subagent":
+      body = renderSubagentTrace(message);
       break;
     case "turn_changes":
       body = ctx.renderTurnChanges(message);
@@ -174,7 +184,7 @@ export function createMessageList({ onPermission, renderTurnChanges }) {
           const drawn = renderRow(message, { tool, onPermission, offline, renderTurnChanges });
           if (row) {
             // A tool card the reader opened stays open through its status updates.
-            const wasOpen = row.node.querySelector("details.tool-card")?.open;
+            const wasOpen = row.node.querySelector("details.tool-card")?.open; // a trace too
             if (wasOpen) drawn.node.querySelector("details.tool-card")?.setAttribute("open", "");
             if (cursor === row.node) cursor = drawn.node;
             row.node.replaceWith(drawn.node);

@@ -101,6 +101,7 @@ export function createProjectPicker({ request }) {
     if (!browsing) return;
     setValue(browsing.path, browsing.is_git);
     open(false);
+    toggle.focus(); // the panel (and the focused button) is gone: not to the page's body
   });
   clearButton.addEventListener("click", () => setValue(null, false));
 

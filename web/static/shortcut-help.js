@@ -8,19 +8,18 @@ const KEYS = [
   ["Enter", "Send the message (while the agent works: queue it)"],
   ["Shift+Enter", "A new line in the message"],
   ["Alt+Enter", "Steer: send into the running turn, where the agent takes it"],
-  ["Esc", "Cancel the running turn (in a dialog: close it)"],
   ["Tab / Shift+Tab", "Move between the controls"],
-  ["?", "This list"],
+  ["?", "This list (not while typing)"],
 ];
 
 function typing(el) {
   return Boolean(el?.closest?.("input, textarea, select, [contenteditable='true']"));
 }
 
-/** Returns {el}: mount `el` once; the `?` key on `doc` opens it. */
-export function createShortcutHelp(doc = document) {
+/** Returns {el}: mount `el` once; the `?` key on `doc` opens it. `pageKeys`: the page's own. */
+export function createShortcutHelp(doc = document, pageKeys = []) {
   const close = h("button", { type: "button", class: "btn btn-primary", dataset: { testid: "shortcut-help-close" } }, "Close");
-  const rows = KEYS.map(([key, what]) => h("tr", {}, h("th", { scope: "row" }, h("kbd", {}, key)), h("td", {}, what)));
+  const rows = [...KEYS, ...pageKeys].map(([key, what]) => h("tr", {}, h("th", { scope: "row" }, h("kbd", {}, key)), h("td", {}, what)));
   const el = h(
     "dialog",
     { class: "item-dialog shortcut-help", "aria-labelledby": "shortcut-help-title", dataset: { testid: "shortcut-help" } },

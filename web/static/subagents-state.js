@@ -53,7 +53,8 @@ export function markStopping(state, sid, subId) {
 /**
  * The rows under the session's conversation: while a turn runs, its children (whatever their
  * state, so a stopped one reads "Stopped" beside the others); at any time, a child still working
- * (a parent that ended may leave one running). Each: {id, title, state, label, canStop}.
+ * (a parent that ended may leave one running). Each: {id, title, task, activity (its last, while
+ * it works), state, label, canStop}.
  */
 export function subagentRows(state, sid, { offline = false } = {}) {
   const row = sid ? state.sessions?.[sid] : undefined;
@@ -64,8 +65,41 @@ export function subagentRows(state, sid, { offline = false } = {}) {
     .map((s) => ({
       id: s.id,
       title: s.title || s.id,
+      task: typeof s.task === "string" ? s.task : "",
+      activity: ACTIVE.has(s.state) && typeof s.last_activity === "string" ? s.last_activity : "",
       state: s.state,
       label: stateLabel(s.state),
       canStop: Boolean(s.cancellable) && ACTIVE.has(s.state) && !offline,
     }));
+}
+
+/** What a trace line says of how a child ended (the `subagent` message's `outcome`). */
+const OUTCOME_WORDS = {
+  finished: "finished",
+  stopped_by_you: "stopped by you",
+  stopped: "stopped",
+  failed: "failed",
+  ran: "ran",
+};
+
+/**
+ * A `subagent` message (a child's trace, written when it ended) as the transcript shows it:
+ * {title, outcome, words, task, output, outputCut, tools, toolsMore, empty}.
+ */
+export function traceView(message) {
+  const meta = message?.metadata ?? {};
+  const outcome = typeof meta.outcome === "string" ? meta.outcome : "ran";
+  const tools = Array.isArray(meta.tools) ? meta.tools.filter((t) => typeof t === "string") : [];
+  const output = typeof meta.output === "string" ? meta.output : "";
+  return {
+    title: String(meta.title || message?.content || "Subagent"),
+    outcome,
+    words: OUTCOME_WORDS[outcome] ?? outcome,
+    task: typeof meta.task === "string" ? meta.task : "",
+    output,
+    outputCut: Boolean(meta.output_cut),
+    tools,
+    toolsMore: Number.isInteger(meta.tools_more) ? meta.tools_more : 0,
+    empty: !output.trim() && tools.length === 0,
+  };
 }

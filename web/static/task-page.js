@@ -17,6 +17,7 @@ import { createQueueList } from "./queue-list.js";
 import { addQueuedEntry, messageAddOutcome, queueView } from "./queue-state.js";
 import * as S from "./state.js";
 import { createShortcutHelp } from "./shortcut-help.js";
+import { TASK_KEYS, installTaskShortcuts } from "./shortcuts.js";
 import { createStallNotice } from "./stall-notice.js";
 import { createSubagentRows } from "./subagent-rows.js";
 import * as SA from "./subagents-state.js";
@@ -25,6 +26,7 @@ import { createPageAttention } from "./page-attention.js";
 import { taskPageEntries } from "./attention.js";
 import { createFailedStartHelp, FAILED_EMPTY, failedComposerView, withoutRepeatedFailure } from "./failed-start.js";
 import { createSeenSender } from "./seen.js";
+import { createPhoneMenu } from "./phone-menu.js";
 import { humanizeError, sessionStatus, stallNotice, titleMark } from "./status.js";
 import { socketProtocols } from "./credential.js";
 import { Connection, newRequestId, socketUrl } from "./ws.js";
@@ -152,6 +154,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
   const countdown = createEscalationCountdown({ onStopNow: () => actions.stopNow() });
   const queueSlot = h("div", { class: "queue-slot" }, countdown.el, stall.el, queueList.el);
   const composerSlot = h("div", { class: "composer-slot" });
+  const menuSlot = h("span"); // the phone's header menu (phone-menu.js), made once the page is
 
   const topTitle = h("h1", { class: "topbar-title" }, task.title);
   // Shown instead of the task's sessions once the task was deleted (from this tab or another).
@@ -164,7 +167,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
   root.replaceChildren(
     dialog.el,
     revertDialog.el,
-    createShortcutHelp(env.document).el,
+    createShortcutHelp(env.document, TASK_KEYS).el,
     h(
       "div",
       { class: "page page--task" },
@@ -187,7 +190,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
         h(
           "main",
           { class: "chat" },
-          h("div", { class: "chat-header" }, h("div", { class: "chat-heading" }, chatTitle, chatState, changesView.button), workDir.el, h("div", { class: "chat-reason-row" }, chatReason, retryButton, failedHelp.el)),
+          h("div", { class: "chat-header" }, h("div", { class: "chat-heading" }, chatTitle, chatState, changesView.button, menuSlot), workDir.el, h("div", { class: "chat-reason-row" }, chatReason, retryButton, failedHelp.el)),
           changesView.el,
           messageList.el,
           working.el,
@@ -222,6 +225,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
   compactQuery.addEventListener("change", mountComposer);
   const layout = root.querySelector(".task-layout");
   const pageEl = root.querySelector(".page--task");
+  menuSlot.replaceWith(createPhoneMenu({ page: pageEl, sidebar: root.querySelector(".sidebar"), header: root.querySelector(".chat-header") }).button);
 
   /** The composer's view, plus whether the turn can be undone (checkpoints need a project). */
   function composerViewNow() {
@@ -564,16 +568,12 @@ export function mountTaskPage(root, boot, env = globalThis) {
     if (sid && state.sessions[sid]) select(sid, { push: false });
   });
 
-  // Esc anywhere on the page cancels the running turn, as in the input, unless a dialog is open
-  // (the dialog's own Esc closes it).
-  env.document.addEventListener("keydown", (event) => {
-    if (event.key !== "Escape" || event.defaultPrevented || event.isComposing) return;
-    if (env.document.querySelector("dialog[open], [role='dialog']:not([hidden])")) return;
-    const view = S.cancelControlView(state, state.selectedSessionId);
-    if (view.visible && !view.disabled) {
-      event.preventDefault();
-      actions.cancel();
-    }
+  // The page's keys (shortcuts.js): Esc cancels, as in the input; Alt+… for the rest.
+  installTaskShortcuts({
+    env,
+    sessionIds: () => S.orderedSessions(state).filter((r) => !r.archived).map((r) => r.id),
+    selected: () => state.selectedSessionId,
+    select: (sid) => select(sid, { push: true }),
   });
 
   // Back to a tab whose shown session had news: it is seen now (seen.js, after the render).

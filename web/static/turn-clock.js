@@ -10,16 +10,18 @@ export function createTurnClock({ env, working, countdown, timeouts, getState })
   const lastEventAt = {};
   const lateAt = {};
   let ticker = null;
+  let offlineAt = null; // since when the page hears nothing: its clock stops there
 
   function render() {
     const state = getState();
     const sid = state.selectedSessionId;
     const now = Date.now();
+    offlineAt = S.isOffline(state) ? offlineAt ?? now : null;
     for (const [id, row] of Object.entries(state.sessions)) {
       if (row.state === S.RUNNING) seenRunningAt[id] ??= now;
       else delete seenRunningAt[id];
     }
-    const work = workingView(state, sid, { now, seenRunningAt: seenRunningAt[sid], lastEventAt: lastEventAt[sid] });
+    const work = workingView(state, sid, { now, seenRunningAt: seenRunningAt[sid], lastEventAt: lastEventAt[sid], offlineAt: offlineAt ?? undefined });
     const late = countdownView(state, sid, { now, lateAt: lateAt[sid], timeouts });
     working.update(work);
     countdown.update({ ...late, offline: S.isOffline(state) });

@@ -53,20 +53,25 @@ export function turnStartedAt(messages, seenRunningAt) {
 }
 
 /**
- * {visible, text}: shown while the selected session's turn runs and no cancel is pending (the
- * cancel control then tells the story). `clock` = {now, seenRunningAt, lastEventAt}.
+ * {visible, text, stale?}: shown while the selected session's turn runs and no cancel is pending
+ * (the cancel control then tells the story). `clock` = {now, seenRunningAt, lastEventAt,
+ * offlineAt}: offline since `offlineAt`, what the page knows stopped there, so the clock stops
+ * there too and says it is the last known (`stale`), instead of counting on a turn it cannot see.
  */
 export function workingView(state, sessionId, clock) {
   const row = sessionId ? state.sessions[sessionId] : undefined;
   if (!row || row.state !== RUNNING || effectiveCancelPending(state, sessionId)) return { visible: false, text: "" };
   const messages = state.messages[sessionId];
   const started = turnStartedAt(messages, clock.seenRunningAt);
-  const parts = ["Working", started !== null ? elapsedText(clock.now - started) : null].filter(Boolean);
+  const stale = typeof clock.offlineAt === "number";
+  const now = stale ? Math.min(clock.now, clock.offlineAt) : clock.now;
+  const parts = ["Working", started !== null ? elapsedText(now - started) : null].filter(Boolean);
   let text = `${parts.join(" · ")} — ${lastActivity(messages)}`;
-  if (typeof clock.lastEventAt === "number" && clock.now - clock.lastEventAt >= 10_000) {
-    text += ` (last output ${elapsedText(clock.now - clock.lastEventAt)} ago)`;
+  if (typeof clock.lastEventAt === "number" && now - clock.lastEventAt >= 10_000) {
+    text += ` (last output ${elapsedText(now - clock.lastEventAt)} ago)`;
   }
-  return { visible: true, text };
+  if (!stale) return { visible: true, text };
+  return { visible: true, text: `Offline, clock paused: ${text} (last known)`, stale };
 }
 
 /**

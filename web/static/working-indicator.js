@@ -14,6 +14,7 @@ export function createWorkingIndicator() {
     el,
     update(view) {
       el.hidden = !view.visible;
+      el.dataset.stale = view.stale ? "true" : "false"; // offline: paused, the dot stops
       if (text.textContent !== view.text) text.textContent = view.text;
     },
   };
