@@ -29,9 +29,12 @@ AGENTS = pytest.mark.parametrize("agent", ["mock", "mock-codex"])
 @asynccontextmanager
 async def supervisor(tmp_path: Path, **timeouts: float) -> AsyncIterator[Supervisor]:
     """A supervisor whose mock profiles say ``executor = "agentctl"`` (no URL):
-    the lifecycle's default launcher spawns a local agentctl for each session."""
+    the lifecycle's default launcher spawns a local agentctl for each session.
+    No checkpoints: these tests time the cancel's phases against the agent, and a
+    cancel during the turn's checkpoint withholds the prompt instead (tested in
+    tests/supervisor)."""
     config = Config.from_mapping(tmp_path / "data", {
-        "timeouts": timeouts,
+        "timeouts": timeouts, "projects": {"checkpoints": False},
         "agents": {"mock": {"executor": "agentctl"}, "mock-codex": {"executor": "agentctl"}},
     })
     async with open_supervisor(config) as sup:

@@ -21,6 +21,7 @@ after the server stops, no process of the agent may be left.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -347,7 +348,15 @@ async def e2e_session(name: str, provider: FakeProvider, tmp: Path,
     try:
         async with running_server(data_dir,
                                   timeouts={"agent_start_s": START_S, **(timeouts or {})},
-                                  profiles=cfg.profiles) as srv, ws_client(srv) as ws:
+                                  profiles=cfg.profiles,
+                                  # No turn checkpoints: these tests race the cancel
+                                  # against the prompt's write to the real agent ("at
+                                  # once, as soon as message.add has answered"); one
+                                  # before the prompt would withhold it instead (covered
+                                  # by tests/supervisor/test_continuity_timing.py).
+                                  projects=dataclasses.replace(cfg.projects,
+                                                               checkpoints=False),
+                                  ) as srv, ws_client(srv) as ws:
             task = await ws.call("task.create", {"title": f"e2e {name}"})
             start_s = (timeouts or {}).get("agent_start_s", START_S)
             frame = await ws.request("session.launch", {"task_id": task["id"], "agent": name},

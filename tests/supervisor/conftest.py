@@ -43,10 +43,15 @@ def make_supervisor(tmp_path: Path) -> SupervisorFactory:
     @asynccontextmanager
     async def factory(*, launcher: Launcher | None = None, inline: bool = False,
                       agents: dict[str, Any] | None = None,
-                      store_class: type[InlineStore] = InlineStore,
+                      store_class: type[InlineStore] = InlineStore, checkpoints: bool = False,
                       **timeouts: float) -> AsyncIterator[Supervisor]:
         data = tmp_path / "data"
-        config = Config.from_mapping(data, {"timeouts": timeouts, "agents": agents or {}})
+        # Turn checkpoints (on in the product) are off here unless asked for: these
+        # tests time the turn and cancel paths, many on virtual time, where a real
+        # git snapshot before each prompt would leap the clock (a cancel during it
+        # withholds the prompt: tests/supervisor/test_continuity_timing.py).
+        config = Config.from_mapping(data, {"timeouts": timeouts, "agents": agents or {},
+                                            "projects": {"checkpoints": checkpoints}})
         store = None
         if inline:
             data.mkdir(parents=True, exist_ok=True)

@@ -54,7 +54,10 @@ def _open(config: Config) -> DiskFullDb:
 async def failing_supervisor(data_dir: Path, **timeouts: float,
                              ) -> AsyncIterator[tuple[Supervisor, DiskFullDb]]:
     """A supervisor (real agents, real SQLite) whose database's disk can fill."""
-    raw: dict[str, Any] = {"timeouts": timeouts}
+    # No turn checkpoints: these tests time the turn and cancel paths while the
+    # disk fills; a checkpoint before each prompt (its own rows, a git snapshot)
+    # would make a cancel right after the start withhold the prompt instead.
+    raw: dict[str, Any] = {"timeouts": timeouts, "projects": {"checkpoints": False}}
     config = Config.from_mapping(data_dir, raw)
     db = await trio.to_thread.run_sync(_open, config)
     async with open_supervisor(config, store=Store(db)) as sup:
