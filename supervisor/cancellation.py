@@ -10,7 +10,8 @@ none is left registered with nobody to settle it.  ``_operate`` (the task)
 runs the rest under ``cancel_operation_s``: the join window, the re-sends,
 escalation and the reconciliation of the store, then settles.
 
-Theory of operation: a turn's cancel moves through ``PHASES``, one row per
+Theory of operation: a turn's cancel moves through ``PHASES``
+(supervisor.turn_outcome, with every rule of a turn's end), one row per
 phase.  A row says whether the phase is published (``session.cancel.progress``),
 how a turn that ends in it is reported, what bounds the wait in it (a
 ``Timeouts`` field, counted from when the cancel began) and which phase comes
@@ -34,7 +35,6 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final
 
 import trio
 
@@ -44,15 +44,7 @@ from protocols.events import TurnEnded
 from .config import Timeouts
 from .db import StoreError
 from .errors import CancelFailed, NotFound, SupervisorError
-from .execution_state import (
-    Agents,
-    CancelOutcome,
-    CancelPhase,
-    CancelResult,
-    Execution,
-    StopRequest,
-    TurnHandle,
-)
+from .execution_state import Agents, Execution, TurnHandle
 from .models import SessionState
 from .notify import Notifier
 from .queue_gate import QueueGate
@@ -61,37 +53,20 @@ from .store import Store
 from .subagent_traces import write_ended
 from .subagents import Subagents
 from .turn_close import TurnCloser
+from .turn_outcome import (
+    PHASES,
+    CancelOutcome,
+    CancelPhase,
+    CancelResult,
+    StopRequest,
+    TurnFacts,
+    result_of,
+    settles_on_close,
+)
 
-__all__ = ["PHASES", "CancelOperation", "Cancellations", "PhaseRow"]
+__all__ = ["CancelOperation", "Cancellations"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class PhaseRow:
-    #: Published to the session's subscribers as ``session.cancel.progress``
-    #: (never for a shutdown's stop).
-    published: bool
-    #: The outcome of a cancel whose turn ends in this phase.
-    ends_as: CancelOutcome
-    #: Whether that result names when the agent's answer came.
-    answered: bool
-    #: The ``Timeouts`` field bounding this phase, counted from when the cancel
-    #: began (None: the last phase), and the phase that follows it.
-    until: str | None
-    then: CancelPhase | None
-
-
-PHASES: Final[dict[CancelPhase, PhaseRow]] = {
-    # Before the prompt was written: nothing was sent, the turn ends unprompted.
-    CancelPhase.WITHHELD: PhaseRow(False, CancelOutcome.ACKNOWLEDGED, False,
-                                   "cancel_join_s", CancelPhase.ESCALATED),
-    CancelPhase.SENT: PhaseRow(True, CancelOutcome.ACKNOWLEDGED, True,
-                               "cancel_join_s", CancelPhase.LATE),
-    CancelPhase.LATE: PhaseRow(True, CancelOutcome.LATE, True,
-                               "cancel_escalate_s", CancelPhase.ESCALATED),
-    CancelPhase.ESCALATED: PhaseRow(True, CancelOutcome.ESCALATED, False, None, None),
-}
 
 
 @dataclass(eq=False)
@@ -455,16 +430,15 @@ class Cancellations:
     def _result(turn: TurnHandle) -> CancelResult:
         """The one outcome derivation: the phase the turn ended in (``PHASES``)."""
         assert turn.cancel_phase is not None
-        row = PHASES[turn.cancel_phase]
-        return CancelResult(row.ends_as, turn.id or None, turn.cancel_sent_at,
-                            turn.answered_at if row.answered else None)
+        return result_of(turn.cancel_phase, turn.id, turn.cancel_sent_at, turn.answered_at)
 
     def _closed(self, op: CancelOperation, turn: TurnHandle) -> None:
         """The cancelled turn's close: once it settled the session, the
         operation settles from there, its answers queued behind the close's
         notifications.  (A close before the cancel was written is the
         operation's task's to report.)"""
-        if op.done.is_set() or turn.cancel_phase is None or not turn.settled_session:
+        if op.done.is_set() or not settles_on_close(turn.cancel_phase,
+                                                    turn.settled_session):
             return
         self._record(op, self._result(turn))
         self.settled_by_close += 1
@@ -539,7 +513,8 @@ class Cancellations:
             elif result.outcome is CancelOutcome.IDLE:
                 return result  # idle in memory and in the store: a harmless success
         if turn_id is not None:
-            await self.closer.close_turn(session_id, turn_id, "cancelled", request=request)
+            await self.closer.close_turn(session_id, turn_id, TurnFacts(request=request),
+                                         TurnEnded(stop_reason="cancelled", turn_id=turn_id))
         after = await self.store.get_session(session_id)
         if after is not None and after.state is SessionState.RUNNING and (
             after.current_turn_id is None or after.current_turn_id == turn_id

@@ -32,6 +32,14 @@ from .models import AgentSessionRef, Message, Session, StopReason
 from .profiles import AgentProfile
 from .store import Store
 from .transcript import Transcript, TurnText
+from .turn_outcome import (
+    NEVER_STARTED_STATUS,
+    SHUTDOWN_STATUS,
+    CancelOutcome,
+    CancelPhase,
+    CancelResult,
+    StopRequest,
+)
 
 __all__ = [
     "NEVER_STARTED_STATUS",
@@ -50,12 +58,6 @@ __all__ = [
     "remember_conversation",
 ]
 
-#: The status message of a turn stopped because Turnvisor shut down.
-SHUTDOWN_STATUS = "Turn interrupted: Turnvisor shut down"
-
-#: The status message of a turn the agent never started (DESIGN.md §9).
-NEVER_STARTED_STATUS = "The agent never started the turn"
-
 #: Agent events that show a turn is alive (the stall watchdog's progress);
 #: metadata (usage, modes, notices, echoes) is not progress.
 PROGRESS_EVENTS = (MessageChunk, ToolCallStarted, ToolCallUpdated, PlanUpdated,
@@ -70,58 +72,6 @@ class ExecutionStatus(StrEnum):
     READY = "READY"
     RUNNING = "RUNNING"
     STOPPED = "STOPPED"
-
-
-class StopRequest(StrEnum):
-    """Who asked a running turn to stop; it decides the turn's status message."""
-
-    #: The user (``agent.cancel``, REST cancel, Esc).
-    USER = "user"
-    #: Turnvisor is shutting down.
-    SHUTDOWN = "shutdown"
-    #: A "send now" replaces the turn (DESIGN.md §9): not the user's cancel.
-    INTERRUPT = "interrupt"
-
-
-class CancelPhase(StrEnum):
-    """A cancel's progress on a running turn (``supervisor.cancellation.PHASES``
-    says what each one waits for and how a turn that ends in it is reported)."""
-
-    #: Before the prompt was written: the prompt is withheld, nothing is sent.
-    WITHHELD = "withheld"
-    #: The protocol cancel is written to the agent (DESIGN.md §9 "sent").
-    SENT = "sent"
-    #: The join window passed without the turn's end.
-    LATE = "late"
-    #: Force-stopped: the turn is completed without the agent.
-    ESCALATED = "escalated"
-
-
-class CancelOutcome(StrEnum):
-    #: No execution (never started, crashed, gone): the store was reconciled.
-    NO_EXECUTION = "no_execution"
-    #: No turn was running.
-    IDLE = "idle"
-    #: The turn ended within the join window.
-    ACKNOWLEDGED = "acknowledged"
-    #: Not acknowledged within the join window, but ended before escalation.
-    LATE = "late"
-    #: Never ended: synthetic completion, execution marked ready.
-    ESCALATED = "escalated"
-
-
-@dataclass(frozen=True, slots=True)
-class CancelResult:
-    outcome: CancelOutcome
-    #: The turn the cancel acted on (None: none was running, in memory or in the store).
-    turn_id: str | None = None
-    #: ``trio.current_time()`` when the protocol cancel was written, and when the
-    #: agent's end of turn reached the pump (the cancel's stage breakdown).
-    sent_at: float | None = None
-    answered_at: float | None = None
-    #: The agent stopped, but the store refused the record of it (why): the
-    #: record is written by the store retries nursery when the store can again.
-    record_error: str | None = None
 
 
 class CancelWaiter(Protocol):

@@ -8,7 +8,7 @@ Its parts, each a module of its own, constructed here from what
     turns             Turns: a prompt's turn up to its write, steering
     takeover          a running turn adopted from the previous backend
     watchdog          the stall watchdog, one task per turn
-    turn_close        TurnCloser: every turn's end (close_wording: what it says)
+    turn_close        TurnCloser: every turn's end (turn_outcome.decide: what it is)
     cancellation      Cancellations: the cancel path (given, shared with the queue)
 
 The lifecycle owns every session-state write; ``Execution.turn`` is the one

@@ -11,17 +11,14 @@ it in the queue's nursery.  Nothing here awaits.
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Literal
 
 import trio
 
-from .execution_state import StopRequest
 from .models import StopReason
+from .turn_outcome import StopRequest
 
-__all__ = ["NORMAL_ENDS", "QueueGate", "Request"]
-
-#: Stop reasons of a turn that ended normally (its queue's head runs next).
-NORMAL_ENDS: Final = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal"})
+__all__ = ["QueueGate", "Request"]
 
 #: What the queue is asked to do for a session: run its head if it may, or
 #: write the park a user cancel left to write.
@@ -48,7 +45,7 @@ class QueueGate:
     def user_cancelled(self, session_id: str) -> None:
         """At a user cancel's admission (or join), before any await: no start
         already on its way may claim a turn now, and the queue parks.  The park
-        is written by the cancelled turn's close (``close_parks``), in the same
+        is written by the cancelled turn's close (``turn_outcome.parks``), in the same
         transaction; a cancel that closed no turn parks when it settles."""
         self._epoch[session_id] = self.epoch(session_id) + 1
         self.parking.add(session_id)
@@ -68,20 +65,11 @@ class QueueGate:
         # (A retried close of the cancelled turn may have parked it meanwhile.)
         self._parked_by_close.discard(session_id)
 
-    @staticmethod
-    def close_parks(stop_reason: StopReason, request: StopRequest | None) -> bool:
-        """Whether a turn's close parks the queue: a user cancel, a shutdown,
-        an error or any abnormal end; not a send now's interruption (it starts
-        its own entry) nor a normal end (the head runs)."""
-        if request is StopRequest.INTERRUPT and stop_reason == "cancelled":
-            return False
-        return (request in (StopRequest.USER, StopRequest.SHUTDOWN)
-                or stop_reason not in NORMAL_ENDS)
-
-    def turn_closed(self, session_id: str, stop_reason: StopReason,
-                    request: StopRequest | None) -> None:
-        """A turn of the session closed (``stop_reason`` as recorded)."""
-        if self.close_parks(stop_reason, request):
+    def turn_closed(self, session_id: str, parked: bool, request: StopRequest | None,
+                    stop_reason: StopReason) -> None:
+        """A turn of the session closed (``parked``: its close parked the queue,
+        ``turn_outcome.parks``; ``stop_reason`` as recorded)."""
+        if parked:
             if request is StopRequest.USER and session_id in self.parking:
                 self._parked_by_close.add(session_id)  # the cancel has nothing left to write
             return

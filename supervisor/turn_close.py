@@ -17,11 +17,10 @@ import trio
 
 from protocols.events import TurnEnded
 
-from .close_wording import close_wording
 from .config import Timeouts
 from .db import StoreError
-from .execution_state import CancelPhase, Execution, ExecutionStatus, StopRequest, TurnHandle
-from .models import Message, SessionState, StopReason, TextAppend
+from .execution_state import Execution, ExecutionStatus, TurnHandle
+from .models import Message, SessionState, TextAppend
 from .notify import Notifier
 from .queue_gate import QueueGate
 from .recovery import RESTART_META, RESTART_STATUS
@@ -30,6 +29,7 @@ from .shields import bounded_shield
 from .store import Store
 from .transcript import Transcript, TurnText
 from .turn_checkpoints import TurnCheckpoints
+from .turn_outcome import TurnFacts, decide
 
 __all__ = ["TurnCloser"]
 
@@ -49,42 +49,33 @@ class TurnCloser:
         #: for the database (on a worker thread, not cancellable), then cleanup.
         self.close_s = timeouts.store_wait_s + timeouts.cancel_cleanup_s
 
-    async def close_turn(self, session_id: str, turn_id: str, stop_reason: StopReason, *,
-                         request: StopRequest | None, error: str | None = None,
-                         escalated: bool = False, never_started: bool = False,
-                         by_agent: bool = True, subagents_cancelled: int = 0,
+    async def close_turn(self, session_id: str, turn_id: str, facts: TurnFacts,
+                         ended: TurnEnded, *,
                          text: Sequence[tuple[Message, TextAppend | None]] = ()) -> bool:
-        """Close the turn in the store, with its status message (``close_wording``)
-        and ``text``, its last streamed text, in the same transaction, and
-        announce its end; idempotent (only the first close of a running turn
-        does anything).  ``by_agent``: the agent ended it (False: its prompt was
-        withheld).  Returns whether this close moved the session out of RUNNING."""
-        acknowledged = stop_reason == "cancelled" and not escalated and by_agent
-        wording = close_wording(stop_reason, request, error=error, escalated=escalated,
-                                never_started=never_started,
-                                subagents_cancelled=subagents_cancelled)
-        stop_reason = wording.stop_reason
+        """Close the turn in the store as ``decide`` says (its status message and
+        ``text``, its last streamed text, in the same transaction), and announce
+        its end; idempotent (only the first close of a running turn does
+        anything).  Returns whether this close moved the session out of RUNNING."""
+        outcome = decide(facts, ended)
         closed = await self.store.close_turn(
-            turn_id, state=wording.state, stop_reason=stop_reason, status=wording.status,
-            park_queue=self.gate.close_parks(stop_reason, request), text=text)
+            turn_id, state=outcome.state, stop_reason=outcome.stop_reason,
+            status=outcome.status, park_queue=outcome.park, text=text)
         if closed is None:
             return False
-        self.notify.turn_completed(session_id, turn_id, stop_reason)
-        self.gate.turn_closed(session_id, stop_reason, request)
-        if acknowledged:
-            # Only when the agent itself said so (not an escalation, not an override).
+        self.notify.turn_completed(session_id, turn_id, outcome.stop_reason)
+        self.gate.turn_closed(session_id, outcome.park, facts.request, outcome.stop_reason)
+        if outcome.acknowledged:
+            # Only when the agent itself said so (not an escalation, not a withheld prompt).
             self.notify.agent_cancelled(session_id, turn_id)
         return closed.session is not None and closed.session.state is not SessionState.RUNNING
 
     async def finish_turn(self, ex: Execution, turn: TurnHandle, ended: TurnEnded) -> None:
         """Close the turn exactly once: store, then notifications, then wake waiters."""
-        escalated = turn.cancel_phase is CancelPhase.ESCALATED
         text: list[tuple[Message, TextAppend | None]] = []
-        close = functools.partial(
-            self.close_turn, turn.session_id, turn.id, ended.stop_reason,
-            request=turn.stop_request, error=ended.error, escalated=escalated,
-            never_started=turn.never_started, by_agent=not turn.prompt_withheld,
-            subagents_cancelled=ended.subagents_cancelled)
+        facts = TurnFacts(request=turn.stop_request, phase=turn.cancel_phase,
+                          never_started=turn.never_started,
+                          prompt_withheld=turn.prompt_withheld)
+        close = functools.partial(self.close_turn, turn.session_id, turn.id, facts, ended)
         refused: str | None = None
         try:
             try:

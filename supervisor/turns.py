@@ -35,6 +35,7 @@ from .transcript import TurnText
 from .turn_checkpoints import TurnCheckpoints
 from .turn_close import TurnCloser
 from .turn_end import TURN_ERRORS, left_to_us, turn_error
+from .turn_outcome import TurnFacts
 from .watchdog import Watchdog
 
 __all__ = ["Turns"]
@@ -96,8 +97,9 @@ class Turns:
         if handle.done.is_set():
             # Escalated while the store opened it (a cancel that outwaited the
             # store): the turn the store just opened is closed as that cancel.
-            await self.closer.close_turn(session.id, turn.id, "cancelled",
-                                  request=handle.stop_request, by_agent=False)
+            await self.closer.close_turn(
+                session.id, turn.id, TurnFacts(request=handle.stop_request, prompt_withheld=True),
+                TurnEnded(stop_reason="cancelled", turn_id=turn.id))
             return msg
         handle.text = TurnText(session_id=session.id, turn_id=turn.id)
         ex.status = ExecutionStatus.RUNNING

@@ -16,9 +16,9 @@ from typing import Any, Literal
 from supervisor.config import Limits
 from supervisor.db import StoreError
 from supervisor.errors import SupervisorError
-from supervisor.lifecycle import CancelOutcome
 from supervisor.orchestrator import Caller, CancelOperation
 from supervisor.root import Supervisor
+from supervisor.turn_outcome import wire_outcome
 
 from .contract import requests as rq
 from .contract.requests import parse
@@ -159,22 +159,10 @@ async def message_list(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> di
     return {"messages": [m.to_dto() for m in msgs]}
 
 
-#: DESIGN.md §14: a settled cancel's outcome on the wire.
-_OUTCOMES: dict[CancelOutcome, str] = {
-    CancelOutcome.ACKNOWLEDGED: "cancelled", CancelOutcome.LATE: "cancelled",
-    CancelOutcome.ESCALATED: "escalated", CancelOutcome.NO_EXECUTION: "reconciled",
-    CancelOutcome.IDLE: "nothing_running",
-}
-
-
 def cancel_result(op: CancelOperation) -> dict[str, Any]:
     """Every cancel's answer: ``outcome`` says what happened, ``turn_id`` which
     turn it acted on (the one asked for, if it had already ended)."""
-    outcome = "nothing_running" if op.outcome is None else _OUTCOMES[op.outcome]
-    if op.acted_on is None and outcome == "reconciled":
-        outcome = "nothing_running"  # no execution, and nothing shown running either
-    if outcome == "nothing_running" and op.turn_id is not None:
-        outcome = "turn_ended"  # the turn it was aimed at is over
+    outcome = wire_outcome(op.outcome, op.acted_on, op.turn_id)
     result: dict[str, Any] = {"success": True, "session_id": op.session_id,
                               "outcome": outcome, "turn_id": op.acted_on or op.turn_id}
     if op.record_error is not None:
