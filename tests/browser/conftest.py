@@ -55,10 +55,11 @@ def server_factory(
     started: list[BlockingServerProcess] = []
 
     def factory(
-        *, toml: str | None = None, data_dir: Path | None = None, port: int = 0
+        *, toml: str | None = None, data_dir: Path | None = None, port: int = 0,
+        checkpoints: bool = False,
     ) -> BlockingServerProcess:
         srv = start_blocking_server(data_dir or tmp_path / f"data-{len(started)}", toml=toml,
-                                    port=port, token=TOKEN)
+                                    port=port, token=TOKEN, checkpoints=checkpoints)
         started.append(srv)
         return srv
 

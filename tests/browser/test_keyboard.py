@@ -65,15 +65,14 @@ def test_from_the_composer_revert_is_two_keys_away_and_undo_has_a_key(
     expect(dialog).to_be_hidden()
     expect(revert).to_be_focused()
 
-    # Alt+U is the "Cancel and undo" button: whatever it does (asks first, then reverts), the
-    # key does. The turn's files go, and the focus stays on the page.
+    # Alt+U is the "Cancel and undo" button: it asks first (the revert dialog), then cancels
+    # and reverts. The turn's files go, and the focus stays on the page.
     person.chat_input.focus()
     person.start_turn("/edits 50")
     wait_until(lambda: len(list(project.glob("edit-*.txt"))) >= 2, page)
     kb.press("Alt+u")
-    confirm = page.locator("dialog[open] [data-testid$='confirm-button']")
-    if confirm.count():  # the button's own question, answered as a person would
-        confirm.first.click()
+    expect(dialog).to_be_visible()
+    page.get_by_test_id("revert-confirm-button").click()
     person.expect_settled(timeout=20_000)
     restored = person.status_messages().filter(has_text="Files restored")
     expect(restored).to_have_count(1, timeout=15_000)

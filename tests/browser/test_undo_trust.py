@@ -117,8 +117,10 @@ def test_a_hand_edit_survives_a_revert_unless_chosen_and_every_revert_is_undone(
 
 
 def test_a_default_task_has_checkpoints_and_its_turn_can_be_undone(
-    server: BlockingServerProcess, new_context: Any, view: str
+    server_factory: Callable[..., BlockingServerProcess], new_context: Any, view: str
 ) -> None:
+    # The product's own configuration: no [projects] table at all (checkpoints on by default).
+    server = server_factory(toml=LONG_PENDING_TOML, checkpoints=True)
     person = open_person(server, new_context, view, "/")
     page = person.page
     title = f"No project picked {view}"

@@ -41,11 +41,14 @@ class Server:
 @asynccontextmanager
 async def running_server(data_dir: Path, *, timeouts: dict[str, float] | None = None,
                          workspaces: dict[str, str] | None = None,
-                         start_timeout: float = 30,
+                         start_timeout: float = 30, checkpoints: bool = False,
                          **config: Any) -> AsyncIterator[Server]:
     """``timeouts``: the config's ``[timeouts]``; ``workspaces``: name → token;
-    ``config``: other ``Config`` fields."""
+    ``config``: other ``Config`` fields.  Without ``projects`` there, turn checkpoints
+    are off unless ``checkpoints`` (tests/support/serverproc.py ``NO_CHECKPOINTS`` says why)."""
     raw: dict[str, Any] = {"timeouts": timeouts or {}}
+    if "projects" not in config and not checkpoints:
+        raw["projects"] = {"checkpoints": False}
     if workspaces:
         raw["workspaces"] = {name: {"token": tok} for name, tok in workspaces.items()}
     cfg = Config.from_mapping(data_dir, raw, **config)

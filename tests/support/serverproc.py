@@ -136,10 +136,29 @@ def _environ(token: str, base_env: Mapping[str, str] | None,
     return env
 
 
-def _prepare(data_dir: Path, toml: str | None, log_path: Path | None) -> Path:
+#: The suite's servers run without turn checkpoints unless a test names ``[projects]`` or
+#: asks for them (``checkpoints=True``): the product has them in every session, and a cancel
+#: during the snapshot before a prompt withholds the prompt, while most tests race a cancel
+#: against the agent itself (tests/web/test_revert_rules.py, tests/browser/test_undo_trust.py
+#: and the other undo tests run with them).
+NO_CHECKPOINTS = "\n[projects]\ncheckpoints = false\n"
+
+
+def suite_toml(toml: str | None, *, checkpoints: bool = False) -> str | None:
+    """``toml`` as the suite's servers get it (``NO_CHECKPOINTS``, above)."""
+    if checkpoints or (toml is not None and "[projects]" in toml):
+        return toml
+    return (toml or "") + NO_CHECKPOINTS
+
+
+def _prepare(data_dir: Path, toml: str | None, log_path: Path | None,
+             checkpoints: bool = False) -> Path:
     data_dir.mkdir(parents=True, exist_ok=True)
-    if toml is not None:
-        (data_dir / "turnvisor.toml").write_text(toml)
+    config = data_dir / "turnvisor.toml"
+    if toml is not None or not config.exists():  # (a test's own file is left as it is)
+        text = suite_toml(toml, checkpoints=checkpoints)
+        if text is not None:
+            config.write_text(text)
     return log_path or data_dir / f"server-{int(time.time() * 1000)}.log"
 
 
@@ -187,16 +206,17 @@ async def server_process(data_dir: Path | None = None, *, toml: str | None = Non
                          base_env: Mapping[str, str] | None = None,
                          log_level: str | None = None, log_path: Path | None = None,
                          start_timeout: float = START_TIMEOUT_S,
-                         stop_timeout: float = STOP_TIMEOUT_S,
+                         stop_timeout: float = STOP_TIMEOUT_S, checkpoints: bool = False,
                          ) -> AsyncIterator[ServerProcess]:
     """``data_dir`` None: a temporary one, removed afterwards; ``toml``: its
     ``turnvisor.toml``; ``base_env``: the server's environment instead of this
     process's (agents inherit it under their profile's); ``log_level``: its
     ``TURNVISOR_LOG`` (default: inherited, else WARNING); ``log_path``: where its
-    stderr goes (appended; default: a new file in the data dir)."""
+    stderr goes (appended; default: a new file in the data dir); ``checkpoints``: the
+    product's turn checkpoints (``NO_CHECKPOINTS``)."""
     temporary = data_dir is None
     data_dir = Path(tempfile.mkdtemp(prefix="turnvisor-serve-")) if data_dir is None else data_dir
-    log_path = _prepare(data_dir, toml, log_path)
+    log_path = _prepare(data_dir, toml, log_path, checkpoints)
     token = token or secrets.token_urlsafe(24)
     with log_path.open("ab") as log:
         proc = await trio.lowlevel.open_process(
@@ -267,9 +287,11 @@ class BlockingServerProcess(_Endpoint):
 
 def start_blocking_server(data_dir: Path, *, toml: str | None = None, port: int = 0,
                           token: str | None = None, log_level: str | None = None,
-                          start_timeout: float = START_TIMEOUT_S) -> BlockingServerProcess:
-    """Starts ``turnvisor serve`` and waits for its "listening" line; ``stop()`` ends it."""
-    log_path = _prepare(data_dir, toml, None)
+                          start_timeout: float = START_TIMEOUT_S,
+                          checkpoints: bool = False) -> BlockingServerProcess:
+    """Starts ``turnvisor serve`` and waits for its "listening" line; ``stop()`` ends it.
+    ``checkpoints``: the product's turn checkpoints (``NO_CHECKPOINTS``)."""
+    log_path = _prepare(data_dir, toml, None, checkpoints)
     token = token or secrets.token_urlsafe(24)
     with log_path.open("ab") as log:
         proc = subprocess.Popen(
