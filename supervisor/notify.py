@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from .bus import EventBus
@@ -218,6 +219,32 @@ class Notifier:
     def permission_cancelled(self, session_id: str, request_id: str) -> None:
         self.bus.publish(session_id, "session.permission.cancelled",
                          {"session_id": session_id, "request_id": request_id})
+
+    def turn_closed(self, session_id: str, turn_id: str,
+                    grown: Sequence[tuple[Message, TextAppend | None]], *,
+                    closed: tuple[Message | None, Session | None, QueueState | None] | None,
+                    stop_reason: str, acknowledged: bool) -> None:
+        """A turn's close, published once and as one batch (each connection
+        writes it in one go): its last text (``grown``, written with the close
+        whether or not this close won), and if it won (``closed``: the status
+        message, the session if it left RUNNING, the queue if it parked) the
+        status, the state, the queue, ``session.turn.completed`` and, when the
+        agent itself confirmed a cancel, ``session.agent.cancelled``."""
+        with self.bus.coalescing():
+            for msg, appended in grown:
+                self.message_updated(msg, appended)
+            if closed is None:
+                return
+            status, session, queue = closed
+            if status is not None:
+                self.message_added(status)
+            if session is not None:
+                self.state_changed(session)
+            if queue is not None:
+                self.queue_changed(queue)
+            self.turn_completed(session_id, turn_id, stop_reason)
+            if acknowledged:
+                self.agent_cancelled(session_id, turn_id)
 
     def turn_completed(self, session_id: str, turn_id: str, stop_reason: str) -> None:
         self.bus.publish(session_id, "session.turn.completed",

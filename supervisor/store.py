@@ -353,25 +353,14 @@ class Store:
         """Close a running turn (None if it was not running: someone else closed
         it), parking the session's queue with it if ``park_queue``.  ``text``:
         the turn's last streamed text, as ``update_messages`` takes it, written
-        in the same transaction and announced first."""
-        # No checkpoint between the commit and the notifications, nor (in the
-        # lifecycle's close) the cancel's settlement behind them: one step (a
-        # close grouped behind another's commit wakes after it, then the same).
+        in the same transaction.  Publishes nothing: the closer publishes the
+        close once (``Notifier.turn_closed``), in the step this returns in (a
+        close grouped behind another's commit wakes after it, then the same)."""
         closed, msg, session, queue = await self.closes.close(TurnClose(
             turn_id, state, stop_reason, status, park_queue=park_queue,
             text=tuple(m for m, _ in text)))
-        # Queued, not written one syscall each from here (a cancel's path): the
-        # connection's writer sends them, and what follows them, in one write.
-        with self.notify.bus.coalescing():
-            self._announce_grown(text)
-            if not closed:
-                return None
-            if msg is not None:
-                self.notify.message_added(msg)
-            if session is not None:
-                self.notify.state_changed(session)
-            if queue is not None:
-                self.notify.queue_changed(queue)
+        if not closed:
+            return None
         return ClosedTurn(status=msg, session=session, queue=queue)
 
     async def add_message(self, session_id: str, turn_id: str | None, role: Role,

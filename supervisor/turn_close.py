@@ -60,13 +60,14 @@ class TurnCloser:
         closed = await self.store.close_turn(
             turn_id, state=outcome.state, stop_reason=outcome.stop_reason,
             status=outcome.status, park_queue=outcome.park, text=text)
+        # In the store's step (no checkpoint): the one publication of the close.
+        self.notify.turn_closed(
+            session_id, turn_id, text,
+            closed=None if closed is None else (closed.status, closed.session, closed.queue),
+            stop_reason=outcome.stop_reason, acknowledged=outcome.acknowledged)
         if closed is None:
             return False
-        self.notify.turn_completed(session_id, turn_id, outcome.stop_reason)
         self.gate.turn_closed(session_id, outcome.park, facts.request, outcome.stop_reason)
-        if outcome.acknowledged:
-            # Only when the agent itself said so (not an escalation, not a withheld prompt).
-            self.notify.agent_cancelled(session_id, turn_id)
         return closed.session is not None and closed.session.state is not SessionState.RUNNING
 
     async def finish_turn(self, ex: Execution, turn: TurnHandle, ended: TurnEnded) -> None:
@@ -143,5 +144,7 @@ class TurnCloser:
         closed = await self.store.close_turn(
             turn_id, state="interrupted", stop_reason="cancelled",
             status=(RESTART_STATUS, dict(RESTART_META)), park_queue=True)
-        if closed is not None:
-            self.notify.turn_completed(session_id, turn_id, "cancelled")
+        self.notify.turn_closed(
+            session_id, turn_id, (),
+            closed=None if closed is None else (closed.status, closed.session, closed.queue),
+            stop_reason="cancelled", acknowledged=False)

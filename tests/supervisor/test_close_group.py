@@ -67,11 +67,19 @@ class Rig:
             self.sub.subscribe(sid)
 
     async def close(self, i: int, out: dict[int, object]) -> None:
+        """A close as the closer makes it: the store's, then its publication."""
+        sid, turn_id = self.turns[i]
         try:
-            out[i] = await self.store.close_turn(self.turns[i][1], state="cancelled",
+            closed = await self.store.close_turn(turn_id, state="cancelled",
                                                  stop_reason="cancelled", status=CANCELLED)
         except StoreUnavailable as exc:
             out[i] = exc
+            return
+        out[i] = closed
+        self.store.notify.turn_closed(
+            sid, turn_id, (),
+            closed=None if closed is None else (closed.status, closed.session, closed.queue),
+            stop_reason="cancelled", acknowledged=False)
 
     def waiting(self) -> set[str]:
         frames = []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,9 @@ import trio.testing
 
 from protocols.events import MessageChunk
 from supervisor.bus import EventBus, Subscriber
+from supervisor.models import Message, TextAppend
 from supervisor.notify import Notifier
-from supervisor.store import Store
+from supervisor.store import ClosedTurn, Store
 from supervisor.text_writer import TextWriter
 from supervisor.transcript import Transcript, TurnText
 
@@ -199,9 +201,12 @@ async def test_a_turns_last_text_is_written_in_its_close(tmp_path: Path) -> None
     assert closed is not None and closed.session is not None
     assert rig.store.db.commits == commits + 1
     assert rig.content(0) == ["first last"]
+    assert drain(rig.sub) == []  # the store publishes nothing: the closer does, once
+    _publish(rig, turn.turn_id, text, closed)
     frames = drain(rig.sub)
     assert [f["action"] for f in frames] == [
-        "session.message.appended", "session.message.added", "session.state_changed"]
+        "session.message.appended", "session.message.added", "session.state_changed",
+        "session.turn.completed"]
     assert (frames[0]["payload"]["offset"], frames[0]["payload"]["text"]) == (6, "last")
     assert rig.written == []  # queued together for the connection's one write
 
@@ -221,4 +226,15 @@ async def test_text_taken_for_a_close_someone_else_made_is_still_written(
     assert await rig.store.close_turn(turn.turn_id, state="cancelled",
                                       stop_reason="cancelled", text=text) is None
     assert rig.content(0) == ["first late"]
+    _publish(rig, turn.turn_id, text, None)
     assert [f["action"] for f in drain(rig.sub)] == ["session.message.appended"]
+
+
+def _publish(rig: Rig, turn_id: str, text: Sequence[tuple[Message, TextAppend | None]],
+             closed: ClosedTurn | None) -> None:
+    """The close's one publication, as the closer (supervisor/turn_close.py) makes it."""
+    session_id = rig.turns[0][1].session_id
+    rig.store.notify.turn_closed(
+        session_id, turn_id, text,
+        closed=None if closed is None else (closed.status, closed.session, closed.queue),
+        stop_reason="cancelled", acknowledged=False)
