@@ -17,17 +17,12 @@ from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor
 from tests.support.leaks import pgid_alive
 from tests.support.sessions import new_session
+from tests.support.wait import wait_state
 
 from .conftest import SupervisorFactory
 
 AGENTS = ["mock", "mock-acp2", "mock-codex"]
 
-
-async def _wait_state(sup: Supervisor, caller: Caller, sid: str, state: SessionState,
-                      timeout: float = 10) -> None:
-    with trio.fail_after(timeout):
-        while (await sup.orchestrator.session(caller, sid)).state is not state:
-            await trio.sleep(0.02)
 
 
 async def _wait_chunks(sup: Supervisor, caller: Caller, sid: str) -> None:
@@ -83,7 +78,7 @@ async def test_delay_cancels_promptly_and_the_same_agent_answers_again(
             (CANCELLED_STATUS, {"cancelled": True, "variant": "warning"})]
         # Same agent process, new turn.
         await sup.orchestrator.send_message(caller, sid, "hello again")
-        await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+        await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
         assert sup.lifecycle.executions[sid].agent.pgid == pid
         texts = [m.content for m in await sup.orchestrator.list_messages(caller, sid)
                  if m.role == "agent"]
@@ -134,7 +129,7 @@ async def test_slow_agent_is_not_acknowledged_gate_released_next_prompt_works(
             assert sup.notify.projection.get(sid).pending  # late, still pending
         assert results == [CancelOutcome.LATE]
         await sup.orchestrator.send_message(caller, sid, "next")
-        await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+        await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
         assert [m.content for m in await sup.orchestrator.list_messages(caller, sid)
                 if m.role == "agent"][-1] == "next"
 
@@ -146,7 +141,7 @@ async def test_hang_is_escalated_and_reconciled(
     async with make_supervisor(cancel_join_s=0.2, cancel_escalate_s=0.6) as sup:
         caller, sid = await new_session(sup, agent)
         await sup.orchestrator.send_message(caller, sid, "/hang")
-        await _wait_state(sup, caller, sid, SessionState.RUNNING)
+        await wait_state(sup, caller, sid, SessionState.RUNNING)
         with trio.fail_after(5):
             assert await sup.orchestrator.cancel(caller, sid) is CancelOutcome.ESCALATED
         assert (await sup.orchestrator.session(caller, sid)).state is \
@@ -164,11 +159,11 @@ async def test_crash_mid_turn_then_cancel_reconciles(
         await sup.orchestrator.send_message(caller, sid, "/crash")
         with trio.fail_after(5):
             await sup.orchestrator.cancel(caller, sid)
-        await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+        await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
         assert not sup.notify.projection.get(sid).pending
         # The crashed agent is gone; the next prompt starts a fresh one.
         await sup.orchestrator.send_message(caller, sid, "after crash")
-        await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+        await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
         assert [m.content for m in await sup.orchestrator.list_messages(caller, sid)
                 if m.role == "agent"][-1] == "after crash"
 
@@ -210,7 +205,7 @@ async def test_permission_answered_by_the_user(
         request_id, msg = next(iter(ex.permissions.items()))
         option = msg.metadata["options"][0]["option_id"]
         await sup.orchestrator.respond_permission(caller, sid, request_id, option)
-        await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+        await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
         msgs = await sup.orchestrator.list_messages(caller, sid)
         assert next(m for m in msgs if m.kind == "permission").metadata["status"] == "selected"
         assert option in [m.content for m in msgs if m.role == "agent"][-1]
@@ -273,7 +268,7 @@ async def test_the_cancel_is_on_the_agents_stdin_at_admission(
         assert order == ["pending=true", "sent", "pending=false"]
         # The same agent takes the next prompt.
         await sup.orchestrator.send_message(caller, sid, "again")
-        await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+        await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
 
 
 async def test_caller_cancelled_after_admission_does_not_abort_the_operation(
@@ -292,7 +287,7 @@ async def test_caller_cancelled_after_admission_does_not_abort_the_operation(
                 scope.cancel()  # the client went away
         assert scope.cancelled_caught
         assert sid in sup.orchestrator.operations  # the operation lives on
-        await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+        await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
         with trio.fail_after(5):
             while sid in sup.orchestrator.operations:
                 await trio.sleep(0.01)

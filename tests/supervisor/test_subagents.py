@@ -17,9 +17,10 @@ from supervisor.models import CANCELLED_STATUS, SessionState
 from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor
 from tests.support.sessions import new_session
+from tests.support.wait import wait_state
 
 from .conftest import SupervisorFactory
-from .test_cancel_integration import _drain, _statuses, _wait_state
+from .test_cancel_integration import _drain, _statuses
 
 AGENTS = ["mock", "mock-acp2", "mock-codex"]
 
@@ -76,7 +77,7 @@ async def test_one_child_stops_while_the_parent_and_the_other_go_on(
         with pytest.raises(NotFound):
             await sup.subagents.cancel(sid, "no-such-child")
         # The other child streams to its end, then the parent ends its turn normally.
-        await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+        await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
         assert [c["state"] for c in await _subagents(sup, caller, sid)] == [
             "cancelled", "completed"]
         assert await _statuses(sup, caller, sid) == []
@@ -130,7 +131,7 @@ async def test_the_next_turns_children_replace_the_ended_ones(
         make_supervisor: SupervisorFactory) -> None:
     async with make_supervisor() as sup:
         caller, sid, _sub, first = await _running_children(sup, "mock-acp2", 300)
-        await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+        await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
         await sup.orchestrator.send_message(caller, sid, "/subagents 1 300")
         with trio.fail_after(10):
             while True:
