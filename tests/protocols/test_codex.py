@@ -23,7 +23,6 @@ from protocols.events import (
     TurnEnded,
 )
 from protocols.jsonrpc import (
-    Dialect,
     ErrorResponse,
     IncomingNotification,
     IncomingRequest,
@@ -33,118 +32,29 @@ from protocols.jsonrpc import (
 )
 from protocols.turnstate import TurnState
 
-from .helpers import ConnectionPair, drain
-
-THREAD, TURN = "thr-1", "turn-1"
-Pair = ConnectionPair[CodexClient]
-
-
-def state(p: Pair) -> TurnState:
-    # A call, not an attribute: mypy would narrow ``turn.state`` across asserts.
-    return p.client.turn.state
-
-
-# -- states to start from -------------------------------------------------
-
-
-def fresh() -> Pair:
-    return ConnectionPair(CodexClient(), Dialect.CODEX)
-
-
-def initialized() -> Pair:
-    p = fresh()
-    [req] = p.to_agent(p.client.initialize()[1])
-    assert isinstance(req, IncomingRequest)
-    p.to_client(p.agent.send_response(req.id, {"userAgent": "fake/1.0"}))
-    return p
-
-
-def in_thread() -> Pair:
-    p = initialized()
-    p.to_agent(p.client.initialized())
-    [req] = p.to_agent(p.client.thread_start("/work")[1])
-    assert isinstance(req, IncomingRequest)
-    p.to_client(p.agent.send_response(req.id, {"thread": {"id": THREAD, "ephemeral": True}}))
-    return p
-
-
-def turn_sent() -> Pair:
-    """turn/start written (id 3), its answer, and so the turn id, not back yet."""
-    p = in_thread()
-    p.to_agent(p.client.turn_start("hi")[1])
-    return p
-
-
-def turn_result(turn_id: str = TURN) -> dict[str, Any]:
-    return {"turn": {"id": turn_id, "items": [], "status": "inProgress", "error": None}}
-
-
-def in_turn() -> Pair:
-    p = turn_sent()
-    p.to_client(p.agent.send_response(3, turn_result()))
-    return p
-
-
-APPROVAL_PARAMS = {
-    "threadId": THREAD,
-    "turnId": TURN,
-    "itemId": "item-7",
-    "command": "touch file.txt",
-    "reason": "Write to disk",
-}
-
-
-def asked_approval() -> Pair:
-    p = in_turn()
-    _, data = p.agent.send_request("item/commandExecution/requestApproval", APPROVAL_PARAMS)
-    p.to_client(data)  # agent request id 0
-    return p
-
-
-PERMISSIONS_PARAMS = {
-    "threadId": THREAD,
-    "turnId": TURN,
-    "itemId": "item-8",
-    "cwd": "/work",
-    "reason": "Needs the network",
-    "permissions": {"network": {"enabled": True}, "fileSystem": {"write": ["/work/out"]}},
-    "startedAtMs": 1767000000000,
-}
-
-
-def asked_permissions() -> Pair:
-    p = in_turn()
-    _, data = p.agent.send_request("item/permissions/requestApproval", PERMISSIONS_PARAMS)
-    p.to_client(data)  # agent request id 0
-    return p
-
-
-def cancelled_before_turn_id() -> Pair:
-    p = turn_sent()
-    p.client.cancel()
-    return p
-
-
-def interrupted() -> Pair:
-    p = in_turn()
-    p.client.cancel()
-    return p
-
-
-def notify(p: Pair, method: str, params: dict[str, Any]) -> list[object]:
-    return p.to_client(p.agent.send_notification(method, params))
-
-
-def completed(p: Pair, status: str, turn_id: str = TURN, error: Any = None) -> list[object]:
-    return notify(
-        p,
-        "turn/completed",
-        {
-            "threadId": THREAD,
-            "turn": {"id": turn_id, "items": [], "status": status, "error": error},
-        },
-    )
-
+from .codex_states import (
+    APPROVAL_PARAMS,
+    DECLINE,
+    INTERRUPT,
+    PERMISSIONS_PARAMS,
+    THREAD,
+    TURN,
+    Pair,
+    asked_approval,
+    asked_permissions,
+    cancelled_before_turn_id,
+    completed,
+    fresh,
+    in_thread,
+    in_turn,
+    initialized,
+    interrupted,
+    notify,
+    state,
+    turn_result,
+    turn_sent,
+)
+from .helpers import drain
 
 # -- exact lines ----------------------------------------------------------
 
@@ -162,8 +72,6 @@ TURN_START = (
     b'{"id":3,"method":"turn/start",'
     b'"params":{"threadId":"thr-1","input":[{"type":"text","text":"hi"}]}}\n'
 )
-INTERRUPT = b'{"id":4,"method":"turn/interrupt","params":{"threadId":"thr-1","turnId":"turn-1"}}\n'
-DECLINE = b'{"id":0,"result":{"decision":"decline"}}\n'
 ACCEPT = b'{"id":0,"result":{"decision":"accept"}}\n'
 ACCEPT_SESSION = b'{"id":0,"result":{"decision":"acceptForSession"}}\n'
 DENY_AND_STOP = b'{"id":0,"result":{"decision":"cancel"}}\n'
