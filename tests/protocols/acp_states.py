@@ -112,3 +112,8 @@ def cancelled() -> Pair:
 
 SESSION_CANCEL = b'{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"sess-1"}}\n'
 PERMISSION_CANCELLED = b'{"jsonrpc":"2.0","id":0,"result":{"outcome":{"outcome":"cancelled"}}}\n'
+#: The agent withdraws its request 0 ($/cancel_request), and the answer it is owed.
+AGENT_WITHDRAWS = b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":0}}\n'
+WITHDRAWN_ANSWER = (
+    b'{"jsonrpc":"2.0","id":0,"error":{"code":-32800,"message":"Request cancelled"}}\n'
+)

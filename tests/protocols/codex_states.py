@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from protocols.codex import CodexClient
+from protocols.events import PermissionOption
 from protocols.jsonrpc import Dialect, IncomingRequest
 from protocols.turnstate import TurnState
 
@@ -126,3 +127,14 @@ def completed(p: Pair, status: str, turn_id: str = TURN, error: Any = None) -> l
 
 INTERRUPT = b'{"id":4,"method":"turn/interrupt","params":{"threadId":"thr-1","turnId":"turn-1"}}\n'
 DECLINE = b'{"id":0,"result":{"decision":"decline"}}\n'
+#: The agent resolves its request 0 itself.
+RESOLVED = b'{"method":"serverRequest/resolved","params":{"threadId":"thr-1","requestId":0}}\n'
+#: The four answers to a v2 approval.
+V2_OPTIONS = (
+    PermissionOption(option_id="accept", name="Allow", kind="allow_once"),
+    PermissionOption(
+        option_id="acceptForSession", name="Allow for this session", kind="allow_always"
+    ),
+    PermissionOption(option_id="decline", name="Deny", kind="reject_once"),
+    PermissionOption(option_id="cancel", name="Deny and stop", kind="reject_always"),
+)
