@@ -10,6 +10,7 @@ import pytest
 import trio
 import trio.lowlevel
 import trio.testing
+from trio.testing import MockClock
 
 from supervisor.bus import Subscriber
 from supervisor.lifecycle import CancelOutcome
@@ -21,6 +22,7 @@ from tests.support.sessions import new_session
 from tests.support.wait import wait_state
 
 from .conftest import SupervisorFactory
+from .fake_agent import FakeLauncher
 
 AGENTS = ["mock", "mock-acp2", "mock-codex"]
 
@@ -126,9 +128,10 @@ async def test_text_streamed_since_the_last_batch_is_written_by_the_close(
 
 @pytest.mark.parametrize("agent", AGENTS)
 async def test_slow_agent_is_not_acknowledged_gate_released_next_prompt_works(
-    make_supervisor: SupervisorFactory, agent: str
+    make_supervisor: SupervisorFactory, agent: str, autojump_clock: MockClock
 ) -> None:
-    async with make_supervisor(cancel_join_s=0.3, cancel_escalate_s=10) as sup:
+    async with make_supervisor(launcher=FakeLauncher(), inline=True, cancel_join_s=0.3,
+                               cancel_escalate_s=10) as sup:
         caller, sid = await new_session(sup, agent)
         await sup.orchestrator.send_message(caller, sid, "/slow 1200")
         await _wait_chunks(sup, caller, sid)
@@ -151,9 +154,10 @@ async def test_slow_agent_is_not_acknowledged_gate_released_next_prompt_works(
 
 @pytest.mark.parametrize("agent", AGENTS)
 async def test_hang_is_escalated_and_reconciled(
-    make_supervisor: SupervisorFactory, agent: str
+    make_supervisor: SupervisorFactory, agent: str, autojump_clock: MockClock
 ) -> None:
-    async with make_supervisor(cancel_join_s=0.2, cancel_escalate_s=0.6) as sup:
+    async with make_supervisor(launcher=FakeLauncher(), inline=True, cancel_join_s=0.2,
+                               cancel_escalate_s=0.6) as sup:
         caller, sid = await new_session(sup, agent)
         await sup.orchestrator.send_message(caller, sid, "/hang")
         await wait_state(sup, caller, sid, SessionState.RUNNING)
@@ -298,9 +302,9 @@ async def test_the_cancel_is_on_the_agents_stdin_at_admission(
 
 
 async def test_caller_cancelled_after_admission_does_not_abort_the_operation(
-    make_supervisor: SupervisorFactory,
+    make_supervisor: SupervisorFactory, autojump_clock: MockClock
 ) -> None:
-    async with make_supervisor(cancel_join_s=0.3) as sup:
+    async with make_supervisor(launcher=FakeLauncher(), inline=True, cancel_join_s=0.3) as sup:
         caller, sid = await new_session(sup, "mock")
         await sup.orchestrator.send_message(caller, sid, "/slow 800")
         await _wait_chunks(sup, caller, sid)
