@@ -189,7 +189,8 @@ async def test_send_now_against_an_agent_that_ignores_the_cancel(
     make_supervisor: SupervisorFactory,
     autojump_clock: MockClock,
 ) -> None:
-    async with make_supervisor(launcher=FakeLauncher(resumable=True), inline=True, **SLOW_CANCEL) as sup:
+    async with make_supervisor(launcher=FakeLauncher(resumable=True), inline=True,
+                               **SLOW_CANCEL) as sup:
         caller, sid = await new_session(sup)
         sub = sup.bus.subscriber()
         sub.subscribe(sid)
