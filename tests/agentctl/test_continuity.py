@@ -17,15 +17,13 @@ from supervisor.models import SessionState
 from supervisor.restore import RESTORE_FAILED_STATUS
 from supervisor.root import Supervisor, open_supervisor
 from tests.support.sessions import new_session
+from tests.support.wait import wait_state
 
 
 async def _turn(sup: Supervisor, sid: str, prompt: str) -> str:
     caller = await sup.caller()
     msg = await sup.orchestrator.send_message(caller, sid, prompt)
-    with trio.fail_after(20):
-        while (await sup.orchestrator.session(caller, sid)).state is not \
-                SessionState.WAITING_FOR_INPUT:
-            await trio.sleep(0.02)
+    await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT, timeout=20)
     return "".join(m.content for m in await sup.orchestrator.list_messages(caller, sid)
                    if m.turn_id == msg.turn_id and m.role == "agent")
 

@@ -22,6 +22,7 @@ from supervisor.models import CANCELLED_STATUS, SessionState
 from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor, open_supervisor
 from tests.support.sessions import new_agentctl_session
+from tests.support.wait import wait_state
 
 AGENTS = pytest.mark.parametrize("agent", ["mock", "mock-codex"])
 
@@ -40,12 +41,6 @@ async def supervisor(tmp_path: Path, **timeouts: float) -> AsyncIterator[Supervi
     async with open_supervisor(config) as sup:
         yield sup
 
-
-async def _wait_state(sup: Supervisor, caller: Caller, sid: str, state: SessionState,
-                      timeout: float = 10) -> None:
-    with trio.fail_after(timeout):
-        while (await sup.orchestrator.session(caller, sid)).state is not state:
-            await trio.sleep(0.02)
 
 
 async def _wait_chunks(sup: Supervisor, caller: Caller, sid: str) -> None:
@@ -80,7 +75,7 @@ async def test_delay_cancels_promptly_and_the_same_agent_answers_again(
             assert [(m.content, m.metadata) for m in statuses] == [
                 (CANCELLED_STATUS, {"cancelled": True, "variant": "warning"})]
             await sup.orchestrator.send_message(caller, sid, "hello again")
-            await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+            await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
             assert sup.lifecycle.executions[sid].agent.pgid == pgid
             assert (await _agent_texts(sup, caller, sid))[-1] == "hello again"
 
@@ -93,18 +88,18 @@ async def test_slow_is_late_and_hang_is_escalated(tmp_path: Path) -> None:
             await _wait_chunks(sup, caller, sid)
             assert await sup.orchestrator.cancel(caller, sid) is CancelOutcome.LATE
             await sup.orchestrator.send_message(caller, sid, "next")
-            await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+            await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
             assert (await _agent_texts(sup, caller, sid))[-1] == "next"
 
             await sup.orchestrator.send_message(caller, sid, "/hang")
-            await _wait_state(sup, caller, sid, SessionState.RUNNING)
+            await wait_state(sup, caller, sid, SessionState.RUNNING)
             assert await sup.orchestrator.cancel(caller, sid) is CancelOutcome.ESCALATED
             assert (await sup.orchestrator.session(caller, sid)).state is \
                 SessionState.WAITING_FOR_INPUT
             assert not sup.notify.projection.get(sid).pending
             # The lifecycle replaces an agent that never ended its escalated turn.
             await sup.orchestrator.send_message(caller, sid, "after hang")
-            await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+            await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
             assert (await _agent_texts(sup, caller, sid))[-1] == "after hang"
 
 
@@ -138,7 +133,7 @@ async def test_agentctl_killed_mid_cancel_is_reconciled(tmp_path: Path, agent: s
             await wait_group_gone(agent_pgid, timeout=5)
             # Reconciled, never stuck: the next prompt starts a fresh agentctl.
             await sup.orchestrator.send_message(caller, sid, "after the loss")
-            await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+            await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
             assert (await _agent_texts(sup, caller, sid))[-1] == "after the loss"
             assert sup.lifecycle.executions[sid].agent.pgid != ex.agent.pgid
 
@@ -153,7 +148,7 @@ async def test_cancel_right_after_the_prompt_never_overtakes_it(tmp_path: Path) 
             for _ in range(8):
                 await sup.orchestrator.send_message(caller, sid, "/delay 30000")
                 outcomes.append(await sup.orchestrator.cancel(caller, sid))
-                await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+                await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
             assert outcomes == [CancelOutcome.ACKNOWLEDGED] * 8
 
 
@@ -201,7 +196,7 @@ async def test_one_subagent_is_stopped_through_agentctl_while_the_parent_goes_on
                 await trio.sleep(0.02)
         assert (await _children(sup, caller, sid))[1]["state"] == "running"
         assert (await sup.orchestrator.session(caller, sid)).state is SessionState.RUNNING
-        await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT, timeout=15)
+        await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT, timeout=15)
         assert [c["state"] for c in await _children(sup, caller, sid)] == [
             "cancelled", "completed"]
         # Ended: a second ask is a no-op answer, through agentctl too.

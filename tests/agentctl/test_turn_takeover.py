@@ -27,6 +27,7 @@ from supervisor.orchestrator import Caller
 from supervisor.recovery import RESTART_STATUS
 from supervisor.root import Supervisor, open_supervisor
 from tests.support.sessions import new_session
+from tests.support.wait import wait_state
 
 PROTOCOLS = pytest.mark.parametrize("protocol", ["acp", "codex"])
 
@@ -56,12 +57,6 @@ async def _text(sup: Supervisor, caller: Caller, sid: str, turn_id: str) -> str:
     return "".join(m.content for m in await _messages(sup, caller, sid)
                    if m.turn_id == turn_id and m.role == "agent" and m.kind == "text")
 
-
-async def _wait_state(sup: Supervisor, caller: Caller, sid: str, state: SessionState,
-                      timeout: float = 20) -> None:
-    with trio.fail_after(timeout):
-        while (await sup.orchestrator.session(caller, sid)).state is not state:
-            await trio.sleep(0.02)
 
 
 def _chunk_numbers(text: str) -> list[int]:
@@ -101,7 +96,7 @@ async def test_a_running_turn_streams_on_into_the_same_session_after_a_restart(
                     while not [m for m in await _messages(sup, caller, sid)
                                if m.content.startswith("recall: ")]:
                         await trio.sleep(0.02)
-                await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+                await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT, timeout=20)
                 turn = await _turn_row(sup, turn_id)
                 assert (turn.state, turn.stop_reason) == ("completed", "end_turn")
                 after = _chunk_numbers(await _text(sup, caller, sid, turn_id))
@@ -170,7 +165,7 @@ async def test_a_cancel_pending_at_the_restart_is_gone_and_the_turn_cancellable_
                 outcome = await sup.orchestrator.cancel(caller, sid)
                 assert outcome is CancelOutcome.LATE
                 assert not sup.notify.projection.get(sid).pending
-                await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+                await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT, timeout=20)
                 turn = await _turn_row(sup, turn_id)
                 assert (turn.state, turn.stop_reason) == ("cancelled", "cancelled")
                 statuses = [m.content for m in await _messages(sup, caller, sid)
@@ -192,7 +187,7 @@ async def test_agentctl_gone_interrupts_the_turn_as_any_restart(
             async with open_supervisor(config) as sup:
                 caller = await sup.caller()
                 started = trio.current_time()
-                await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+                await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT, timeout=20)
                 assert trio.current_time() - started < 5
                 turn = await _turn_row(sup, turn_id)
                 assert (turn.state, turn.stop_reason) == ("interrupted", "cancelled")
@@ -216,7 +211,7 @@ async def test_a_turn_that_ended_while_no_backend_was_connected_ends_with_its_ow
                     await trio.sleep(0.05)
             async with open_supervisor(config) as sup:
                 caller = await sup.caller()
-                await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+                await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT, timeout=20)
                 turn = await _turn_row(sup, turn_id)
                 assert (turn.state, turn.stop_reason) == ("completed", "end_turn")
                 numbers = _chunk_numbers(await _text(sup, caller, sid, turn_id))
@@ -240,7 +235,7 @@ async def test_a_tool_card_started_before_the_restart_is_finished_after_it(
                         await trio.sleep(0.02)
             async with open_supervisor(config) as sup:
                 caller = await sup.caller()
-                await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+                await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT, timeout=20)
                 messages = await _messages(sup, caller, sid)
                 tools = [m for m in messages if m.kind == "tool_call"]
                 assert len(tools) == 1 and tools[0].metadata["status"] == "completed"
@@ -263,7 +258,7 @@ async def test_events_no_longer_kept_interrupt_the_turn_and_it_is_stopped_there(
             await trio.sleep(1.5)  # 15 chunks: more than agentctl keeps
             async with open_supervisor(config) as sup:
                 caller = await sup.caller()
-                await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+                await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT, timeout=20)
                 turn = await _turn_row(sup, turn_id)
                 assert (turn.state, turn.stop_reason) == ("interrupted", "cancelled")
                 statuses = [m.content for m in await _messages(sup, caller, sid)
@@ -272,6 +267,6 @@ async def test_events_no_longer_kept_interrupt_the_turn_and_it_is_stopped_there(
                 assert (await ctl.status())["turn"] is None
                 await sup.orchestrator.queue_set_auto_run(caller, sid, True)
                 msg = await sup.orchestrator.send_message(caller, sid, "/recall")
-                await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+                await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT, timeout=20)
                 assert msg.turn_id is not None
                 assert await _text(sup, caller, sid, msg.turn_id) == "recall: /delay 20000"

@@ -14,7 +14,6 @@ import trio
 
 from supervisor.config import Config
 from supervisor.executors.container import LABEL_BACKEND, LABEL_SESSION
-from supervisor.models import SessionState
 from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor, open_supervisor
 
@@ -50,12 +49,6 @@ async def supervisor(tmp_path: Path, image: str, **timeouts: float,
     async with open_supervisor(config(tmp_path, image, **timeouts)) as sup:
         yield sup
 
-
-async def wait_state(sup: Supervisor, caller: Caller, sid: str, state: SessionState,
-                     timeout: float = 20) -> None:
-    with trio.fail_after(timeout):
-        while (await sup.orchestrator.session(caller, sid)).state is not state:
-            await trio.sleep(0.02)
 
 
 async def wait_chunks(sup: Supervisor, caller: Caller, sid: str, timeout: float = 20) -> None:

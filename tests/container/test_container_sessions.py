@@ -23,9 +23,9 @@ from tests.container.container_support import (
     session_containers,
     supervisor,
     wait_chunks,
-    wait_state,
 )
 from tests.support.sessions import new_agentctl_session
+from tests.support.wait import wait_state
 
 AGENTS = pytest.mark.parametrize("agent", ["mock", "mock-codex"])
 
@@ -108,7 +108,7 @@ async def test_prompt_stream_cancel_and_next_prompt_in_one_container(
                     if "session.cancellation_changed" in f] == [True, False]
 
             await sup.orchestrator.send_message(caller, sid, "hello again")
-            await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+            await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT, timeout=20)
             assert (await agent_texts(sup, caller, sid))[-1] == "hello again"
             assert [c["Id"] for c in session_containers(engine.podman, sid)] == \
                 [container["Id"]]
@@ -126,11 +126,11 @@ async def test_agent_crash_inside_the_container(tmp_path: Path, engine: Engine) 
             with trio.fail_after(30):
                 while session_containers(engine.podman, sid):
                     await trio.sleep(0.1)
-            await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+            await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT, timeout=20)
             assert not sup.notify.projection.get(sid).pending
             # The next prompt starts a new container and is answered.
             await sup.orchestrator.send_message(caller, sid, "after crash")
-            await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+            await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT, timeout=20)
             with trio.fail_after(30):
                 while (await agent_texts(sup, caller, sid))[-1:] != ["after crash"]:
                     await trio.sleep(0.05)

@@ -17,10 +17,7 @@ from protocols.events import (
     AgentNotice,
     MessageChunk,
     OtherUpdate,
-    PermissionOption,
     PermissionRequested,
-    PermissionResolved,
-    PermissionWithdrawn,
     PlanUpdated,
     ToolCallStarted,
     ToolCallUpdated,
@@ -28,114 +25,33 @@ from protocols.events import (
     UserEcho,
 )
 from protocols.jsonrpc import (
-    Dialect,
-    ErrorResponse,
     IncomingNotification,
     IncomingRequest,
     LocalProtocolError,
-    PeerClosed,
     Response,
 )
 from protocols.turnstate import TurnState
 
-from .helpers import ConnectionPair, drain, parse_lines
-
-SID = "sess-1"
-Pair = ConnectionPair[AcpClient]
-
-
-def state(p: Pair) -> TurnState:
-    # A call, not an attribute: mypy would narrow ``turn.state`` across asserts.
-    return p.client.turn.state
-
-
-# -- states to start from -------------------------------------------------
-
-
-def fresh() -> Pair:
-    return ConnectionPair(AcpClient(), Dialect.JSONRPC2)
-
-
-def fresh_v1() -> Pair:
-    return ConnectionPair(AcpClient(acp_version=1), Dialect.JSONRPC2)
-
-
-def fresh_v2() -> Pair:
-    return ConnectionPair(AcpClient(acp_version=2), Dialect.JSONRPC2)
-
-
-def initialized() -> Pair:
-    p = fresh()
-    [req] = p.to_agent(p.client.initialize()[1])
-    assert isinstance(req, IncomingRequest)
-    p.to_client(
-        p.agent.send_response(
-            req.id,
-            {
-                "protocolVersion": 1,
-                "agentCapabilities": {},
-                "agentInfo": {"name": "fake"},
-                "authMethods": [],
-            },
-        )
-    )
-    return p
-
-
-def in_session() -> Pair:
-    p = initialized()
-    [req] = p.to_agent(p.client.new_session("/work")[1])
-    assert isinstance(req, IncomingRequest)
-    p.to_client(p.agent.send_response(req.id, {"sessionId": SID}))
-    return p
-
-
-def prompting() -> Pair:
-    p = in_session()
-    p.to_agent(p.client.prompt("hi")[1])
-    return p
-
-
-PERMISSION_PARAMS = {
-    "sessionId": SID,
-    "toolCall": {"toolCallId": "call-1", "title": "Write to disk", "status": "pending"},
-    "options": [
-        {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
-        {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
-    ],
-}
-
-
-def asked_permission() -> Pair:
-    p = prompting()
-    _, data = p.agent.send_request("session/request_permission", PERMISSION_PARAMS)  # agent id 0
-    p.to_client(data)
-    return p
-
-
-def update(session_update: str, /, **fields: Any) -> dict[str, Any]:
-    return {"sessionId": SID, "update": {"sessionUpdate": session_update, **fields}}
-
-
-def with_tools() -> Pair:
-    """t1 pending, t2 in progress, t3 finished."""
-    p = prompting()
-    for params in (
-        update("tool_call", toolCallId="t1", title="read", status="pending"),
-        update("tool_call", toolCallId="t2", title="edit", kind="edit"),
-        update("tool_call_update", toolCallId="t2", status="in_progress"),
-        update("tool_call", toolCallId="t3", title="ls", status="in_progress"),
-        update("tool_call_update", toolCallId="t3", status="completed"),
-    ):
-        p.to_client(p.agent.send_notification("session/update", params))
-    return p
-
-
-def cancelled() -> Pair:
-    p = prompting()
-    p.client.cancel()
-    return p
-
+from .acp_states import (
+    AGENT_WITHDRAWS,
+    PERMISSION_CANCELLED,
+    PERMISSION_PARAMS,
+    SESSION_CANCEL,
+    SID,
+    Pair,
+    asked_permission,
+    cancelled,
+    fresh,
+    fresh_v1,
+    fresh_v2,
+    in_session,
+    initialized,
+    prompting,
+    state,
+    update,
+    with_tools,
+)
+from .helpers import drain, parse_lines
 
 # -- exact lines ----------------------------------------------------------
 
@@ -161,8 +77,6 @@ SESSION_PROMPT = (
     b'{"jsonrpc":"2.0","id":3,"method":"session/prompt",'
     b'"params":{"sessionId":"sess-1","prompt":[{"type":"text","text":"hi"}]}}\n'
 )
-SESSION_CANCEL = b'{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"sess-1"}}\n'
-PERMISSION_CANCELLED = b'{"jsonrpc":"2.0","id":0,"result":{"outcome":{"outcome":"cancelled"}}}\n'
 PERMISSION_ALLOWED = (
     b'{"jsonrpc":"2.0","id":0,"result":{"outcome":{"outcome":"selected","optionId":"allow"}}}\n'
 )
@@ -229,20 +143,6 @@ def test_handshake_records_session_and_agent_info() -> None:
     assert state(p) is TurnState.IDLE
 
 
-def test_session_new_without_session_id_is_an_error() -> None:
-    p = initialized()
-    [req] = p.to_agent(p.client.new_session("/w")[1])
-    assert isinstance(req, IncomingRequest)
-    [ev] = p.to_client(p.agent.send_response(req.id, {"modes": {}}))
-    assert isinstance(ev, ErrorResponse)
-    assert p.client.session_id is None
-
-
-def test_prompt_before_session_is_a_local_error() -> None:
-    with pytest.raises(LocalProtocolError):
-        initialized().client.prompt("hi")
-
-
 def test_turn_streams_then_ends() -> None:
     p = prompting()
     events = p.to_client(
@@ -283,70 +183,9 @@ def test_cancel_then_agent_answers_cancelled() -> None:
     assert rid == 4
 
 
-def test_permission_request_surfaces_as_an_event() -> None:
-    p = prompting()
-    _, data = p.agent.send_request("session/request_permission", PERMISSION_PARAMS)
-    assert p.to_client(data) == [
-        PermissionRequested(
-            request_id="0",
-            title="Write to disk",
-            tool_call_id="call-1",
-            options=(
-                PermissionOption(option_id="allow", name="Allow", kind="allow_once"),
-                PermissionOption(option_id="reject", name="Reject", kind="reject_once"),
-            ),
-        )
-    ]
-    assert p.client.pending_permissions == ("0",)
-
-
-def test_cancel_answers_permission_cancelled() -> None:
-    p = asked_permission()
-    answer, cancel = p.to_agent(p.client.cancel())
-    assert answer == Response(
-        id=0, method="session/request_permission", result={"outcome": {"outcome": "cancelled"}}
-    )
-    assert isinstance(cancel, IncomingNotification)
-    assert cancel.method == "session/cancel"
-    assert p.client.pending_permissions == ()
-    events = p.to_client(p.agent.send_response(3, {"stopReason": "cancelled"}))
-    assert events == [
-        PermissionResolved(request_id="0", option_id=None),
-        TurnEnded(stop_reason="cancelled"),
-    ]
-
-
-def test_permission_asked_after_cancel_is_answered_cancelled_at_once() -> None:
-    p = cancelled()
-    _, data = p.agent.send_request("session/request_permission", PERMISSION_PARAMS)
-    assert p.to_client(data) == []  # nothing for the user to decide
-    assert p.client.data_to_send() == PERMISSION_CANCELLED
-
-
-def test_turn_end_answers_moot_permissions() -> None:
-    p = asked_permission()
-    events = p.to_client(p.agent.send_response(3, {"stopReason": "end_turn"}))
-    assert events == [
-        PermissionResolved(request_id="0", option_id=None),
-        TurnEnded(stop_reason="end_turn"),
-    ]
-    assert p.client.data_to_send() == PERMISSION_CANCELLED
-
-
 def test_answering_an_unknown_permission_is_a_local_error() -> None:
     with pytest.raises(LocalProtocolError):
         asked_permission().client.respond_permission("99", "allow")
-
-
-def test_cancel_marks_unfinished_tool_calls_cancelled() -> None:
-    p = with_tools()
-    p.client.cancel()
-    events = p.to_client(p.agent.send_response(3, {"stopReason": "cancelled"}))
-    assert events == [
-        ToolCallUpdated(tool_call_id="t1", status="cancelled"),
-        ToolCallUpdated(tool_call_id="t2", status="cancelled"),
-        TurnEnded(stop_reason="cancelled"),
-    ]
 
 
 def test_prompt_error_ends_the_turn_with_error() -> None:
@@ -354,15 +193,6 @@ def test_prompt_error_ends_the_turn_with_error() -> None:
     events = p.to_client(p.agent.send_error(3, -32603, "model exploded"))
     assert events == [TurnEnded(stop_reason="error", error="model exploded")]
     assert state(p) is TurnState.IDLE
-
-
-def test_prompt_error_says_its_details() -> None:
-    """An ACP SDK's ``Internal error`` says why only in ``data.details``."""
-    p = prompting()
-    events = p.to_client(p.agent.send_error(3, -32603, "Internal error",
-                                            {"details": "model 'x' not found"}))
-    assert events == [TurnEnded(stop_reason="error",
-                                error="Internal error: model 'x' not found")]
 
 
 @pytest.mark.parametrize(
@@ -378,17 +208,6 @@ def test_prompt_results(result: dict[str, Any], stop: str) -> None:
     p = prompting()
     events = p.to_client(p.agent.send_response(3, result))
     assert events[-1] == TurnEnded(stop_reason=stop)  # type: ignore[arg-type]
-
-
-def test_unserved_agent_call_is_refused_not_left_waiting() -> None:
-    p = prompting()
-    _, data = p.agent.send_request("fs/read_text_file", {"path": "/etc/passwd"})
-    [notice] = p.to_client(data)
-    assert isinstance(notice, AgentNotice)
-    assert p.client.data_to_send() == (
-        b'{"jsonrpc":"2.0","id":0,"error":{"code":-32601,'
-        b'"message":"client does not implement fs/read_text_file"}}\n'
-    )
 
 
 # session/update -> event; liberal: unknown kinds and odd shapes pass through.
@@ -480,16 +299,6 @@ def test_garbage_line_is_a_notice_and_the_stream_goes_on() -> None:
     assert events[1:] == [TurnEnded(stop_reason="end_turn")]
 
 
-def test_agent_exit_closes_the_core() -> None:
-    p = asked_permission()
-    [closed] = p.to_client(b"")
-    assert isinstance(closed, PeerClosed)
-    assert closed.pending == ((3, "session/prompt"),)
-    assert state(p) is TurnState.CLOSED
-    assert p.client.pending_permissions == ()
-    assert p.client.cancel() == b""  # nothing left to cancel
-
-
 def test_turn_lines_parse_back() -> None:
     """What the core writes is what the ACP schema expects on the agent side."""
     p = asked_permission()
@@ -500,24 +309,6 @@ def test_turn_lines_parse_back() -> None:
 
 # -- request cancellation ($/cancel_request) --------------------------------
 
-AGENT_WITHDRAWS = b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":0}}\n'
-WITHDRAWN_ANSWER = (
-    b'{"jsonrpc":"2.0","id":0,"error":{"code":-32800,"message":"Request cancelled"}}\n'
-)
-
-
-def test_agent_withdraws_its_permission_request() -> None:
-    p = asked_permission()
-    assert p.to_client(AGENT_WITHDRAWS) == [
-        PermissionWithdrawn(request_id="0", reason="the agent withdrew the request")
-    ]
-    # The receiver MUST answer the withdrawn request: error -32800.
-    assert p.client.data_to_send() == WITHDRAWN_ANSWER
-    assert p.client.pending_permissions == ()
-    with pytest.raises(LocalProtocolError):
-        p.client.respond_permission("0", "allow")
-    # The cancel that follows owes the agent nothing for it.
-    assert p.client.cancel() == SESSION_CANCEL
 
 
 def test_withdrawal_of_an_answered_request_needs_no_answer() -> None:
@@ -527,14 +318,6 @@ def test_withdrawal_of_an_answered_request_needs_no_answer() -> None:
     [notice] = p.to_client(AGENT_WITHDRAWS)
     assert isinstance(notice, AgentNotice) and notice.level == "info"
     assert p.client.data_to_send() == b""
-
-
-def test_withdrawal_names_the_id_exactly() -> None:
-    """The string "0" is not request 0: the permission stays pending."""
-    p = asked_permission()
-    [notice] = p.to_client(AGENT_WITHDRAWS.replace(b'"requestId":0', b'"requestId":"0"'))
-    assert isinstance(notice, AgentNotice)
-    assert p.client.pending_permissions == ("0",)
 
 
 @pytest.mark.parametrize(

@@ -13,17 +13,14 @@ from protocols.events import (
     AgentNotice,
     MessageChunk,
     OtherUpdate,
-    PermissionOption,
     PermissionRequested,
     PermissionResolved,
-    PermissionWithdrawn,
     PlanUpdated,
     ToolCallStarted,
     ToolCallUpdated,
     TurnEnded,
 )
 from protocols.jsonrpc import (
-    Dialect,
     ErrorResponse,
     IncomingNotification,
     IncomingRequest,
@@ -33,118 +30,31 @@ from protocols.jsonrpc import (
 )
 from protocols.turnstate import TurnState
 
-from .helpers import ConnectionPair, drain
-
-THREAD, TURN = "thr-1", "turn-1"
-Pair = ConnectionPair[CodexClient]
-
-
-def state(p: Pair) -> TurnState:
-    # A call, not an attribute: mypy would narrow ``turn.state`` across asserts.
-    return p.client.turn.state
-
-
-# -- states to start from -------------------------------------------------
-
-
-def fresh() -> Pair:
-    return ConnectionPair(CodexClient(), Dialect.CODEX)
-
-
-def initialized() -> Pair:
-    p = fresh()
-    [req] = p.to_agent(p.client.initialize()[1])
-    assert isinstance(req, IncomingRequest)
-    p.to_client(p.agent.send_response(req.id, {"userAgent": "fake/1.0"}))
-    return p
-
-
-def in_thread() -> Pair:
-    p = initialized()
-    p.to_agent(p.client.initialized())
-    [req] = p.to_agent(p.client.thread_start("/work")[1])
-    assert isinstance(req, IncomingRequest)
-    p.to_client(p.agent.send_response(req.id, {"thread": {"id": THREAD, "ephemeral": True}}))
-    return p
-
-
-def turn_sent() -> Pair:
-    """turn/start written (id 3), its answer, and so the turn id, not back yet."""
-    p = in_thread()
-    p.to_agent(p.client.turn_start("hi")[1])
-    return p
-
-
-def turn_result(turn_id: str = TURN) -> dict[str, Any]:
-    return {"turn": {"id": turn_id, "items": [], "status": "inProgress", "error": None}}
-
-
-def in_turn() -> Pair:
-    p = turn_sent()
-    p.to_client(p.agent.send_response(3, turn_result()))
-    return p
-
-
-APPROVAL_PARAMS = {
-    "threadId": THREAD,
-    "turnId": TURN,
-    "itemId": "item-7",
-    "command": "touch file.txt",
-    "reason": "Write to disk",
-}
-
-
-def asked_approval() -> Pair:
-    p = in_turn()
-    _, data = p.agent.send_request("item/commandExecution/requestApproval", APPROVAL_PARAMS)
-    p.to_client(data)  # agent request id 0
-    return p
-
-
-PERMISSIONS_PARAMS = {
-    "threadId": THREAD,
-    "turnId": TURN,
-    "itemId": "item-8",
-    "cwd": "/work",
-    "reason": "Needs the network",
-    "permissions": {"network": {"enabled": True}, "fileSystem": {"write": ["/work/out"]}},
-    "startedAtMs": 1767000000000,
-}
-
-
-def asked_permissions() -> Pair:
-    p = in_turn()
-    _, data = p.agent.send_request("item/permissions/requestApproval", PERMISSIONS_PARAMS)
-    p.to_client(data)  # agent request id 0
-    return p
-
-
-def cancelled_before_turn_id() -> Pair:
-    p = turn_sent()
-    p.client.cancel()
-    return p
-
-
-def interrupted() -> Pair:
-    p = in_turn()
-    p.client.cancel()
-    return p
-
-
-def notify(p: Pair, method: str, params: dict[str, Any]) -> list[object]:
-    return p.to_client(p.agent.send_notification(method, params))
-
-
-def completed(p: Pair, status: str, turn_id: str = TURN, error: Any = None) -> list[object]:
-    return notify(
-        p,
-        "turn/completed",
-        {
-            "threadId": THREAD,
-            "turn": {"id": turn_id, "items": [], "status": status, "error": error},
-        },
-    )
-
+from .codex_states import (
+    APPROVAL_PARAMS,
+    DECLINE,
+    INTERRUPT,
+    PERMISSIONS_PARAMS,
+    RESOLVED,
+    THREAD,
+    TURN,
+    V2_OPTIONS,
+    Pair,
+    asked_approval,
+    asked_permissions,
+    cancelled_before_turn_id,
+    completed,
+    fresh,
+    in_thread,
+    in_turn,
+    initialized,
+    interrupted,
+    notify,
+    state,
+    turn_result,
+    turn_sent,
+)
+from .helpers import drain
 
 # -- exact lines ----------------------------------------------------------
 
@@ -162,8 +72,6 @@ TURN_START = (
     b'{"id":3,"method":"turn/start",'
     b'"params":{"threadId":"thr-1","input":[{"type":"text","text":"hi"}]}}\n'
 )
-INTERRUPT = b'{"id":4,"method":"turn/interrupt","params":{"threadId":"thr-1","turnId":"turn-1"}}\n'
-DECLINE = b'{"id":0,"result":{"decision":"decline"}}\n'
 ACCEPT = b'{"id":0,"result":{"decision":"accept"}}\n'
 ACCEPT_SESSION = b'{"id":0,"result":{"decision":"acceptForSession"}}\n'
 DENY_AND_STOP = b'{"id":0,"result":{"decision":"cancel"}}\n'
@@ -307,14 +215,6 @@ def test_owed_interrupt_dropped_when_turn_start_fails() -> None:
     assert state(p) is TurnState.IDLE
 
 
-def test_turn_start_error_says_its_details() -> None:
-    p = turn_sent()
-    events = p.to_client(p.agent.send_error(3, -32603, "Internal error",
-                                            {"details": "usage limit reached"}))
-    assert events[-1] == TurnEnded(stop_reason="error",
-                                   error="Internal error: usage limit reached")
-
-
 def test_owed_interrupt_when_the_agent_exits_mid_answer() -> None:
     """The turn/start answer is the agent's last, unterminated line: the core
     learns the id but must not try to write to an agent that is gone."""
@@ -364,55 +264,8 @@ def test_completion_before_turn_start_answer_ends_the_turn() -> None:
     assert completed(p, "completed") == [TurnEnded(stop_reason="end_turn", turn_id=TURN)]
 
 
-def test_turn_start_before_thread_is_a_local_error() -> None:
-    with pytest.raises(LocalProtocolError):
-        initialized().client.turn_start("hi")
-
-
-def test_thread_start_without_thread_id_is_an_error() -> None:
-    p = initialized()
-    [req] = p.to_agent(p.client.thread_start("/w")[1])
-    assert isinstance(req, IncomingRequest)
-    [ev] = p.to_client(p.agent.send_response(req.id, {"thread": {}}))
-    assert isinstance(ev, ErrorResponse)
-    assert p.client.thread_id is None
-
-
 # -- approvals ------------------------------------------------------------
 
-V2_OPTIONS = (
-    PermissionOption(option_id="accept", name="Allow", kind="allow_once"),
-    PermissionOption(
-        option_id="acceptForSession", name="Allow for this session", kind="allow_always"
-    ),
-    PermissionOption(option_id="decline", name="Deny", kind="reject_once"),
-    PermissionOption(option_id="cancel", name="Deny and stop", kind="reject_always"),
-)
-
-
-def test_approval_surfaces_as_permission_request() -> None:
-    p = in_turn()
-    _, data = p.agent.send_request("item/commandExecution/requestApproval", APPROVAL_PARAMS)
-    assert p.to_client(data) == [
-        PermissionRequested(
-            request_id="0", title="touch file.txt", tool_call_id="item-7", options=V2_OPTIONS
-        )
-    ]
-
-
-def test_cancel_declines_the_approval() -> None:
-    p = asked_approval()
-    interrupt, decline = p.to_agent(p.client.cancel())
-    assert isinstance(interrupt, IncomingRequest)
-    assert interrupt.method == "turn/interrupt"
-    assert decline == Response(
-        id=0, method="item/commandExecution/requestApproval", result={"decision": "decline"}
-    )
-    assert p.client.pending_permissions == ()
-    assert completed(p, "interrupted") == [
-        PermissionResolved(request_id="0", option_id=None),
-        TurnEnded(stop_reason="cancelled", turn_id=TURN),
-    ]
 
 
 def test_v1_approval_declined_as_denied() -> None:
@@ -434,24 +287,6 @@ def test_v1_approval_declined_as_denied() -> None:
     assert p.client.cancel() == INTERRUPT + (
         b'{"id":0,"result":{"decision":{"denied":{"rejection":"The user denied this request."}}}}\n'
     )
-
-
-def test_approval_asked_after_interrupt_is_declined_at_once() -> None:
-    p = interrupted()
-    _, data = p.agent.send_request(
-        "item/fileChange/requestApproval", {"threadId": THREAD, "turnId": TURN, "itemId": "f"}
-    )
-    assert p.to_client(data) == []
-    assert p.client.data_to_send() == DECLINE
-
-
-def test_turn_end_declines_moot_approvals() -> None:
-    p = asked_approval()
-    assert completed(p, "completed") == [
-        PermissionResolved(request_id="0", option_id=None),
-        TurnEnded(stop_reason="end_turn", turn_id=TURN),
-    ]
-    assert p.client.data_to_send() == DECLINE
 
 
 def test_a_decision_not_offered_is_refused_and_the_approval_kept() -> None:
@@ -551,20 +386,6 @@ def test_permissions_request_is_served_not_refused() -> None:
     ]
 
 
-RESOLVED = b'{"method":"serverRequest/resolved","params":{"threadId":"thr-1","requestId":0}}\n'
-
-
-def test_server_resolving_a_pending_approval_withdraws_it() -> None:
-    p = asked_approval()
-    assert p.to_client(RESOLVED) == [
-        PermissionWithdrawn(request_id="0", reason="the agent resolved the request itself")
-    ]
-    assert p.client.pending_permissions == ()
-    assert p.client.data_to_send() == b""  # nothing is owed for it
-    with pytest.raises(LocalProtocolError):
-        p.client.respond_permission("0", "accept")
-    # A later cancel has no approval left to decline.
-    assert p.client.cancel() == INTERRUPT
 
 
 def test_server_resolving_an_answered_approval_is_just_news() -> None:
@@ -575,40 +396,7 @@ def test_server_resolving_an_answered_approval_is_just_news() -> None:
     assert events[1:] == [OtherUpdate(kind="serverRequest/resolved", payload=None)]
 
 
-def test_resolved_names_the_id_exactly() -> None:
-    """Request id 0 is not the string "0"."""
-    p = asked_approval()
-    events = p.to_client(RESOLVED.replace(b'"requestId":0', b'"requestId":"0"'))
-    assert events == [OtherUpdate(kind="serverRequest/resolved", payload=None)]
-    assert p.client.pending_permissions == ("0",)
-
-
 # -- streamed items ---------------------------------------------------------
-
-
-def test_cancel_marks_open_tool_items_cancelled() -> None:
-    p = in_turn()
-    for item in (
-        {"type": "commandExecution", "id": "c2", "command": "sleep 9", "status": "inProgress"},
-        {"type": "commandExecution", "id": "c1", "command": "make", "status": "inProgress"},
-        {"type": "fileChange", "id": "f1", "status": "inProgress"},
-    ):
-        notify(p, "item/started", {"threadId": THREAD, "turnId": TURN, "item": item})
-    notify(
-        p,
-        "item/completed",
-        {
-            "threadId": THREAD,
-            "turnId": TURN,
-            "item": {"type": "fileChange", "id": "f1", "status": "completed"},
-        },
-    )
-    p.client.cancel()
-    assert completed(p, "interrupted") == [
-        ToolCallUpdated(tool_call_id="c1", status="cancelled"),
-        ToolCallUpdated(tool_call_id="c2", status="cancelled"),
-        TurnEnded(stop_reason="cancelled", turn_id=TURN),
-    ]
 
 
 # notification -> events (extra members such as emittedAtMs are ignored)
@@ -719,20 +507,3 @@ def test_notifications(method: str, params: dict[str, Any], expected: list[objec
     ] == expected
 
 
-def test_unserved_agent_call_is_refused() -> None:
-    p = in_turn()
-    _, data = p.agent.send_request("item/tool/call", {})
-    [notice] = p.to_client(data)
-    assert isinstance(notice, AgentNotice)
-    assert p.client.data_to_send() == (
-        b'{"id":0,"error":{"code":-32601,"message":"client does not implement item/tool/call"}}\n'
-    )
-
-
-def test_agent_exit_closes_the_core() -> None:
-    p = asked_approval()
-    [closed] = p.to_client(b"")
-    assert isinstance(closed, PeerClosed)
-    assert state(p) is TurnState.CLOSED
-    assert p.client.pending_permissions == ()
-    assert p.client.cancel() == b""

@@ -14,8 +14,8 @@ from protocols.jsonrpc import (
     Response,
 )
 
+from .codex_states import TURN, completed, in_turn, initialized, turn_result, turn_sent
 from .helpers import ConnectionPair, parse_lines
-from .test_codex import TURN, completed, in_turn, initialized, turn_result, turn_sent
 
 OLD = "thr-old"
 Pair = ConnectionPair[CodexClient]

@@ -15,7 +15,7 @@ from protocols.mock.base import Out
 from protocols.mock.machine import MockMachine
 from protocols.mock.sessions import MemoryStore
 
-from .test_codex import TURN, completed, in_thread, in_turn
+from .codex_states import TURN, completed, in_thread, in_turn
 
 
 def test_thread_revert_exact_line_and_its_answer_reaches_the_caller() -> None:

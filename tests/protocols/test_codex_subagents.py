@@ -16,7 +16,7 @@ from protocols.events import (
 )
 from protocols.jsonrpc import IncomingRequest
 
-from .test_codex import THREAD, TURN, Pair, completed, in_turn, notify
+from .codex_states import THREAD, TURN, Pair, completed, in_turn, notify
 
 CHILD, CHILD_TURN = "thr-child", "turn-child-1"
 

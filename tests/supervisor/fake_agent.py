@@ -8,7 +8,9 @@ drive it with ``trio.current_time()``.  Sessions are named ``fake-N`` (N: the
 launch) and kept in one ``MemoryStore`` per launcher, as processes share a state
 directory.  ``FakeLauncher(resumable=True)`` offers ACP ``session/resume`` (else
 no restore at all); ``hang_restores``: how many restore requests go unanswered,
-for a restore's timeout and cancel.
+for a restore's timeout and cancel.  Each agent speaks its profile's dialect, as
+the real mock does: ``mock`` ACP 1, ``mock-acp2`` ACP up to 2 (its
+``--acp-version``), ``mock-codex`` the Codex app-server protocol.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from contextlib import asynccontextmanager
 import trio
 import trio.testing
 
-from protocols.adapters import AcpAdapter
+from protocols.adapters import AcpAdapter, AgentAdapter, CodexAdapter
 from protocols.mock.base import CloseOut, Exit, Out
 from protocols.mock.machine import MockMachine
 from protocols.mock.sessions import MemoryStore
@@ -32,12 +34,17 @@ class FakeAgent:
     """One launched agent: the machine, and what it saw (``prompts``, ``cancels``,
     ``resumed``: the session ids it was asked to restore)."""
 
-    def __init__(self, stream: trio.abc.Stream, launcher: FakeLauncher, cwd: str) -> None:
+    def __init__(self, stream: trio.abc.Stream, launcher: FakeLauncher, cwd: str,
+                 profile: AgentProfile) -> None:
         self.stream = stream
         name = f"fake-{len(launcher.agents)}"
+        args = list(profile.command)
+        acp_max_version = (int(args[args.index("--acp-version") + 1])
+                           if "--acp-version" in args else 1)
         self.machine = MockMachine(
-            "acp", launcher.store,
+            profile.protocol, launcher.store,
             restore=frozenset({"resume"}) if launcher.resumable else frozenset(),
+            acp_max_version=acp_max_version,
             new_id=lambda: name, answer_restore=launcher.answer_restore, cwd=cwd)
 
     @property
@@ -94,12 +101,16 @@ class FakeLauncher:
     async def __call__(self, profile: AgentProfile, cwd: str,
                        session_id: str) -> AsyncIterator[LaunchedAgent]:
         client, agent_side = trio.testing.memory_stream_pair()
-        agent = FakeAgent(agent_side, self, cwd)
+        agent = FakeAgent(agent_side, self, cwd, profile)
         self.agents.append(agent)
+        adapter: AgentAdapter = (
+            CodexAdapter(client, client, thread_params=dict(profile.thread_params))
+            if profile.protocol == "codex"
+            else AcpAdapter(client, client, acp_version=profile.acp_version))
         async with trio.open_nursery() as nursery:
             nursery.start_soon(agent.serve)
             try:
-                yield LaunchedAgent(adapter=AcpAdapter(client, client))
+                yield LaunchedAgent(adapter=adapter)
             finally:
                 nursery.cancel_scope.cancel()
                 await client.aclose()

@@ -14,6 +14,7 @@ from supervisor.errors import CancelFailed
 from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS, Message, SessionState, Turn
 from tests.support.sessions import new_session
+from tests.support.wait import wait_state
 
 from .conftest import InlineStore, SupervisorFactory
 from .fake_agent import FakeLauncher
@@ -85,10 +86,7 @@ async def test_a_cancel_while_the_turn_is_opened_never_sends_the_prompt(
         assert not sup.notify.projection.get(sid).pending
         # The same agent takes the next prompt.
         await sup.orchestrator.send_message(caller, sid, "again")
-        with trio.fail_after(30):
-            while (await sup.orchestrator.session(caller, sid)).state is not \
-                    SessionState.WAITING_FOR_INPUT:
-                await trio.sleep(0.05)
+        await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT, timeout=30)
         assert agent.prompts == ["again"]
         assert launcher.agents == [agent]
 

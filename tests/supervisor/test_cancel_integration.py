@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+import sqlite3
 from typing import Any
 
 import pytest
 import trio
 import trio.lowlevel
 import trio.testing
+from trio.testing import MockClock
 
 from supervisor.bus import Subscriber
 from supervisor.lifecycle import CancelOutcome
@@ -17,17 +19,13 @@ from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor
 from tests.support.leaks import pgid_alive
 from tests.support.sessions import new_session
+from tests.support.wait import wait_state
 
 from .conftest import SupervisorFactory
+from .fake_agent import FakeLauncher
 
 AGENTS = ["mock", "mock-acp2", "mock-codex"]
 
-
-async def _wait_state(sup: Supervisor, caller: Caller, sid: str, state: SessionState,
-                      timeout: float = 10) -> None:
-    with trio.fail_after(timeout):
-        while (await sup.orchestrator.session(caller, sid)).state is not state:
-            await trio.sleep(0.02)
 
 
 async def _wait_chunks(sup: Supervisor, caller: Caller, sid: str) -> None:
@@ -83,7 +81,7 @@ async def test_delay_cancels_promptly_and_the_same_agent_answers_again(
             (CANCELLED_STATUS, {"cancelled": True, "variant": "warning"})]
         # Same agent process, new turn.
         await sup.orchestrator.send_message(caller, sid, "hello again")
-        await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+        await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
         assert sup.lifecycle.executions[sid].agent.pgid == pid
         texts = [m.content for m in await sup.orchestrator.list_messages(caller, sid)
                  if m.role == "agent"]
@@ -96,19 +94,33 @@ async def test_text_streamed_since_the_last_batch_is_written_by_the_close(
 ) -> None:
     """With the text writer's period longer than the turn, what the agent
     streamed after its first words is still buffered at the cancel: the close
-    writes it in its own transaction, the only commit of the cancel."""
+    writes it, so when the cancel is answered the database file (read by
+    another connection, as after a crash) already holds the whole text with
+    the turn closed and the session waiting."""
     async with make_supervisor(stream_flush_s=60.0) as sup:
         caller, sid, _ = await _delaying(sup, agent)
         await trio.sleep(0.35)  # three more chunks (one per 100 ms), held back by the period
         texts = [m.content for m in await sup.orchestrator.list_messages(caller, sid)
                  if m.role == "agent"]
         assert texts == ["chunk0 "]
-        commits = sup.store.db.commits
+        turn_id = (await sup.orchestrator.session(caller, sid)).current_turn_id
         with trio.fail_after(5):
             assert await sup.orchestrator.cancel(caller, sid) is CancelOutcome.ACKNOWLEDGED
-        assert sup.store.db.commits == commits + 1
+        # At the answer, with no checkpoint since: what is committed on disk.
+        reader = sqlite3.connect(sup.config.db_path)
+        try:
+            stored = [r[0] for r in reader.execute(
+                "SELECT content FROM messages WHERE session_id = ? AND role = 'agent'"
+                " ORDER BY rowid", (sid,))]
+            [(turn_state,)] = reader.execute("SELECT state FROM turns WHERE id = ?", (turn_id,))
+            [(session_state,)] = reader.execute(
+                "SELECT state FROM task_sessions WHERE id = ?", (sid,))
+        finally:
+            reader.close()
+        assert (turn_state, session_state) == ("cancelled", "WAITING_FOR_INPUT")
         texts = [m.content for m in await sup.orchestrator.list_messages(caller, sid)
                  if m.role == "agent"]
+        assert stored == texts
         numbers = [int(n) for n in re.findall(r"chunk(\d+) ", texts[0])]
         assert len(texts) == 1 and numbers == list(range(len(numbers))), texts
         assert len(numbers) >= 3
@@ -116,9 +128,10 @@ async def test_text_streamed_since_the_last_batch_is_written_by_the_close(
 
 @pytest.mark.parametrize("agent", AGENTS)
 async def test_slow_agent_is_not_acknowledged_gate_released_next_prompt_works(
-    make_supervisor: SupervisorFactory, agent: str
+    make_supervisor: SupervisorFactory, agent: str, autojump_clock: MockClock
 ) -> None:
-    async with make_supervisor(cancel_join_s=0.3, cancel_escalate_s=10) as sup:
+    async with make_supervisor(launcher=FakeLauncher(), inline=True, cancel_join_s=0.3,
+                               cancel_escalate_s=10) as sup:
         caller, sid = await new_session(sup, agent)
         await sup.orchestrator.send_message(caller, sid, "/slow 1200")
         await _wait_chunks(sup, caller, sid)
@@ -134,19 +147,20 @@ async def test_slow_agent_is_not_acknowledged_gate_released_next_prompt_works(
             assert sup.notify.projection.get(sid).pending  # late, still pending
         assert results == [CancelOutcome.LATE]
         await sup.orchestrator.send_message(caller, sid, "next")
-        await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+        await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
         assert [m.content for m in await sup.orchestrator.list_messages(caller, sid)
                 if m.role == "agent"][-1] == "next"
 
 
 @pytest.mark.parametrize("agent", AGENTS)
 async def test_hang_is_escalated_and_reconciled(
-    make_supervisor: SupervisorFactory, agent: str
+    make_supervisor: SupervisorFactory, agent: str, autojump_clock: MockClock
 ) -> None:
-    async with make_supervisor(cancel_join_s=0.2, cancel_escalate_s=0.6) as sup:
+    async with make_supervisor(launcher=FakeLauncher(), inline=True, cancel_join_s=0.2,
+                               cancel_escalate_s=0.6) as sup:
         caller, sid = await new_session(sup, agent)
         await sup.orchestrator.send_message(caller, sid, "/hang")
-        await _wait_state(sup, caller, sid, SessionState.RUNNING)
+        await wait_state(sup, caller, sid, SessionState.RUNNING)
         with trio.fail_after(5):
             assert await sup.orchestrator.cancel(caller, sid) is CancelOutcome.ESCALATED
         assert (await sup.orchestrator.session(caller, sid)).state is \
@@ -164,11 +178,11 @@ async def test_crash_mid_turn_then_cancel_reconciles(
         await sup.orchestrator.send_message(caller, sid, "/crash")
         with trio.fail_after(5):
             await sup.orchestrator.cancel(caller, sid)
-        await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+        await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
         assert not sup.notify.projection.get(sid).pending
         # The crashed agent is gone; the next prompt starts a fresh one.
         await sup.orchestrator.send_message(caller, sid, "after crash")
-        await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+        await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
         assert [m.content for m in await sup.orchestrator.list_messages(caller, sid)
                 if m.role == "agent"][-1] == "after crash"
 
@@ -210,7 +224,7 @@ async def test_permission_answered_by_the_user(
         request_id, msg = next(iter(ex.permissions.items()))
         option = msg.metadata["options"][0]["option_id"]
         await sup.orchestrator.respond_permission(caller, sid, request_id, option)
-        await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+        await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
         msgs = await sup.orchestrator.list_messages(caller, sid)
         assert next(m for m in msgs if m.kind == "permission").metadata["status"] == "selected"
         assert option in [m.content for m in msgs if m.role == "agent"][-1]
@@ -224,9 +238,18 @@ async def test_concurrent_duplicates_make_one_operation(
     async with make_supervisor() as sup:
         caller, sid, sub = await _delaying(sup, agent)
         results: list[CancelOutcome] = []
+        frames: list[str] = []
+        #: For each answer, as it arrives: was the turn's close already
+        #: published (its completion and pending=false) to the subscriber?
+        closed_at_answer: list[bool] = []
 
         async def one() -> None:
-            results.append(await sup.orchestrator.cancel(caller, sid))
+            outcome = await sup.orchestrator.cancel(caller, sid)
+            frames.extend(_drain(sub))  # no checkpoint between the answer and this read
+            results.append(outcome)
+            closed_at_answer.append(
+                any("session.turn.completed" in f for f in frames)
+                and any('"cancellation_pending":false' in f for f in frames))
 
         with trio.fail_after(10):
             async with trio.open_nursery() as nursery:
@@ -234,11 +257,11 @@ async def test_concurrent_duplicates_make_one_operation(
                     nursery.start_soon(one)
         assert results == [CancelOutcome.ACKNOWLEDGED] * n
         assert sup.orchestrator.operations_started == 1
-        # The turn's close settled it (pending=false and the answers in the close's step).
-        assert sup.orchestrator.settled_by_close == 1
-        assert sup.orchestrator.settled[-1].joined == n - 1
+        # The turn's close settled the one operation: every duplicate's answer
+        # comes with or after the close, none before it.
+        assert closed_at_answer == [True] * n
         assert len(await _statuses(sup, caller, sid)) == 1
-        frames = _drain(sub)
+        frames.extend(_drain(sub))
         pending = [('"cancellation_pending":true' in f) for f in frames
                    if "session.cancellation_changed" in f]
         assert pending == [True, False]
@@ -262,10 +285,12 @@ async def test_the_cancel_is_on_the_agents_stdin_at_admission(
             assert op.marks["admitted"] <= turn.cancel_sent_at
         with trio.fail_after(5):
             assert await op.wait() is CancelOutcome.ACKNOWLEDGED
-        assert sup.orchestrator.settled_by_close == 1
+        # Settled from the turn's close: its frames are out when the answer is.
+        frames = _drain(sub)  # no checkpoint since the answer
+        assert any("session.turn.completed" in f for f in frames)
         assert op.marks["adapter_sent"] == turn.cancel_sent_at
         assert [m.content for m in await _statuses(sup, caller, sid)] == [CANCELLED_STATUS]
-        frames = _drain(sub)
+        frames += _drain(sub)
         order = [("pending=true" if '"cancellation_pending":true' in f else "pending=false")
                  if "session.cancellation_changed" in f else "sent"
                  for f in frames if "session.cancellation_changed" in f
@@ -273,13 +298,13 @@ async def test_the_cancel_is_on_the_agents_stdin_at_admission(
         assert order == ["pending=true", "sent", "pending=false"]
         # The same agent takes the next prompt.
         await sup.orchestrator.send_message(caller, sid, "again")
-        await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+        await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
 
 
 async def test_caller_cancelled_after_admission_does_not_abort_the_operation(
-    make_supervisor: SupervisorFactory,
+    make_supervisor: SupervisorFactory, autojump_clock: MockClock
 ) -> None:
-    async with make_supervisor(cancel_join_s=0.3) as sup:
+    async with make_supervisor(launcher=FakeLauncher(), inline=True, cancel_join_s=0.3) as sup:
         caller, sid = await new_session(sup, "mock")
         await sup.orchestrator.send_message(caller, sid, "/slow 800")
         await _wait_chunks(sup, caller, sid)
@@ -292,7 +317,7 @@ async def test_caller_cancelled_after_admission_does_not_abort_the_operation(
                 scope.cancel()  # the client went away
         assert scope.cancelled_caught
         assert sid in sup.orchestrator.operations  # the operation lives on
-        await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+        await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
         with trio.fail_after(5):
             while sid in sup.orchestrator.operations:
                 await trio.sleep(0.01)

@@ -16,16 +16,14 @@ from supervisor.orchestrator import Caller
 from supervisor.restore import RESTORE_FAILED_STATUS
 from supervisor.root import Supervisor
 from tests.support.sessions import new_session
+from tests.support.wait import wait_state
 
 from .conftest import InlineStore, SupervisorFactory
 from .fake_agent import FakeLauncher
 
 
 async def _settled(sup: Supervisor, caller: Caller, sid: str) -> None:
-    with trio.fail_after(60):
-        while (await sup.orchestrator.session(caller, sid)).state is not \
-                SessionState.WAITING_FOR_INPUT:
-            await trio.sleep(0.05)
+    await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT, timeout=60)
 
 
 async def _statuses(sup: Supervisor, caller: Caller, sid: str) -> list[str]:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import trio
+from trio.testing import MockClock
 
 from supervisor.errors import AgentStartError
 from supervisor.lifecycle import SHUTDOWN_STATUS, CancelOutcome
@@ -18,6 +19,7 @@ from supervisor.root import Supervisor
 from tests.support.sessions import new_session
 
 from .conftest import SupervisorFactory
+from .fake_agent import FakeLauncher
 
 WEIRD = str(Path(__file__).resolve().parents[1] / "faults" / "weird_agent.py")
 DIALECTS = ["acp", "codex"]
@@ -94,9 +96,11 @@ async def test_an_agent_error_after_a_user_cancel_reads_as_the_users_cancel(
 
 
 async def test_an_escalated_cancel_is_not_an_acknowledgement(
-    make_supervisor: SupervisorFactory
+    make_supervisor: SupervisorFactory,
+    autojump_clock: MockClock,
 ) -> None:
-    async with make_supervisor(cancel_join_s=0.3, cancel_escalate_s=0.6) as sup:
+    async with make_supervisor(launcher=FakeLauncher(), inline=True,
+                               cancel_join_s=0.3, cancel_escalate_s=0.6) as sup:
         caller, sid = await new_session(sup, "mock")
         sub = sup.bus.subscriber()
         sub.subscribe(sid)

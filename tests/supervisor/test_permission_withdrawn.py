@@ -9,6 +9,7 @@ import trio
 
 from supervisor.models import SessionState
 from tests.support.sessions import new_session
+from tests.support.wait import wait_state
 
 from .conftest import SupervisorFactory
 
@@ -24,10 +25,7 @@ async def test_withdrawn_permission_is_dismissed(
         sub = sup.bus.subscriber()
         sub.subscribe(sid)
         await sup.orchestrator.send_message(caller, sid, "/withdraw")
-        with trio.fail_after(10):
-            while (await sup.orchestrator.session(caller, sid)).state is not \
-                    SessionState.WAITING_FOR_INPUT:
-                await trio.sleep(0.02)
+        await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
         msgs = await sup.orchestrator.list_messages(caller, sid)
         [perm] = [m for m in msgs if m.kind == "permission"]
         assert perm.metadata["status"] == "cancelled"

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import trio
+from trio.testing import MockClock
 
 from supervisor.bus import Subscriber
 from supervisor.db import Db
@@ -23,6 +24,7 @@ from supervisor.root import Supervisor
 from tests.support.sessions import new_session
 
 from .conftest import SupervisorFactory
+from .fake_agent import FakeLauncher
 
 SLOW_CANCEL = {"cancel_join_s": 0.3, "cancel_escalate_s": 1.5, "cancel_cleanup_s": 1.0}
 
@@ -184,9 +186,11 @@ async def test_send_now_racing_a_natural_end(make_supervisor: SupervisorFactory)
 
 
 async def test_send_now_against_an_agent_that_ignores_the_cancel(
-    make_supervisor: SupervisorFactory
+    make_supervisor: SupervisorFactory,
+    autojump_clock: MockClock,
 ) -> None:
-    async with make_supervisor(**SLOW_CANCEL) as sup:
+    async with make_supervisor(launcher=FakeLauncher(resumable=True), inline=True,
+                               **SLOW_CANCEL) as sup:
         caller, sid = await new_session(sup)
         sub = sup.bus.subscriber()
         sub.subscribe(sid)
@@ -210,8 +214,10 @@ async def test_send_now_against_an_agent_that_ignores_the_cancel(
         assert (await sup.orchestrator.queue_list(caller, sid)).auto_run is True
 
 
-async def test_a_user_cancel_joining_a_send_now_wins(make_supervisor: SupervisorFactory) -> None:
-    async with make_supervisor(**SLOW_CANCEL) as sup:
+async def test_a_user_cancel_joining_a_send_now_wins(
+    make_supervisor: SupervisorFactory, autojump_clock: MockClock
+) -> None:
+    async with make_supervisor(launcher=FakeLauncher(), inline=True, **SLOW_CANCEL) as sup:
         caller, sid = await new_session(sup)
         await sup.orchestrator.add_message(caller, sid, "/slow 20000")
         await _running(sup, caller, sid)

@@ -10,6 +10,7 @@ import trio
 
 from supervisor.models import SessionState
 from tests.support.sessions import new_session
+from tests.support.wait import wait_state
 
 from .conftest import SupervisorFactory
 
@@ -44,11 +45,7 @@ async def test_a_turn_closed_during_a_store_outage_is_reconciled_when_it_ends(
             locker.execute("ROLLBACK")
             locker.close()
         # No cancel, no new prompt: the background close lands once the lock is gone.
-        with trio.fail_after(30):
-            while (await sup.orchestrator.session(caller, sid)).state is SessionState.RUNNING:
-                await trio.sleep(0.05)
-        assert (await sup.orchestrator.session(caller, sid)).state is \
-            SessionState.WAITING_FOR_INPUT
+        await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT, timeout=30)
         frames = []
         while True:
             try:

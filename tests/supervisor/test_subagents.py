@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import trio
+from trio.testing import MockClock
 
 from supervisor.bus import Subscriber
 from supervisor.errors import NotFound
@@ -17,9 +18,11 @@ from supervisor.models import CANCELLED_STATUS, SessionState
 from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor
 from tests.support.sessions import new_session
+from tests.support.wait import wait_state
 
 from .conftest import SupervisorFactory
-from .test_cancel_integration import _drain, _statuses, _wait_state
+from .fake_agent import FakeLauncher
+from .test_cancel_integration import _drain, _statuses
 
 AGENTS = ["mock", "mock-acp2", "mock-codex"]
 
@@ -76,7 +79,7 @@ async def test_one_child_stops_while_the_parent_and_the_other_go_on(
         with pytest.raises(NotFound):
             await sup.subagents.cancel(sid, "no-such-child")
         # The other child streams to its end, then the parent ends its turn normally.
-        await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+        await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
         assert [c["state"] for c in await _subagents(sup, caller, sid)] == [
             "cancelled", "completed"]
         assert await _statuses(sup, caller, sid) == []
@@ -130,7 +133,7 @@ async def test_the_next_turns_children_replace_the_ended_ones(
         make_supervisor: SupervisorFactory) -> None:
     async with make_supervisor() as sup:
         caller, sid, _sub, first = await _running_children(sup, "mock-acp2", 300)
-        await _wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
+        await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
         await sup.orchestrator.send_message(caller, sid, "/subagents 1 300")
         with trio.fail_after(10):
             while True:
@@ -143,11 +146,13 @@ async def test_the_next_turns_children_replace_the_ended_ones(
 @pytest.mark.parametrize("agent", AGENTS)
 @pytest.mark.parametrize("mode", ["hang", "hang-all"])
 async def test_an_escalated_parent_cancel_stops_every_child_and_counts_them(
-        make_supervisor: SupervisorFactory, agent: str, mode: str) -> None:
+        make_supervisor: SupervisorFactory, agent: str, mode: str,
+        autojump_clock: MockClock) -> None:
     """The agent does not confirm the parent's cancel (``hang``: its children
     confirm theirs; ``hang-all``: nothing is confirmed): the supervisor ends the
     turn itself, and the children end with it, counted as a confirmed cancel's."""
-    async with make_supervisor(cancel_join_s=0.3, cancel_escalate_s=0.8) as sup:
+    async with make_supervisor(launcher=FakeLauncher(), inline=True, cancel_join_s=0.3,
+                               cancel_escalate_s=0.8) as sup:
         caller, sid = await new_session(sup, agent)
         sub = sup.bus.subscriber()
         sub.subscribe(sid)
