@@ -7,7 +7,8 @@ tests/web/test_cancel_walk.py asserts ceilings on): an ``agent.cancel`` on the
 real server's WebSocket while the mock agent runs a silent tool call, recorded
 with ``sys.setprofile`` from the cancel's frame to the answer's write.  Prints,
 per dialect, the figures of each run and the walk (every distinct edge with
-its count; B: a back-edge, ↩: on the way back from the agent's answer); with
+its count; B: a back-edge, ↩: on the way back from the agent's answer,
+at least once); with
 ``--json``, writes the figures and the edges of every run.  A count that
 differs between runs is reported (the walk is meant to be the same every time).
 """
