@@ -29,13 +29,14 @@ MAX_SESSION_TITLE = 200
 
 
 class Catalog:
-    def __init__(self, store: Store, orchestrator: Orchestrator,
-                 lifecycle: LifecycleManager) -> None:
+    def __init__(self, store: Store, orchestrator: Orchestrator, lifecycle: LifecycleManager,
+                 on_session_deleted: Callable[[Session], Awaitable[None]] | None = None,
+                 ) -> None:
         self.store = store
         self.orchestrator = orchestrator
         self.lifecycle = lifecycle
         #: What else goes with a deleted session (its worktree and checkpoints).
-        self.on_session_deleted: Callable[[Session], Awaitable[None]] | None = None
+        self.on_session_deleted = on_session_deleted
 
     async def update_task(self, caller: Caller, task_id: str, *, title: str | None = None,
                           archived: bool | None = None) -> Task:

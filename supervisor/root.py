@@ -36,7 +36,7 @@ from .bus import EventBus
 from .cancellation import Cancellations
 from .catalog import Catalog
 from .config import Config
-from .db import SCHEMA_VERSION, SchemaTooNew
+from .db import SCHEMA_VERSION, Db, SchemaTooNew
 from .errors import StartError
 from .execution_state import Agents
 from .executors import Launcher, default_launcher, outlives_backend
@@ -89,11 +89,11 @@ async def _warm_up_schema() -> None:
     await trio.to_thread.run_sync(load_schema)
 
 
-def _open_store(config: Config) -> Store:
+def _open_db(config: Config) -> Db:
     """The data dir's database, or a ``StartError`` saying why it cannot be used."""
     path = config.db_path
     try:
-        return Store.open(path, wait_s=config.timeouts.store_wait_s)
+        return Db(path, busy_timeout_s=config.timeouts.store_wait_s)
     except SchemaTooNew as exc:
         raise StartError(
             f"the database {path} was written by a newer Turnvisor (schema {exc.version}, "
@@ -109,18 +109,26 @@ def _open_store(config: Config) -> Store:
 
 @asynccontextmanager
 async def open_supervisor(
-    config: Config, *, launcher: Launcher | None = None, store: Store | None = None
+    config: Config, *, launcher: Launcher | None = None, db: Db | None = None,
+    store_class: type[Store] = Store,
 ) -> AsyncIterator[Supervisor]:
-    """``launcher`` (how agents start) and ``store`` are seams for tests; by
-    default agents are local child processes and the store is SQLite in the data dir."""
+    """``launcher`` (how agents start), ``db`` and ``store_class`` are seams for
+    tests; by default agents are local child processes and the store is SQLite
+    in the data dir."""
     config.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     config.work_dir.mkdir(parents=True, exist_ok=True)
     if config.data_dir_hidden is None:
         # What every launch checks: an agent that moves the data dir away
         # (renames a directory above it) gets the next launch refused.
         config = config.with_identity()
-    if store is None:
-        store = await trio.to_thread.run_sync(_open_store, config)
+    if db is None:
+        db = await trio.to_thread.run_sync(_open_db, config)
+    # What publishes first: the store is made with its notifier (nothing set later).
+    bus = EventBus(queue_size=config.limits.ws_send_queue)
+    agents = Agents(config)
+    subagents = Subagents()
+    notify = Notifier(bus, agents, subagents)
+    store = store_class(db, notify)
     try:
         # Turns an agent that outlives us still runs (agentctl at a configured
         # URL) stay open: the lifecycle takes them over once it runs.
@@ -133,11 +141,6 @@ async def open_supervisor(
         await check_git_fence()
         await sweep_containers(config)  # container profiles only: no engine contacted otherwise
         t = config.timeouts
-        bus = EventBus(queue_size=config.limits.ws_send_queue)
-        agents = Agents(config)
-        subagents = Subagents()
-        notify = Notifier(bus, agents, subagents)
-        store.bind(notify)
         retries = Retries(t.store_retry_s)
         gate = QueueGate()
         checkpoints = (TurnCheckpoints(config, store, notify, agents.turn_running)
@@ -149,8 +152,8 @@ async def open_supervisor(
                                      checkpoints, subagents)
         queue = TurnQueue(config, store, lifecycle, cancellations, gate)
         orchestrator = Orchestrator(config, store, notify, lifecycle, cancellations, queue)
-        catalog = Catalog(store, orchestrator, lifecycle)
-        catalog.on_session_deleted = functools.partial(session_deleted, config, checkpoints)
+        catalog = Catalog(store, orchestrator, lifecycle,
+                          functools.partial(session_deleted, config, checkpoints))
         async with trio.open_nursery() as root:
             await root.start(store.run)
             # Before anything can hand it a write the store refused.

@@ -112,10 +112,6 @@ class Store:
              wait_s: float = 30.0) -> Store:
         return cls(Db(path, busy_timeout_s=wait_s), notify)
 
-    def bind(self, notify: Notifier) -> None:
-        """The notifier writes publish through (set once, by the supervisor root)."""
-        self._notify = notify
-
     @property
     def notify(self) -> Notifier:
         if self._notify is None:

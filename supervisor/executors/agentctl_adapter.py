@@ -67,7 +67,8 @@ class AgentctlAdapter:
                  session_cwd: str | None = None, protocol: str | None = None,
                  timeouts: Timeouts | None = None) -> None:
         self.timeouts = timeouts or Timeouts()
-        self.connection = AgentctlLink(url, token, self.timeouts, owner=owner)
+        self.connection = AgentctlLink(url, token, self.timeouts, owner=owner,
+                                       on_subagent=self._subagent_changed)
         self.owner = owner
         self.session_cwd = session_cwd
         self.protocol = protocol
@@ -89,7 +90,6 @@ class AgentctlAdapter:
         #: as supervisor/subagents.py keeps its own: one that ended is forgotten
         #: when the stream says so and at the next turn, all of them with the session.
         self._subagents: dict[str, SubagentChanged] = {}
-        self.connection.on_subagent = self._subagent_changed
 
     # -- AgentAdapter -----------------------------------------------------------------
 

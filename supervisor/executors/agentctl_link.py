@@ -82,7 +82,8 @@ class AgentctlLink:
     the event stream reader behind it, and the bounded HTTP calls."""
 
     def __init__(self, url: str, token: str, timeouts: Timeouts, *,
-                 owner: str | None = None, event_buffer: int = 1024) -> None:
+                 owner: str | None = None, event_buffer: int = 1024,
+                 on_subagent: Callable[[SubagentChanged], None] | None = None) -> None:
         self.url = url.rstrip("/")
         #: Announced on the event stream: agentctl keeps a connected owner's session.
         self.owner = owner
@@ -101,7 +102,7 @@ class AgentctlLink:
         self._events_send, self.events = trio.open_memory_channel[AgentEvent](event_buffer)
         #: Told of each child session's change read from the stream, before it is
         #: queued on ``events`` (the adapter's cache of children, ``AgentctlAdapter``).
-        self.on_subagent: Callable[[SubagentChanged], None] | None = None
+        self.on_subagent = on_subagent
         #: ``?after=`` for the stream (``resume``): the seq a previous backend
         #: wrote down up to.
         self.after: int | None = None

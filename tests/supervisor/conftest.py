@@ -52,11 +52,12 @@ def make_supervisor(tmp_path: Path) -> SupervisorFactory:
         # withholds the prompt: tests/supervisor/test_continuity_timing.py).
         config = Config.from_mapping(data, {"timeouts": timeouts, "agents": agents or {},
                                             "projects": {"checkpoints": checkpoints}})
-        store = None
+        db = None
         if inline:
             data.mkdir(parents=True, exist_ok=True)
-            store = store_class(Db(config.db_path))
-        async with open_supervisor(config, launcher=launcher, store=store) as sup:
+            db = Db(config.db_path)
+        async with open_supervisor(config, launcher=launcher, db=db,
+                                   store_class=store_class if inline else Store) as sup:
             yield sup
 
     return factory

@@ -21,7 +21,6 @@ import trio
 from supervisor.config import Config
 from supervisor.db import Db, _Tx
 from supervisor.root import Supervisor, open_supervisor
-from supervisor.store import Store
 
 __all__ = ["DiskFullDb", "disk_full", "failing_supervisor"]
 
@@ -60,5 +59,5 @@ async def failing_supervisor(data_dir: Path, **timeouts: float,
     raw: dict[str, Any] = {"timeouts": timeouts, "projects": {"checkpoints": False}}
     config = Config.from_mapping(data_dir, raw)
     db = await trio.to_thread.run_sync(_open, config)
-    async with open_supervisor(config, store=Store(db)) as sup:
+    async with open_supervisor(config, db=db) as sup:
         yield sup, db
