@@ -53,7 +53,6 @@ class Notifier:
         #: permission waits and no cancel is pending).
         self._where: dict[str, tuple[str, str]] = {}
         self._asking: dict[str, set[str]] = {}
-        self._cancelling: set[str] = set()
         #: Each session's stored attention (``turn_ended``/``failed``, persisted
         #: by the store until ``session.seen``) and its agent and title, as last
         #: heard: a change of it is announced as ``session.attention`` too.
@@ -104,7 +103,7 @@ class Notifier:
                                 "title": entries.get(sid, {}).get("title", title)}
         return task.to_dto() | {
             "approval_count": sum(1 for sid in ids if self._asking.get(sid)),
-            "cancelling_count": sum(1 for sid in ids if sid in self._cancelling),
+            "cancelling_count": sum(1 for sid in ids if self.projection.get(sid).pending),
             "attention_sessions": list(entries.values())}
 
     def _attention(self, session_id: str) -> None:
@@ -117,7 +116,7 @@ class Notifier:
         self.bus.publish(workspace_channel(where[0]), "session.attention", {
             "session_id": session_id, "task_id": where[1],
             "needs_approval": bool(self._asking.get(session_id)),
-            "cancelling": session_id in self._cancelling,
+            "cancelling": self.projection.get(session_id).pending,
             "attention": self.attention_of(session_id)})
 
     def _track_permission(self, msg: Message) -> None:
@@ -174,22 +173,17 @@ class Notifier:
         self._stored.pop(session.id, None)
         self._names.pop(session.id, None)
         self._subagents.forget(session.id)
-        self._cancelling.discard(session.id)
         self.bus.publish(workspace_channel(session.workspace_id), "session.removed",
                          {"session_id": session.id, "task_id": session.task_id})
 
     def cancellation_changed(self, session_id: str, progress: Progress) -> None:
-        was = session_id in self._cancelling
-        if progress.pending:
-            self._cancelling.add(session_id)
-        else:
-            self._cancelling.discard(session_id)
+        """The projection's 0→1 and 1→0 (only those reach here): the session's
+        subscribers hear the pair, every tab's lists "Cancelling"."""
         self.bus.publish(session_id, "session.cancellation_changed", {
             "session_id": session_id, "cancellation_pending": progress.pending,
             "cancellation_revision": progress.revision,
         })
-        if progress.pending != was:
-            self._attention(session_id)
+        self._attention(session_id)
 
     def message_added(self, msg: Message) -> None:
         self._track_permission(msg)
