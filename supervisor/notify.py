@@ -132,20 +132,16 @@ class Notifier:
             self._attention(msg.session_id)
 
     def state_payload(self, session: Session) -> dict[str, Any]:
-        progress = self.projection.get(session.id)
-        self._where[session.id] = (session.workspace_id, session.task_id)
-        return {
-            "session_id": session.id, "task_id": session.task_id,
-            "new_state": session.state.value, "updated_at": session.updated_at,
-            "cancellation_pending": progress.pending,
-            "cancellation_revision": progress.revision,
-            "agent_live": self.agent_live(session.id),
-            "current_turn_id": session.current_turn_id,
-        }
+        """``session.state_changed``'s payload (a subscription's first snapshot)."""
+        return _state_of(self.session_dto(session))
 
     def state_changed(self, session: Session) -> None:
-        self.bus.publish(session.id, "session.state_changed", self.state_payload(session))
-        self.session_changed(session)
+        """The session's state to its subscribers and its DTO to the workspace,
+        both from one DTO built once."""
+        changed = self._learn(session)
+        dto = self.session_dto(session)
+        self.bus.publish(session.id, "session.state_changed", _state_of(dto))
+        self._publish_session(session, dto, changed)
 
     # -- the workspace's lists (every connection of the workspace, subscribed or not) --
 
@@ -162,8 +158,11 @@ class Notifier:
         what it keeps for the person changed (a turn ended, it failed, it was
         seen), so every tab and device redraws its marks."""
         changed = self._learn(session)
+        self._publish_session(session, self.session_dto(session), changed)
+
+    def _publish_session(self, session: Session, dto: dict[str, Any], changed: bool) -> None:
         self.bus.publish(workspace_channel(session.workspace_id), "session.changed",
-                         {"session": self.session_dto(session)})
+                         {"session": dto})
         if changed:
             self._attention(session.id)
 
@@ -268,3 +267,13 @@ class Notifier:
     def agent_cancelled(self, session_id: str, turn_id: str) -> None:
         self.bus.publish(session_id, "session.agent.cancelled",
                          {"session_id": session_id, "turn_id": turn_id})
+
+
+def _state_of(dto: dict[str, Any]) -> dict[str, Any]:
+    """``session.state_changed``'s payload: the state part of the session's DTO."""
+    return {
+        "session_id": dto["id"], "task_id": dto["task_id"], "new_state": dto["state"],
+        "updated_at": dto["updated_at"], "cancellation_pending": dto["cancellation_pending"],
+        "cancellation_revision": dto["cancellation_revision"], "agent_live": dto["agent_live"],
+        "current_turn_id": dto["current_turn_id"],
+    }

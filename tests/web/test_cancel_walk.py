@@ -24,7 +24,7 @@ from tests.support.walk import DIALECTS, measure
 CALLS = {"acp": 128, "codex": 138}
 #: Calls up the imports or the layers (a callback, a closure or an interface
 #: called from below).
-BACK_EDGES = {"acp": 22, "codex": 24}
+BACK_EDGES = {"acp": 21, "codex": 23}
 #: Calls into ``supervisor/bus.py``'s ``publish*`` on the way back (one close).
 PUBLISHES_PER_CLOSE = {"acp": 9, "codex": 9}
 #: Hops to a worker thread on the path: none, and none may come, since the
