@@ -18,7 +18,7 @@ publishes its own notifications after the commit: a follower when it wakes, one
 round after the leader.  A follower waits for the leader shielded (its close
 may be committed by then, and its notifications must follow), bounded by the
 store's own wait for the database, or sooner by the bound of a shield around
-it (``bounded_shield``: the caller's own deadline still bites).
+it (``shielded_for``: the caller's own deadline still bites).
 
 Kept because its A/B paid beyond the noise (docs/performance.md, change 25):
 bursts of 100, fifteen each, median 98.8 → 91.2 ms, Mann-Whitney U 163 of 225
@@ -33,8 +33,9 @@ from typing import Final
 
 import trio
 
+from protocols.scopes import shielded_for
+
 from .db import ClosedRow, StoreUnavailable, TurnClose
-from .shields import bounded_shield
 
 __all__ = ["CloseGroup"]
 
@@ -110,7 +111,7 @@ class CloseGroup:
     async def _follow(self, close: TurnClose, followers: list[_Follower]) -> ClosedRow:
         me = _Follower(close)
         followers.append(me)
-        with bounded_shield(self._follow_s):
+        with shielded_for(self._follow_s):
             await me.done.wait()
         if me.row is not None:
             return me.row

@@ -46,6 +46,7 @@ from protocols.events import (
     TurnEnded,
 )
 from protocols.process import clean_stderr_line, drain_stderr
+from protocols.scopes import shielded_for
 
 from .cancellation import Cancellations
 from .config import Config
@@ -66,7 +67,6 @@ from .profiles import AgentProfile
 from .recovery import Handover
 from .retries import contained
 from .sandboxing import agent_home, prepare_agent_dirs
-from .shields import bounded_shield
 from .store import Store
 from .subagent_traces import write_ended
 from .subagents import Subagents
@@ -196,7 +196,7 @@ class Executions:
             raise AgentStartError(f"agent {profile.name!r} cannot start: {exc}") from None
         # The launcher has torn the agent down (its whole process group, if local).
         if agent.pgid is not None:
-            with bounded_shield(self.timeouts.cancel_cleanup_s), contextlib.suppress(Exception):
+            with shielded_for(self.timeouts.cancel_cleanup_s), contextlib.suppress(Exception):
                 await self.store.forget_agent_group(agent.pgid)
         log.info("agent %s for session %s exited with %s", profile.name, session_id,
                  agent.returncode)
@@ -518,7 +518,7 @@ class Executions:
                 if code is None and ex.agent.process is not None:
                     # Its stdout ends a moment before its exit can be seen:
                     # a crash should say so, not "closed its output".
-                    with bounded_shield(self.timeouts.exit_status_s):
+                    with shielded_for(self.timeouts.exit_status_s):
                         code = await ex.agent.process.wait()
                 # (Shielded, with its own bound: the close of the turn.)
                 await self.closer.finish_turn(ex, turn, TurnEnded(
@@ -529,7 +529,7 @@ class Executions:
             ex.status = ExecutionStatus.STOPPED
             for subagent in self.subagents.agent_stopped(ex.session_id):
                 self.notify.subagent_changed(ex.session_id, subagent)
-            with bounded_shield(self.timeouts.exit_status_s), contextlib.suppress(Exception):
+            with shielded_for(self.timeouts.exit_status_s), contextlib.suppress(Exception):
                 # The children gone with the agent leave their traces (§13).
                 await write_ended(self.store, self.subagents, ex.session_id)
             ex.pumped.set()

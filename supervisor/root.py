@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import trio
 
 from protocols.acp import load_schema
+from protocols.scopes import shielded_for
 
 from .bus import EventBus
 from .cancellation import Cancellations
@@ -50,7 +51,6 @@ from .recovery import handovers, recover
 from .retries import Retries
 from .sandboxing import check_sandbox
 from .session_files import session_deleted
-from .shields import bounded_shield
 from .store import Store
 from .subagents import SubagentControl, Subagents
 from .turn_checkpoints import TurnCheckpoints
@@ -173,7 +173,7 @@ async def open_supervisor(
                                  catalog, SubagentControl(agents.running_adapter, subagents),
                                  checkpoints)
             finally:
-                with bounded_shield(config.timeouts.shutdown_s):
+                with shielded_for(config.timeouts.shutdown_s):
                     await lifecycle.shutdown()
                 root.cancel_scope.cancel()
     finally:

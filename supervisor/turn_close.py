@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import trio
 
 from protocols.events import TurnEnded
+from protocols.scopes import shielded_for
 
 from .config import Timeouts
 from .db import StoreError
@@ -25,7 +26,6 @@ from .notify import Notifier
 from .queue_gate import QueueGate
 from .recovery import RESTART_META, RESTART_STATUS
 from .retries import Retries
-from .shields import bounded_shield
 from .store import Store
 from .transcript import Transcript, TurnText
 from .turn_checkpoints import TurnCheckpoints
@@ -80,7 +80,7 @@ class TurnCloser:
         refused: str | None = None
         try:
             try:
-                with bounded_shield(self.close_s) as bound:
+                with shielded_for(self.close_s) as bound:
                     if turn.text is not None:
                         # Text that only extends messages already written goes in
                         # the close's own transaction (one commit, not two); a new
@@ -127,7 +127,7 @@ class TurnCloser:
                                   text: TurnText | None, ex: Execution | None = None) -> None:
         """A turn that could not be taken over ends as recovery ends any turn a
         restart cut: interrupted, ``RESTART_STATUS``, the session's queue parked."""
-        with bounded_shield(self.close_s):
+        with shielded_for(self.close_s):
             try:
                 if text is not None and ex is not None:
                     await ex.transcript.flush(text)

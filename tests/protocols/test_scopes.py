@@ -43,3 +43,14 @@ async def test_the_deadline_counts_from_entering_the_scope(
         await trio.sleep_forever()
     assert scope.cancelled_caught
     assert trio.current_time() == pytest.approx(11.5)
+
+
+async def test_a_shield_keeps_the_sooner_bound_of_the_scope_around_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    start = trio.current_time()
+    with trio.move_on_after(2):
+        with shielded_for(35) as scope:
+            await trio.sleep(100)
+    assert scope.cancelled_caught
+    assert trio.current_time() - start == pytest.approx(2)
