@@ -14,16 +14,13 @@ exactly what the shield is for).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import trio
 
 __all__ = ["shielded_for"]
 
 
-@contextmanager
-def shielded_for(timeout_s: float) -> Iterator[trio.CancelScope]:
+def shielded_for(timeout_s: float) -> trio.CancelScope:
     """A shielded scope that ends its work after ``timeout_s`` at most (sooner if
     a scope around it ends sooner).
 
@@ -34,5 +31,4 @@ def shielded_for(timeout_s: float) -> Iterator[trio.CancelScope]:
     enclosing = trio.current_effective_deadline()
     if enclosing != -math.inf:
         deadline = min(deadline, enclosing)
-    with trio.CancelScope(shield=True, deadline=deadline) as scope:
-        yield scope
+    return trio.CancelScope(shield=True, deadline=deadline)

@@ -252,43 +252,45 @@ class Orchestrator:
         settled operation: its outcome and the turn it acted on."""
         received = trio.current_time()
         op = self.admit_known(caller, session_id, task_id, turn_id)
-        if op is not None:
-            await op.wait()
-            return op
-        owner = self._owners.get(session_id)
-        if owner is None:
+        if op is None:
             session = await self.session(caller, session_id)
             owner = (session.workspace_id, session.task_id)
-        if not _may_cancel(owner, caller, task_id):
-            raise NotFound(f"session {session_id} not found" + (
-                f" in task {task_id}" if owner[0] == caller.workspace_id else ""))
-        op = self._fenced(session_id, owner, turn_id)
-        if op is None:
-            op = self.cancellations.admit(session_id, owner, received, turn_id=turn_id)
-            self.cancellations.user_joins(op)
+            op = self._admit(caller, session_id, task_id, turn_id, owner, received)
+            if op is None:
+                raise NotFound(f"session {session_id} not found" + (
+                    f" in task {task_id}" if owner[0] == caller.workspace_id else ""))
         await op.wait()
         return op
 
     def admit_known(self, caller: Caller, session_id: str, task_id: str | None = None,
                     turn_id: str | None = None) -> CancelOperation | None:
-        """``cancel`` without a wait when it needs no store read: the operation
-        in flight joined, or one started for a session whose owner is known
-        and is the caller's.  None: ``cancel`` reads the store (and admits, or
-        refuses).  The operation may be settled already (a cancel aimed at a
-        turn that has ended)."""
+        """``cancel`` without a wait when it needs no store read: the session's
+        owner is known (from an earlier read, or the operation in flight).
+        None: ``cancel`` reads the store (and admits, or refuses).  The
+        operation may be settled already (a cancel aimed at a turn that has ended)."""
         received = trio.current_time()
         owner = self._owners.get(session_id)
-        if owner is not None and _may_cancel(owner, caller, task_id):
-            fenced = self._fenced(session_id, owner, turn_id)
-            if fenced is not None:
-                return fenced
-        op = self.join(caller, session_id, task_id)
-        if op is not None:
-            return op
-        if owner is None or not _may_cancel(owner, caller, task_id):
+        if owner is None:
+            in_flight = self.operations.get(session_id)
+            if in_flight is None:
+                return None
+            owner = (in_flight.workspace_id, in_flight.task_id)
+        return self._admit(caller, session_id, task_id, turn_id, owner, received)
+
+    def _admit(self, caller: Caller, session_id: str, task_id: str | None,
+               turn_id: str | None, owner: tuple[str, str],
+               received: float) -> CancelOperation | None:
+        """The one way a user cancel comes in, synchronously (no store read, no
+        await: a storm of duplicates must not queue the operation's own store
+        calls): settled at once if aimed at a turn that is over, else the
+        operation in flight joined or a new one begun.  None: the caller may
+        not cancel this session."""
+        if not _may_cancel(owner, caller, task_id):
             return None
-        op = self.cancellations.admit(session_id, owner, received, turn_id=turn_id)
-        self.cancellations.user_joins(op)
+        op = self._fenced(session_id, owner, turn_id)
+        if op is None:
+            op = self.cancellations.admit(session_id, owner, received, turn_id=turn_id)
+            self.cancellations.user_joins(op)
         return op
 
     def _fenced(self, session_id: str, owner: tuple[str, str],
@@ -312,19 +314,6 @@ class Orchestrator:
         op = CancelOperation(session_id=session_id, workspace_id=owner[0], task_id=owner[1],
                              turn_id=turn_id, outcome=CancelOutcome.IDLE)
         op.done.set()
-        return op
-
-    def join(self, caller: Caller, session_id: str,
-             task_id: str | None = None) -> CancelOperation | None:
-        """The user cancel of ``session_id`` joins the operation in flight, if
-        there is one the caller may join (same workspace and task as captured
-        at its admission): no store read, no await (a storm of duplicates must
-        not queue the operation's own store calls).  None: ``cancel`` admits."""
-        op = self.operations.get(session_id)
-        if op is None or not _may_cancel((op.workspace_id, op.task_id), caller, task_id):
-            return None
-        op.joined += 1
-        self.cancellations.user_joins(op)
         return op
 
 
