@@ -25,8 +25,10 @@ export function createPhoneMenu({ page, sidebar, header }) {
     if (!open && sidebar.contains(document.activeElement)) button.focus();
   }
   button.addEventListener("click", () => set(!page.classList.contains("is-menu-open")));
+  // Closed in the click's own dispatch (the item's handler has run: it is below the sidebar), not
+  // later: a close that lands after the next tap would fold away what that tap aims at.
   sidebar.addEventListener("click", (event) => {
-    if (event.target.closest?.(".session-item, [data-testid='new-session-button']")) setTimeout(() => set(false), 0);
+    if (event.target.closest?.(".session-item, [data-testid='new-session-button']")) set(false);
   });
   sidebar.addEventListener("keydown", (event) => {
     if (event.key === "Escape" && page.classList.contains("is-menu-open")) {
