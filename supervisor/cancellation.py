@@ -32,15 +32,14 @@ import contextlib
 import dataclasses
 import functools
 import logging
-from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import trio
 
 from protocols.adapters import AgentClosed, AgentTimeout
 from protocols.events import TurnEnded
 
+from .bus import Note
+from .cancel_op import CancelOperation, Settler
 from .config import Timeouts
 from .db import StoreError
 from .errors import CancelFailed, NotFound, SupervisorError
@@ -61,7 +60,6 @@ from .turn_outcome import (
     StopRequest,
     TurnFacts,
     result_of,
-    settles_on_close,
 )
 
 __all__ = ["CancelOperation", "Cancellations"]
@@ -69,52 +67,9 @@ __all__ = ["CancelOperation", "Cancellations"]
 log = logging.getLogger(__name__)
 
 
-@dataclass(eq=False)
-class CancelOperation:
-    session_id: str
-    #: Who may join it without a store read (the session's owner, captured at admission).
-    workspace_id: str = ""
-    task_id: str = ""
-    #: Why: the user's cancel, or a send now's interruption of ``turn_id``.
-    request: StopRequest = StopRequest.USER
-    turn_id: str | None = None
-    done: trio.Event = field(default_factory=trio.Event)
-    outcome: CancelOutcome | None = None
-    #: The turn the cancel acted on (None: none was running).
-    acted_on: str | None = None
-    error: SupervisorError | None = None
-    #: The agent stopped but the store refused the record of it (why); the
-    #: record is written when the store can again (``Retries``).
-    record_error: str | None = None
-    joined: int = 0
-    #: Told once the operation settled (right after ``done``): joined requests
-    #: answered from here, with no task of their own waiting (a storm of
-    #: duplicates would otherwise be a task wake-up per duplicate).
-    on_settled: list[Callable[[CancelOperation], None]] = field(default_factory=list)
-    #: trio.current_time() at each stage, for the latency breakdown:
-    #: received, admitted, adapter_sent, agent_answered, reconciled, published.
-    marks: dict[str, float] = field(default_factory=dict)
-    #: The settle this operation's turn close calls (its ``Cancellations``').
-    _closed: Callable[[CancelOperation, TurnHandle], None] | None = field(
-        default=None, repr=False)
-    #: Whether it raised the session's pending flag (released when it settles).
-    _pending: bool = False
-
-    async def wait(self) -> CancelOutcome:
-        await self.done.wait()
-        if self.error is not None:
-            raise self.error
-        assert self.outcome is not None
-        return self.outcome
-
-    def turn_closed(self, turn: TurnHandle) -> None:
-        if self._closed is not None:
-            self._closed(self, turn)
-
-
 class Cancellations:
     def __init__(self, timeouts: Timeouts, store: Store, notifier: Notifier, agents: Agents,
-                 closer: TurnCloser, gate: QueueGate, retries: Retries,
+                 closer: TurnCloser, gate: QueueGate, settler: Settler, retries: Retries,
                  subagents: Subagents) -> None:
         self.timeouts = timeouts
         self.store = store
@@ -125,12 +80,9 @@ class Cancellations:
         self.gate = gate
         self.retries = retries
         self.subagents = subagents
-        self.operations: dict[str, CancelOperation] = {}
-        #: Settled operations, newest last (bounded): diagnostics for benchmarks and tests.
-        self.settled: deque[CancelOperation] = deque(maxlen=256)
-        self.started = 0
-        #: Operations settled by their turn's close itself (no task woken to settle them).
-        self.settled_by_close = 0
+        self.settler = settler
+        #: The operation in flight per session (the settler's).
+        self.operations = settler.operations
         self._nursery: trio.Nursery | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -161,24 +113,25 @@ class Cancellations:
         start the operation's task.  Returns it running, or settled (failed)."""
         assert session_id not in self.operations, "one operation per session"
         op = CancelOperation(session_id=session_id, workspace_id=owner[0], task_id=owner[1],
-                             request=request, turn_id=turn_id, _closed=self._closed)
+                             request=request, turn_id=turn_id)
         op.marks["received"] = received
-        self.operations[session_id] = op
-        self.started += 1
+        self.settler.begun(op)
         op.marks["admitted"] = trio.current_time()
         try:
             # The agent first: its cancel is on its stdin before pending=true is
             # written to anyone (a fan-out to 1,000 subscribers does not delay it).
             written = self._cancel_at_once(op)
-            self.projection.begin(session_id)
-            op._pending = True
+            moved = self.projection.begin(session_id)
+            op.pending = True
+            notes = [] if moved is None else self.notify.cancellation_notes(session_id, moved)
             if written is not None:
-                self._publish(written)
+                notes += self._progress(written)
+            self.notify.publish(notes)
             assert self._nursery is not None, "Cancellations.run is not running"
             self._nursery.start_soon(self._operate, op)
         except Exception as exc:
             log.exception("the cancel of session %s could not begin", session_id)
-            self._fail(op, CancelFailed(f"the cancel could not begin: {exc}"))
+            op.fail(CancelFailed(f"the cancel could not begin: {exc}"))
             self._settle(op)
         return op
 
@@ -226,18 +179,18 @@ class Cancellations:
                     return
                 result = await self._cancel(op)
                 if not op.done.is_set():
-                    self._record(op, result)
+                    op.record(result)
             if scope.cancelled_caught:
-                self._fail(op, CancelFailed(
+                op.fail(CancelFailed(
                     f"the cancel did not complete within {self.timeouts.cancel_operation_s:g}s;"
                     " the turn may still be running, try again"))
         except SupervisorError as exc:
-            self._fail(op, exc)
+            op.fail(exc)
         except AgentTimeout as exc:
-            self._fail(op, CancelFailed(f"the agent did not take the cancel: {exc}"))
+            op.fail(CancelFailed(f"the agent did not take the cancel: {exc}"))
         except Exception as exc:
             log.exception("cancel of session %s failed", op.session_id)
-            self._fail(op, CancelFailed(f"the cancel failed: {exc}"))
+            op.fail(CancelFailed(f"the cancel failed: {exc}"))
         finally:
             self._settle(op)
 
@@ -398,10 +351,15 @@ class Cancellations:
         self._publish(turn)
 
     def _publish(self, turn: TurnHandle) -> None:
+        self.notify.publish(self._progress(turn))
+
+    def _progress(self, turn: TurnHandle) -> list[Note]:
+        """The turn's cancel phase, if it is one a person sees."""
         phase = turn.cancel_phase
         if (phase is not None and PHASES[phase].published
                 and turn.stop_request in (StopRequest.USER, StopRequest.INTERRUPT)):
-            self.notify.cancel_progress(turn.session_id, turn.id, phase.value)
+            return [self.notify.progress_note(turn.session_id, turn.id, phase.value)]
+        return []
 
     async def _escalate(self, ex: Execution, turn: TurnHandle) -> None:
         """Synthetic completion of a turn the agent will not end; the execution
@@ -432,53 +390,9 @@ class Cancellations:
         assert turn.cancel_phase is not None
         return result_of(turn.cancel_phase, turn.id, turn.cancel_sent_at, turn.answered_at)
 
-    def _closed(self, op: CancelOperation, turn: TurnHandle) -> None:
-        """The cancelled turn's close: once it settled the session, the
-        operation settles from there, its answers queued behind the close's
-        notifications.  (A close before the cancel was written is the
-        operation's task's to report.)"""
-        if op.done.is_set() or not settles_on_close(turn.cancel_phase,
-                                                    turn.settled_session):
-            return
-        self._record(op, self._result(turn))
-        self.settled_by_close += 1
-        self._settle(op)
-
-    @staticmethod
-    def _record(op: CancelOperation, result: CancelResult) -> None:
-        op.outcome = result.outcome
-        op.acted_on = result.turn_id
-        op.record_error = result.record_error
-        if result.sent_at is not None:
-            op.marks["adapter_sent"] = result.sent_at
-        if result.answered_at is not None:
-            op.marks["agent_answered"] = result.answered_at
-
-    @staticmethod
-    def _fail(op: CancelOperation, error: SupervisorError) -> None:
-        if not op.done.is_set():  # (settled by its turn's close: that result stands)
-            op.outcome = None
-            op.error = error
-
     def _settle(self, op: CancelOperation) -> None:
-        """Publish pending=false and answer every joined request, once."""
-        if op.done.is_set():
-            return
-        op.marks["reconciled"] = trio.current_time()
-        if self.operations.get(op.session_id) is op:
-            del self.operations[op.session_id]
-        self.gate.cancel_settled(op.session_id)
-        if op._pending:
-            self.projection.release(op.session_id)
-        op.marks["published"] = trio.current_time()
-        self.settled.append(op)
-        op.done.set()
-        for told in op.on_settled:
-            try:
-                told(op)
-            except Exception:
-                log.exception("answering a joined cancel of session %s failed",
-                              op.session_id)
+        """The operation's task settles it (or its begin, failed): published at once."""
+        self.settler.publish(self.settler.settle(op))
 
     # -- reconciliation -----------------------------------------------------------------
 

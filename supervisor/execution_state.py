@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
 
 import trio
 
@@ -26,6 +25,7 @@ from protocols.events import (
     ToolCallUpdated,
 )
 
+from .cancel_op import CancelOperation
 from .config import Config
 from .executors import LaunchedAgent
 from .models import AgentSessionRef, Message, Session, StopReason
@@ -50,7 +50,6 @@ __all__ = [
     "CancelOutcome",
     "CancelPhase",
     "CancelResult",
-    "CancelWaiter",
     "Execution",
     "ExecutionStatus",
     "StopRequest",
@@ -72,13 +71,6 @@ class ExecutionStatus(StrEnum):
     READY = "READY"
     RUNNING = "RUNNING"
     STOPPED = "STOPPED"
-
-
-class CancelWaiter(Protocol):
-    """The cancel operation a turn's close settles (``supervisor.cancellation``):
-    told in the close's own step, once the turn is done."""
-
-    def turn_closed(self, turn: TurnHandle) -> None: ...
 
 
 @dataclass(eq=False)
@@ -121,7 +113,7 @@ class TurnHandle:
     cancel_began_at: float | None = None
     cancel_sent_at: float | None = None
     #: The cancel operation waiting for this turn's close.
-    cancel: CancelWaiter | None = None
+    cancel: CancelOperation | None = None
     #: Checkpointed before its prompt and after its end (a session with a project).
     checkpointed: bool = False
     #: The late cancel's wait for the agent (phase ``late``): ``stop_now``

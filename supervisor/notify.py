@@ -1,11 +1,17 @@
-"""Notifications of DESIGN.md §4, built in one place and published on the bus."""
+"""Notifications of DESIGN.md §4, built in one place and published on the bus.
+
+Each notification is built as a ``Note`` (``*_notes``) and published with
+``publish``: one call to the bus per change, so that what one change causes
+(a turn's close: its text, status, state, queue, completion, pending=false and
+the answers of the cancels it settled) reaches each connection as one batch.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from .bus import EventBus
+from .bus import EventBus, Note, Reply
 from .models import Message, QueueState, Session, Task, TextAppend
 from .projection import CancellationProjection, Progress
 from .subagents import Subagents
@@ -40,7 +46,7 @@ class Notifier:
     def __init__(self, bus: EventBus, agents: AgentStatus | None = None,
                  subagents: Subagents | None = None) -> None:
         self.bus = bus
-        self.projection = CancellationProjection(self.cancellation_changed)
+        self.projection = CancellationProjection()
         #: Whether a session's agent process runs, and the dialect it speaks.
         self._agents: AgentStatus = agents or NoAgents()
         #: Each session's child sessions (DESIGN.md §13).
@@ -106,20 +112,24 @@ class Notifier:
             "cancelling_count": sum(1 for sid in ids if self.projection.get(sid).pending),
             "attention_sessions": list(entries.values())}
 
-    def _attention(self, session_id: str) -> None:
+    def publish(self, notes: list[Note], replies: list[Reply] | None = None) -> None:
+        """What one change causes, to the bus in one call."""
+        self.bus.publish_all(notes, replies or ())
+
+    def _attention(self, session_id: str, notes: list[Note]) -> None:
         """``session.attention`` to the whole workspace: every tab's task and
         session lists say "Needs approval" / "Cancelling" and draw the
         session's ``attention``, subscribed or not."""
         where = self._where.get(session_id)
         if where is None:
             return  # never listed nor changed in this backend: no tab shows it
-        self.bus.publish(workspace_channel(where[0]), "session.attention", {
+        notes.append((workspace_channel(where[0]), "session.attention", {
             "session_id": session_id, "task_id": where[1],
             "needs_approval": bool(self._asking.get(session_id)),
             "cancelling": self.projection.get(session_id).pending,
-            "attention": self.attention_of(session_id)})
+            "attention": self.attention_of(session_id)}, None))
 
-    def _track_permission(self, msg: Message) -> None:
+    def _track_permission(self, msg: Message, notes: list[Note]) -> None:
         if msg.kind != "permission":
             return
         asking = self._asking.setdefault(msg.session_id, set())
@@ -129,19 +139,24 @@ class Notifier:
         else:
             asking.discard(msg.id)
         if bool(asking) != before:
-            self._attention(msg.session_id)
+            self._attention(msg.session_id, notes)
 
     def state_payload(self, session: Session) -> dict[str, Any]:
         """``session.state_changed``'s payload (a subscription's first snapshot)."""
         return _state_of(self.session_dto(session))
 
     def state_changed(self, session: Session) -> None:
+        self.publish(self.state_notes(session))
+
+    def state_notes(self, session: Session, notes: list[Note] | None = None) -> list[Note]:
         """The session's state to its subscribers and its DTO to the workspace,
         both from one DTO built once."""
+        notes = [] if notes is None else notes
         changed = self._learn(session)
         dto = self.session_dto(session)
-        self.bus.publish(session.id, "session.state_changed", _state_of(dto))
-        self._publish_session(session, dto, changed)
+        notes.append((session.id, "session.state_changed", _state_of(dto), None))
+        self._session_notes(session, dto, changed, notes)
+        return notes
 
     # -- the workspace's lists (every connection of the workspace, subscribed or not) --
 
@@ -158,13 +173,16 @@ class Notifier:
         what it keeps for the person changed (a turn ended, it failed, it was
         seen), so every tab and device redraws its marks."""
         changed = self._learn(session)
-        self._publish_session(session, self.session_dto(session), changed)
+        notes: list[Note] = []
+        self._session_notes(session, self.session_dto(session), changed, notes)
+        self.publish(notes)
 
-    def _publish_session(self, session: Session, dto: dict[str, Any], changed: bool) -> None:
-        self.bus.publish(workspace_channel(session.workspace_id), "session.changed",
-                         {"session": dto})
+    def _session_notes(self, session: Session, dto: dict[str, Any], changed: bool,
+                       notes: list[Note]) -> None:
+        notes.append((workspace_channel(session.workspace_id), "session.changed",
+                      {"session": dto}, None))
         if changed:
-            self._attention(session.id)
+            self._attention(session.id, notes)
 
     def session_removed(self, session: Session) -> None:
         self._where.pop(session.id, None)
@@ -176,31 +194,46 @@ class Notifier:
                          {"session_id": session.id, "task_id": session.task_id})
 
     def cancellation_changed(self, session_id: str, progress: Progress) -> None:
-        """The projection's 0→1 and 1→0 (only those reach here): the session's
+        self.publish(self.cancellation_notes(session_id, progress))
+
+    def cancellation_notes(self, session_id: str, progress: Progress) -> list[Note]:
+        """The projection's 0→1 and 1→0 (only those come here): the session's
         subscribers hear the pair, every tab's lists "Cancelling"."""
-        self.bus.publish(session_id, "session.cancellation_changed", {
+        notes: list[Note] = [(session_id, "session.cancellation_changed", {
             "session_id": session_id, "cancellation_pending": progress.pending,
-            "cancellation_revision": progress.revision,
-        })
-        self._attention(session_id)
+            "cancellation_revision": progress.revision}, None)]
+        self._attention(session_id, notes)
+        return notes
 
     def message_added(self, msg: Message) -> None:
-        self._track_permission(msg)
-        self.bus.publish(msg.session_id, "session.message.added",
-                         {"session_id": msg.session_id, "message": msg.to_dto()})
+        notes: list[Note] = []
+        self._message_added(msg, notes)
+        self.publish(notes)
+
+    def _message_added(self, msg: Message, notes: list[Note]) -> None:
+        self._track_permission(msg, notes)
+        notes.append((msg.session_id, "session.message.added",
+                      {"session_id": msg.session_id, "message": msg.to_dto()}, None))
 
     def message_updated(self, msg: Message, appended: TextAppend | None = None) -> None:
-        """The whole message; ``appended``: it only grew by that text, which
-        connections subscribed with ``text_appends`` get instead
+        self.publish(self.messages_updated(((msg, appended),)))
+
+    def messages_updated(self, grown: Sequence[tuple[Message, TextAppend | None]],
+                         notes: list[Note] | None = None) -> list[Note]:
+        """Each whole message; with ``appended``: it only grew by that text,
+        which connections subscribed with ``text_appends`` get instead
         (``session.message.appended``, docs/contract-notes.md)."""
-        self._track_permission(msg)
-        append = None
-        if appended is not None:
-            append = ("session.message.appended", {
-                "session_id": msg.session_id, "message_id": msg.id, "turn_id": msg.turn_id,
-                "offset": appended.offset, "text": appended.text})
-        self.bus.publish(msg.session_id, "session.message.updated",
-                         {"session_id": msg.session_id, "message": msg.to_dto()}, append)
+        notes = [] if notes is None else notes
+        for msg, appended in grown:
+            self._track_permission(msg, notes)
+            append = None
+            if appended is not None:
+                append = ("session.message.appended", {
+                    "session_id": msg.session_id, "message_id": msg.id,
+                    "turn_id": msg.turn_id, "offset": appended.offset, "text": appended.text})
+            notes.append((msg.session_id, "session.message.updated",
+                          {"session_id": msg.session_id, "message": msg.to_dto()}, append))
+        return notes
 
     def permission_requested(self, msg: Message) -> None:
         meta = msg.metadata
@@ -213,41 +246,43 @@ class Notifier:
         self.bus.publish(session_id, "session.permission.cancelled",
                          {"session_id": session_id, "request_id": request_id})
 
-    def turn_closed(self, session_id: str, turn_id: str,
+    def close_notes(self, session_id: str, turn_id: str,
                     grown: Sequence[tuple[Message, TextAppend | None]], *,
                     closed: tuple[Message | None, Session | None, QueueState | None] | None,
-                    stop_reason: str, acknowledged: bool) -> None:
-        """A turn's close, published once and as one batch (each connection
-        writes it in one go): its last text (``grown``, written with the close
+                    stop_reason: str, acknowledged: bool) -> list[Note]:
+        """A turn's close: its last text (``grown``, written with the close
         whether or not this close won), and if it won (``closed``: the status
         message, the session if it left RUNNING, the queue if it parked) the
         status, the state, the queue, ``session.turn.completed`` and, when the
         agent itself confirmed a cancel, ``session.agent.cancelled``."""
-        with self.bus.coalescing():
-            for msg, appended in grown:
-                self.message_updated(msg, appended)
-            if closed is None:
-                return
-            status, session, queue = closed
-            if status is not None:
-                self.message_added(status)
-            if session is not None:
-                self.state_changed(session)
-            if queue is not None:
-                self.queue_changed(queue)
-            self.turn_completed(session_id, turn_id, stop_reason)
-            if acknowledged:
-                self.agent_cancelled(session_id, turn_id)
+        notes = self.messages_updated(grown)
+        if closed is None:
+            return notes
+        status, session, queue = closed
+        if status is not None:
+            self._message_added(status, notes)
+        if session is not None:
+            self.state_notes(session, notes)
+        if queue is not None:
+            notes.append((queue.session_id, "session.queue.changed", queue.payload(), None))
+        notes.append((session_id, "session.turn.completed",
+                      {"session_id": session_id, "turn_id": turn_id,
+                       "stop_reason": stop_reason}, None))
+        if acknowledged:
+            notes.append((session_id, "session.agent.cancelled",
+                          {"session_id": session_id, "turn_id": turn_id}, None))
+        return notes
 
     def turn_completed(self, session_id: str, turn_id: str, stop_reason: str) -> None:
         self.bus.publish(session_id, "session.turn.completed",
                          {"session_id": session_id, "turn_id": turn_id,
                           "stop_reason": stop_reason})
 
-    def cancel_progress(self, session_id: str, turn_id: str, phase: str) -> None:
+    @staticmethod
+    def progress_note(session_id: str, turn_id: str, phase: str) -> Note:
         """DESIGN.md §9: a cancel's phase on a running turn (sent, late, escalated)."""
-        self.bus.publish(session_id, "session.cancel.progress",
-                         {"session_id": session_id, "turn_id": turn_id, "phase": phase})
+        return (session_id, "session.cancel.progress",
+                {"session_id": session_id, "turn_id": turn_id, "phase": phase}, None)
 
     def queue_changed(self, state: QueueState) -> None:
         """DESIGN.md §9: the session's queue as committed, with its revision."""

@@ -27,7 +27,8 @@ from typing import Any
 
 import trio
 
-from .cancellation import Cancellations, CancelOperation
+from .cancel_op import CancelOperation
+from .cancellation import Cancellations
 from .config import Config
 from .errors import Conflict, InvalidRequest, NotFound
 from .lifecycle import CancelOutcome, LifecycleManager
@@ -72,16 +73,16 @@ class Orchestrator:
     @property
     def settled(self) -> deque[CancelOperation]:
         """Settled operations, newest last (bounded): diagnostics for benchmarks and tests."""
-        return self.cancellations.settled
+        return self.cancellations.settler.settled
 
     @property
     def operations_started(self) -> int:
-        return self.cancellations.started
+        return self.cancellations.settler.started
 
     @property
     def settled_by_close(self) -> int:
         """Operations settled by their turn's close itself (no task woken to settle them)."""
-        return self.cancellations.settled_by_close
+        return self.cancellations.settler.settled_by_close
 
     # -- authorization --------------------------------------------------------
 

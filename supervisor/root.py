@@ -34,6 +34,7 @@ from protocols.acp import load_schema
 from protocols.scopes import shielded_for
 
 from .bus import EventBus
+from .cancel_op import Settler
 from .cancellation import Cancellations
 from .catalog import Catalog
 from .config import Config
@@ -145,8 +146,10 @@ async def open_supervisor(
         gate = QueueGate()
         checkpoints = (TurnCheckpoints(config, store, notify, agents.turn_running)
                        if config.projects.checkpoints else None)
-        closer = TurnCloser(t, store, notify, gate, retries, checkpoints)
-        cancellations = Cancellations(t, store, notify, agents, closer, gate, retries, subagents)
+        settler = Settler(notify, gate)
+        closer = TurnCloser(t, store, notify, gate, settler, retries, checkpoints)
+        cancellations = Cancellations(t, store, notify, agents, closer, gate, settler, retries,
+                                      subagents)
         lifecycle = LifecycleManager(config, store, notify, agents, closer, cancellations,
                                      retries, launcher or default_launcher(config),
                                      checkpoints, subagents)

@@ -350,7 +350,7 @@ class Store:
         it), parking the session's queue with it if ``park_queue``.  ``text``:
         the turn's last streamed text, as ``update_messages`` takes it, written
         in the same transaction.  Publishes nothing: the closer publishes the
-        close once (``Notifier.turn_closed``), in the step this returns in (a
+        close once (``Notifier.close_notes``), in the step this returns in (a
         close grouped behind another's commit wakes after it, then the same)."""
         closed, msg, session, queue = await self.closes.close(TurnClose(
             turn_id, state, stop_reason, status, park_queue=park_queue,
@@ -378,13 +378,7 @@ class Store:
         transaction, then their notifications, queued together so that each
         connection gets them in one write."""
         await self.call_now(self.db.update_messages, [msg for msg, _ in updates])
-        with self.notify.bus.coalescing():
-            self._announce_grown(updates)
-
-    def _announce_grown(self, updates: Sequence[tuple[Message, TextAppend | None]]) -> None:
-        """Each grown message's notification (an append where it has one)."""
-        for msg, appended in updates:
-            self.notify.message_updated(msg, appended)
+        self.notify.publish(self.notify.messages_updated(updates))
 
     # -- the queue (DESIGN.md §9): every change announces the committed snapshot
 

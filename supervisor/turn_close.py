@@ -1,10 +1,15 @@
-"""Every turn's end, in one place: the store, the notifications, the waiters.
+"""Every turn's end, in one place: the store, the settle, the publication.
 
 Turn ends are idempotent: ``close_turn`` closes the turn in the store
 conditionally, so the pump, an escalation, a crash, a withheld prompt and a
-cancel's reconciliation can all try and exactly one wins.  ``finish_turn``
-is the in-memory half: the execution's turn released, ``TurnHandle.done``
-set, and the cancel operation waiting for the turn told in the same step.
+cancel's reconciliation can all try and exactly one wins.  The closer owns
+what the end does, in this order: ``decide`` (supervisor.turn_outcome) says
+what the end is, one store transaction writes it (publishing nothing), the
+cancel operation waiting for the turn is settled by a call down
+(``Settler``), the queue gate is told, and then the close is published once:
+its notifications and the settled cancel's answers in one batch.
+``finish_turn`` is the pump's (and an escalation's) close, with the in-memory
+half: the execution's turn released and ``TurnHandle.done`` set.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import trio
 from protocols.events import TurnEnded
 from protocols.scopes import shielded_for
 
+from .bus import Note
+from .cancel_op import Settled, Settler
 from .config import Timeouts
 from .db import StoreError
 from .execution_state import Execution, ExecutionStatus, TurnHandle
@@ -29,7 +36,7 @@ from .retries import Retries
 from .store import Store
 from .transcript import Transcript, TurnText
 from .turn_checkpoints import TurnCheckpoints
-from .turn_outcome import TurnFacts, decide
+from .turn_outcome import TurnFacts, decide, result_of, settles_on_close
 
 __all__ = ["TurnCloser"]
 
@@ -38,11 +45,13 @@ log = logging.getLogger(__name__)
 
 class TurnCloser:
     def __init__(self, timeouts: Timeouts, store: Store, notifier: Notifier, gate: QueueGate,
-                 retries: Retries, checkpoints: TurnCheckpoints | None) -> None:
+                 settler: Settler, retries: Retries,
+                 checkpoints: TurnCheckpoints | None) -> None:
         self.timeouts = timeouts
         self.store = store
         self.notify = notifier
         self.gate = gate
+        self.settler = settler
         self.retries = retries
         self.checkpoints = checkpoints
         #: How long a close may take: its store writes wait up to ``store_wait_s``
@@ -53,30 +62,39 @@ class TurnCloser:
                          ended: TurnEnded, *,
                          text: Sequence[tuple[Message, TextAppend | None]] = ()) -> bool:
         """Close the turn in the store as ``decide`` says (its status message and
-        ``text``, its last streamed text, in the same transaction), and announce
+        ``text``, its last streamed text, in the same transaction), and publish
         its end; idempotent (only the first close of a running turn does
         anything).  Returns whether this close moved the session out of RUNNING."""
+        settled, notes = await self._close(session_id, turn_id, facts, ended, text)
+        self.notify.publish(notes)
+        return settled
+
+    async def _close(self, session_id: str, turn_id: str, facts: TurnFacts, ended: TurnEnded,
+                     text: Sequence[tuple[Message, TextAppend | None]]
+                     ) -> tuple[bool, list[Note]]:
+        """The store's half of a close, and what it publishes (not yet)."""
         outcome = decide(facts, ended)
         closed = await self.store.close_turn(
             turn_id, state=outcome.state, stop_reason=outcome.stop_reason,
             status=outcome.status, park_queue=outcome.park, text=text)
-        # In the store's step (no checkpoint): the one publication of the close.
-        self.notify.turn_closed(
+        # In the store's step (no checkpoint since its commit).
+        notes = self.notify.close_notes(
             session_id, turn_id, text,
             closed=None if closed is None else (closed.status, closed.session, closed.queue),
             stop_reason=outcome.stop_reason, acknowledged=outcome.acknowledged)
         if closed is None:
-            return False
+            return False, notes
         self.gate.turn_closed(session_id, outcome.park, facts.request, outcome.stop_reason)
-        return closed.session is not None and closed.session.state is not SessionState.RUNNING
+        return closed.session is not None and closed.session.state is not SessionState.RUNNING, \
+            notes
 
     async def finish_turn(self, ex: Execution, turn: TurnHandle, ended: TurnEnded) -> None:
-        """Close the turn exactly once: store, then notifications, then wake waiters."""
+        """Close the turn exactly once: store, settle, one publication, waiters woken."""
         text: list[tuple[Message, TextAppend | None]] = []
+        notes: list[Note] = []
         facts = TurnFacts(request=turn.stop_request, phase=turn.cancel_phase,
                           never_started=turn.never_started,
                           prompt_withheld=turn.prompt_withheld)
-        close = functools.partial(self.close_turn, turn.session_id, turn.id, facts, ended)
         refused: str | None = None
         try:
             try:
@@ -90,7 +108,8 @@ class TurnCloser:
                             await ex.transcript.flush(turn.text)
                         else:
                             text = taken
-                    turn.settled_session = await close(text=text)
+                    turn.settled_session, notes = await self._close(
+                        turn.session_id, turn.id, facts, ended, text)
                 if bound.cancelled_caught:
                     refused = "it did not answer in time"
             except StoreError as exc:
@@ -102,7 +121,8 @@ class TurnCloser:
                             "in the background", turn.session_id, turn.id, refused)
                 self.retries.retry(
                     ("close", turn.id),
-                    functools.partial(close, text=[(msg, None) for msg, _ in text]),
+                    functools.partial(self.close_turn, turn.session_id, turn.id, facts, ended,
+                                      text=[(msg, None) for msg, _ in text]),
                     f"session {turn.session_id}: turn {turn.id}'s close")
         finally:
             turn.stop_reason = ended.stop_reason
@@ -112,16 +132,28 @@ class TurnCloser:
                 ex.status = ExecutionStatus.READY
             ex.idle_since = trio.current_time()
             turn.done.set()
-            waiter, turn.cancel = turn.cancel, None
-            if waiter is not None:
-                # In this step, with the close's notifications still queued: one
-                # write for all of them, and no task woken to answer.
-                waiter.turn_closed(turn)
+            settled = self._settle(turn)
+            # The close's one publication: its notifications, then pending=false
+            # and the settled cancel's answers.
+            self.notify.publish(notes + settled.notes, settled.replies)
             if self.checkpoints is not None and turn.checkpointed and turn.id:
                 # After the close and its settle, in the checkpoints' own nursery.
                 # With the agent's own id of the turn (Codex), for a rewind later.
                 self.checkpoints.turn_ended(turn.session_id, turn.id,
                                             ex.adapter.agent_turn_id)
+
+    def _settle(self, turn: TurnHandle) -> Settled:
+        """The cancel waiting for this turn, settled by its close when the cancel
+        was written and the close moved the session out of RUNNING (a close
+        before the write is the operation task's to report)."""
+        op, turn.cancel = turn.cancel, None
+        if op is None or op.done.is_set() or not settles_on_close(turn.cancel_phase,
+                                                                  turn.settled_session):
+            return Settled([], [])
+        assert turn.cancel_phase is not None
+        op.record(result_of(turn.cancel_phase, turn.id, turn.cancel_sent_at,
+                            turn.answered_at))
+        return self.settler.settle(op, by_close=True)
 
     async def interrupt_restarted(self, session_id: str, turn_id: str,
                                   text: TurnText | None, ex: Execution | None = None) -> None:
@@ -144,7 +176,7 @@ class TurnCloser:
         closed = await self.store.close_turn(
             turn_id, state="interrupted", stop_reason="cancelled",
             status=(RESTART_STATUS, dict(RESTART_META)), park_queue=True)
-        self.notify.turn_closed(
+        self.notify.publish(self.notify.close_notes(
             session_id, turn_id, (),
             closed=None if closed is None else (closed.status, closed.session, closed.queue),
-            stop_reason="cancelled", acknowledged=False)
+            stop_reason="cancelled", acknowledged=False))

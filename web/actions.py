@@ -13,12 +13,12 @@ from collections.abc import Awaitable, Callable, Collection
 from importlib import metadata
 from typing import Any, Literal
 
+from supervisor.cancel_op import answer_of
 from supervisor.config import Limits
 from supervisor.db import StoreError
 from supervisor.errors import SupervisorError
 from supervisor.orchestrator import Caller, CancelOperation
 from supervisor.root import Supervisor
-from supervisor.turn_outcome import wire_outcome
 
 from .contract import requests as rq
 from .contract.requests import parse
@@ -160,18 +160,9 @@ async def message_list(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> di
 
 
 def cancel_result(op: CancelOperation) -> dict[str, Any]:
-    """Every cancel's answer: ``outcome`` says what happened, ``turn_id`` which
-    turn it acted on (the one asked for, if it had already ended)."""
-    outcome = wire_outcome(op.outcome, op.acted_on, op.turn_id)
-    result: dict[str, Any] = {"success": True, "session_id": op.session_id,
-                              "outcome": outcome, "turn_id": op.acted_on or op.turn_id}
-    if op.record_error is not None:
-        # The store refused the record of the stop: the agent stopped all the
-        # same, and the record is written once the store can again.
-        result |= {"agent_stopped": True, "record_written": False,
-                   "record_error": f"the agent stopped, but its record could not be written "
-                                   f"({op.record_error}); it is written when the store can "
-                                   "again"}
+    """Every cancel's answer (``supervisor.cancel_op.answer_of``): ``outcome``
+    says what happened, ``turn_id`` which turn it acted on."""
+    _kind, result = answer_of(op)
     return result
 
 

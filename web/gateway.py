@@ -27,25 +27,18 @@ from __future__ import annotations
 import json
 import logging
 import re
-import weakref
 from typing import Any, Final, Protocol
 
 import trio
 
 from supervisor.bus import envelope
+from supervisor.cancel_op import answer_of
 from supervisor.errors import SupervisorError
 from supervisor.notify import workspace_channel
-from supervisor.orchestrator import Caller, CancelOperation
+from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor
 
-from .actions import (
-    ACTIONS,
-    ORDERED_ACTIONS,
-    STORE_ERRORS,
-    cancel_result,
-    cancel_target,
-    store_failed,
-)
+from .actions import ACTIONS, ORDERED_ACTIONS, STORE_ERRORS, cancel_target, store_failed
 from .contract.requests import SessionRef, SessionSubscribe, parse
 from .outbox import FrameWriter, Outbox
 from .validate import BadInput
@@ -72,9 +65,6 @@ class Gateway:
         self.max_frame = sup.config.limits.max_ws_frame_bytes
         self.connections = 0
         self.closing = trio.Event()
-        #: A settled operation's answer to its joined cancels, after the id.
-        self._answers: weakref.WeakKeyDictionary[CancelOperation, str] = (
-            weakref.WeakKeyDictionary())
 
     def close_all(self) -> None:
         """Server shutdown: close every connection (1001, going away)."""
@@ -83,10 +73,10 @@ class Gateway:
     async def serve(self, ws: Socket, caller: Caller) -> None:
         in_flight = _InFlight()
         ordered = _Sequencer()
-        sub = Outbox(ws, queue_size=self.sup.bus.queue_size, requests=in_flight,
+        sub = Outbox(ws, self.sup.bus.subscriber(), requests=in_flight,
                      closing=self.closing, send_timeout_s=SEND_TIMEOUT_S)
         # Every connection follows its workspace's task and session lists.
-        self.sup.bus.subscribe(workspace_channel(caller.workspace_id), sub)
+        self.sup.bus.subscribe(workspace_channel(caller.workspace_id), sub.mailbox)
         self.connections += 1
         try:
             async with trio.open_nursery() as nursery:
@@ -101,7 +91,6 @@ class Gateway:
                 nursery.cancel_scope.cancel()
         finally:
             self.connections -= 1
-            self.sup.bus.unsubscribe_all(sub)
             sub.close()
 
     @staticmethod
@@ -154,7 +143,7 @@ class Gateway:
             if action not in ACTIONS and action not in ("session.subscribe",
                                                         "session.unsubscribe"):
                 raise BadInput("UNKNOWN_ACTION", f"unknown action {action!r}")
-            if in_flight.count >= MAX_IN_FLIGHT:
+            if sub.in_flight >= MAX_IN_FLIGHT:
                 raise BadInput("CONFLICT", f"more than {MAX_IN_FLIGHT} requests in flight")
         except BadInput as exc:
             sub.offer(envelope("error", action, {"code": exc.code, "message": exc.message},
@@ -180,7 +169,7 @@ class Gateway:
                 return
             if action == "session.unsubscribe":
                 self.sup.bus.unsubscribe(
-                    parse(SessionRef, payload, self.sup.config.limits).session_id, sub)
+                    parse(SessionRef, payload, self.sup.config.limits).session_id, sub.mailbox)
                 result: dict[str, Any] = {"success": True}
             else:
                 result = await ACTIONS[action](self.sup, caller, payload)
@@ -224,30 +213,16 @@ class Gateway:
                                                req.turn_id)
         if op is None:
             return False
-
-        def answer(op: CancelOperation) -> None:
-            in_flight.count -= 1
-            if op.error is not None:
-                sub.offer(envelope("error", "agent.cancel",
-                                   {"code": op.error.code, "message": str(op.error)},
-                                   req_id or None))
-            elif req_id:
-                # Every joined answer is the same but for its id: encoded once.
-                tail = self._answers.get(op)
-                if tail is None:
-                    whole = envelope("response", "agent.cancel", cancel_result(op), "x")
-                    tail = self._answers[op] = whole[len('{"id":"x"'):]
-                sub.offer('{"id":' + json.dumps(req_id) + tail)
-            else:
-                sub.offer(envelope("response", "agent.cancel", cancel_result(op)))
-            # Settled in the turn's close: its notifications and this answer go
-            # out now, in one write from this step, not at the writer's turn.
-            sub.flush()
-
+        in_flight.count -= 1
         if op.done.is_set():
-            answer(op)  # aimed at a turn that has ended: answered at once
+            # Aimed at a turn that has ended: answered at once.
+            kind, result = answer_of(op)
+            sub.offer(envelope(kind, "agent.cancel", result, req_id or None))
         else:
-            op.on_settled.append(answer)
+            # Answered by the operation's settle, in the batch of what settled it
+            # (the turn's close): owed until then (a request in flight).
+            sub.mailbox.owed += 1
+            op.replies.append((sub.mailbox, req_id))
         return True
 
     async def _subscribe(self, sub: Outbox, caller: Caller, req_id: str,
@@ -259,7 +234,7 @@ class Gateway:
         text_appends = req.text_appends
         # Authorize before subscribing: another workspace's session is not found.
         await self.sup.orchestrator.session(caller, session_id)
-        self.sup.bus.subscribe(session_id, sub, text_appends=text_appends)
+        self.sup.bus.subscribe(session_id, sub.mailbox, text_appends=text_appends)
         session = await self.sup.orchestrator.session(caller, session_id)
         sub.offer(envelope("response", "session.subscribe", {"success": True}, req_id or None))
         sub.offer(envelope("notification", "session.state_changed",

@@ -76,10 +76,10 @@ class Rig:
             out[i] = exc
             return
         out[i] = closed
-        self.store.notify.turn_closed(
+        self.store.notify.publish(self.store.notify.close_notes(
             sid, turn_id, (),
             closed=None if closed is None else (closed.status, closed.session, closed.queue),
-            stop_reason="cancelled", acknowledged=False)
+            stop_reason="cancelled", acknowledged=False))
 
     def waiting(self) -> set[str]:
         frames = []

@@ -234,7 +234,7 @@ def _publish(rig: Rig, turn_id: str, text: Sequence[tuple[Message, TextAppend | 
              closed: ClosedTurn | None) -> None:
     """The close's one publication, as the closer (supervisor/turn_close.py) makes it."""
     session_id = rig.turns[0][1].session_id
-    rig.store.notify.turn_closed(
+    rig.store.notify.publish(rig.store.notify.close_notes(
         session_id, turn_id, text,
         closed=None if closed is None else (closed.status, closed.session, closed.queue),
-        stop_reason="cancelled", acknowledged=False)
+        stop_reason="cancelled", acknowledged=False))

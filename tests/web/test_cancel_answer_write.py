@@ -1,7 +1,5 @@
-"""A cancel settled by its turn's close is answered from that step: the close's
-notifications and the answer leave in one write (``Outbox.flush`` from the
-closing step; tests/web/test_outbox.py shows that it needs no writer task),
-not frame by frame.
+"""A cancel settled by its turn's close is answered with the close: the close's
+notifications and the answer leave in one write, not frame by frame.
 
 The cancelling connection here follows only its workspace (no session
 subscription), so what it gets of the close is its ``session.changed`` and
@@ -39,7 +37,7 @@ def _request(rid: str, action: str, payload: dict[str, Any]) -> str:
     return json.dumps({"id": rid, "type": "request", "action": action, "payload": payload})
 
 
-async def test_the_answer_and_the_close_go_out_from_the_closing_step(tmp_path: Path) -> None:
+async def test_the_answer_and_the_close_go_out_in_one_write(tmp_path: Path) -> None:
     with trio.fail_after(30):
         async with running_server(tmp_path / "data") as srv, ws_client(srv) as a, \
                 socket_pair() as (ws, client):

@@ -1,5 +1,6 @@
-"""web.outbox: a connection's frames, its writer and its write policy, over a
-real socket pair (what the client reads is what the connection sent)."""
+"""web.outbox and the bus's mailboxes: a connection's frames, its writer and its
+write policy, over a real socket pair (what the client reads is what the
+connection sent)."""
 
 from __future__ import annotations
 
@@ -58,58 +59,53 @@ class Rig:
 
 
 @asynccontextmanager
-async def rig(queue_size: int = 64, send_timeout_s: float = 10) -> AsyncIterator[Rig]:
+async def rig(queue_size: int = 64, send_timeout_s: float = 10,
+              bus: EventBus | None = None) -> AsyncIterator[Rig]:
+    bus = bus or EventBus(queue_size=queue_size)
     async with socket_pair() as (ws, client):
         requests, closing = Requests(), trio.Event()
-        outbox = Outbox(ws, queue_size=queue_size, requests=requests, closing=closing,
+        outbox = Outbox(ws, bus.subscriber(), requests=requests, closing=closing,
                         send_timeout_s=send_timeout_s)
         yield Rig(ws, client, outbox, requests, closing)
 
 
-async def test_an_idle_connection_is_written_from_the_offering_task() -> None:
-    async with rig() as r:
-        # No writer task at all: the offer itself wrote the frame.
-        assert r.outbox.offer("now")
-        assert b"now" in r.readable_now()
-
-
-async def test_with_a_request_in_flight_the_writer_sends_the_frames_together() -> None:
+async def test_what_is_queued_together_leaves_in_one_write() -> None:
     async with rig() as r, trio.open_nursery() as nursery:
         nursery.start_soon(r.outbox.run)
         await trio.testing.wait_all_tasks_blocked()
-        r.requests.count = 1
         for name in ("one", "two", "three"):
             assert r.outbox.offer(name)
-        assert r.readable_now() == b""  # not from here: the writer's, after its rounds
-        r.requests.count = 0
         assert await r.texts(3) == ["one", "two", "three"]
         assert len(r.client.writes) == 1  # one write (one read here) for the three
         nursery.cancel_scope.cancel()
 
 
-async def test_batched_frames_wait_for_the_writer_or_a_flush() -> None:
-    async with rig() as r:
-        assert r.outbox.offer("a", batched=True)
-        assert r.outbox.offer("b", batched=True)
-        assert r.readable_now() == b""
-        # A settled cancel's answer: queued behind them, and all of it written
-        # at once from here, with no writer task to wait for.
-        assert r.outbox.offer("answer")
-        r.outbox.flush()
-        assert await r.texts(3) == ["a", "b", "answer"]
-        assert len(r.client.writes) == 1
-
-
-async def test_a_flush_declines_while_a_request_is_in_flight_or_the_server_closes() -> None:
-    async with rig() as r:
+async def test_with_a_request_in_flight_the_writer_waits_for_what_the_next_rounds_add(
+) -> None:
+    async with rig() as r, trio.open_nursery() as nursery:
+        nursery.start_soon(r.outbox.run)
+        await trio.testing.wait_all_tasks_blocked()
         r.requests.count = 1
-        assert r.outbox.offer("x")
-        r.outbox.flush()
-        assert r.readable_now() == b""
-        r.requests.count = 0
-        r.closing.set()
-        r.outbox.flush()
-        assert r.readable_now() == b""
+
+        async def answer() -> None:
+            # The request's answer, a round after its notification.
+            await trio.lowlevel.checkpoint()
+            r.requests.count = 0
+            assert r.outbox.offer("answer")
+
+        assert r.outbox.offer("notification")
+        nursery.start_soon(answer)
+        assert await r.texts(2) == ["notification", "answer"]
+        assert len(r.client.writes) == 1
+        nursery.cancel_scope.cancel()
+
+
+async def test_an_owed_answer_counts_as_a_request_in_flight() -> None:
+    async with rig() as r:
+        assert r.outbox.in_flight == 0
+        r.outbox.mailbox.owed += 1
+        r.requests.count = 2
+        assert r.outbox.in_flight == 3
 
 
 async def test_what_the_socket_does_not_take_goes_first_and_whole() -> None:
@@ -128,7 +124,6 @@ async def test_what_the_socket_does_not_take_goes_first_and_whole() -> None:
 
 async def test_a_client_that_falls_behind_is_dropped_with_1013() -> None:
     async with rig(queue_size=3) as r:
-        r.requests.count = 1  # nothing written from here: everything queues
         assert all(r.outbox.offer(str(i)) for i in range(3))
         assert not r.outbox.offer("3")
         assert r.outbox.overflowed
@@ -142,7 +137,6 @@ async def test_a_client_that_reads_nothing_is_dropped_after_the_send_timeout(
         autojump_clock: trio.testing.MockClock) -> None:
     big = "z" * 1_000_000
     async with rig(send_timeout_s=10) as r:
-        r.requests.count = 1
         for _ in range(8):
             assert r.outbox.offer(big)
         started = trio.current_time()
@@ -151,20 +145,51 @@ async def test_a_client_that_reads_nothing_is_dropped_after_the_send_timeout(
         assert 10 <= trio.current_time() - started < 15
 
 
-async def test_the_bus_offers_one_encoded_frame_to_every_sink_and_batches_in_coalescing(
-) -> None:
+async def test_the_bus_offers_one_encoded_frame_to_every_subscriber() -> None:
     bus = EventBus()
-    async with rig() as a, rig() as b:
+    async with rig(bus=bus) as a, rig(bus=bus) as b:
         for r in (a, b):
-            bus.subscribe("s", r.outbox)
+            bus.subscribe("s", r.outbox.mailbox)
         bus.publish("s", "session.changed", {"n": 1})
-        # Both written at once, from the publisher, the same frame.
-        assert a.readable_now() and a.readable_now() == b.readable_now()
-        with bus.coalescing():
-            bus.publish("s", "session.changed", {"n": 2})
-            bus.publish("s", "session.changed", {"n": 3})
-        assert [json.loads(t)["payload"]["n"] for t in await a.texts(1)] == [1]
-        assert a.readable_now() == b""  # batched: left to the writer
-        bus.unsubscribe_all(a.outbox)
-        bus.publish("s", "session.changed", {"n": 4})
+        frames = [r.outbox.mailbox.receive_nowait() for r in (a, b)]
+        assert frames[0] is frames[1]  # encoded once
+        bus.unsubscribe_all(a.outbox.mailbox)
+        bus.publish("s", "session.changed", {"n": 2})
         assert bus.subscriber_count("s") == 1
+        assert len(a.outbox.mailbox) == 0 and len(b.outbox.mailbox) == 1
+
+
+async def test_a_batch_and_its_answers_leave_in_one_write_in_order() -> None:
+    bus = EventBus()
+    async with rig(bus=bus) as r, trio.open_nursery() as nursery:
+        mailbox = r.outbox.mailbox
+        bus.subscribe("s", mailbox)
+        nursery.start_soon(r.outbox.run)
+        await trio.testing.wait_all_tasks_blocked()
+        mailbox.owed += 2
+        payload = {"success": True}
+        bus.publish_all(
+            [("s", "session.state_changed", {"n": 1}, None),
+             ("other", "session.changed", {"n": 2}, None),
+             ("s", "session.turn.completed", {"n": 3}, None)],
+            [(mailbox, "c1", "response", "agent.cancel", payload),
+             (mailbox, "c2", "response", "agent.cancel", payload)])
+        assert mailbox.owed == 0
+        frames = [json.loads(t) for t in await r.texts(4)]
+        assert [(f["type"], f["action"], f.get("id") if f["type"] == "response" else None)
+                for f in frames] == [
+            ("notification", "session.state_changed", None),
+            ("notification", "session.turn.completed", None),
+            ("response", "agent.cancel", "c1"), ("response", "agent.cancel", "c2")]
+        assert frames[2]["payload"] == frames[3]["payload"] == payload
+        assert len(r.client.writes) == 1
+        nursery.cancel_scope.cancel()
+
+
+async def test_an_answer_to_a_connection_that_has_gone_is_dropped() -> None:
+    bus = EventBus()
+    gone = bus.subscriber()
+    gone.owed += 1
+    gone.close()
+    bus.publish_all([], [(gone, "c1", "response", "agent.cancel", {"success": True})])
+    assert gone.owed == 0 and len(gone) == 0
