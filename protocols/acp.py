@@ -15,26 +15,22 @@ and SHOULD mark unfinished tool calls cancelled; it then sends the
 process.
 
 Request cancellation (``$/cancel_request {requestId}``, stable since
-2026-06), both ways: an agent that withdraws its own pending
-``session/request_permission`` gets the answer the spec requires (error
--32800) and the supervisor a ``PermissionWithdrawn``; a request of ours that
-timed out is withdrawn with ``cancel_request(rid)``, and whatever the agent
-still answers to it (-32800, a late result) is reported, never mistaken for a
-live answer.
+2026-06), both ways: an agent that withdraws its own pending permission
+request gets the answer the spec requires (error -32800) and the supervisor a
+``PermissionWithdrawn``; a request of ours that timed out is withdrawn with
+``cancel_request(rid)``, and its late answer is reported, never taken live.
 
 ``user_message_chunk`` outside a replay is the agent repeating the prompt
-(``UserEcho``), which is not agent text.
-
-Restoring a conversation in a new agent process: ``initialize``'s answer says
+(``UserEcho``), not agent text.  Restoring a conversation in a new agent process: ``initialize``'s answer says
 what the agent can do (``can_resume``: ``sessionCapabilities.resume``;
 ``can_load``: ``loadSession``).  ``resume_session`` (``session/resume``) makes
 no replay; ``load_session`` (``session/load``) makes the agent replay the
 history as ``session/update`` notifications before it answers.  While that
 load is pending (``replaying``) the history updates (messages, thoughts, tool
-calls, plans) are consumed, not surfaced as live output: the supervisor has
-the conversation stored already.  They are counted, and the answer is
-preceded by one ``HistoryReplayed``.  Either way ``session_id`` names the
-restored session once the agent has answered.
+calls, plans) are consumed, not surfaced as live output (the supervisor has
+the conversation stored): counted, and the answer is preceded by one
+``HistoryReplayed``.  Either way ``session_id`` names the restored session
+once the agent has answered.
 
 Steering (more user input into the running turn): the ACP steering extension
 that claude-agent-acp implements — ``initialize``'s answer carries a
@@ -76,6 +72,7 @@ from .events import (
 from .framing import DEFAULT_MAX_LINE_BYTES
 from .jsonrpc import (
     METHOD_NOT_FOUND,
+    NEED_DATA,
     REQUEST_CANCELLED,
     Dialect,
     ErrorResponse,
@@ -83,6 +80,7 @@ from .jsonrpc import (
     IncomingRequest,
     InvalidLine,
     LocalProtocolError,
+    NeedData,
     PeerClosed,
     RequestId,
     Response,
@@ -353,6 +351,14 @@ class AcpClient(CoreBase):
 
 
     # -- what the agent sends -----------------------------------------------
+
+    def next_event(self) -> ClientEvent | NeedData:
+        while not self._events:  # (its own loop: the base never calls up into it)
+            ev = self.rpc.next_event()
+            if isinstance(ev, NeedData):
+                return NEED_DATA
+            self._handle(ev)
+        return self._events.popleft()
 
     def _handle(self, ev: RpcEvent) -> None:
         match ev:

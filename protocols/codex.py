@@ -44,7 +44,7 @@ from .codex_approvals import (
     declined,
 )
 from .codex_subagents import ChildThreads
-from .core import CoreBase
+from .core import ClientEvent, CoreBase
 from .events import (
     AgentNotice,
     MessageChunk,
@@ -62,12 +62,14 @@ from .events import (
 from .framing import DEFAULT_MAX_LINE_BYTES
 from .jsonrpc import (
     METHOD_NOT_FOUND,
+    NEED_DATA,
     Dialect,
     ErrorResponse,
     IncomingNotification,
     IncomingRequest,
     InvalidLine,
     LocalProtocolError,
+    NeedData,
     PeerClosed,
     Response,
     RpcEvent,
@@ -314,6 +316,14 @@ class CodexClient(CoreBase):
 
 
     # -- what the agent sends -----------------------------------------------
+
+    def next_event(self) -> ClientEvent | NeedData:
+        while not self._events:  # (its own loop: the base never calls up into it)
+            ev = self.rpc.next_event()
+            if isinstance(ev, NeedData):
+                return NEED_DATA
+            self._handle(ev)
+        return self._events.popleft()
 
     def _handle(self, ev: RpcEvent) -> None:
         match ev:

@@ -1,10 +1,12 @@
 """What both client cores share: the JSON-RPC connection, the event queue and
 the bytes the core writes on its own.
 
-A core's ``_handle`` turns one ``RpcEvent`` into zero or more client events
-(appended to ``_events``) and may queue replies of its own (``_outgoing``:
-errors for calls it does not serve, answers owed at a turn's end); the
-transport drains them with ``next_event`` and ``data_to_send``.
+Each dialect's core (``AcpClient``, ``CodexClient``) reads its own messages in
+its ``next_event``: one ``RpcEvent`` at a time from ``rpc`` into zero or more
+client events (appended to ``_events``), with replies of its own queued in
+``_outgoing`` (errors for calls it does not serve, answers owed at a turn's
+end).  The transport drains them with ``next_event`` and ``data_to_send``.
+This base calls nothing of a dialect's: the dialect calls down into it.
 """
 
 from __future__ import annotations
@@ -15,14 +17,11 @@ from typing import TypeAlias
 from .events import AgentEvent
 from .framing import DEFAULT_MAX_LINE_BYTES
 from .jsonrpc import (
-    NEED_DATA,
     Dialect,
     ErrorResponse,
-    NeedData,
     PeerClosed,
     Response,
     RpcConnection,
-    RpcEvent,
 )
 from .turnstate import TurnMachine
 
@@ -49,13 +48,3 @@ class CoreBase:
         """Bytes from the agent; ``b""`` means its stdout closed."""
         self.rpc.receive_data(data)
 
-    def next_event(self) -> ClientEvent | NeedData:
-        while not self._events:
-            ev = self.rpc.next_event()
-            if isinstance(ev, NeedData):
-                return NEED_DATA
-            self._handle(ev)
-        return self._events.popleft()
-
-    def _handle(self, ev: RpcEvent) -> None:
-        raise NotImplementedError

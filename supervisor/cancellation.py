@@ -19,11 +19,14 @@ when that wait runs out.  Everything that decides an outcome reads this table
 (``_result``), from the operation's task and from the turn's close alike.
 
 Exactly one writer sends the cancel to the agent (``_write``/``_write_now``),
-exactly one function settles an operation (``_settle``: pending released,
-the queue told, every joined request answered), and the turn's close tells
-the operation waiting for it in the close's own step (``turn_closed``), so a
-prompt answer needs no task woken to settle it.  Authorization and which
-requests may join stay with the orchestrator.
+and exactly one function settles an operation (``Settler.settle``, in
+supervisor/cancel_op.py, below this module and the closer: pending released,
+the queue told, every joined request's answer handed back to publish).  The
+turn's close settles the operation waiting for it in the close's own step, by
+a call down, and publishes the answers with the close; so a prompt answer
+needs no task woken to settle it.  This task settles what the close did not
+(no turn, a failure, a timeout).  Authorization and which requests may join
+stay with the orchestrator.
 """
 
 from __future__ import annotations

@@ -252,7 +252,8 @@ class Executions:
                 ex.status = ExecutionStatus.READY if ex.turn is None else ExecutionStatus.RUNNING
                 ex.idle_since = trio.current_time()
                 self.agents.executions[session_id] = ex
-                self.agents.protocols[session_id] = adapter.wire_protocol
+                self.agents.status.up(session_id, adapter.wire_protocol,
+                                      adapter.connection.closed)
                 nursery.start_soon(self._stop_when_idle, ex)
                 if ex.turn is not None:
                     nursery.start_soon(self.watchdog.watch, ex, ex.turn)  # a turn taken over
@@ -283,6 +284,7 @@ class Executions:
                 ex.status = ExecutionStatus.STOPPED
                 if self.agents.executions.get(session_id) is ex:
                     del self.agents.executions[session_id]
+                self.agents.status.down(session_id, ex.adapter.connection.closed)
         return ex
 
     # -- a running turn taken over after a restart --------------------------------

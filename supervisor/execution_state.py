@@ -25,10 +25,11 @@ from protocols.events import (
     ToolCallUpdated,
 )
 
+from .agent_status import AgentStatus
 from .cancel_op import CancelOperation
 from .config import Config
 from .executors import LaunchedAgent
-from .models import AgentSessionRef, Message, Session, StopReason
+from .models import AgentSessionRef, Message, StopReason
 from .profiles import AgentProfile
 from .store import Store
 from .transcript import Transcript, TurnText
@@ -170,16 +171,14 @@ class Execution:
 class Agents:
     """Every session's execution in this backend, and what follows from it."""
 
-    def __init__(self, config: Config) -> None:
-        self._profiles = config.profiles
+    def __init__(self, config: Config, status: AgentStatus | None = None) -> None:
+        #: What the session DTOs say of each agent (kept up to date by the executions).
+        self.status = status or AgentStatus(config.profiles)
         self.executions: dict[str, Execution] = {}
         #: Sessions whose agent is being started (prompts wait for it).
         self.starting: dict[str, trio.Event] = {}
         #: Sessions whose running turn is being taken over (``take_over``).
         self.taking_over: dict[str, trio.Event] = {}
-        #: What each session's agent last negotiated in this backend (kept
-        #: after the agent stops: the next one speaks what its profile allows).
-        self.protocols: dict[str, str] = {}
 
     def running(self, session_id: str) -> Execution | None:
         """The session's execution, unless there is none or it has stopped."""
@@ -192,24 +191,7 @@ class Agents:
         return None if ex is None else ex.adapter
 
     def agent_live(self, session_id: str) -> bool:
-        """Whether the session's agent process is running (the session DTO's
-        ``agent_live``): false before its first start and once it stopped."""
-        ex = self.running(session_id)
-        return ex is not None and not ex.adapter.connection.closed.is_set()
-
-    def agent_protocol(self, session: Session) -> str | None:
-        """``acp/1`` / ``acp/2`` / ``codex``: what the session's agent
-        negotiated, else what its profile implies (None for an ACP profile
-        with ``acp_version = "auto"`` whose agent has not started here)."""
-        known = self.protocols.get(session.id)
-        if known is not None:
-            return known
-        profile = self._profiles.get(session.agent)
-        if profile is None:
-            return None
-        if profile.protocol == "codex":
-            return "codex"
-        return None if profile.acp_version == "auto" else f"acp/{profile.acp_version}"
+        return self.status.agent_live(session_id)
 
     def turn_running(self, session_id: str) -> bool:
         """Whether a turn is running (or being opened, or taken over after a

@@ -9,14 +9,15 @@ the answers of the cancels it settled) reaches each connection as one batch.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
+from .agent_status import AgentStatus
 from .bus import EventBus, Note, Reply
 from .models import Message, QueueState, Session, Task, TextAppend
 from .projection import CancellationProjection, Progress
 from .subagents import Subagents
 
-__all__ = ["AgentStatus", "NoAgents", "Notifier", "workspace_channel"]
+__all__ = ["Notifier", "workspace_channel"]
 
 
 def workspace_channel(workspace_id: str) -> str:
@@ -25,30 +26,13 @@ def workspace_channel(workspace_id: str) -> str:
     return f"workspace:{workspace_id}"
 
 
-class AgentStatus(Protocol):
-    """What a session's DTO says of its agent (``supervisor.execution_state.Agents``)."""
-
-    def agent_live(self, session_id: str) -> bool: ...
-    def agent_protocol(self, session: Session) -> str | None: ...
-
-
-class NoAgents:
-    """No agent runs (a store without a lifecycle: tools, tests of the store)."""
-
-    def agent_live(self, session_id: str) -> bool:
-        return False
-
-    def agent_protocol(self, session: Session) -> str | None:
-        return None
-
-
 class Notifier:
     def __init__(self, bus: EventBus, agents: AgentStatus | None = None,
                  subagents: Subagents | None = None) -> None:
         self.bus = bus
         self.projection = CancellationProjection()
         #: Whether a session's agent process runs, and the dialect it speaks.
-        self._agents: AgentStatus = agents or NoAgents()
+        self._agents = agents or AgentStatus()
         #: Each session's child sessions (DESIGN.md §13).
         self._subagents = subagents or Subagents()
         #: DESIGN.md §15, what needs the person: each session's workspace and
@@ -69,7 +53,7 @@ class Notifier:
         return self._agents.agent_live(session_id)
 
     def agent_protocol(self, session: Session) -> str | None:
-        return self._agents.agent_protocol(session)
+        return self._agents.agent_protocol(session.agent, session.id)
 
     def _learn(self, session: Session) -> bool:
         """Remember where the session is and what it is called; True if its

@@ -128,7 +128,7 @@ async def open_supervisor(
     bus = EventBus(queue_size=config.limits.ws_send_queue)
     agents = Agents(config)
     subagents = Subagents()
-    notify = Notifier(bus, agents, subagents)
+    notify = Notifier(bus, agents.status, subagents)
     store = store_class(db, notify)
     try:
         # Turns an agent that outlives us still runs (agentctl at a configured

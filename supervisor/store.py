@@ -27,8 +27,6 @@ from __future__ import annotations
 import functools
 import logging
 import sqlite3
-import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +37,8 @@ import trio
 from protocols.process import process_identity
 
 from .close_group import CloseGroup
-from .db import Checkpointer, ClosedRow, Db, StoreUnavailable, TurnClose
+from .db import Checkpointer, Db, TurnClose
+from .db.runner import Runner
 from .models import (
     AgentSessionRef,
     Message,
@@ -80,16 +79,6 @@ class ClosedTurn:
     queue: QueueState | None = None
 
 
-class _NotInline(Exception):
-    """``call_now`` cannot run here: a worker thread waits for the connection instead."""
-
-
-def _locked(exc: sqlite3.OperationalError) -> bool:
-    """Another connection holds the lock (a backup, a sqlite3 shell)."""
-    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF  # the primary code of an extended one
-    return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-
-
 class Store:
     def __init__(self, db: Db, notify: Notifier | None = None) -> None:
         self.db = db
@@ -99,13 +88,13 @@ class Store:
         self._wait_s = db.busy_timeout_s
         db.fail_fast()
         self._notify = notify
-        self._limiter = trio.CapacityLimiter(1)
-        # Guards the connection against a thread abandoned by a cancelled call.
-        self._lock = threading.Lock()
-        self._checkpoint_due = trio.Event()
-        self._checkpointed_at = 0
-        #: Turn closes, committed together when they come in a burst.
-        self.closes = CloseGroup(self._close_turns, wait_s=self._wait_s)
+        #: Who runs a call on the connection, on this thread or a worker's.
+        self.runner = Runner(db, CHECKPOINT_EVERY)
+        #: Turn closes, committed together when they come in a burst (no
+        #: checkpoint after the commit: the close's publication follows in the
+        #: same step).
+        self.closes = CloseGroup(
+            functools.partial(self.runner.commit, db.close_turns), wait_s=self._wait_s)
 
     @classmethod
     def open(cls, path: Path | str, notify: Notifier | None = None, *,
@@ -119,78 +108,12 @@ class Store:
         return self._notify
 
     async def call(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        return await self._in_thread(functools.partial(fn, *args, **kwargs), self._limiter)
-
-    async def _in_thread(self, bound: Callable[[], R], limiter: trio.CapacityLimiter) -> R:
-        """``bound`` on a worker thread, retrying while another connection holds
-        the lock (up to ``_wait_s``); ``limiter``: the connection's, or a free one
-        when the caller holds the connection's already."""
-        def run() -> R:
-            deadline = time.monotonic() + self._wait_s
-            pause = 0.001
-            while True:
-                with self._lock:
-                    try:
-                        return bound()
-                    except sqlite3.OperationalError as exc:
-                        # (Rolled back: BEGIN IMMEDIATE takes the lock first.)
-                        if not _locked(exc) or time.monotonic() >= deadline:
-                            raise
-                time.sleep(pause)
-                pause = min(pause * 2, 0.1)
-
-        try:
-            return await trio.to_thread.run_sync(run, limiter=limiter)
-        except sqlite3.OperationalError as exc:
-            raise StoreUnavailable(str(exc)) from exc
-        finally:
-            self._count_commits()
+        """``fn`` on a worker thread (the connection's runner)."""
+        return await self.runner.call(functools.partial(fn, *args, **kwargs))
 
     async def call_now(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        """``call``, run on the Trio thread when the connection is free — at once,
-        or after the calls queued before it (in their order): a write that found
-        the connection busy must not go to a thread, or every write behind it
-        would find it busy too and a stream of writes would stay on threads."""
-        return await self._now(functools.partial(fn, *args, **kwargs), yield_after=True)
-
-    async def _now(self, bound: Callable[[], R], *, yield_after: bool) -> R:
-        """``call_now``; ``yield_after=False``: no checkpoint after a call run
-        inline (the caller goes on in the same step, and yields later)."""
-        if self._limiter.borrowed_tokens == 0:
-            try:
-                result = self._inline(bound)
-            except _NotInline:
-                return await self._in_thread(bound, self._limiter)
-            if yield_after:
-                # A checkpoint that cannot lose the result to a cancellation.
-                await trio.lowlevel.cancel_shielded_checkpoint()
-            return result
-        async with self._limiter:
-            try:
-                return self._inline(bound)
-            except _NotInline:
-                # This call holds the connection's limiter already.
-                return await self._in_thread(bound, trio.CapacityLimiter(1))
-
-    def _inline(self, bound: Callable[[], R]) -> R:
-        """Run ``bound`` on this thread; ``_NotInline`` if the connection is in
-        use by a thread or locked by another connection (then rolled back)."""
-        if not self._lock.acquire(blocking=False):
-            raise _NotInline
-        try:
-            result = bound()
-        except sqlite3.OperationalError as exc:
-            if not _locked(exc):
-                raise StoreUnavailable(str(exc)) from exc
-            raise _NotInline from exc
-        finally:
-            self._lock.release()
-        self._count_commits()
-        return result
-
-    def _count_commits(self) -> None:
-        if self.db.commits - self._checkpointed_at >= CHECKPOINT_EVERY:
-            self._checkpoint_due.set()
+        """``fn`` on the Trio thread when the connection is free (``Runner.now``)."""
+        return await self.runner.now(functools.partial(fn, *args, **kwargs))
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Checkpoint the WAL every ``CHECKPOINT_EVERY`` commits, off the writers' path."""
@@ -199,9 +122,7 @@ class Store:
             await self.call(self.db.hand_over_checkpoints)
             task_status.started()
             while True:
-                await self._checkpoint_due.wait()
-                self._checkpoint_due = trio.Event()
-                self._checkpointed_at = self.db.commits
+                await self.runner.checkpoint_due()
                 try:
                     await trio.to_thread.run_sync(checkpointer.checkpoint)
                 except sqlite3.OperationalError as exc:
@@ -210,8 +131,7 @@ class Store:
             checkpointer.close()
 
     def close(self) -> None:
-        with self._lock:
-            self.db.close()
+        self.runner.close()
 
     # -- reads ----------------------------------------------------------------
 
@@ -335,11 +255,6 @@ class Store:
         if queue is not None:
             self.notify.queue_changed(queue)
         return turn, msg
-
-    async def _close_turns(self, closes: Sequence[TurnClose]) -> list[ClosedRow]:
-        # No checkpoint after the commit: its notifications follow in the same step.
-        return await self._now(functools.partial(self.db.close_turns, closes),
-                               yield_after=False)
 
     async def close_turn(self, turn_id: str, *, state: TurnState, stop_reason: StopReason,
                          status: tuple[str, dict[str, Any]] | None = None,

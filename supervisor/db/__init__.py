@@ -1,7 +1,7 @@
 """The SQLite database: workspaces, tasks, task sessions, turns, messages, agent groups.
 
 ``Db`` is plain synchronous SQL on one connection (tested directly; callers
-serialize: ``supervisor.store.Store`` runs it on a worker thread).  WAL journal,
+serialize: ``runner.Runner`` runs each call on a worker thread or inline).  WAL journal,
 ``synchronous=NORMAL``: a committed message survives a crash of the backend
 (SIGKILL), which is the promise; a power cut may lose the last transaction.
 
@@ -13,7 +13,8 @@ successor turn.
 
 Modules, one job each: ``values`` (errors, ids, timestamps, a turn's close),
 ``schema`` (the migrations), ``connection`` (the connection, its settings, the
-transaction), and the rows: ``tasks``, ``sessions``, ``turns``, ``messages``,
+transaction), ``runner`` (who runs a call: a worker thread or this one), and
+the rows: ``tasks``, ``sessions``, ``turns``, ``messages``,
 ``queues``, ``groups``.  ``Db`` is all of them on one connection.
 """
 

@@ -4,6 +4,7 @@ wait for anyone; each keeps its own outcome and notifications."""
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 from collections.abc import Sequence
@@ -162,7 +163,7 @@ async def test_a_follower_whose_group_failed_otherwise_closes_alone(
     rig = Rig(tmp_path, 3)
     out: dict[int, object] = {}
     await rig.close(0, out)
-    real = rig.store._close_turns
+    real = functools.partial(rig.store.runner.commit, rig.store.db.close_turns)
 
     async def no_groups(closes: Sequence[TurnClose]) -> list[ClosedRow]:
         if len(closes) > 1:

@@ -41,12 +41,12 @@ async def test_a_busy_connection_sends_it_to_the_worker(tmp_path: Path) -> None:
     def write() -> None:
         ran_on.append(threading.current_thread())
 
-    store._lock.acquire()  # another call's thread holds the connection
+    store.runner._lock.acquire()  # another call's thread holds the connection
     async with trio.open_nursery() as nursery:
         nursery.start_soon(store.call_now, write)
         await trio.sleep(0.05)
         assert ran_on == []  # waiting in a worker thread, not blocking this one
-        store._lock.release()
+        store.runner._lock.release()
     assert ran_on and ran_on[0] is not threading.current_thread()
     store.close()
 

@@ -137,7 +137,7 @@ async def test_a_turns_own_flush_waits_for_the_batch_and_follows_it(
         await rig.say(0, "one ")
         await trio.sleep(PERIOD_S * 2)
         drain(rig.sub)
-        async with rig.store._limiter:  # the connection is busy elsewhere
+        async with rig.store.runner._limiter:  # the connection is busy elsewhere
             await rig.say(0, "two ")
             await trio.sleep(PERIOD_S * 2)
             assert turn.writing is not None  # the batch took it and waits

@@ -1,0 +1,56 @@
+"""What a session's DTO says of its agent (``agent_live``, ``agent_protocol``).
+
+Written by the executions (an agent registered when it is up, forgotten when
+its execution ends) and read by the notifier for every DTO it builds: a fact
+kept below both, so that building a DTO calls nothing above it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import trio
+
+from .profiles import AgentProfile
+
+__all__ = ["AgentStatus"]
+
+
+class AgentStatus:
+    def __init__(self, profiles: Mapping[str, AgentProfile] | None = None) -> None:
+        self._profiles: Mapping[str, AgentProfile] = profiles or {}
+        #: Each running agent's connection's end (set once its output closed).
+        self._closed: dict[str, trio.Event] = {}
+        #: What each session's agent last negotiated in this backend (kept
+        #: after the agent stops: the next one speaks what its profile allows).
+        self.protocols: dict[str, str] = {}
+
+    def up(self, session_id: str, protocol: str, closed: trio.Event) -> None:
+        """The session's agent runs, speaking ``protocol``, until ``closed``."""
+        self._closed[session_id] = closed
+        self.protocols[session_id] = protocol
+
+    def down(self, session_id: str, closed: trio.Event) -> None:
+        """That agent's execution ended (a newer one's registration stays)."""
+        if self._closed.get(session_id) is closed:
+            del self._closed[session_id]
+
+    def agent_live(self, session_id: str) -> bool:
+        """Whether the session's agent process is running: false before its
+        first start and once it stopped."""
+        closed = self._closed.get(session_id)
+        return closed is not None and not closed.is_set()
+
+    def agent_protocol(self, profile_name: str, session_id: str) -> str | None:
+        """``acp/1`` / ``acp/2`` / ``codex``: what the session's agent
+        negotiated, else what its profile implies (None for an ACP profile
+        with ``acp_version = "auto"`` whose agent has not started here)."""
+        known = self.protocols.get(session_id)
+        if known is not None:
+            return known
+        profile = self._profiles.get(profile_name)
+        if profile is None:
+            return None
+        if profile.protocol == "codex":
+            return "codex"
+        return None if profile.acp_version == "auto" else f"acp/{profile.acp_version}"
