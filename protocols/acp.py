@@ -21,16 +21,16 @@ request gets the answer the spec requires (error -32800) and the supervisor a
 ``cancel_request(rid)``, and its late answer is reported, never taken live.
 
 ``user_message_chunk`` outside a replay is the agent repeating the prompt
-(``UserEcho``), not agent text.  Restoring a conversation in a new agent process: ``initialize``'s answer says
-what the agent can do (``can_resume``: ``sessionCapabilities.resume``;
-``can_load``: ``loadSession``).  ``resume_session`` (``session/resume``) makes
-no replay; ``load_session`` (``session/load``) makes the agent replay the
-history as ``session/update`` notifications before it answers.  While that
-load is pending (``replaying``) the history updates (messages, thoughts, tool
-calls, plans) are consumed, not surfaced as live output (the supervisor has
-the conversation stored): counted, and the answer is preceded by one
-``HistoryReplayed``.  Either way ``session_id`` names the restored session
-once the agent has answered.
+(``UserEcho``), not agent text. Restoring a conversation in a new agent
+process: ``initialize``'s answer says what the agent can do (``can_resume``:
+``sessionCapabilities.resume``; ``can_load``: ``loadSession``).
+``resume_session`` (``session/resume``) makes no replay; ``load_session``
+(``session/load``) makes the agent replay the history as ``session/update``
+notifications before it answers. While that load is pending (``replaying``)
+the history updates (messages, thoughts, tool calls, plans) are consumed, not
+surfaced as live output (the supervisor has the conversation stored): counted,
+and the answer is preceded by one ``HistoryReplayed``. Either way
+``session_id`` names the restored session once the agent has answered.
 
 Steering (more user input into the running turn): the ACP steering extension
 that claude-agent-acp implements — ``initialize``'s answer carries a
