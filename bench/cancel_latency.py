@@ -97,7 +97,10 @@ async def run_peer(params: Params) -> dict[str, Any]:
 #: The dialects measured by default: ACP v1, Codex, ACP v2 (the mock in each).
 DEFAULT_AGENTS = ("mock", "mock-codex", "mock-acp2")
 #: The fan-out phase opens 1,000 WebSockets, all from this one address.
-BENCH_LIMITS = "[limits]\nmax_connections_per_peer = 100000\n"
+#: The bench's server: connections unbounded per peer, the cancel path's
+#: tracing hook on (the stage marks, GET /api/v1/debug/cancel-stages).
+BENCH_LIMITS = ("[limits]\nmax_connections_per_peer = 100000\n"
+                "[server]\ntrace_cancels = true\n")
 
 
 async def bench_main(params: Params, agents: list[str], phases: set[str],

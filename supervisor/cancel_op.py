@@ -12,7 +12,6 @@ the request's id), not callbacks: nothing on the settle calls up.
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +21,7 @@ from .bus import Note, Reply, Subscriber
 from .errors import SupervisorError
 from .notify import Notifier
 from .queue_gate import QueueGate
+from .tracing import CancelTrace
 from .turn_outcome import CancelOutcome, CancelResult, StopRequest, wire_outcome
 
 __all__ = ["CancelOperation", "Settled", "Settler", "answer_of"]
@@ -49,9 +49,8 @@ class CancelOperation:
     #: id), with no task of their own waiting: a storm of duplicates is then
     #: answers queued in one loop, not a task woken per duplicate.
     replies: list[tuple[Subscriber, str]] = field(default_factory=list)
-    #: trio.current_time() at each stage, for the latency breakdown:
-    #: received, admitted, adapter_sent, agent_answered, reconciled, published.
-    marks: dict[str, float] = field(default_factory=dict)
+    #: What the cancel did, as its task or its turn's close found it.
+    result: CancelResult | None = None
     #: Whether it raised the session's pending flag (released when it settles).
     pending: bool = False
 
@@ -63,14 +62,11 @@ class CancelOperation:
         return self.outcome
 
     def record(self, result: CancelResult) -> None:
-        """What the cancel did (its answer's fields, its stage marks)."""
+        """What the cancel did (its answer's fields)."""
+        self.result = result
         self.outcome = result.outcome
         self.acted_on = result.turn_id
         self.record_error = result.record_error
-        if result.sent_at is not None:
-            self.marks["adapter_sent"] = result.sent_at
-        if result.answered_at is not None:
-            self.marks["agent_answered"] = result.answered_at
 
     def fail(self, error: SupervisorError) -> None:
         if not self.done.is_set():  # (settled by its turn's close: that result stands)
@@ -108,30 +104,25 @@ class Settled:
 class Settler:
     """The operations in flight, one per session, and the one settle."""
 
-    def __init__(self, notifier: Notifier, gate: QueueGate) -> None:
+    def __init__(self, notifier: Notifier, gate: QueueGate,
+                 trace: CancelTrace | None = None) -> None:
         self.notify = notifier
         self.projection = notifier.projection
         self.gate = gate
+        #: The tracing hook (None: off, as in the product by default).
+        self.trace = trace
         self.operations: dict[str, CancelOperation] = {}
-        #: Diagnostics for the benchmarks and the debug endpoint: operations
-        #: begun, the settled ones (newest last, bounded), and how many of them
-        #: their turn's close settled (no task woken to settle them).
-        self.started = 0
-        self.settled: deque[CancelOperation] = deque(maxlen=256)
-        self.settled_by_close = 0
 
-    def begun(self, op: CancelOperation) -> None:
+    def begun(self, op: CancelOperation, received: float) -> None:
         self.operations[op.session_id] = op
-        self.started += 1
+        if self.trace is not None:
+            self.trace.begun(op, received)
 
     def settle(self, op: CancelOperation, *, by_close: bool = False) -> Settled:
         """Release pending, tell the queue, mark it done: once (a second settle
         publishes nothing)."""
         if op.done.is_set():
             return Settled([], [])
-        self.settled.append(op)
-        self.settled_by_close += by_close
-        op.marks["reconciled"] = trio.current_time()
         if self.operations.get(op.session_id) is op:
             del self.operations[op.session_id]
         self.gate.cancel_settled(op.session_id)
@@ -140,7 +131,8 @@ class Settler:
             moved = self.projection.release(op.session_id)
             if moved is not None:
                 notes = self.notify.cancellation_notes(op.session_id, moved)
-        op.marks["published"] = trio.current_time()
+        if self.trace is not None:
+            self.trace.ended(op, by_close=by_close)
         op.done.set()
         kind, payload = answer_of(op)
         replies: list[Reply] = [(mailbox, request_id, kind, "agent.cancel", payload)

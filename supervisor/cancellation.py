@@ -117,9 +117,7 @@ class Cancellations:
         assert session_id not in self.operations, "one operation per session"
         op = CancelOperation(session_id=session_id, workspace_id=owner[0], task_id=owner[1],
                              request=request, turn_id=turn_id)
-        op.marks["received"] = received
-        self.settler.begun(op)
-        op.marks["admitted"] = trio.current_time()
+        self.settler.begun(op, received)
         try:
             # The agent first: its cancel is on its stdin before pending=true is
             # written to anyone (a fan-out to 1,000 subscribers does not delay it).

@@ -252,6 +252,9 @@ class Config:
     #: ``[server] tools_path``: the directories searched, instead of ``PATH``, for
     #: the programs the backend runs (git, bwrap, ...; protocols/tools.py).
     tools_path: tuple[str, ...] | None = None
+    #: ``[server] trace_cancels``: the cancel path's tracing hook on (stage marks,
+    #: settled operations: the benchmarks' and GET /api/v1/debug/cancel-stages).
+    trace_cancels: bool = False
 
     def __post_init__(self) -> None:
         # Every Config, however built (a test's, a replace()), keeps configured
@@ -343,6 +346,7 @@ class Config:
             "profiles": profiles, "workspace_tokens": tokens,
             "allowed_hosts": _allowed_hosts(raw.get("server", {})),
             "tools_path": _tools_path(raw.get("server", {})),
+            "trace_cancels": _flag(raw.get("server", {}), "trace_cancels"),
         }
         if overrides.get("projects") is None:
             values["projects"] = _projects(raw.get("projects", {}), data_dir, project_roots)
@@ -371,13 +375,20 @@ def _section(kind: type[_T], raw: Any, name: str) -> _T:
 def _allowed_hosts(raw: Any) -> tuple[str, ...]:
     if not isinstance(raw, Mapping):
         raise ConfigError("[server] must be a table")
-    unknown = set(raw) - {"allowed_hosts", "tools_path"}
+    unknown = set(raw) - {"allowed_hosts", "tools_path", "trace_cancels"}
     if unknown:
         raise ConfigError(f"[server]: unknown key(s) {', '.join(sorted(unknown))}")
     hosts = raw.get("allowed_hosts", [])
     if not isinstance(hosts, list) or not all(isinstance(h, str) and h.strip() for h in hosts):
         raise ConfigError("[server] allowed_hosts must be a list of host names")
     return tuple(h.strip() for h in hosts)
+
+
+def _flag(raw: Mapping[str, Any], key: str) -> bool:
+    value = raw.get(key, False)
+    if not isinstance(value, bool):
+        raise ConfigError(f"[server] {key} must be true or false")
+    return value
 
 
 def _tools_path(raw: Mapping[str, Any]) -> tuple[str, ...] | None:

@@ -21,7 +21,6 @@ Idle cancel (no running turn) is a harmless success without a status message.
 from __future__ import annotations
 
 import logging
-from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +38,7 @@ from .queue import Delivery, TurnQueue
 from .sandboxing import project_identity
 from .session_files import create_session
 from .store import Store
+from .tracing import CancelTrace
 
 __all__ = ["Caller", "CancelOperation", "Orchestrator"]
 
@@ -71,18 +71,26 @@ class Orchestrator:
         self._owners: dict[str, tuple[str, str]] = {}
 
     @property
-    def settled(self) -> deque[CancelOperation]:
-        """Settled operations, newest last (bounded): diagnostics for benchmarks and tests."""
-        return self.cancellations.settler.settled
+    def trace(self) -> CancelTrace:
+        """The cancel path's tracing hook (``[server] trace_cancels``)."""
+        trace = self.cancellations.settler.trace
+        if trace is None:
+            raise RuntimeError("cancel tracing is off: [server] trace_cancels = true")
+        return trace
+
+    @property
+    def settled(self) -> list[CancelOperation]:
+        """Settled operations, newest last (bounded; the tracing hook's)."""
+        return [t.op for t in self.trace.settled]
 
     @property
     def operations_started(self) -> int:
-        return self.cancellations.settler.started
+        return self.trace.started
 
     @property
     def settled_by_close(self) -> int:
         """Operations settled by their turn's close itself (no task woken to settle them)."""
-        return self.cancellations.settler.settled_by_close
+        return self.trace.settled_by_close
 
     # -- authorization --------------------------------------------------------
 

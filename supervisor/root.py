@@ -54,6 +54,7 @@ from .sandboxing import check_sandbox
 from .session_files import session_deleted
 from .store import Store
 from .subagents import SubagentControl, Subagents
+from .tracing import CancelTrace
 from .turn_checkpoints import TurnCheckpoints
 from .turn_close import TurnCloser
 from .worktrees import check_git_fence
@@ -146,7 +147,7 @@ async def open_supervisor(
         gate = QueueGate()
         checkpoints = (TurnCheckpoints(config, store, notify, agents.turn_running)
                        if config.projects.checkpoints else None)
-        settler = Settler(notify, gate)
+        settler = Settler(notify, gate, CancelTrace() if config.trace_cancels else None)
         closer = TurnCloser(t, store, notify, gate, settler, retries, checkpoints)
         cancellations = Cancellations(t, store, notify, agents, closer, gate, settler, retries,
                                       subagents)

@@ -31,8 +31,9 @@ from werkzeug.exceptions import HTTPException, NotFound
 
 from supervisor.db import StoreError
 from supervisor.errors import SupervisorError
-from supervisor.orchestrator import Caller, CancelOperation
+from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor
+from supervisor.tracing import Traced
 
 from .actions import (
     agent_cancel,
@@ -106,16 +107,17 @@ def _json(data: Any, status: int = 200) -> Response:
     return Response(json.dumps(data), status=status, content_type="application/json")
 
 
-def cancel_stages(op: CancelOperation, clock_offset_s: float) -> dict[str, Any]:
+def cancel_stages(traced: Traced, clock_offset_s: float) -> dict[str, Any]:
     """One settled cancel operation for the diagnostics endpoint: its marks as
     milliseconds after ``received``, and ``received`` itself on the host's
     monotonic clock (``clock_offset_s``: that clock minus Trio's), which a
     client on this machine reads too: its own send and receive times then
     bound the time outside the server on either side."""
-    start = op.marks.get("received", 0.0)
+    op, marks = traced.op, traced.marks
+    start = marks.get("received", 0.0)
     return {
         "received_s": round(start + clock_offset_s, 6),
-        "marks_ms": {name: round((t - start) * 1000, 3) for name, t in op.marks.items()},
+        "marks_ms": {name: round((t - start) * 1000, 3) for name, t in marks.items()},
         "joined": op.joined,
         "outcome": op.outcome.value if op.outcome is not None else None,
         "error": op.error.code if op.error is not None else None,
@@ -351,7 +353,11 @@ def create_app(sup: Supervisor, tokens: Tokens, *, bound_host: str = "127.0.0.1"
             limit = min(max(int(request.args.get("limit", "50")), 1), 256)
         except ValueError:
             raise BadInput("VALIDATION_ERROR", "limit must be an integer") from None
-        ops = [op for op in sup.orchestrator.settled if op.session_id == session_id]
+        trace = sup.orchestrator.cancellations.settler.trace
+        if trace is None:
+            raise BadInput("CONFLICT", "cancel tracing is off: set [server] trace_cancels = "
+                           "true in turnvisor.toml to record stage marks")
+        ops = [t for t in trace.settled if t.op.session_id == session_id]
         # Trio's clock is the monotonic clock plus a per-process offset; on Linux
         # time.perf_counter reads that monotonic clock (CLOCK_MONOTONIC).
         offset = time.perf_counter() - trio.current_time()

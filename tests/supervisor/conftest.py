@@ -51,7 +51,8 @@ def make_supervisor(tmp_path: Path) -> SupervisorFactory:
         # git snapshot before each prompt would leap the clock (a cancel during it
         # withholds the prompt: tests/supervisor/test_continuity_timing.py).
         config = Config.from_mapping(data, {"timeouts": timeouts, "agents": agents or {},
-                                            "projects": {"checkpoints": checkpoints}})
+                                            "projects": {"checkpoints": checkpoints},
+                                            "server": {"trace_cancels": True}})
         db = None
         if inline:
             data.mkdir(parents=True, exist_ok=True)

@@ -75,8 +75,8 @@ async def test_a_cancel_while_the_turn_is_opened_never_sends_the_prompt(
         msgs = await sup.orchestrator.list_messages(caller, sid)
         assert [m.content for m in msgs if m.kind == "status"] == [CANCELLED_STATUS]
         assert [m.content for m in msgs if m.role == "user"] == ["/delay 5000"]
-        op = sup.orchestrator.settled[-1]
-        assert "adapter_sent" not in op.marks and "agent_answered" not in op.marks
+        marks = sup.orchestrator.trace.settled[-1].marks
+        assert "adapter_sent" not in marks and "agent_answered" not in marks
         frames = _drain(sub)
         # Truthful progress: no "sent" phase (nothing went to the agent), and no
         # acknowledgement by an agent that never saw the turn.

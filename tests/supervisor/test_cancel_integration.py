@@ -282,13 +282,14 @@ async def test_the_cancel_is_on_the_agents_stdin_at_admission(
             op = sup.orchestrator.admit_known(caller, sid)
             assert op is not None
             assert turn.cancel_sent_at is not None  # on the pipe, in this step
-            assert op.marks["admitted"] <= turn.cancel_sent_at
         with trio.fail_after(5):
             assert await op.wait() is CancelOutcome.ACKNOWLEDGED
         # Settled from the turn's close: its frames are out when the answer is.
         frames = _drain(sub)  # no checkpoint since the answer
         assert any("session.turn.completed" in f for f in frames)
-        assert op.marks["adapter_sent"] == turn.cancel_sent_at
+        marks = sup.orchestrator.trace.settled[-1].marks
+        assert marks["admitted"] <= turn.cancel_sent_at
+        assert marks["adapter_sent"] == turn.cancel_sent_at
         assert [m.content for m in await _statuses(sup, caller, sid)] == [CANCELLED_STATUS]
         frames += _drain(sub)
         order = [("pending=true" if '"cancellation_pending":true' in f else "pending=false")

@@ -42,11 +42,13 @@ class Server:
 async def running_server(data_dir: Path, *, timeouts: dict[str, float] | None = None,
                          workspaces: dict[str, str] | None = None,
                          start_timeout: float = 30, checkpoints: bool = False,
-                         **config: Any) -> AsyncIterator[Server]:
+                         trace_cancels: bool = True, **config: Any) -> AsyncIterator[Server]:
     """``timeouts``: the config's ``[timeouts]``; ``workspaces``: name → token;
     ``config``: other ``Config`` fields.  Without ``projects`` there, turn checkpoints
-    are off unless ``checkpoints`` (tests/support/serverproc.py ``NO_CHECKPOINTS`` says why)."""
-    raw: dict[str, Any] = {"timeouts": timeouts or {}}
+    are off unless ``checkpoints`` (tests/support/serverproc.py ``NO_CHECKPOINTS`` says why).
+    ``trace_cancels``: the cancel path's tracing hook, on for tests (they read its counters)."""
+    raw: dict[str, Any] = {"timeouts": timeouts or {},
+                           "server": {"trace_cancels": trace_cancels}}
     if "projects" not in config and not checkpoints:
         raw["projects"] = {"checkpoints": False}
     if workspaces:

@@ -651,7 +651,7 @@ async def measure(data_dir: Path, dialect: str, *, runs: int = 1,
     process (each a new turn); a walk whose end was not seen at its write
     (``stopped_at_write``) is measured again, up to ``attempts`` times per run."""
     walks: list[Walk] = []
-    async with running_server(data_dir) as srv, _client(srv) as client:
+    async with running_server(data_dir, trace_cancels=False) as srv, _client(srv) as client:
         task = await client.call("task.create", {"title": "cancel walk"})
         before = _mock_agents()
         session = await client.call("session.launch", {"task_id": task["id"],
