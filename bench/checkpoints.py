@@ -1,6 +1,6 @@
 """Phase ``checkpoints``: what turn checkpoints cost on a project of 10,000 files.
 
-A process of its own, no server (the engine alone, ``supervisor.checkpoints``)::
+A process of its own, no server (the engine alone, ``supervisor.workspace.checkpoints``)::
 
     python -m bench.checkpoints [--files 10000] [--reps 5] [--json PATH]
 
@@ -31,7 +31,7 @@ from typing import Any
 
 import trio
 
-from supervisor.checkpoints import ShadowRepo
+from supervisor.workspace.checkpoints import ShadowRepo
 
 from .stats import summary
 

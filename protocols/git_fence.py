@@ -3,7 +3,7 @@
 An agent writes its project, ``.git`` included: config (with conditional
 includes that only apply once HEAD is a new branch, or in a linked worktree's
 git dir), hooks, attributes, symlinks inside ``.git``.  Turnvisor's ``-c``
-overrides and driver neutralisation (``supervisor.checkpoints.gitrun``) name
+overrides and driver neutralisation (``supervisor.workspace.checkpoints.gitrun``) name
 every program they know of, but ``git worktree add`` reads config the
 overrides never listed (``[includeIf "onbranch:turnvisor/**"]`` defines a
 smudge filter for the new branch only), and git follows symlinks planted in

@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from .errors import InvalidRequest, NotFound
-from .lifecycle import LifecycleManager
 from .models import Session, SessionState, Task
 from .orchestrator import Caller, Orchestrator
-from .store import Store
+from .session.lifecycle import LifecycleManager
+from .storage.store import Store
 
 __all__ = ["Catalog"]
 

@@ -87,7 +87,7 @@ class Timeouts:
     #: crash is reported with its status, not as "closed its output").
     exit_status_s: float = 0.2
     #: Streamed text is written (and its messages announced) at most this often,
-    #: every session's together (supervisor/text_writer.py): a fast agent's chunks
+    #: every session's together (supervisor/turn/text_writer.py): a fast agent's chunks
     #: are coalesced, and many streaming sessions cost one transaction and one
     #: write per connection per period instead of one per chunk.
     stream_flush_s: float = 0.05

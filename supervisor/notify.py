@@ -70,8 +70,12 @@ class Notifier:
         return "approval" if self._asking.get(session_id) else self._stored.get(session_id)
 
     def session_dto(self, session: Session) -> dict[str, Any]:
-        progress = self.projection.get(session.id)
+        """The session's DTO (learning where it is and what it is called)."""
         self._learn(session)
+        return self._dto(session)
+
+    def _dto(self, session: Session) -> dict[str, Any]:
+        progress = self.projection.get(session.id)
         return session.to_dto(progress.pending, progress.revision,
                               self.agent_live(session.id), self.agent_protocol(session)) | {
             "needs_approval": bool(self._asking.get(session.id)),
@@ -137,7 +141,7 @@ class Notifier:
         both from one DTO built once."""
         notes = [] if notes is None else notes
         changed = self._learn(session)
-        dto = self.session_dto(session)
+        dto = self._dto(session)
         notes.append((session.id, "session.state_changed", _state_of(dto), None))
         self._session_notes(session, dto, changed, notes)
         return notes
@@ -158,7 +162,7 @@ class Notifier:
         seen), so every tab and device redraws its marks."""
         changed = self._learn(session)
         notes: list[Note] = []
-        self._session_notes(session, self.session_dto(session), changed, notes)
+        self._session_notes(session, self._dto(session), changed, notes)
         self.publish(notes)
 
     def _session_notes(self, session: Session, dto: dict[str, Any], changed: bool,

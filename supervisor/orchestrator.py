@@ -10,7 +10,7 @@ the session's single-flight operation:
 - a cancel aimed at a turn that is not the one running is fenced off
   (DESIGN.md §14);
 - what the operation does — the protocol cancel, join window, escalation,
-  reconciliation, the settle — is ``supervisor.cancellation``'s; it runs in
+  reconciliation, the settle — is ``supervisor.session.cancellation``'s; it runs in
   the operations nursery, never the request's, so a client that disconnects
   does not abort it.  On a failure the session stays RUNNING and a retry is
   a new operation.
@@ -26,19 +26,19 @@ from typing import Any
 
 import trio
 
-from .cancel_op import CancelOperation
-from .cancellation import Cancellations
 from .config import Config
 from .errors import Conflict, InvalidRequest, NotFound
-from .lifecycle import CancelOutcome, LifecycleManager
 from .models import Message, QueueEntry, QueueState, Session, Task
 from .notify import Notifier
-from .projects import resolve_project
-from .queue import Delivery, TurnQueue
-from .sandboxing import project_identity
-from .session_files import create_session
-from .store import Store
-from .tracing import CancelTrace
+from .session.cancellation import Cancellations
+from .session.lifecycle import CancelOutcome, LifecycleManager
+from .session.queue import Delivery, TurnQueue
+from .storage.store import Store
+from .turn.cancel_op import CancelOperation
+from .turn.tracing import CancelTrace
+from .workspace.projects import resolve_project
+from .workspace.sandboxing import project_identity
+from .workspace.session_files import create_session
 
 __all__ = ["Caller", "CancelOperation", "Orchestrator"]
 
@@ -71,7 +71,7 @@ class Orchestrator:
         self._owners: dict[str, tuple[str, str]] = {}
 
     @property
-    def trace(self) -> CancelTrace:
+    def trace(self) -> CancelTrace[CancelOperation]:
         """The cancel path's tracing hook (``[server] trace_cancels``)."""
         trace = self.cancellations.settler.trace
         if trace is None:

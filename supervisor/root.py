@@ -34,30 +34,30 @@ from protocols.acp import load_schema
 from protocols.scopes import shielded_for
 
 from .bus import EventBus
-from .cancel_op import Settler
-from .cancellation import Cancellations
 from .catalog import Catalog
 from .config import Config
-from .db import SCHEMA_VERSION, Db, SchemaTooNew
 from .errors import StartError
-from .execution_state import Agents
 from .executors import Launcher, default_launcher, outlives_backend
 from .executors.container import sweep_containers
-from .lifecycle import LifecycleManager
 from .notify import Notifier
 from .orchestrator import Caller, Orchestrator
-from .queue import TurnQueue
-from .queue_gate import QueueGate
-from .recovery import handovers, recover
-from .retries import Retries
-from .sandboxing import check_sandbox
-from .session_files import session_deleted
-from .store import Store
+from .session.cancellation import Cancellations
+from .session.lifecycle import LifecycleManager
+from .session.queue import TurnQueue
+from .storage.db import SCHEMA_VERSION, Db, SchemaTooNew
+from .storage.retries import Retries
+from .storage.store import Store
 from .subagents import SubagentControl, Subagents
-from .tracing import CancelTrace
-from .turn_checkpoints import TurnCheckpoints
-from .turn_close import TurnCloser
-from .worktrees import check_git_fence
+from .turn.cancel_op import CancelOperation, Settler
+from .turn.execution_state import Agents
+from .turn.queue_gate import QueueGate
+from .turn.recovery import handovers, recover
+from .turn.tracing import CancelTrace
+from .turn.turn_close import TurnCloser
+from .workspace.sandboxing import check_sandbox
+from .workspace.session_files import session_deleted
+from .workspace.turn_checkpoints import TurnCheckpoints
+from .workspace.worktrees import check_git_fence
 
 __all__ = ["Supervisor", "open_supervisor"]
 
@@ -147,7 +147,8 @@ async def open_supervisor(
         gate = QueueGate()
         checkpoints = (TurnCheckpoints(config, store, notify, agents.turn_running)
                        if config.projects.checkpoints else None)
-        settler = Settler(notify, gate, CancelTrace() if config.trace_cancels else None)
+        settler = Settler(notify, gate,
+                          CancelTrace[CancelOperation]() if config.trace_cancels else None)
         closer = TurnCloser(t, store, notify, gate, settler, retries, checkpoints)
         cancellations = Cancellations(t, store, notify, agents, closer, gate, settler, retries,
                                       subagents)

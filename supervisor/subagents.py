@@ -10,11 +10,11 @@ children are the turn's work: a new turn's first child replaces the list).
 Each child also keeps a trace: its last activity (the DTO's ``last_activity``:
 the tool it started, or the end of the text it streams) and its output (the tail of
 its text, the titles of its tools).  When a child ends, its trace is written as a
-``subagent`` message of the parent session (supervisor/subagent_traces.py), so
+``subagent`` message of the parent session (supervisor/turn/subagent_traces.py), so
 that the transcript keeps a line per child after the turn and after a reload.
 Nothing else is persisted: after a restart, or once the agent process is gone, no child
 runs (``agent_stopped`` says so for those still listed as running).  A parent's
-cancel the agent did not confirm, escalated (supervisor/cancellation.py), cancels
+cancel the agent did not confirm, escalated (supervisor/session/cancellation.py), cancels
 the children still at work with it (``parent_stopped``): the agent is given up on.
 
 ``SubagentControl.cancel`` is ``subagent.cancel``: it stops one child through its

@@ -13,12 +13,12 @@ from collections.abc import Awaitable, Callable, Collection
 from importlib import metadata
 from typing import Any, Literal
 
-from supervisor.cancel_op import answer_of
 from supervisor.config import Limits
-from supervisor.db import StoreError
 from supervisor.errors import SupervisorError
 from supervisor.orchestrator import Caller, CancelOperation
 from supervisor.root import Supervisor
+from supervisor.storage.db import StoreError
+from supervisor.turn.cancel_op import answer_of
 
 from .contract import requests as rq
 from .contract.requests import parse
@@ -160,7 +160,7 @@ async def message_list(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> di
 
 
 def cancel_result(op: CancelOperation) -> dict[str, Any]:
-    """Every cancel's answer (``supervisor.cancel_op.answer_of``): ``outcome``
+    """Every cancel's answer (``supervisor.turn.cancel_op.answer_of``): ``outcome``
     says what happened, ``turn_id`` which turn it acted on."""
     _kind, result = answer_of(op)
     return result

@@ -29,11 +29,11 @@ from quart import Response, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException, NotFound
 
-from supervisor.db import StoreError
 from supervisor.errors import SupervisorError
-from supervisor.orchestrator import Caller
+from supervisor.orchestrator import Caller, CancelOperation
 from supervisor.root import Supervisor
-from supervisor.tracing import Traced
+from supervisor.storage.db import StoreError
+from supervisor.turn.tracing import Traced
 
 from .actions import (
     agent_cancel,
@@ -107,7 +107,7 @@ def _json(data: Any, status: int = 200) -> Response:
     return Response(json.dumps(data), status=status, content_type="application/json")
 
 
-def cancel_stages(traced: Traced, clock_offset_s: float) -> dict[str, Any]:
+def cancel_stages(traced: Traced[CancelOperation], clock_offset_s: float) -> dict[str, Any]:
     """One settled cancel operation for the diagnostics endpoint: its marks as
     milliseconds after ``received``, and ``received`` itself on the host's
     monotonic clock (``clock_offset_s``: that clock minus Trio's), which a

@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from supervisor.config import Config
-from supervisor.db import _MIGRATIONS, SCHEMA_VERSION
 from supervisor.errors import StartError
+from supervisor.storage.db import _MIGRATIONS, SCHEMA_VERSION
 
 from .startup import hold_data_dir
 

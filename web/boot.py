@@ -12,9 +12,9 @@ from typing import Any
 import trio
 
 from supervisor.orchestrator import Caller
-from supervisor.projects import is_git
 from supervisor.root import Supervisor
-from supervisor.sandboxing import sandbox_modes, sandbox_warning
+from supervisor.workspace.projects import is_git
+from supervisor.workspace.sandboxing import sandbox_modes, sandbox_warning
 
 __all__ = ["task_boot", "tasks_boot"]
 

@@ -32,11 +32,11 @@ from typing import Any, Final, Protocol
 import trio
 
 from supervisor.bus import envelope
-from supervisor.cancel_op import answer_of
 from supervisor.errors import SupervisorError
 from supervisor.notify import workspace_channel
 from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor
+from supervisor.turn.cancel_op import answer_of
 
 from .actions import ACTIONS, ORDERED_ACTIONS, STORE_ERRORS, cancel_target, store_failed
 from .contract.requests import SessionRef, SessionSubscribe, parse

@@ -12,9 +12,9 @@ import trio
 from supervisor.errors import Conflict, InvalidRequest
 from supervisor.orchestrator import Caller
 from supervisor.project_roots import RootRefused, check_root, save_added
-from supervisor.projects import browse, recent_projects
 from supervisor.root import Supervisor
-from supervisor.turn_checkpoints import TurnCheckpoints
+from supervisor.workspace.projects import browse, recent_projects
+from supervisor.workspace.turn_checkpoints import TurnCheckpoints
 
 from .contract import requests as rq
 from .contract.requests import parse

@@ -15,7 +15,7 @@ from protocols.sandbox import HomeBind, resolve_mode, wrap
 
 from ..config import Config
 from ..profiles import AgentProfile
-from ..sandboxing import agent_writable_trees
+from ..workspace.sandboxing import agent_writable_trees
 from .base import LaunchedAgent
 from .environment import agent_environment, private_home
 

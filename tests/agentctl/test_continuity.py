@@ -14,8 +14,8 @@ from agentctl_support import TOKEN, AgentctlFactory
 
 from supervisor.config import Config
 from supervisor.models import SessionState
-from supervisor.restore import RESTORE_FAILED_STATUS
 from supervisor.root import Supervisor, open_supervisor
+from supervisor.turn.restore import RESTORE_FAILED_STATUS
 from tests.support.sessions import new_session
 from tests.support.wait import wait_state
 

@@ -17,10 +17,10 @@ from agentctl_support import wait_group_gone
 
 from supervisor.config import Config
 from supervisor.executors.agentctl_adapter import AgentctlAdapter
-from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS, SessionState
 from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor, open_supervisor
+from supervisor.session.lifecycle import CancelOutcome
 from tests.support.sessions import new_agentctl_session
 from tests.support.wait import wait_state
 

@@ -21,11 +21,11 @@ import trio
 from agentctl_support import TOKEN, AgentctlFactory
 
 from supervisor.config import Config
-from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS, Message, SessionState
 from supervisor.orchestrator import Caller
-from supervisor.recovery import RESTART_STATUS
 from supervisor.root import Supervisor, open_supervisor
+from supervisor.session.lifecycle import CancelOutcome
+from supervisor.turn.recovery import RESTART_STATUS
 from tests.support.sessions import new_session
 from tests.support.wait import wait_state
 

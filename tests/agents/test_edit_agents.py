@@ -32,8 +32,8 @@ import pytest
 import trio
 
 from supervisor.config import Config, Projects
-from supervisor.restore import RESTORE_FAILED_STATUS
-from supervisor.turn_checkpoints import REVERTED_STATUS
+from supervisor.turn.restore import RESTORE_FAILED_STATUS
+from supervisor.workspace.turn_checkpoints import REVERTED_STATUS
 from tests.fake_provider import FakeProvider
 from tests.fake_provider.edits import EditPlan, FileEdit
 from tests.support.git import git

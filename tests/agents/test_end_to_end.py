@@ -34,7 +34,7 @@ import trio
 
 from protocols.sandbox import resolve_mode
 from supervisor.config import Config
-from supervisor.lifecycle import CancelOutcome
+from supervisor.session.lifecycle import CancelOutcome
 from tests.fake_provider import FakeProvider, StreamRecord
 from tests.support.leaks import kill_group
 from tests.support.server import Server, running_server

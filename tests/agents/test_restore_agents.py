@@ -133,7 +133,7 @@ async def test_gemini_load_in_the_minute_its_session_opened_loses_the_conversati
     a ``session/load`` in the UTC minute of the session's ``session/new`` fails
     with -32603 "No previous sessions found for this project", and a load in a
     later minute fails too (the saved turns are gone).  Turnvisor then starts
-    fresh with the warning (supervisor/restore.py)."""
+    fresh with the warning (supervisor/turn/restore.py)."""
     # Room for two agent starts and a turn inside one minute (~10 s here).
     with trio.fail_after(65):
         while dt.datetime.now(dt.UTC).second > 20:

@@ -14,9 +14,9 @@ import trio
 
 from supervisor.executors.agentctl_adapter import AgentctlAdapter
 from supervisor.executors.container import LABEL_BACKEND, LABEL_SESSION, backend_instance
-from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS, SessionState
 from supervisor.orchestrator import Caller
+from supervisor.session.lifecycle import CancelOutcome
 from tests.container.container_support import (
     Engine,
     agent_texts,

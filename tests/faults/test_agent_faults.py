@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 import trio
 
-from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS
 from supervisor.profiles import BUILTIN_PROFILES, AgentProfile
+from supervisor.session.lifecycle import CancelOutcome
 from tests.support.leaks import group_members, rss_bytes
 from tests.support.ws import WsClient, ws_client
 

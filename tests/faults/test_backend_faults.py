@@ -26,7 +26,7 @@ import httpx
 import pytest
 import trio
 
-from supervisor.recovery import RESTART_STATUS
+from supervisor.turn.recovery import RESTART_STATUS
 from tests.support.leaks import Snapshot, group_members, kill_group, processes_in
 from tests.support.serverproc import ServerProcess, server_process
 from tests.support.ws import WsClient, ws_client

@@ -12,8 +12,8 @@ import pytest
 import trio
 
 from supervisor.config import Limits
-from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS
+from supervisor.session.lifecycle import CancelOutcome
 from tests.support.leaks import Snapshot, task_names
 from tests.support.ws import WsClient, ws_client
 from web.server import STALLED_PEER_TIMEOUT_S

@@ -4,15 +4,15 @@
    the busy timeout) propagated out of the execution's nursery into the
    executions nursery and took the whole supervisor — every session, the web
    server — down with it.  Now it ends that one agent; the turn is reconciled
-   by the next cancel.  (supervisor/lifecycle.py ``_run_execution``; the busy
-   timeout went from 5 s to 30 s in supervisor/store.py.)
+   by the next cancel.  (supervisor/session/lifecycle.py ``_run_execution``; the busy
+   timeout went from 5 s to 30 s in supervisor/storage/store.py.)
 2. A subscriber dropped for falling behind was counted, and logged as a
    warning, again on every later publish to its session until its connection
    closed (hundreds of log lines per slow client).  (supervisor/bus.py)
 3. After an escalated cancel (an agent that ignores cancel and never ends its
    turn), the same stuck agent was kept: every later prompt in that session
    was refused by it ("a turn is already running") and failed, forever.  Now
-   the next prompt replaces the agent.  (supervisor/lifecycle.py)
+   the next prompt replaces the agent.  (supervisor/session/lifecycle.py)
 4. An empty binary WebSocket frame closed the connection (see its test).
 5. Agent text with lone surrogates killed the execution (see its test).
 6. Client strings with lone surrogates were INTERNAL_ERRORs (see its test).
@@ -35,8 +35,8 @@ import pytest
 import trio
 
 from supervisor.bus import EventBus
-from supervisor.db import Db
 from supervisor.models import Message
+from supervisor.storage.db import Db
 from tests.support.ws import ws_client
 from web.gateway import Gateway
 
@@ -151,7 +151,7 @@ def test_agent_text_with_lone_surrogates_is_stored(tmp_path: Path) -> None:
     """5. An agent's text with lone surrogates (JSON "\\ud83d": a JavaScript
     agent cutting an emoji in two) made SQLite raise UnicodeEncodeError in the
     event pump: the execution died (before fix 1, the whole server).  The store
-    now rejoins split pairs and replaces lone halves.  (supervisor/store.py)
+    now rejoins split pairs and replaces lone halves.  (supervisor/storage/store.py)
     The end-to-end case is tests/faults/test_agent_faults.py (weird agent)."""
     db = Db(tmp_path / "t.db")
     try:
@@ -215,7 +215,7 @@ async def test_a_crash_is_reported_as_a_crash(tmp_path: Path, agent: str) -> Non
     """8. An agent that exits mid-turn closes its stdout a moment before its
     exit status can be seen; the turn's status then said "agent closed its
     output" about half the time instead of "agent exited (status 1)".  The pump
-    now waits briefly for the exit.  (supervisor/lifecycle.py ``_pump``)"""
+    now waits briefly for the exit.  (supervisor/session/lifecycle.py ``_pump``)"""
     with trio.fail_after(60):
         async with fault_server(tmp_path) as rig, ws_client(rig.srv) as ws:
             rig.watch(ws)

@@ -184,7 +184,7 @@ async def test_the_agent_dies_with_the_backend(tmp_path: Path) -> None:
 
 def test_a_shared_network_is_said_at_start() -> None:
     from supervisor.profiles import parse_profiles
-    from supervisor.sandboxing import network_warnings
+    from supervisor.workspace.sandboxing import network_warnings
 
     profiles = parse_profiles({"open": {"protocol": "acp", "command": ["x"], "network": "host"}})
     lines = network_warnings(profiles)
@@ -221,7 +221,7 @@ def test_without_pasta_the_default_shares_the_network_and_says_so(
     ``isolated`` does not (its launch fails, saying why)."""
     from protocols import netns, tools
     from supervisor.profiles import parse_profiles
-    from supervisor.sandboxing import network_warnings
+    from supervisor.workspace.sandboxing import network_warnings
 
     saved = list(tools._installed)
     tools.install(tools.Tools(dict(tools.current().paths, pasta=None)))

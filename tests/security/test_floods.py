@@ -22,7 +22,7 @@ import trio
 from trio_websocket import WebSocketConnection, open_websocket_url
 
 from supervisor.config import Limits
-from supervisor.transcript import OUTPUT_CUT_STATUS
+from supervisor.turn.transcript import OUTPUT_CUT_STATUS
 from tests.support.server import running_server
 from tests.support.ws import RequestFailed, ws_client
 

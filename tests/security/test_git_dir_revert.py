@@ -27,10 +27,10 @@ from typing import Any
 import pytest
 import trio
 
-from supervisor.checkpoints import CheckpointSettings, ShadowRepo
-from supervisor.checkpoints.model import Checkpoint
 from supervisor.config import Projects
 from supervisor.profiles import BUILTIN_PROFILES, AgentProfile
+from supervisor.workspace.checkpoints import CheckpointSettings, ShadowRepo
+from supervisor.workspace.checkpoints.model import Checkpoint
 from tests.security.shell import shell
 from tests.supervisor.checkpoints.support import GIT_ENV, git
 from tests.support.server import Server, running_server

@@ -40,8 +40,8 @@ import trio
 
 from protocols.git_fence import fence_for
 from protocols.sandbox import HiddenDir, bwrap_works
-from supervisor.checkpoints import GitError, GitRunner
 from supervisor.config import Projects
+from supervisor.workspace.checkpoints import GitError, GitRunner
 from tests.support.git import git
 from tests.support.server import TOKEN, Server, running_server
 from tests.support.sessions import launch_subscribed

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from protocols import tools
-from supervisor.checkpoints import GitRunner
 from supervisor.config import Config, ConfigError
-from supervisor.sandboxing import check_sandbox, resolve_tools
+from supervisor.workspace.checkpoints import GitRunner
+from supervisor.workspace.sandboxing import check_sandbox, resolve_tools
 
 
 @pytest.fixture(autouse=True)

@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 import trio
 
-from supervisor.checkpoints import ShadowRepo
-from supervisor.checkpoints.walk import MAX_STORABLE_PATH
 from supervisor.config import Projects
+from supervisor.workspace.checkpoints import ShadowRepo
+from supervisor.workspace.checkpoints.walk import MAX_STORABLE_PATH
 from tests.supervisor.checkpoints.support import repo_for, tree_bytes
 from tests.support.server import Server, running_server
 from tests.support.sessions import launch_subscribed

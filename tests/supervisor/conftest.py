@@ -10,10 +10,10 @@ import pytest
 import trio
 
 from supervisor.config import Config
-from supervisor.db import Db
 from supervisor.executors import Launcher
 from supervisor.root import Supervisor, open_supervisor
-from supervisor.store import Store
+from supervisor.storage.db import Db
+from supervisor.storage.store import Store
 
 P = ParamSpec("P")
 R = TypeVar("R")

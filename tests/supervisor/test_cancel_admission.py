@@ -11,8 +11,8 @@ import trio
 from trio.testing import MockClock
 
 from supervisor.errors import CancelFailed
-from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS, Message, SessionState, Turn
+from supervisor.session.lifecycle import CancelOutcome
 from tests.support.sessions import new_session
 from tests.support.wait import wait_state
 

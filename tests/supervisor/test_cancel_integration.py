@@ -13,10 +13,10 @@ import trio.testing
 from trio.testing import MockClock
 
 from supervisor.bus import Subscriber
-from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS, SessionState
 from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor
+from supervisor.session.lifecycle import CancelOutcome
 from tests.support.leaks import pgid_alive
 from tests.support.sessions import new_session
 from tests.support.wait import wait_state

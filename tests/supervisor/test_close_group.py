@@ -1,4 +1,4 @@
-"""Group commit of turn closes (supervisor/close_group.py): closes ready in the
+"""Group commit of turn closes (supervisor/storage/close_group.py): closes ready in the
 same scheduler round of a burst share one transaction; a lone close does not
 wait for anyone; each keeps its own outcome and notifications."""
 
@@ -15,10 +15,10 @@ import trio
 import trio.testing
 
 from supervisor.bus import EventBus
-from supervisor.close_group import CloseGroup
-from supervisor.db import ClosedRow, Db, StoreUnavailable, TurnClose
 from supervisor.notify import Notifier
-from supervisor.store import Store
+from supervisor.storage.close_group import CloseGroup
+from supervisor.storage.db import ClosedRow, Db, StoreUnavailable, TurnClose
+from supervisor.storage.store import Store
 
 CANCELLED = ("Turn cancelled by user", {"cancelled": True, "variant": "warning"})
 

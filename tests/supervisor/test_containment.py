@@ -18,11 +18,11 @@ import pytest
 import trio
 
 from protocols.process import process_identity, start_agent_process
-from supervisor.db import Db
-from supervisor.lifecycle import CancelOutcome
 from supervisor.orchestrator import Caller
-from supervisor.recovery import recover
 from supervisor.root import Supervisor
+from supervisor.session.lifecycle import CancelOutcome
+from supervisor.storage.db import Db
+from supervisor.turn.recovery import recover
 from tests.support.sessions import new_session
 
 from .conftest import SupervisorFactory

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 import trio
 
-from supervisor.lifecycle import CancelOutcome
 from supervisor.models import SessionState
 from supervisor.orchestrator import Caller
-from supervisor.restore import RESTORE_FAILED_STATUS
 from supervisor.root import Supervisor
+from supervisor.session.lifecycle import CancelOutcome
+from supervisor.turn.restore import RESTORE_FAILED_STATUS
 from tests.support.leaks import pgid_alive
 from tests.support.sessions import new_session
 

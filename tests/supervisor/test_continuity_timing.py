@@ -8,13 +8,13 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from supervisor.db import Db
 from supervisor.errors import Conflict
-from supervisor.lifecycle import SHUTDOWN_STATUS, CancelOutcome
 from supervisor.models import CANCELLED_STATUS, AgentSessionRef, SessionState
 from supervisor.orchestrator import Caller
-from supervisor.restore import RESTORE_FAILED_STATUS
 from supervisor.root import Supervisor
+from supervisor.session.lifecycle import SHUTDOWN_STATUS, CancelOutcome
+from supervisor.storage.db import Db
+from supervisor.turn.restore import RESTORE_FAILED_STATUS
 from tests.support.sessions import new_session
 from tests.support.wait import wait_state
 

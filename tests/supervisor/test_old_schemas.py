@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.db import SCHEMA_VERSION, Db
 from supervisor.models import AgentSessionRef, SessionState
+from supervisor.storage.db import SCHEMA_VERSION, Db
 from tests.fixtures import make_schema_fixture as fx
 
 VERSIONS = sorted(int(p.stem[1:]) for p in fx.FIXTURES.glob("v*.sql"))

@@ -12,10 +12,10 @@ import trio
 from trio.testing import MockClock
 
 from supervisor.errors import AgentStartError
-from supervisor.lifecycle import SHUTDOWN_STATUS, CancelOutcome
 from supervisor.models import CANCELLED_STATUS, SessionState
 from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor
+from supervisor.session.lifecycle import SHUTDOWN_STATUS, CancelOutcome
 from tests.support.sessions import new_session
 
 from .conftest import SupervisorFactory

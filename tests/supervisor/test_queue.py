@@ -14,13 +14,13 @@ import trio
 from trio.testing import MockClock
 
 from supervisor.bus import Subscriber
-from supervisor.db import Db
 from supervisor.errors import InvalidRequest
-from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS, INTERRUPTED_STATUS, SessionState
 from supervisor.orchestrator import Caller
-from supervisor.recovery import RESTART_STATUS, recover
 from supervisor.root import Supervisor
+from supervisor.session.lifecycle import CancelOutcome
+from supervisor.storage.db import Db
+from supervisor.turn.recovery import RESTART_STATUS, recover
 from tests.support.sessions import new_session
 
 from .conftest import SupervisorFactory

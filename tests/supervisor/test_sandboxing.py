@@ -9,15 +9,20 @@ from pathlib import Path
 import pytest
 
 import protocols.sandbox
-import supervisor.sandboxing
+import supervisor.workspace.sandboxing
 from supervisor.config import Config
 from supervisor.profiles import parse_profiles
-from supervisor.sandboxing import NO_SANDBOX_WARNING, check_sandbox, sandbox_modes, sandbox_warning
+from supervisor.workspace.sandboxing import (
+    NO_SANDBOX_WARNING,
+    check_sandbox,
+    sandbox_modes,
+    sandbox_warning,
+)
 
 
 def _no_bwrap(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(protocols.sandbox, "bwrap_works", lambda: False)
-    monkeypatch.setattr(supervisor.sandboxing, "bwrap_works", lambda: False)
+    monkeypatch.setattr(supervisor.workspace.sandboxing, "bwrap_works", lambda: False)
 
 
 def test_without_bwrap_the_default_is_none_and_said(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -36,10 +41,10 @@ def test_without_bwrap_the_default_is_none_and_said(monkeypatch: pytest.MonkeyPa
 async def test_one_warning_at_start(monkeypatch: pytest.MonkeyPatch,
                                     caplog: pytest.LogCaptureFixture, tmp_path: Path) -> None:
     _no_bwrap(monkeypatch)
-    with caplog.at_level(logging.WARNING, logger="supervisor.sandboxing"):
+    with caplog.at_level(logging.WARNING, logger="supervisor.workspace.sandboxing"):
         await check_sandbox(Config(data_dir=tmp_path, profiles=parse_profiles({})))
     assert [r.getMessage() for r in caplog.records
-            if r.name == "supervisor.sandboxing"] == [NO_SANDBOX_WARNING]
+            if r.name == "supervisor.workspace.sandboxing"] == [NO_SANDBOX_WARNING]
 
 
 def test_with_bwrap_no_warning() -> None:

@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 from protocols.process import process_identity
-from supervisor.db import SCHEMA_VERSION, Db
 from supervisor.models import SessionState
-from supervisor.recovery import RESTART_STATUS, recover
+from supervisor.storage.db import SCHEMA_VERSION, Db
+from supervisor.turn.recovery import RESTART_STATUS, recover
 
 
 def _db(tmp_path: Path) -> tuple[Db, str]:

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 import trio
 
-from supervisor.db import StoreUnavailable
-from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS, SessionState
 from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor
+from supervisor.session.lifecycle import CancelOutcome
+from supervisor.storage.db import StoreUnavailable
 from tests.support.failing_store import DiskFullDb, failing_supervisor
 from tests.support.sessions import new_sessions
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from supervisor import store as store_module
-from supervisor.store import Store
+from supervisor.storage import store as store_module
+from supervisor.storage.store import Store
 
 
 def _store(tmp_path: Path) -> tuple[Store, str]:

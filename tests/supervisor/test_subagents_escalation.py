@@ -8,8 +8,8 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS, SessionState
+from supervisor.session.lifecycle import CancelOutcome
 from tests.support.sessions import new_session
 
 from .conftest import SupervisorFactory

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from protocols.process import may_sweep, process_identity, start_ticks
-from supervisor.db import _MIGRATIONS, SCHEMA_VERSION, Db
-from supervisor.recovery import recover
+from supervisor.storage.db import _MIGRATIONS, SCHEMA_VERSION, Db
+from supervisor.turn.recovery import recover
 
 
 def _db(tmp_path: Path) -> tuple[Db, str]:

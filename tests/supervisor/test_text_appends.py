@@ -16,8 +16,8 @@ from supervisor import bus as bus_module
 from supervisor.bus import EventBus, Subscriber
 from supervisor.models import utf16_len
 from supervisor.notify import Notifier
-from supervisor.store import Store
-from supervisor.transcript import Transcript, TurnText
+from supervisor.storage.store import Store
+from supervisor.turn.transcript import Transcript, TurnText
 
 APPEND = ("session.message.appended", {"session_id": "s1", "offset": 3, "text": "abc"})
 

@@ -19,9 +19,9 @@ from protocols.events import MessageChunk
 from supervisor.bus import EventBus, Subscriber
 from supervisor.models import Message, TextAppend
 from supervisor.notify import Notifier
-from supervisor.store import ClosedTurn, Store
-from supervisor.text_writer import TextWriter
-from supervisor.transcript import Transcript, TurnText
+from supervisor.storage.store import ClosedTurn, Store
+from supervisor.turn.text_writer import TextWriter
+from supervisor.turn.transcript import Transcript, TurnText
 
 PERIOD_S = 0.05
 
@@ -232,7 +232,7 @@ async def test_text_taken_for_a_close_someone_else_made_is_still_written(
 
 def _publish(rig: Rig, turn_id: str, text: Sequence[tuple[Message, TextAppend | None]],
              closed: ClosedTurn | None) -> None:
-    """The close's one publication, as the closer (supervisor/turn_close.py) makes it."""
+    """The close's one publication, as the closer (supervisor/turn/turn_close.py) makes it."""
     session_id = rig.turns[0][1].session_id
     rig.store.notify.publish(rig.store.notify.close_notes(
         session_id, turn_id, text,

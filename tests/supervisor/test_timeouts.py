@@ -9,10 +9,10 @@ import trio
 from trio.testing import MockClock
 
 from supervisor.errors import CancelFailed
-from supervisor.lifecycle import CancelOutcome
 from supervisor.models import CANCELLED_STATUS, SessionState
 from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor
+from supervisor.session.lifecycle import CancelOutcome
 from tests.support.sessions import new_session
 
 from .conftest import SupervisorFactory

@@ -1,4 +1,4 @@
-"""``supervisor.turn_end``: who publishes a turn's end, the pump or the prompt's task."""
+"""``supervisor.turn.turn_end``: who publishes a turn's end, the pump or the prompt's task."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import trio.testing
 
 from protocols.events import TurnEnded
 from protocols.transport import AgentTimeout
-from supervisor.turn_end import TURN_ERRORS, left_to_us, turn_error
+from supervisor.turn.turn_end import TURN_ERRORS, left_to_us, turn_error
 
 
 async def test_an_answered_end_is_the_pumps_at_once(

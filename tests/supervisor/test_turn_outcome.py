@@ -1,4 +1,4 @@
-"""A turn's end as a value (supervisor.turn_outcome): every rule as a table,
+"""A turn's end as a value (supervisor.turn.turn_outcome): every rule as a table,
 with no supervisor, no agent, no store."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from protocols.events import TurnEnded
 from supervisor.models import CANCELLED_STATUS, INTERRUPTED_STATUS
-from supervisor.turn_outcome import (
+from supervisor.turn.turn_outcome import (
     NEVER_STARTED_STATUS,
     PHASES,
     SHUTDOWN_STATUS,

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from protocols.events import MessageChunk
-from supervisor import transcript as transcript_module
+from supervisor.turn import transcript as transcript_module
 from supervisor.bus import EventBus
 from supervisor.notify import Notifier
-from supervisor.store import Store
-from supervisor.transcript import OUTPUT_CUT_STATUS, Transcript, TurnText
+from supervisor.storage.store import Store
+from supervisor.turn.transcript import OUTPUT_CUT_STATUS, Transcript, TurnText
 
 
 def _setup(tmp_path: Path, cap: int) -> tuple[Store, Transcript, TurnText]:

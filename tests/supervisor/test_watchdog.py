@@ -9,10 +9,10 @@ import trio
 from trio.testing import MockClock
 
 from supervisor.bus import Subscriber
-from supervisor.lifecycle import NEVER_STARTED_STATUS
 from supervisor.models import SessionState
 from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor
+from supervisor.session.lifecycle import NEVER_STARTED_STATUS
 from tests.support.sessions import new_session
 
 from .conftest import SupervisorFactory

@@ -19,8 +19,8 @@ from typing import Any
 import trio
 
 from supervisor.config import Config
-from supervisor.db import Db, _Tx
 from supervisor.root import Supervisor, open_supervisor
+from supervisor.storage.db import Db, _Tx
 
 __all__ = ["DiskFullDb", "disk_full", "failing_supervisor"]
 

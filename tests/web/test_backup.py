@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import trio
 
-from supervisor.db import SCHEMA_VERSION, Db
+from supervisor.storage.db import SCHEMA_VERSION, Db
 from tests.support.serverproc import REPO_ROOT, server_process
 from tests.support.ws import WsClient, ws_client
 from tests.web.support import launch, new_task

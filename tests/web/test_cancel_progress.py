@@ -12,8 +12,8 @@ import httpx
 import pytest
 import trio
 
-from supervisor.db import now
-from supervisor.lifecycle import CancelOutcome
+from supervisor.session.lifecycle import CancelOutcome
+from supervisor.storage.db import now
 from tests.support.server import running_server
 from tests.support.ws import is_cancellation, is_state, is_turn_completed, ws_client
 

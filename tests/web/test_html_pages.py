@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 
 from supervisor.profiles import AgentProfile
-from supervisor.tool_details import MAX_FIELD_CHARS, finished_stamp, tool_details
+from supervisor.turn.tool_details import MAX_FIELD_CHARS, finished_stamp, tool_details
 from tests.support.server import running_server
 from web.pages import agent_availability
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from supervisor.db import SCHEMA_VERSION, Db
+from supervisor.storage.db import SCHEMA_VERSION, Db
 from tests.support.leaks import kill_group, pgid_alive
 from tests.support.serverproc import REPO_ROOT, server_process
 from tests.support.ws import ws_client

@@ -23,7 +23,7 @@ deadline; if agentctl itself dies, the launcher's lifeline kills the group.
 Turn ends are published exactly once (``_end_turn``): by the pump, in order
 with the turn's output, or after ``cancel_cleanup_s`` by the turn task when
 the pump cannot see the end (the prompt could not be written, the turn timed
-out): ``supervisor.turn_end``, the rule the backend's lifecycle follows too.
+out): ``supervisor.turn.turn_end``, the rule the backend's lifecycle follows too.
 The event log is ``eventlog.py``, the configuration and refusals
 ``hostconfig.py``.
 
@@ -63,7 +63,7 @@ from protocols.process import drain_stderr, terminate_group
 from protocols.sandbox import HomeBind, resolve_mode, wrap
 from protocols.scopes import shielded_for
 from supervisor.executors.environment import agent_environment, private_home
-from supervisor.turn_end import TURN_ERRORS, left_to_us, turn_error
+from supervisor.turn.turn_end import TURN_ERRORS, left_to_us, turn_error
 
 from . import launcher
 from .eventlog import EventLog, Subscriber

@@ -1,7 +1,7 @@
 // Tool-call cards, plans and permission cards of the transcript.
 //
 // A tool call's message metadata holds its id, status and kind, plus the fields of the agent's
-// own payload the backend keeps (supervisor/tool_details.py): ACP rawInput / rawOutput / content
+// own payload the backend keeps (supervisor/turn/tool_details.py): ACP rawInput / rawOutput / content
 // (text and `diff` items) / locations, or a Codex item's command / aggregatedOutput / exitCode /
 // changes / MCP arguments and result. toolView() reads them into what the card shows (pure,
 // tested under node); renderToolCard() draws it.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import trio
 
-from supervisor.checkpoints import ShadowRepo
+from supervisor.workspace.checkpoints import ShadowRepo
 
 
 async def main(data: Path, project: Path, commit: str) -> None:

@@ -6,7 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from supervisor.checkpoints import CheckpointSettings, ShadowRepo
+from supervisor.workspace.checkpoints import CheckpointSettings, ShadowRepo
 
 __all__ = ["git", "repo_for", "tree_bytes", "user_repo_state"]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.checkpoints import GitRunner, safe_git
+from supervisor.workspace.checkpoints import GitRunner, safe_git
 
 from .support import GIT_ENV, git, repo_for, tree_bytes
 

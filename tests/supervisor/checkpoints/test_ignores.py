@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.checkpoints.ignores import repository_excludes, translate
+from supervisor.workspace.checkpoints.ignores import repository_excludes, translate
 
 from .support import git, repo_for
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.checkpoints import CheckpointError, CheckpointSettings, ShadowRepo
+from supervisor.workspace.checkpoints import CheckpointError, CheckpointSettings, ShadowRepo
 
 from .support import git, repo_for, tree_bytes, user_repo_state
 
