@@ -22,9 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
-from urllib.parse import urlsplit
 
 import trio
 from hypercorn.config import Config as HyperConfig
@@ -36,7 +34,7 @@ from supervisor.config import Config
 from supervisor.orchestrator import Caller
 
 from .gateway import Gateway
-from .listener import Authenticates, ConnLimits, serve_listener
+from .listener import Authenticates, ConnLimits, Handover, Takes, serve_listener
 from .wsconn import ServerWebSocket
 
 __all__ = ["Admitted", "Handshake", "WsRefusal", "WsRoute", "conn_limits", "serve_http",
@@ -101,39 +99,33 @@ async def serve_http(app: Any, config: HyperConfig, route: WsRoute, limits: Conn
     the graceful stop); every ``/ws`` upgrade is ours, the rest Hypercorn's.
     ``authenticates``: whether a request head carries a token (such a
     connection is never refused or closed for a connection bound)."""
-    await serve_listener(app, config, limits, take=partial(_take, route, limits.idle_s),
-                         authenticates=authenticates,
-                         shutdown_trigger=shutdown_trigger, task_status=task_status)
+    send, receive = trio.open_memory_channel[Handover](0)
+    async with trio.open_nursery() as websockets:
+        websockets.start_soon(_take, route, limits.idle_s, receive, websockets)
+        async with send:
+            await serve_listener(app, config, limits, takes=Takes(route.path, send),
+                                 authenticates=authenticates,
+                                 shutdown_trigger=shutdown_trigger, task_status=task_status)
+        websockets.cancel_scope.cancel()
 
 
-async def _take(route: WsRoute, idle_s: float, stream: trio.SocketStream, head: bytes) -> bool:
-    if not _asks_for(head, route.path):
-        return False
+async def _take(route: WsRoute, idle_s: float, receive: trio.MemoryReceiveChannel[Handover],
+                websockets: trio.Nursery) -> None:
+    """Every WebSocket upgrade the listener hands over, served in a task of its own."""
+    async with receive:
+        async for handover in receive:
+            websockets.start_soon(_serve_websocket, route, idle_s, handover)
+
+
+async def _serve_websocket(route: WsRoute, idle_s: float, handover: Handover) -> None:
     try:
-        await _websocket(stream, head, route, idle_s)
+        await _websocket(handover.stream, handover.head, route, idle_s)
     except Exception:
         # One connection's failure is that connection's (as Hypercorn keeps it).
         log.exception("WebSocket connection failed")
-        await trio.aclose_forcefully(stream)
-    return True
-
-
-def _asks_for(head: bytes, path: str) -> bool:
-    """A complete ``GET <path>`` request head with ``Upgrade: websocket``."""
-    end = head.find(b"\r\n\r\n")
-    if end < 0:
-        return False
-    request_line, _, header_block = head[:end].partition(b"\r\n")
-    parts = request_line.split(b" ")
-    if len(parts) != 3 or parts[0] != b"GET":
-        return False
-    if urlsplit(parts[1].decode("latin-1")).path != path:
-        return False
-    for line in header_block.split(b"\r\n"):
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"upgrade" and b"websocket" in value.lower():
-            return True
-    return False
+        await trio.aclose_forcefully(handover.stream)
+    finally:
+        handover.done.set()
 
 
 async def _websocket(stream: trio.SocketStream, head: bytes, route: WsRoute,

@@ -4,9 +4,10 @@
     ├── lifespan                      Hypercorn's ASGI lifespan of the app
     └── connections                   one handler per accepted socket
         └── _connection               counted (web.connpool) → request head →
-                                      token? → ``take`` or Hypercorn
-                                      (web.hyper) → ``take`` again for a
-                                      claimed upgrade → a close that lands
+                                      token? → handed over (``Takes``) or
+                                      Hypercorn (web.hyper) → handed over
+                                      again for a claimed upgrade → a close
+                                      that lands
 
 What a client can hold, and for how long (``ConnLimits``):
 
@@ -35,13 +36,17 @@ What a client can hold, and for how long (``ConnLimits``):
   dropped (bounded in bytes and time), so the close is no reset that would
   destroy the response in flight.  A lingering connection still counts.
 
-``take(stream, head)`` may serve a connection itself, given its first
-request head (Turnvisor's ``/ws``); everything else goes to Hypercorn with
-the bytes read so far replayed first, so Hypercorn sees the connection
-exactly as the client sent it.  With a ``take``, every WebSocket upgrade is
-``take``'s: one that comes after other requests on a keep-alive connection
-is claimed from Hypercorn before it answers (``web.hyper``) and handed to
-``take`` with its head; an upgrade ``take`` does not want gets a 404.
+With ``takes``, a WebSocket upgrade to its ``path`` is handed over to
+whoever reads its channel (Turnvisor's ``/ws``: web/front.py), with its first
+request head, and the listener waits until the new owner is done with it; it
+calls nothing of the new owner's (the owner's own task serves the connection,
+so nothing above the listener is run from below it).  Everything else goes
+to Hypercorn with the bytes read so far replayed first, so Hypercorn sees the
+connection exactly as the client sent it.  With ``takes``, every WebSocket
+upgrade is the channel's or nobody's: one that comes after other requests on a
+keep-alive connection is claimed from Hypercorn before it answers
+(``web.hyper``) and handed over with its head; an upgrade to another path
+gets a 404.
 """
 
 from __future__ import annotations
@@ -50,9 +55,10 @@ import logging
 import math
 import socket as stdlib_socket
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 import trio
 from quart import Quart, Response, request
@@ -61,7 +67,8 @@ from .connpool import ConnPool, Held
 from .hyper import Config as HyperConfig
 from .hyper import HTTPScope, Hypercorn, WebsocketScope, bind_name, request_head
 
-__all__ = ["Authenticates", "ConnLimits", "Take", "close_after_refusals", "serve_listener"]
+__all__ = ["Authenticates", "ConnLimits", "Handover", "Takes", "close_after_refusals",
+           "serve_listener"]
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +79,25 @@ MAX_HEAD: Final = 16384
 LINGER_S: Final = 2.0
 LINGER_BYTES: Final = 1024 * 1024
 
-#: Serves the connection given its first request head (True), or leaves it
-#: to Hypercorn (False).  The listener closes the socket afterwards either way.
-Take = Callable[[trio.SocketStream, bytes], Awaitable[bool]]
+
+
+@dataclass(eq=False)
+class Handover:
+    """A connection handed over with its first request head: ``done`` once its
+    new owner has finished with it (the listener then closes the socket)."""
+
+    stream: trio.SocketStream
+    head: bytes
+    done: trio.Event = field(default_factory=trio.Event)
+
+
+@dataclass(frozen=True)
+class Takes:
+    """WebSocket upgrades to ``path`` leave the listener by ``channel``."""
+
+    path: str
+    channel: trio.MemorySendChannel[Handover]
+
 #: Whether a raw request head carries the right token (``web.auth.Tokens.carried_by``).
 Authenticates = Callable[[bytes], bool]
 
@@ -90,7 +113,7 @@ class ConnLimits:
 
 
 async def serve_listener(app: Any, config: HyperConfig, limits: ConnLimits, *,
-                         take: Take | None = None,
+                         takes: Takes | None = None,
                          authenticates: Authenticates | None = None,
                          shutdown_trigger: Callable[[], Awaitable[object]],
                          task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
@@ -100,7 +123,7 @@ async def serve_listener(app: Any, config: HyperConfig, limits: ConnLimits, *,
     ``config.keep_alive_timeout`` is set to ``limits.idle_s``.  Without
     ``authenticates`` every connection counts as unauthenticated."""
     config.keep_alive_timeout = limits.idle_s
-    hypercorn = Hypercorn(app, config, claim_upgrades=take is not None)
+    hypercorn = Hypercorn(app, config, claim_upgrades=takes is not None)
     pool = ConnPool(per_peer=limits.per_peer, total=limits.unauthenticated)
     async with trio.open_nursery() as lifespan_nursery:
         await lifespan_nursery.start(hypercorn.run_lifespan)
@@ -113,7 +136,7 @@ async def serve_listener(app: Any, config: HyperConfig, limits: ConnLimits, *,
                 sock.listen(config.backlog)
                 listeners.append(trio.SocketListener(trio.socket.from_stdlib_socket(sock)))
                 binds.append(bind_name(sock))
-            handler = partial(_connection, hypercorn, limits, pool, take, authenticates)
+            handler = partial(_connection, hypercorn, limits, pool, takes, authenticates)
             async with trio.open_nursery() as accepting:
                 accepting.start_soon(partial(trio.serve_listeners, handler, listeners,
                                              handler_nursery=connections))
@@ -151,11 +174,11 @@ def _peer(stream: trio.SocketStream) -> str:
 
 
 async def _connection(hypercorn: Hypercorn, limits: ConnLimits, pool: ConnPool,
-                      take: Take | None, authenticates: Authenticates | None,
+                      takes: Takes | None, authenticates: Authenticates | None,
                       stream: trio.SocketStream) -> None:
     held = pool.open(_peer(stream), partial(_evict, stream), trio.current_time())
     try:
-        await _serve(hypercorn, limits, pool, held, take, authenticates, stream)
+        await _serve(hypercorn, limits, pool, held, takes, authenticates, stream)
     except Exception:
         # One connection's failure is that connection's, not the listener's.
         log.exception("connection failed")
@@ -176,7 +199,7 @@ def _evict(stream: trio.SocketStream) -> None:
 
 
 async def _serve(hypercorn: Hypercorn, limits: ConnLimits, pool: ConnPool, held: Held,
-                 take: Take | None, authenticates: Authenticates | None,
+                 takes: Takes | None, authenticates: Authenticates | None,
                  stream: trio.SocketStream) -> None:
     def touch() -> None:
         pool.touch(held)
@@ -189,7 +212,8 @@ async def _serve(hypercorn: Hypercorn, limits: ConnLimits, pool: ConnPool, held:
         return
     if authenticates is not None and authenticates(head):
         pool.authenticate(held)
-    if take is not None and await take(stream, head):
+    if takes is not None and _asks_for(head, takes.path):
+        await _hand_over(takes, stream, head)
         return
     served = hypercorn.connection()
     guarded = _Guarded(stream, head, limits.idle_s, answering=served.answering,
@@ -205,10 +229,41 @@ async def _serve(hypercorn: Hypercorn, limits: ConnLimits, pool: ConnPool, held:
     if guarded.claimed is not None:
         # A WebSocket upgrade on a connection Hypercorn served before
         # (keep-alive): ours, as a fresh one is (web.hyper).
-        assert take is not None  # only claimed when there is a take
-        if not await take(stream, guarded.claimed):
+        assert takes is not None  # only claimed when there is a taker
+        if _asks_for(guarded.claimed, takes.path):
+            await _hand_over(takes, stream, guarded.claimed)
+        else:
             with trio.move_on_after(LINGER_S):
                 await _send(stream, _plain(404, "no WebSocket at this path"))
+
+
+async def _hand_over(takes: Takes, stream: trio.SocketStream, head: bytes) -> None:
+    """Hand the connection over and wait until its new owner is done with it
+    (its socket is closed after that, by the caller)."""
+    handover = Handover(stream, head)
+    try:
+        await takes.channel.send(handover)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        return  # nobody takes connections any more (the server is stopping)
+    await handover.done.wait()
+
+
+def _asks_for(head: bytes, path: str) -> bool:
+    """A complete ``GET <path>`` request head with ``Upgrade: websocket``."""
+    end = head.find(b"\r\n\r\n")
+    if end < 0:
+        return False
+    request_line, _, header_block = head[:end].partition(b"\r\n")
+    parts = request_line.split(b" ")
+    if len(parts) != 3 or parts[0] != b"GET":
+        return False
+    if urlsplit(parts[1].decode("latin-1")).path != path:
+        return False
+    for line in header_block.split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"upgrade" and b"websocket" in value.lower():
+            return True
+    return False
 
 
 async def _read_head(stream: trio.SocketStream, within_s: float,

@@ -12,7 +12,7 @@ import trio
 from bench.lean_ws import client_frame
 from tests.support.server import Server, running_server
 from web.auth import bearer_subprotocol
-from web.front import _asks_for
+from web.listener import _asks_for
 
 
 def _upgrade(srv: Server, path: str = "/ws", host: str | None = None) -> bytes:

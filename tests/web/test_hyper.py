@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import tomllib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -21,7 +21,7 @@ import h11
 import trio
 
 from web.hyper import Config, upgrade_head
-from web.listener import ConnLimits, serve_listener
+from web.listener import ConnLimits, Handover, Takes, serve_listener
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,20 +71,42 @@ class App:
         await send({"type": "http.response.body", "body": body})
 
 
+Take = Callable[[Handover], Awaitable[None]]
+
+
 @asynccontextmanager
-async def listening(app: App, limits: ConnLimits, take: Any = None) -> AsyncIterator[str]:
+async def listening(app: App, limits: ConnLimits, take: Take | None = None,
+                    path: str = "/sock") -> AsyncIterator[str]:
+    """The listener on an ephemeral port; with ``take``: the WebSocket upgrades
+    to ``path`` it hands over, each given to ``take`` in a task of its own."""
     config = Config()
     config.bind = ["127.0.0.1:0"]
     config.accesslog = None
     config.graceful_timeout = 0.5
     stop = trio.Event()
+    send, receive = trio.open_memory_channel[Handover](0)
+    takes = Takes(path, send) if take is not None else None
+
+    async def taking(nursery: trio.Nursery) -> None:
+        async for handover in receive:
+            nursery.start_soon(_taken, handover)
+
+    async def _taken(handover: Handover) -> None:
+        assert take is not None
+        try:
+            await take(handover)
+        finally:
+            handover.done.set()
+
     async with trio.open_nursery() as nursery:
-        binds = await nursery.start(partial(serve_listener, app, config, limits, take=take,
+        nursery.start_soon(taking, nursery)
+        binds = await nursery.start(partial(serve_listener, app, config, limits, takes=takes,
                                             shutdown_trigger=stop.wait))
         try:
             yield binds[0].removeprefix("http://")
         finally:
             stop.set()
+            await send.aclose()
 
 
 async def _open(address: str) -> trio.SocketStream:
@@ -160,12 +182,9 @@ async def test_an_upgrade_on_a_kept_connection_is_claimed_before_hypercorn_answe
     app = App()
     heads: list[bytes] = []
 
-    async def take(stream: trio.SocketStream, head: bytes) -> bool:
-        if b"Upgrade" not in head and b"upgrade" not in head:
-            return False
-        heads.append(head)
-        await stream.send_all(b"TAKEN")
-        return True
+    async def take(handover: Handover) -> None:
+        heads.append(handover.head)
+        await handover.stream.send_all(b"TAKEN")
 
     async with listening(app, ConnLimits(idle_s=5), take=take) as address:
         stream = await _open(address)
@@ -188,11 +207,11 @@ async def test_an_upgrade_on_a_kept_connection_is_claimed_before_hypercorn_answe
     assert head.lower() == _UPGRADE.lower()
 
 
-async def test_an_upgrade_the_take_does_not_want_gets_a_404() -> None:
-    async def take(stream: trio.SocketStream, head: bytes) -> bool:
-        return False
+async def test_an_upgrade_to_another_path_gets_a_404() -> None:
+    async def take(handover: Handover) -> None:
+        raise AssertionError("handed over an upgrade to another path")
 
-    async with listening(App(), ConnLimits(idle_s=5), take=take) as address:
+    async with listening(App(), ConnLimits(idle_s=5), take=take, path="/elsewhere") as address:
         stream = await _open(address)
         async with stream:
             await stream.send_all(_get("/one") + _UPGRADE)
