@@ -38,18 +38,16 @@ def drain(sub: Subscriber) -> list[dict[str, Any]]:
 
 
 class Recording(Subscriber):
-    """A queueing sink that notes the frames offered one by one (not
-    ``batched``): those a connection would write from the publisher at once,
-    one write each."""
+    """A mailbox that counts how often its consumer is woken: a connection's
+    writer writes what is queued once per wake-up."""
 
     def __init__(self, bus: EventBus) -> None:
         super().__init__(bus, bus.queue_size)
-        self.unbatched: list[str] = []
+        self.wakes = 0
 
-    def offer(self, frame: str, *, batched: bool = False) -> bool:
-        if not batched:
-            self.unbatched.append(frame)
-        return super().offer(frame, batched=batched)
+    def _wake(self) -> None:
+        self.wakes += 1
+        super()._wake()
 
 
 class Rig:
@@ -68,10 +66,6 @@ class Rig:
                                TurnText(session_id=sid, turn_id=turn_row.id)))
         self.writer = TextWriter(self.store, PERIOD_S)
         self.failures: list[Exception] = []
-
-    @property
-    def written(self) -> list[str]:
-        return self.sub.unbatched
 
     async def say(self, i: int, text: str) -> None:
         """What the pump does with a chunk outside agentctl: buffer, mark."""
@@ -94,8 +88,8 @@ async def test_text_marked_within_a_period_is_one_transaction_and_one_write(
             await rig.say(i, f"s{i}a ")
         await trio.sleep(PERIOD_S * 2)
         assert [rig.content(i) for i in range(3)] == [["s0a "], ["s1a "], ["s2a "]]
-        rig.written.clear()
         drain(rig.sub)
+        wakes = rig.sub.wakes
         commits = rig.store.db.commits
         # After a quiet spell: the text goes at once, all three sessions' together.
         for i in range(3):
@@ -117,8 +111,9 @@ async def test_text_marked_within_a_period_is_one_transaction_and_one_write(
     assert rig.store.db.commits == commits + 2  # one transaction per batch
     assert [rig.content(i) for i in range(3)] == [["s0a s0b s0c "], ["s1a s1b "],
                                                   ["s2a s2b s2c "]]
-    # None written from the publisher one by one: queued for one write by the writer task.
-    assert rig.written == []
+    # Each batch's appends, of every session, reach a connection together: one
+    # wake-up (one write) per batch, not one per message.
+    assert rig.sub.wakes - wakes == 2
     frames = drain(rig.sub)
     assert [(f["action"], f["payload"]["offset"], f["payload"]["text"]) for f in frames] == [
         ("session.message.appended", 4, "s0b "), ("session.message.appended", 4, "s1b "),
@@ -191,7 +186,6 @@ async def test_a_turns_last_text_is_written_in_its_close(tmp_path: Path) -> None
     await transcript.flush(turn)
     await transcript.record(turn, MessageChunk(text="last"))
     drain(rig.sub)
-    rig.written.clear()
     commits = rig.store.db.commits
     text = Transcript.take_updates(turn)
     assert text is not None and not any(turn.pending_text.values())
@@ -202,13 +196,14 @@ async def test_a_turns_last_text_is_written_in_its_close(tmp_path: Path) -> None
     assert rig.store.db.commits == commits + 1
     assert rig.content(0) == ["first last"]
     assert drain(rig.sub) == []  # the store publishes nothing: the closer does, once
+    wakes = rig.sub.wakes
     _publish(rig, turn.turn_id, text, closed)
     frames = drain(rig.sub)
     assert [f["action"] for f in frames] == [
         "session.message.appended", "session.message.added", "session.state_changed",
         "session.turn.completed"]
     assert (frames[0]["payload"]["offset"], frames[0]["payload"]["text"]) == (6, "last")
-    assert rig.written == []  # queued together for the connection's one write
+    assert rig.sub.wakes - wakes == 1  # together, for the connection's one write
 
 
 async def test_text_taken_for_a_close_someone_else_made_is_still_written(

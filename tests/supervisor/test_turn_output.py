@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from protocols.events import MessageChunk
-from supervisor.turn import transcript as transcript_module
 from supervisor.bus import EventBus
 from supervisor.notify import Notifier
 from supervisor.storage.store import Store
+from supervisor.turn import transcript as transcript_module
 from supervisor.turn.transcript import OUTPUT_CUT_STATUS, Transcript, TurnText
 
 
