@@ -64,6 +64,7 @@ from ..turn.turn_outcome import (
     TurnFacts,
     result_of,
 )
+from . import states
 
 __all__ = ["CancelOperation", "Cancellations"]
 
@@ -436,8 +437,7 @@ class Cancellations:
         ):
             # RUNNING with no turn behind it (or a turn the store could not close):
             # unstick it.  A successor turn (another id) is never touched.
-            after = await self.store.set_session_state(
-                session_id, SessionState.WAITING_FOR_INPUT, only_from=(SessionState.RUNNING,))
+            after = await states.unstuck(self.store, session_id)
         if after is not None and after.state is SessionState.RUNNING and (
             after.current_turn_id == turn_id
         ):

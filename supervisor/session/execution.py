@@ -51,7 +51,7 @@ from protocols.scopes import shielded_for
 from ..config import Config
 from ..errors import AgentStartError
 from ..executors import LaunchedAgent, Launcher
-from ..models import AgentSessionRef, Session, SessionState
+from ..models import AgentSessionRef, Session
 from ..notify import Notifier
 from ..profiles import AgentProfile
 from ..storage.db import StoreError, StoreUnavailable
@@ -74,6 +74,7 @@ from ..turn.transcript import Transcript
 from ..turn.turn_close import TurnCloser
 from ..turn.watchdog import Watchdog
 from ..workspace.sandboxing import agent_home, prepare_agent_dirs
+from . import states
 from .cancellation import Cancellations
 
 __all__ = ["Executions"]
@@ -127,10 +128,7 @@ class Executions:
         assert self._nursery is not None, "LifecycleManager.run is not running"
         self.agents.starting[session.id] = started = trio.Event()
         try:
-            await self.store.set_session_state(
-                session.id, SessionState.STARTING,
-                only_from=(SessionState.CREATED, SessionState.WAITING_FOR_INPUT,
-                           SessionState.FAILED))
+            await states.starting(self.store, session.id)
             try:
                 ex: Execution = await self._nursery.start(
                     self._run_execution, session.id, session.workspace_id, profile)
@@ -142,8 +140,7 @@ class Executions:
                     f"agent {profile.name!r} failed to start: {leaf}"
                 await self._start_failed(session.id, message)
                 raise AgentStartError(message) from exc
-            await self.store.set_session_state(session.id, SessionState.WAITING_FOR_INPUT,
-                                               only_from=(SessionState.STARTING,))
+            await states.started(self.store, session.id)
             return ex
         finally:
             del self.agents.starting[session.id]
@@ -152,8 +149,7 @@ class Executions:
     async def _start_failed(self, session_id: str, message: str) -> None:
         """The session says why its agent did not start, in a sentence."""
         log.warning("session %s: %s", session_id, message)
-        await self.store.set_session_state(session_id, SessionState.FAILED,
-                                           only_from=(SessionState.STARTING,))
+        await states.start_failed(self.store, session_id)
         await self.store.add_message(session_id, None, "system", "status", message,
                                      {"variant": "error", "start_failed": True})
 

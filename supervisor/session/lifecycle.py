@@ -11,8 +11,10 @@ Its parts, each a module of its own, constructed here from what
     turn_close        TurnCloser: every turn's end (turn_outcome.decide: what it is)
     cancellation      Cancellations: the cancel path (given, shared with the queue)
 
-The lifecycle owns every session-state write; ``Execution.turn`` is the one
-answer to "is a turn running here".
+A session's state changes in a turn's own open and close transactions (the
+store's), at startup recovery, and otherwise only through ``states`` (starting,
+started, start failed, unstuck), each from the states it names;
+``Execution.turn`` is the one answer to "is a turn running here".
 """
 
 from __future__ import annotations
