@@ -74,6 +74,16 @@ def test_a_hand_edit_survives_a_revert_unless_chosen_and_every_revert_is_undone(
     expect(row.get_by_test_id("revert-keep-mine")).to_be_checked()
     expect(row.get_by_test_id("revert-overwrite")).not_to_be_checked()
     expect(dialog.get_by_test_id("revert-edited-note")).to_contain_text("kept")
+    # What the dialog says it does follows the choice: nothing put back while "Keep mine".
+    expect(dialog.locator(".revert-files-title")).to_have_text(
+        "Nothing put back: 1 file kept as you left it.")
+    expect(row.locator(".revert-action")).to_have_text("kept")
+    person.press(row.get_by_test_id("revert-overwrite"))
+    expect(dialog.locator(".revert-files-title")).to_have_text("Files put back (1):")
+    expect(row.locator(".revert-action")).not_to_have_text("kept")
+    person.press(row.get_by_test_id("revert-keep-mine"))
+    expect(dialog.locator(".revert-files-title")).to_have_text(
+        "Nothing put back: 1 file kept as you left it.")
     for scheme in ("light", "dark"):
         page.emulate_media(color_scheme=scheme)
         shot(page, f"revert-dialog-edited-{view}-{scheme}")

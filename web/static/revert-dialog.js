@@ -82,6 +82,26 @@ export function createRevertDialog() {
   function setAll(choice) {
     for (const path of choices.keys()) choices.set(path, choice);
     for (const input of files.querySelectorAll("input[type=radio]")) input.checked = input.value === choice;
+    retitle();
+  }
+
+  // What the revert does to each file given the choices made: a file kept as the person left
+  // it is not counted as put back, and its row says "kept" instead of what the revert would do.
+  function retitle() {
+    const total = Number(files.dataset.total ?? 0);
+    if (!total) return;
+    const kept = [...choices.values()].filter((c) => c === "keep").length;
+    const back = total - kept;
+    const them = kept === 1 ? "it" : "them";
+    filesTitle.textContent = !kept
+      ? `Files put back (${back}):`
+      : !back
+        ? `Nothing put back: ${plural(kept, "file", "files")} kept as you left ${them}.`
+        : `Files put back (${back}), ${plural(kept, "file", "files")} kept as you left ${them}:`;
+    for (const li of files.querySelectorAll("li[data-edited=true]")) {
+      const label = li.querySelector(".revert-action");
+      if (label) label.textContent = choices.get(li.dataset.path) === "keep" ? "kept" : (ACTION_WORDS[li.dataset.action] ?? li.dataset.action);
+    }
   }
   keepAll.addEventListener("click", () => setAll("keep"));
   overwriteAll.addEventListener("click", () => setAll("overwrite"));
@@ -90,7 +110,11 @@ export function createRevertDialog() {
     const name = `revert-choice-${n}-${i}`;
     const radio = (value, testid, label) => {
       const input = h("input", { type: "radio", name, value, checked: value === "keep", dataset: { testid } });
-      input.addEventListener("change", () => input.checked && choices.set(path, value));
+      input.addEventListener("change", () => {
+        if (!input.checked) return;
+        choices.set(path, value);
+        retitle();
+      });
       return h("label", { class: "revert-choice" }, input, ` ${label}`);
     };
     return h(
@@ -130,11 +154,12 @@ export function createRevertDialog() {
     allRow.hidden = edited.length < 2;
     filesTitle.hidden = list.length === 0;
     files.hidden = list.length === 0;
-    filesTitle.textContent = list.length ? `Files put back (${list.length}):` : "";
     const items = shown.map(row);
     if (more) items.push(h("li", { class: "revert-more", dataset: { testid: "revert-more" } }, `… and ${more} more`));
     files.replaceChildren(...items);
     files.dataset.total = String(list.length);
+    filesTitle.textContent = "";
+    retitle();
     confirm.disabled = list.length === 0;
     if (!list.length) filesTitle.hidden = false;
     if (!list.length) filesTitle.textContent = "Nothing to put back: the files are as they were.";
