@@ -223,14 +223,10 @@ def _projects(raw: Any, data_dir: Path, cli_roots: Sequence[str] | None) -> Proj
     values.update(roots=(*values["roots"], *(a for a in added if a not in values["roots"])),
                   added=added)
     if "checkpoints" in raw:
-        if not isinstance(raw["checkpoints"], bool):
-            raise ConfigError("[projects] checkpoints must be true or false")
-        values["checkpoints"] = raw["checkpoints"]
+        values["checkpoints"] = _flag(raw, "checkpoints", "projects")
     if "before_turn_s" in raw:
-        value = raw["before_turn_s"]
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise ConfigError("[projects] before_turn_s must be a positive number")
-        values["before_turn_s"] = float(value)
+        values["before_turn_s"] = float(_positive(raw["before_turn_s"], "projects",
+                                                  "before_turn_s"))
     return Projects(**values)
 
 
@@ -346,7 +342,7 @@ class Config:
             "profiles": profiles, "workspace_tokens": tokens,
             "allowed_hosts": _allowed_hosts(raw.get("server", {})),
             "tools_path": _tools_path(raw.get("server", {})),
-            "trace_cancels": _flag(raw.get("server", {}), "trace_cancels"),
+            "trace_cancels": _flag(raw.get("server", {}), "trace_cancels", "server"),
         }
         if overrides.get("projects") is None:
             values["projects"] = _projects(raw.get("projects", {}), data_dir, project_roots)
@@ -366,10 +362,13 @@ def _section(kind: type[_T], raw: Any, name: str) -> _T:
     unknown = set(raw) - set(names)
     if unknown:
         raise ConfigError(f"[{name}]: unknown key(s) {', '.join(sorted(unknown))}")
-    for key, value in raw.items():
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise ConfigError(f"[{name}] {key} must be a positive number")
-    return kind(**raw)
+    return kind(**{key: _positive(value, name, key) for key, value in raw.items()})
+
+
+def _positive(value: Any, table: str, key: str) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigError(f"[{table}] {key} must be a positive number")
+    return value
 
 
 def _allowed_hosts(raw: Any) -> tuple[str, ...]:
@@ -384,10 +383,10 @@ def _allowed_hosts(raw: Any) -> tuple[str, ...]:
     return tuple(h.strip() for h in hosts)
 
 
-def _flag(raw: Mapping[str, Any], key: str) -> bool:
+def _flag(raw: Mapping[str, Any], key: str, table: str) -> bool:
     value = raw.get(key, False)
     if not isinstance(value, bool):
-        raise ConfigError(f"[server] {key} must be true or false")
+        raise ConfigError(f"[{table}] {key} must be true or false")
     return value
 
 

@@ -36,6 +36,7 @@ from .session.queue import Delivery, TurnQueue
 from .storage.store import Store
 from .turn.cancel_op import CancelOperation
 from .turn.tracing import CancelTrace
+from .turn.turn_outcome import CancelResult
 from .workspace.projects import resolve_project
 from .workspace.sandboxing import project_identity
 from .workspace.session_files import create_session
@@ -321,7 +322,7 @@ class Orchestrator:
         if not over:
             return None
         op = CancelOperation(session_id=session_id, workspace_id=owner[0], task_id=owner[1],
-                             turn_id=turn_id, outcome=CancelOutcome.IDLE)
+                             turn_id=turn_id, result=CancelResult(CancelOutcome.IDLE))
         op.done.set()
         return op
 

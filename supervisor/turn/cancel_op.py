@@ -37,13 +37,7 @@ class CancelOperation:
     request: StopRequest = StopRequest.USER
     turn_id: str | None = None
     done: trio.Event = field(default_factory=trio.Event)
-    outcome: CancelOutcome | None = None
-    #: The turn the cancel acted on (None: none was running).
-    acted_on: str | None = None
     error: SupervisorError | None = None
-    #: The agent stopped but the store refused the record of it (why); the
-    #: record is written when the store can again (``Retries``).
-    record_error: str | None = None
     joined: int = 0
     #: Requests answered when it settles (a connection's mailbox, the request's
     #: id), with no task of their own waiting: a storm of duplicates is then
@@ -53,6 +47,22 @@ class CancelOperation:
     result: CancelResult | None = None
     #: Whether it raised the session's pending flag (released when it settles).
     pending: bool = False
+
+    @property
+    def outcome(self) -> CancelOutcome | None:
+        """None until it settles, and when it failed."""
+        return None if self.result is None or self.error is not None else self.result.outcome
+
+    @property
+    def acted_on(self) -> str | None:
+        """The turn the cancel acted on (None: none was running)."""
+        return None if self.result is None else self.result.turn_id
+
+    @property
+    def record_error(self) -> str | None:
+        """The agent stopped but the store refused the record of it (why); the
+        record is written when the store can again (``Retries``)."""
+        return None if self.result is None else self.result.record_error
 
     async def wait(self) -> CancelOutcome:
         await self.done.wait()
@@ -64,13 +74,9 @@ class CancelOperation:
     def record(self, result: CancelResult) -> None:
         """What the cancel did (its answer's fields)."""
         self.result = result
-        self.outcome = result.outcome
-        self.acted_on = result.turn_id
-        self.record_error = result.record_error
 
     def fail(self, error: SupervisorError) -> None:
         if not self.done.is_set():  # (settled by its turn's close: that result stands)
-            self.outcome = None
             self.error = error
 
 
@@ -99,6 +105,8 @@ class Settled:
 
     notes: list[Note]
     replies: list[Reply]
+    #: The operation settled (None: nothing was, the settle was a repeat).
+    op: CancelOperation | None = None
 
 
 class Settler:
@@ -140,8 +148,12 @@ class Settler:
         replies: list[Reply] = [(mailbox, request_id, kind, "agent.cancel", payload)
                                 for mailbox, request_id in op.replies]
         op.replies.clear()
-        return Settled(notes, replies)
+        return Settled(notes, replies, op)
 
     def publish(self, settled: Settled) -> None:
+        """Publish a settle made outside a turn's close (the close publishes
+        its own with its notifications, and marks the trace as this does)."""
         if settled.notes or settled.replies:
             self.notify.publish(settled.notes, settled.replies)
+        if self.trace is not None and settled.op is not None:
+            self.trace.published(settled.op)

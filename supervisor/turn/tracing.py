@@ -39,6 +39,9 @@ class CancelTrace(Generic[Op]):
         self.settled: deque[Traced[Op]] = deque(maxlen=keep)
         self._marks: weakref.WeakKeyDictionary[Op, dict[str, float]] = (
             weakref.WeakKeyDictionary())
+        #: Settled, its publication still to come (then its ``published`` mark).
+        self._unpublished: weakref.WeakKeyDictionary[Op, dict[str, float]] = (
+            weakref.WeakKeyDictionary())
 
     def begun(self, op: Op, received: float) -> None:
         self.started += 1
@@ -53,7 +56,13 @@ class CancelTrace(Generic[Op]):
             marks["adapter_sent"] = sent_at
         if answered_at is not None:
             marks["agent_answered"] = answered_at
-        now = trio.current_time()
-        marks["reconciled"] = marks["published"] = now
+        marks["reconciled"] = trio.current_time()
         self.settled_by_close += by_close
         self.settled.append(Traced(op, marks))
+        self._unpublished[op] = marks
+
+    def published(self, op: Op) -> None:
+        """The settle and every answer of it are handed to the bus."""
+        marks = self._unpublished.pop(op, None)
+        if marks is not None:
+            marks["published"] = trio.current_time()

@@ -136,6 +136,8 @@ class TurnCloser:
             # The close's one publication: its notifications, then pending=false
             # and the settled cancel's answers.
             self.notify.publish(notes + settled.notes, settled.replies)
+            if self.settler.trace is not None and settled.op is not None:
+                self.settler.trace.published(settled.op)
             if self.checkpoints is not None and turn.checkpointed and turn.id:
                 # After the close and its settle, in the checkpoints' own nursery.
                 # With the agent's own id of the turn (Codex), for a rewind later.
