@@ -2,9 +2,12 @@
 script's) client for a running server, over the same WebSocket API as the page.
 
 ``run`` streams the agent's answer to stdout (tool calls, status and cancel
-progress to stderr).  Ctrl-C cancels the turn, waits for it to settle and says
-how it ended and how long the cancel took; a second Ctrl-C leaves at once.
-Its exit status says how the turn ended (``EXIT``).
+progress to stderr).  Ctrl-C stops the turn in steps (DESIGN.md §18): while a
+tool call runs, the first one stops after that step (the tool call finishes,
+the next never starts) and the second stops now; with none running the first
+stops now.  The press after the stop now leaves at once.  Once the turn ended
+it says how, how long the cancel took, and the stop's receipt.  Its exit
+status says how the turn ended (``EXIT``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any, TextIO
 import trio
 
 from .connection import ClientError, Connection, Endpoint, connect
+from .stop import AFTER_STEP_WITHIN_S, receipt_line
 
 __all__ = ["EXIT", "cancel_session", "list_sessions", "list_tasks", "run_prompt",
            "watch_session"]
@@ -26,6 +30,8 @@ __all__ = ["EXIT", "cancel_session", "list_sessions", "list_tasks", "run_prompt"
 EXIT = {"end_turn": 0, "cancelled": 3, "other": 4, "interrupted": 130}
 #: How long ``run`` waits for its cancel's answer once the turn has ended.
 SETTLE_S = 30.0
+#: A tool call's statuses while it runs (contract-notes: "Tool calls").
+RUNNING_TOOL = ("pending", "in_progress")
 
 
 def _utf16(text: str) -> int:
@@ -44,6 +50,15 @@ class _Turn:
     #: Text of each agent message already written to ``out``.
     printed: dict[str, str] = field(default_factory=dict)
     announced: set[str] = field(default_factory=set)
+    #: The turn's tool calls as last seen: id -> (status, title), in the order they began.
+    tools: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: The receipt in the turn's status message (a stop from elsewhere has one too).
+    receipt: dict[str, Any] | None = None
+
+    def running_tool(self) -> str | None:
+        """The title of the last tool call still running, else None."""
+        running = [title for status, title in self.tools.values() if status in RUNNING_TOOL]
+        return running[-1] if running else None
 
     def _ours(self, turn_id: str | None) -> bool:
         return self.turn_id is not None and turn_id == self.turn_id
@@ -75,6 +90,12 @@ class _Turn:
         if not self._ours(msg.get("turn_id")) or msg.get("role") == "user":
             return
         kind, mid, content = msg.get("kind"), str(msg.get("id")), str(msg.get("content"))
+        meta = msg.get("metadata") or {}
+        if kind == "tool_call":
+            self.tools[str(meta.get("tool_call_id") or mid)] = (str(meta.get("status")),
+                                                                content)
+        elif kind == "status" and isinstance(meta.get("receipt"), dict):
+            self.receipt = meta["receipt"]
         if kind == "text":
             self._text(mid, content)
         elif mid not in self.announced and kind in ("tool_call", "status", "permission"):
@@ -94,7 +115,9 @@ class _Turn:
             self._appended(str(p.get("message_id")), int(p.get("offset", 0)),
                            str(p.get("text", "")))
         elif action == "session.cancel.progress" and self._ours(p.get("turn_id")):
-            self.err.write(f"\n[cancel] {p.get('phase')}\n")
+            waiting = f": waiting for {p['title']} to finish" if p.get("phase") == \
+                "after_step" and p.get("title") else ""
+            self.err.write(f"\n[cancel] {p.get('phase')}{waiting}\n")
         elif action == "session.turn.completed" and self._ours(p.get("turn_id")):
             return str(p.get("stop_reason"))
         return None
@@ -102,44 +125,93 @@ class _Turn:
 
 @dataclass
 class _Stop:
-    """Ctrl-C's effect on ``run``: a cancel in flight, then a hard exit."""
+    """Ctrl-C's effect on ``run``: a stop after the step, a stop now, a hard exit.
 
-    presses: int = 0
+    ``level`` is the strongest cancel sent (None, ``after_step``, ``now``);
+    ``answers`` each cancel's answer and its latency from its own request,
+    by level (a stop now joins a stop after the step: both answer once the
+    one operation settled)."""
+
+    level: str | None = None
+    outstanding: int = 0
     answered: trio.Event = field(default_factory=trio.Event)
-    asked: bool = False
+    answers: dict[str, tuple[dict[str, Any], float]] = field(default_factory=dict)
+
+    @property
+    def asked(self) -> bool:
+        return self.level is not None
 
 
-async def _send_cancel(conn: Connection, turn: _Turn, stop: _Stop) -> None:
+async def _send_cancel(conn: Connection, turn: _Turn, stop: _Stop, level: str,
+                       when: str | None) -> None:
+    """``when`` None: today's request (a cancel now), as a server before
+    DESIGN.md §18 takes it too."""
     started = time.perf_counter()
     payload: dict[str, Any] = {"session_id": turn.session_id}
     if turn.turn_id is not None:
         payload["turn_id"] = turn.turn_id
+    if when is not None:
+        payload["when"] = when
+    within = AFTER_STEP_WITHIN_S if when == "after_step" else 60.0
     try:
-        answer = await conn.request("agent.cancel", payload)
+        answer = await conn.request("agent.cancel", payload, within=within)
     except ClientError as exc:
         turn.err.write(f"cancel failed: {exc}\n")
+        turn.err.flush()
     else:
-        ms = (time.perf_counter() - started) * 1000
-        turn.err.write(f"cancel: {answer.get('outcome', 'cancelled')} in {ms:.0f} ms\n")
+        stop.answers[level] = (answer, (time.perf_counter() - started) * 1000)
+    finally:
+        stop.outstanding -= 1
+        if stop.outstanding == 0:
+            stop.answered.set()
+
+
+def _press(conn: Connection, turn: _Turn, stop: _Stop, nursery: trio.Nursery) -> bool:
+    """One Ctrl-C: the next stop level, sent in its own task (so that the next
+    press is heard while it waits for its answer).  False: leave now."""
+    if stop.level == "now":
+        return False
+    when: str | None
+    if stop.level is None and (title := turn.running_tool()) is not None:
+        turn.err.write(f"\nstopping after this step ({title})… Ctrl-C again to stop now\n")
+        stop.level = when = "after_step"
+    elif stop.level is None:
+        turn.err.write("\ncancelling the turn (Ctrl-C again to leave at once)…\n")
+        stop.level, when = "now", None
+    else:
+        # Joins the stop after the step: the same operation, cancelled at once.
+        turn.err.write("\nstopping now… (Ctrl-C again to leave at once)\n")
+        stop.level = when = "now"
     turn.err.flush()
-    stop.answered.set()
+    stop.outstanding += 1
+    nursery.start_soon(_send_cancel, conn, turn, stop, stop.level, when)
+    return True
 
 
 async def _cancel_on_interrupt(conn: Connection, turn: _Turn, stop: _Stop,
                                nursery: trio.Nursery, scope: trio.CancelScope) -> None:
-    """The first Ctrl-C sends the cancel (in its own task, so that a second
-    one is heard while the first waits for its answer); the second leaves."""
     with trio.open_signal_receiver(signal.SIGINT) as presses:
         async for _ in presses:
-            stop.presses += 1
-            if stop.presses > 1:
+            if not _press(conn, turn, stop, nursery):
                 turn.err.write("\nleaving without waiting for the cancel\n")
                 scope.cancel()
                 return
-            turn.err.write("\ncancelling the turn (Ctrl-C again to leave at once)…\n")
-            turn.err.flush()
-            stop.asked = True
-            nursery.start_soon(_send_cancel, conn, turn, stop)
+
+
+def _report(turn: _Turn, stop: _Stop) -> dict[str, Any] | None:
+    """The cancel's line (the strongest level's answer), and its receipt."""
+    if not stop.answers:
+        return turn.receipt
+    level = "now" if "now" in stop.answers else "after_step"
+    answer, ms = stop.answers[level]
+    outcome = answer.get("outcome", "cancelled")
+    if level == "after_step":
+        turn.err.write(f"cancel: {outcome} after the step ({ms:.0f} ms after Ctrl-C)\n")
+    else:
+        turn.err.write(f"cancel: {outcome} in {ms:.0f} ms\n")
+    receipts = [a.get("receipt") for a, _ in stop.answers.values()]
+    found = next((r for r in receipts if isinstance(r, dict)), None)
+    return found or turn.receipt
 
 
 async def _start(conn: Connection, prompt: str, agent: str | None, task_id: str | None,
@@ -186,7 +258,10 @@ async def run_prompt(endpoint: Endpoint, prompt: str, *, agent: str | None,
             return EXIT["interrupted"]
         out.write("\n")
         out.flush()
+        receipt = _report(turn, stop)
         err.write(f"[turn ended: {stop_reason}]\n")
+        if receipt is not None:
+            err.write(receipt_line(receipt) + "\n")
         return EXIT.get(stop_reason or "", EXIT["other"])
 
 
