@@ -20,7 +20,7 @@ export function keyHint(view) {
  * the draft); delivery "steer" for the steer button and Alt+Enter, else undefined.
  * onCancel() asks to cancel the selected session's turn.
  */
-export function createComposer({ layout, onSend, onCancel, onCancelRevert, onTyping }) {
+export function createComposer({ layout, onSend, onCancel, onCancelRevert, onStopAfterStep, onTyping }) {
   const compact = layout === "compact";
   const placeholder = compact ? "Message the agent" : "Message the agent (Enter sends, Shift+Enter adds a line, Esc cancels)";
   const input = h("textarea", {
@@ -50,7 +50,17 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert, onTyp
   cancelRevert.addEventListener("click", () => {
     if (!cancelRevert.disabled) onCancelRevert?.();
   });
-  const actions = h("div", { class: "composer-actions" }, cancelRevert, cancel.el, steer, send);
+  // DESIGN.md §18: the running tool call finishes, then the turn stops; gone once a stop is
+  // pending (the cancel control then means "stop now").
+  const afterStep = h(
+    "button",
+    { type: "button", class: "btn btn-secondary btn-after-step", hidden: true, dataset: { testid: "stop-after-step-button" }, title: "Let the running step finish, then stop the turn", "aria-label": "Stop after this step" },
+    compact ? "After step" : "Stop after this step",
+  );
+  afterStep.addEventListener("click", () => {
+    if (!afterStep.disabled) onStopAfterStep?.();
+  });
+  const actions = h("div", { class: "composer-actions" }, cancelRevert, afterStep, cancel.el, steer, send);
   // The row wraps (actions under the input) before the input would get narrower than a usable
   // width, so a phone with Cancel shown still has room to type.
   const form = compact
@@ -184,6 +194,8 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert, onTyp
     cancel.update(view.cancel, view.sessionId);
     cancelRevert.hidden = !(view.cancel.visible && view.revertable);
     cancelRevert.disabled = view.cancel.disabled;
+    afterStep.hidden = !(view.running && !view.cancel.pending);
+    afterStep.disabled = view.offline;
     error.hidden = !view.error;
     error.textContent = view.error ?? "";
   }

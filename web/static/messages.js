@@ -12,7 +12,7 @@ import { renderSubagentTrace } from "./subagent-trace.js";
 /** DESIGN.md §5's status of the person's own cancel: the turn stopped as asked. */
 const USER_CANCEL = "Turn cancelled by user";
 
-function renderStatus(message) {
+function renderStatus(message, ctx) {
   const meta = message.metadata ?? {};
   // A stall notice whose turn went on producing output is history, no longer a warning.
   const resolvedStall = Boolean(meta.stalled && meta.resolved);
@@ -31,6 +31,8 @@ function renderStatus(message) {
     h("span", {}, text),
   );
   if (text !== message.content) node.title = message.content;
+  // DESIGN.md §18: a stopped turn's receipt, under its status line.
+  if (meta.receipt && typeof meta.receipt === "object" && ctx.renderReceipt) return h("div", { class: "status-with-receipt" }, node, ctx.renderReceipt(message));
   return node;
 }
 
@@ -81,7 +83,7 @@ function renderRow(message, ctx) {
       body = renderPermission(message, ctx);
       break;
     case "status":
-      body = renderStatus(message);
+      body = renderStatus(message, ctx);
       break;
     case "plan":
       body = renderPlan(message);
@@ -112,7 +114,7 @@ function renderRow(message, ctx) {
  * {el, update(messages | undefined, emptyText, {offline}), scrollToEnd}: undefined messages
  * means "still loading". `el` wraps the list and its "jump to latest" button.
  */
-export function createMessageList({ onPermission, renderTurnChanges }) {
+export function createMessageList({ onPermission, renderTurnChanges, renderReceipt }) {
   const list = h("ol", { class: "message-list", dataset: { testid: "message-list" }, role: "log", "aria-label": "Conversation" });
   const empty = h("li", { class: "message-empty" });
   const jump = h(
@@ -181,7 +183,7 @@ export function createMessageList({ onPermission, renderTurnChanges }) {
           row.message = message;
           row.signature = signature;
         } else {
-          const drawn = renderRow(message, { tool, onPermission, offline, renderTurnChanges });
+          const drawn = renderRow(message, { tool, onPermission, offline, renderTurnChanges, renderReceipt });
           if (row) {
             // A tool card the reader opened stays open through its status updates.
             const wasOpen = row.node.querySelector("details.tool-card")?.open; // a trace too

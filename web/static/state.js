@@ -25,6 +25,10 @@ export const CANCEL_LABEL = "Cancel agent";
 export const CANCELLING_LABEL = "Cancelling...";
 /** Said beside the control once the join window passed without an answer (phase `late`, §9). */
 export const LATE_NOTE = "Agent not responding — stopping it";
+/** The cancel control while a stop waits for the running step: pressing it stops at once. */
+export const STOP_NOW_LABEL = "Stop now";
+/** Said while a stop waits for the running tool call to finish (phase `after_step`, §18). */
+export const AFTER_STEP_NOTE = "Stopping after this step…";
 /** Client-side bound on one agent.cancel request (issue 5: 15 s). */
 export const CANCEL_REQUEST_TIMEOUT_MS = 15_000;
 
@@ -51,6 +55,9 @@ export function emptyState() {
     cancelRequests: {},
     composerErrors: {}, // session id -> text of the last failed cancel/send, shown in the composer
     cancelPhases: {}, // session id -> last `session.cancel.progress` phase of a pending cancel
+    // session id -> that progress whole ({turn_id, phase, tool_call_ids?, title?}): the phase
+    // `after_step` names the running tool the stop waits for (DESIGN.md §18).
+    cancelProgress: {},
     queues: {}, // session id -> {entries, autoRun, revision, epoch} (queue-state.js, DESIGN.md §9)
     // "connecting" (first connect), "open", or "reconnecting" (the socket was lost, or never
     // came up): the page is offline in the last case and disables what needs the server.
@@ -183,11 +190,14 @@ export function applyCancellation(state, sessionId, pending, revision, epoch) {
   const row = state.sessions[sessionId] ?? { id: sessionId };
   const merged = mergeCancellation(row, pending, revision, epoch);
   if (!merged.accepted) return state;
-  let next = putSession(state, merged.row);
-  if (!pending && sessionId in next.cancelPhases) {
+  // A settled cancel's progress is history: neither the held one nor the DTO's is shown again.
+  let next = putSession(state, pending ? merged.row : { ...merged.row, cancel_progress: null });
+  if (!pending && (sessionId in next.cancelPhases || sessionId in (next.cancelProgress ?? {}))) {
     const cancelPhases = { ...next.cancelPhases };
     delete cancelPhases[sessionId];
-    next = { ...next, cancelPhases };
+    const cancelProgress = { ...next.cancelProgress };
+    delete cancelProgress[sessionId];
+    next = { ...next, cancelPhases, cancelProgress };
   }
   return settleOptimisticOnBackendValue(next, sessionId, pending, revision, epoch);
 }
@@ -393,7 +403,11 @@ export function applyNotification(state, action, payload, epoch) {
     case "session.cancel.progress":
       // DESIGN.md §9: `late` / `escalated` mean the agent did not answer the cancel.
       if (typeof p.phase !== "string" || !effectiveCancelPending(state, sid)) return state;
-      return { ...state, cancelPhases: { ...state.cancelPhases, [sid]: p.phase } };
+      return {
+        ...state,
+        cancelPhases: { ...state.cancelPhases, [sid]: p.phase },
+        cancelProgress: { ...state.cancelProgress, [sid]: { turn_id: p.turn_id ?? null, phase: p.phase, tool_call_ids: p.tool_call_ids ?? [], title: p.title ?? null } },
+      };
     default:
       // session.turn.completed, session.agent.cancelled, session.permission.requested: the
       // state and message notifications that come with them carry everything the page shows.
@@ -446,18 +460,47 @@ export function effectiveCancelPending(state, sessionId) {
 }
 
 /**
+ * The progress of the session's pending cancel: the phase heard, else (after a reload) the
+ * session DTO's `cancel_progress` of its running turn; null when none is pending or known.
+ */
+export function cancelProgressOf(state, sessionId) {
+  if (!effectiveCancelPending(state, sessionId)) return null;
+  const heard = state.cancelProgress?.[sessionId];
+  if (heard) return heard;
+  const row = state.sessions[sessionId];
+  const dto = row?.cancel_progress;
+  if (!dto || typeof dto.phase !== "string") return null;
+  return dto.turn_id == null || row.current_turn_id == null || dto.turn_id === row.current_turn_id ? dto : null;
+}
+
+/**
+ * True while the pending cancel waits for the running step to finish (DESIGN.md §18): the
+ * phase says `after_step`, or this page asked for one and no phase is heard yet. A stop now
+ * then still joins it, unless this page already sent one.
+ */
+export function waitsForStep(state, sessionId) {
+  const req = state.cancelRequests[sessionId];
+  if (req?.when === "now") return false;
+  const progress = cancelProgressOf(state, sessionId);
+  if (progress) return progress.phase === "after_step";
+  return req?.when === "after_step" && effectiveCancelPending(state, sessionId);
+}
+
+/**
  * Starts a cancel for a session: sets the optimistic flag unless the activation must be ignored
  * (already pending here or on the backend, or nothing running). Returns {state, send}; the caller
- * sends `agent.cancel` with `requestId` only when `send` is true.
+ * sends `agent.cancel` with `requestId` only when `send` is true. `when`: "now" (default) or
+ * "after_step"; a stop now while a stop after the step waits joins it (DESIGN.md §18).
  */
-export function beginCancel(state, sessionId, requestId, epoch) {
+export function beginCancel(state, sessionId, requestId, epoch, when = "now") {
   const row = sessionId ? state.sessions[sessionId] : undefined;
   if (!row || row.state !== RUNNING) return { state, send: false };
   if (isOffline(state)) return { state, send: false }; // nothing could carry it
-  if (effectiveCancelPending(state, sessionId)) return { state, send: false };
+  const joins = when === "now" && waitsForStep(state, sessionId);
+  if (effectiveCancelPending(state, sessionId) && !joins) return { state, send: false };
   const baseRevision = typeof row.cancellation_revision === "number" ? row.cancellation_revision : null;
   const baseEpoch = typeof row.cancellation_revision === "number" ? row.cancellation_epoch ?? 0 : epoch;
-  const record = { requestId, baseRevision, baseEpoch, optimistic: true };
+  const record = { requestId, baseRevision, baseEpoch, optimistic: true, when };
   const cancelRequests = { ...state.cancelRequests, [sessionId]: record };
   return { state: clearComposerError({ ...state, cancelRequests }, sessionId), send: true };
 }
@@ -484,16 +527,24 @@ export function cancelControlView(state, sessionId) {
   if (!row) return { visible: false, pending: false, disabled: true, label: CANCEL_LABEL, note: null };
   const pending = effectiveCancelPending(state, sessionId);
   const phase = pending ? state.cancelPhases[sessionId] : undefined;
+  // While a stop waits for the running step, the control stays live and means "stop now".
+  const waiting = pending && waitsForStep(state, sessionId);
   // Shown while a turn runs, and also while a cancel is still pending after the state moved on,
   // so the spinner lasts "until the backend's cancellation_pending goes false" (DESIGN §8).
   return {
     visible: row.state === RUNNING || pending,
     pending,
-    disabled: pending || isOffline(state),
-    label: pending ? CANCELLING_LABEL : CANCEL_LABEL,
+    disabled: (pending && !waiting) || isOffline(state),
+    label: waiting ? STOP_NOW_LABEL : pending ? CANCELLING_LABEL : CANCEL_LABEL,
     // The button keeps its label (DESIGN §8); a late cancel says why it takes so long beside it.
-    note: phase === "late" || phase === "escalated" ? LATE_NOTE : null,
+    note: waiting ? afterStepNote(cancelProgressOf(state, sessionId)) : phase === "late" || phase === "escalated" ? LATE_NOTE : null,
   };
+}
+
+/** "Stopping after this step… (Run the tests)": the tool the stop waits for, when known. */
+export function afterStepNote(progress) {
+  const title = typeof progress?.title === "string" ? progress.title.trim() : "";
+  return title ? `${AFTER_STEP_NOTE} (${title})` : AFTER_STEP_NOTE;
 }
 
 // ---------------------------------------------------------------------------------------------

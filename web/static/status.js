@@ -1,7 +1,7 @@
 // What the page says about a session, an error or an agent, in words a person reads: pure
 // functions over the state of state.js, tested under node (tests/ui_unit/status.test.mjs).
 
-import { effectiveCancelPending, RUNNING } from "./state.js";
+import { effectiveCancelPending, RUNNING, waitsForStep } from "./state.js";
 
 /**
  * Turns backend and OS error text into a sentence. Errno text ("[Errno 2] No such file or
@@ -69,9 +69,10 @@ export function sessionStatus(state, sessionId) {
     (sessionId !== state.selectedSessionId && row.attention_cancelling === true && s === RUNNING);
   if (cancelling) {
     const phase = state.cancelPhases?.[sessionId];
-    return phase === "late" || phase === "escalated"
-      ? { key: "stopping", label: "Stopping an unresponsive agent", tone: "warning", reason: null }
-      : { key: "cancelling", label: "Cancelling", tone: "warning", reason: null };
+    if (phase === "late" || phase === "escalated") return { key: "stopping", label: "Stopping an unresponsive agent", tone: "warning", reason: null };
+    // DESIGN.md §18: the stop waits for the running tool call (the composer names it).
+    if (waitsForStep(state, sessionId)) return { key: "cancelling", label: "Stopping after this step", tone: "warning", reason: null };
+    return { key: "cancelling", label: "Cancelling", tone: "warning", reason: null };
   }
   // The selected session's messages are followed: they say whether a permission waits. Another
   // session's held messages stopped when the page left it, so `session.attention`

@@ -12,6 +12,8 @@ import * as S from "./state.js";
 import { createPageAttention } from "./page-attention.js";
 import { createProjectPicker } from "./project-picker.js";
 import { createShortcutHelp } from "./shortcut-help.js";
+import { createStopAll } from "./stop-all.js";
+import { runningTurns } from "./stop-text.js";
 import { humanizeError } from "./status.js";
 import { socketProtocols } from "./credential.js";
 import { Connection, socketUrl } from "./ws.js";
@@ -67,17 +69,20 @@ export function mountTaskListPage(root, boot, env = globalThis) {
 
   const banner = createConnectionBanner({ onRetry: () => ws.retryNow(), env });
   let retryAt = null;
+  // DESIGN.md §18: every running turn of the workspace stopped at once, after a question.
+  const stopAll = createStopAll({ request: (action, payload, options) => ws.request(action, payload, options), onDone: () => refreshTasks() });
 
   root.replaceChildren(
     createShortcutHelp(env.document).el,
     h(
       "div",
       { class: "page page--tasks" },
-      h("header", { class: "topbar" }, h("h1", { class: "topbar-title" }, "Turnvisor"), attention.badge, attention.toggle),
+      h("header", { class: "topbar" }, h("h1", { class: "topbar-title" }, "Turnvisor"), stopAll.summary, stopAll.button, attention.badge, attention.toggle),
       banner.el,
       h("main", { class: "tasks-main" }, form, h("h2", { class: "section-title" }, "Tasks"), lists),
     ),
     dialog.el,
+    stopAll.dialog,
   );
 
   function taskRow(t) {
@@ -142,6 +147,7 @@ export function mountTaskListPage(root, boot, env = globalThis) {
     create.disabled = creating || offline;
     create.title = offline ? "Offline: waiting for the server" : "";
     banner.update(offline, retryAt);
+    stopAll.update(runningTurns(state.tasks), offline);
     dialog.setOffline(offline);
     // The task the dialog is about was deleted elsewhere: nothing is left to act on.
     const open = dialog.openFor;

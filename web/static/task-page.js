@@ -19,6 +19,7 @@ import * as S from "./state.js";
 import { createShortcutHelp } from "./shortcut-help.js";
 import { TASK_KEYS, installTaskShortcuts } from "./shortcuts.js";
 import { createStallNotice } from "./stall-notice.js";
+import { createStopReceipts } from "./stop-receipt.js";
 import { createSubagentRows } from "./subagent-rows.js";
 import * as SA from "./subagents-state.js";
 import { createEscalationCountdown, createWorkingIndicator } from "./working-indicator.js";
@@ -133,6 +134,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
   const messageList = createMessageList({
     onPermission: (requestId, optionId) => actions.respondPermission(requestId, optionId),
     renderTurnChanges: (message) => renderTurnChanges(message, changes.cardContext), // diffs, revert, undo
+    renderReceipt: (message) => receipts.render(message), // DESIGN.md §18
   });
   const changesView = createChangesView({ request: (action, payload) => ws.request(action, payload) });
   // Where the agent works (DESIGN.md §12): the worktree and its branch, the project, or its own.
@@ -214,6 +216,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
       onSend: send,
       onCancel: () => actions.cancel(),
       onCancelRevert: () => changes.cancelAndUndo(), // asks first (DESIGN.md §15)
+      onStopAfterStep: () => actions.cancel({ when: "after_step" }), // DESIGN.md §18
       // With the phone's keyboard up, the conversation gets the room the header took.
       onTyping: (typing) => pageEl.classList.toggle("is-typing", typing && layout === "compact"),
     });
@@ -291,6 +294,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
     composer.update(composerView);
     stall.update(stallNotice(state, sid), composerView.cancel);
     subagents.update(SA.subagentRows(state, sid, { offline }));
+    receipts.refresh();
     clock.render();
     queueList.update(queueView(state, sid, { offline }));
     const launching = Boolean(state.launching);
@@ -422,6 +426,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
     focusComposer,
     changes,
   });
+  const receipts = createStopReceipts({ ws, getState: () => state, changes, actions });
   const launcher = createSessionLauncher({
     ws,
     taskId,

@@ -22,11 +22,13 @@ export function cancelErrorText(err) {
 
 export function createTurnActions({ ws, taskId, getState, setState, showError, setPageError, focusComposer, changes }) {
   /** overwrite: with revert, the files changed since the turn to put back all the same (§15). */
-  function cancel({ revert = false, overwrite = [] } = {}) {
+  /** when: "now" or "after_step" (DESIGN.md §18); a stop now while one waits for the step joins it. */
+  function cancel({ revert = false, overwrite = [], when = "now" } = {}) {
     const state = getState();
     const sid = state.selectedSessionId;
     const requestId = newRequestId();
-    const begun = S.beginCancel(state, sid, requestId, ws.epoch);
+    const joins = when === "now" && S.waitsForStep(state, sid);
+    const begun = S.beginCancel(state, sid, requestId, ws.epoch, when);
     if (!begun.send) return; // duplicate activation, nothing running, or offline
     setState(begun.state); // disabled + spinner now, before the request leaves
     // The clicked button is now disabled and drops focus: hand it to the input, so typing (and
@@ -37,6 +39,8 @@ export function createTurnActions({ ws, taskId, getState, setState, showError, s
     const turnId = getState().sessions[sid]?.current_turn_id;
     const target = turnId ? { session_id: sid, task_id: taskId, turn_id: turnId } : { session_id: sid, task_id: taskId };
     if (revert) Object.assign(target, { revert: true, overwrite }); // "Cancel and undo": reverted once it settled
+    // A plain cancel says nothing of `when` (the default, "now"); a joining stop now says it.
+    if (when === "after_step" || joins) target.when = when;
     ws.request("agent.cancel", target, { id: requestId, timeoutMs: S.CANCEL_REQUEST_TIMEOUT_MS }).then(
       (answer) => {
         if (revert && answer?.reverted) changes.markReverted(sid, [answer.reverted.turn_id, ...(answer.reverted.later_turns ?? [])]);
