@@ -42,6 +42,18 @@ milliseconds.  The prompt text selects a behaviour (DESIGN.md §3):
                      have, or at its own cancel, leaving them running
                      (protocols/mock/subagents.py); ``hang`` after <ms>: the
                      parent ignores its cancel; ``hang-all``: the children too
+    /steps <n> <ms> [permission]
+                     <n> (3) shell-like tool calls in sequence, ``step i of n:
+                     sleep s``, each running <ms> (500), a chunk after each and
+                     ~100 ms of "thinking" before the next; a cancel mid-step
+                     ends the turn ``cancelled`` at once (the step is left to
+                     the client to mark: Codex sends no item/completed for
+                     it); ``permission``: asks for the second step half-way
+                     through the first (protocols/mock/stops.py)
+    /stray           leaves ``sleep 600`` running in the agent's own process
+                     group (a completed tool call ``stray: sleep 600``), says
+                     ``stray pid <pid>`` and ends the turn; it dies with the
+                     group
     anything else    echoes the text back in a few chunks
 
 Sessions survive the process: each agent session (ACP session, Codex thread)
@@ -138,7 +150,8 @@ def machine(args: argparse.Namespace,
     (the tests' weird and hostile agents)."""
     restore = RESTORE.get(args.restore, frozenset({args.restore}))
     return MockMachine(args.protocol, SessionStore.from_environment(), restore=restore,
-                       steering=args.steering, acp_max_version=args.acp_version, extra=extra)
+                       steering=args.steering, acp_max_version=args.acp_version, extra=extra,
+                       spawn=stdio.spawn)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -132,6 +132,16 @@ class Acp1Wire(Wire):
         self.update({"sessionUpdate": "tool_call_update", "toolCallId": tool_id,
                      "status": "completed"})
 
+    def command_started(self, turn: Turn, tool_id: str, title: str) -> None:
+        # Running from its first report, as agents report a shell command they run.
+        self.update({"sessionUpdate": self.tool_call_kind, "toolCallId": tool_id,
+                     "title": title, "kind": "execute", "status": "in_progress",
+                     "rawInput": {"command": title.rsplit(": ", 1)[-1]}})
+
+    def command_finished(self, turn: Turn, tool_id: str, title: str, status: str) -> None:
+        self.update({"sessionUpdate": "tool_call_update", "toolCallId": tool_id,
+                     "status": status})
+
     def edit_started(self, turn: Turn, tool_id: str, edit: Edit) -> None:
         self.update(mock_edits.acp_tool_call(tool_id, edit))
 

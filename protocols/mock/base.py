@@ -12,7 +12,7 @@ and on Trio's MockClock in the tests' in-process twin.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -20,7 +20,7 @@ from ..jsonrpc import RpcConnection
 from ..mock_edits import Edit
 
 __all__ = ["SESSION_NOT_FOUND", "Agent", "Child", "CloseOut", "Effect", "Err", "Exit", "Out",
-           "Script", "Turn", "Wait", "Wire", "prompt_text"]
+           "Script", "Spawn", "Turn", "Wait", "Wire", "prompt_text"]
 
 #: ACP "resource not found": the session asked for is not in the state directory.
 SESSION_NOT_FOUND = -32002
@@ -150,6 +150,12 @@ class Child:
 #: A behaviour: given its turn and the prompt's text, the generator that plays it.
 Script = Callable[[Turn, str], Iterator[Wait]]
 
+#: Starts a command in the agent's own process group and returns its pid at once,
+#: never waiting for it (``/stray``).  The one effect that cannot wait for the caller:
+#: the script says the pid.  None where the agent has no process of its own (the
+#: tests' in-process twin).
+Spawn = Callable[[Sequence[str]], int]
+
 
 class Agent(Protocol):
     """What scripts and dialects use of the machine (protocols/mock/machine.py)."""
@@ -163,6 +169,7 @@ class Agent(Protocol):
     restore: frozenset[str]
     steering: bool
     children: dict[str, Child]
+    spawn: Spawn | None
 
     def new_id(self) -> str: ...
     def emit(self, effect: Effect) -> None: ...
@@ -222,6 +229,16 @@ class Wire:
         raise NotImplementedError
 
     def tool_finished(self, turn: Turn, tool_id: str, ms: int) -> None:
+        raise NotImplementedError
+
+    def command_started(self, turn: Turn, tool_id: str, title: str) -> None:
+        """A shell-like command starts, running (``/steps``, ``/stray``): ``title`` is
+        what the client shows (Codex: the item's ``command``)."""
+        raise NotImplementedError
+
+    def command_finished(self, turn: Turn, tool_id: str, title: str, status: str) -> None:
+        """It ended (``completed`` or ``failed``).  A cancelled one is not reported:
+        the client marks it (ACP), and Codex leaves an interrupted command open."""
         raise NotImplementedError
 
     def edit_started(self, turn: Turn, tool_id: str, edit: Edit) -> None:

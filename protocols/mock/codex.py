@@ -160,6 +160,17 @@ class CodexWire(Wire):
                                            "command": f"sleep {ms / 1000}",
                                            "status": "completed", "exitCode": 0})
 
+    def command_started(self, turn: Turn, tool_id: str, title: str) -> None:
+        self.item("item/started", turn, {"type": "commandExecution", "id": tool_id,
+                                         "command": title, "cwd": self.agent.cwd,
+                                         "status": "inProgress"})
+
+    def command_finished(self, turn: Turn, tool_id: str, title: str, status: str) -> None:
+        self.item("item/completed", turn, {"type": "commandExecution", "id": tool_id,
+                                           "command": title, "cwd": self.agent.cwd,
+                                           "status": status,
+                                           "exitCode": 0 if status == "completed" else 1})
+
     def edit_started(self, turn: Turn, tool_id: str, edit: Edit) -> None:
         self.item("item/started", turn, mock_edits.codex_item(tool_id, edit, "inProgress"))
 

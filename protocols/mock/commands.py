@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from . import faults, scripts
+from . import faults, scripts, stops
 from .base import Script
 from .subagents import subagents
 
@@ -27,6 +27,8 @@ COMMANDS: Mapping[str, Script] = {
     "/rm": scripts.one_edit,
     "/edits": scripts.many_edits,
     "/subagents": subagents,
+    "/steps": stops.steps,
+    "/stray": stops.stray,
     "/stderr": faults.stderr,
     "/bigline": faults.bigline,
     "/partial": faults.partial,

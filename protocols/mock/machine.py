@@ -30,7 +30,7 @@ from ..jsonrpc import (
 )
 from .acp1 import Acp1Wire
 from .acp2 import Acp2Wire
-from .base import Child, CloseOut, Effect, Exit, Out, Script, Turn, Wire
+from .base import Child, CloseOut, Effect, Exit, Out, Script, Spawn, Turn, Wire
 from .codex import CodexWire
 from .commands import script_for
 from .sessions import Store
@@ -55,13 +55,16 @@ class MockMachine:
     ``resume`` is ``thread/resume``).  ``acp_max_version``: the highest ACP version it
     speaks (2: v2 when the client offers it).  ``new_id`` names new sessions;
     ``answer_restore`` is asked at each restore request (False: it is never answered,
-    a fault for timeouts).  ``extra`` adds behaviour scripts by command."""
+    a fault for timeouts).  ``extra`` adds behaviour scripts by command.  ``spawn``
+    starts a process in the agent's group (``/stray``; the program passes the real one,
+    protocols/mock/stdio.py); None: there is no process of its own to start one in."""
 
     def __init__(self, protocol: str, store: Store, *, restore: frozenset[str] = RESTORE_BOTH,
                  steering: bool = False, acp_max_version: int = 1,
                  new_id: Callable[[], str] = _new_uuid,
                  answer_restore: Callable[[], bool] = _answer_restores,
-                 extra: Mapping[str, Script] | None = None, cwd: str | None = None) -> None:
+                 extra: Mapping[str, Script] | None = None, cwd: str | None = None,
+                 spawn: Spawn | None = None) -> None:
         acp = protocol == "acp"
         self.rpc = RpcConnection(Dialect.JSONRPC2 if acp else Dialect.CODEX,
                                  first_id=0 if acp else 100)
@@ -73,6 +76,7 @@ class MockMachine:
         self.new_id = new_id
         self.answer_restore = answer_restore
         self.extra = extra
+        self.spawn = spawn
         #: The session's working directory: where ``/write`` and friends edit.
         self.cwd = cwd if cwd is not None else os.getcwd()
         self.now = 0.0

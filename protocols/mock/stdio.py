@@ -3,19 +3,46 @@
 It waits for stdin with ``select`` until the machine's next timer, feeds what came, lets
 the machine's due scripts run, and carries out the effects.  Writes block (a client that
 does not read slows the agent down, as it would a real one); input is read between them.
+``spawn`` is the machine's way to leave a process behind (``/stray``).
 """
 
 from __future__ import annotations
 
 import os
 import select
+import signal
+import subprocess
 import sys
 import time
+from collections.abc import Sequence
+from types import FrameType
 
 from .base import CloseOut, Err, Exit, Out
 from .machine import MockMachine
 
-__all__ = ["serve"]
+__all__ = ["serve", "spawn"]
+
+#: The processes ``spawn`` left running: kept so that no ``Popen`` is collected while
+#: its process runs (that would warn), and reaped as they end (``_reap``).
+_strays: list[subprocess.Popen[bytes]] = []
+
+
+def spawn(argv: Sequence[str]) -> int:
+    """Start ``argv`` in this process's own group (no new session or group: a stray
+    the supervisor must find there), its stdio on /dev/null so it holds none of the
+    agent's pipes open; its pid, without waiting for it."""
+    if not _strays:
+        # Reap an ended stray at once, so it does not linger as a zombie in the
+        # group; poll() only collects one that has ended, never stops one.
+        signal.signal(signal.SIGCHLD, _reap)
+    proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    _strays.append(proc)
+    return proc.pid
+
+
+def _reap(signum: int, frame: FrameType | None) -> None:
+    _strays[:] = [p for p in _strays if p.poll() is None]
 
 
 def serve(machine: MockMachine) -> int:
