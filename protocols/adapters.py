@@ -134,6 +134,8 @@ class AgentAdapter(Protocol):
     def turn_running(self) -> bool: ...
     @property
     def wire_protocol(self) -> WireProtocol: ...
+    @property
+    def agent_version(self) -> str | None: ...
     async def initialize(self) -> None: ...
     async def new_session(self, cwd: str) -> str: ...
     async def restore_session(self, agent_session_id: str, cwd: str) -> Restored: ...
@@ -313,6 +315,14 @@ class AcpAdapter(_Base):
     def agent_session_id(self) -> str | None:
         return self.core.session_id
 
+    @property
+    def agent_version(self) -> str | None:
+        """The agent's name and version from its ``initialize`` answer."""
+        info = self.core.agent_info
+        name, version = info.get("name"), info.get("version")
+        said = " ".join(str(v) for v in (name, version) if isinstance(v, str) and v)
+        return said[:120] or None
+
     async def initialize(self) -> None:
         rid, data = self.core.initialize()
         await self.connection.request(rid, data, timeout_s=self.timeouts.initialize_s,
@@ -393,6 +403,7 @@ class CodexAdapter(_Base):
         super().__init__(CodexClient(max_line_bytes=max_line_bytes), send_stream, receive_stream,
                          timeouts)
         self.thread_params = thread_params or {}
+        self._user_agent: str | None = None
 
     @property
     def wire_protocol(self) -> WireProtocol:
@@ -410,9 +421,17 @@ class CodexAdapter(_Base):
     def agent_session_id(self) -> str | None:
         return self.core.thread_id
 
+    @property
+    def agent_version(self) -> str | None:
+        return self._user_agent
+
     async def initialize(self) -> None:
         rid, data = self.core.initialize()
-        await self.connection.request(rid, data, timeout_s=self.timeouts.initialize_s)
+        result = await self.connection.request(rid, data, timeout_s=self.timeouts.initialize_s)
+        # Codex says who it is in ``userAgent`` ("codex_cli_rs/0.171.0 (...)"):
+        # its first word is the name and version.
+        said = result.get("userAgent") if isinstance(result, dict) else None
+        self._user_agent = said.split()[0][:120] if isinstance(said, str) and said else None
         await self.connection.send(self.core.initialized())
 
     async def new_session(self, cwd: str) -> str:

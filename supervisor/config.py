@@ -58,8 +58,12 @@ class Timeouts:
     cancel_escalate_s: float = 10.0
     #: Bound on the escalation's own cleanup.
     cancel_cleanup_s: float = 2.0
-    #: Bound on a whole accepted cancel operation, whatever happens inside.
+    #: Bound on a whole accepted cancel operation, whatever happens inside
+    #: (a stop after the step: from the cancel's write, after its wait).
     cancel_operation_s: float = 30.0
+    #: A stop after the step waits this long at most for the running tool
+    #: calls to finish; then it is a cancel now (DESIGN.md §18).
+    after_step_timeout_s: float = 120.0
     #: Agent start-up: spawn + initialize + session/new.
     agent_start_s: float = 30.0
     #: Reopening a session's conversation in a fresh agent process (ACP

@@ -48,6 +48,9 @@ class Notifier:
         #: heard: a change of it is announced as ``session.attention`` too.
         self._stored: dict[str, str | None] = {}
         self._names: dict[str, tuple[str, str | None]] = {}
+        #: DESIGN.md §18: the last published phase of each pending cancel (the
+        #: DTO's ``cancel_progress``: a reload still says "Stopping after this step…").
+        self._phases: dict[str, dict[str, Any]] = {}
 
     def agent_live(self, session_id: str) -> bool:
         return self._agents.agent_live(session_id)
@@ -80,6 +83,7 @@ class Notifier:
                               self.agent_live(session.id), self.agent_protocol(session)) | {
             "needs_approval": bool(self._asking.get(session.id)),
             "attention": self.attention_of(session.id),
+            "cancel_progress": self._phases.get(session.id) if progress.pending else None,
             "subagents": self._subagents.dtos(session.id)}
 
     def task_dto(self, task: Task) -> dict[str, Any]:
@@ -187,6 +191,8 @@ class Notifier:
     def cancellation_notes(self, session_id: str, progress: Progress) -> list[Note]:
         """The projection's 0→1 and 1→0 (only those come here): the session's
         subscribers hear the pair, every tab's lists "Cancelling"."""
+        if not progress.pending:
+            self._phases.pop(session_id, None)
         notes: list[Note] = [(session_id, "session.cancellation_changed", {
             "session_id": session_id, "cancellation_pending": progress.pending,
             "cancellation_revision": progress.revision}, None)]
@@ -266,11 +272,14 @@ class Notifier:
                          {"session_id": session_id, "turn_id": turn_id,
                           "stop_reason": stop_reason})
 
-    @staticmethod
-    def progress_note(session_id: str, turn_id: str, phase: str) -> Note:
-        """DESIGN.md §9: a cancel's phase on a running turn (sent, late, escalated)."""
-        return (session_id, "session.cancel.progress",
-                {"session_id": session_id, "turn_id": turn_id, "phase": phase}, None)
+    def progress_note(self, session_id: str, turn_id: str, phase: str,
+                      extra: dict[str, Any] | None = None) -> Note:
+        """DESIGN.md §9, §18: a cancel's phase on a running turn (after_step
+        with the awaited tool calls and the running tool's title; sent, late,
+        escalated), kept for the session's DTO while the cancel is pending."""
+        payload = {"session_id": session_id, "turn_id": turn_id, "phase": phase} | (extra or {})
+        self._phases[session_id] = {k: v for k, v in payload.items() if k != "session_id"}
+        return (session_id, "session.cancel.progress", payload, None)
 
     def queue_changed(self, state: QueueState) -> None:
         """DESIGN.md §9: the session's queue as committed, with its revision."""

@@ -36,7 +36,7 @@ from .session.queue import Delivery, TurnQueue
 from .storage.store import Store
 from .turn.cancel_op import CancelOperation
 from .turn.tracing import CancelTrace
-from .turn.turn_outcome import CancelResult
+from .turn.turn_outcome import CancelResult, StopWhen
 from .workspace.projects import resolve_project
 from .workspace.sandboxing import project_identity
 from .workspace.session_files import create_session
@@ -256,16 +256,17 @@ class Orchestrator:
         return op.outcome
 
     async def cancel_operation(self, caller: Caller, session_id: str,
-                               task_id: str | None = None,
-                               turn_id: str | None = None) -> CancelOperation:
+                               task_id: str | None = None, turn_id: str | None = None,
+                               when: StopWhen = StopWhen.NOW,
+                               by: str = "user") -> CancelOperation:
         """``cancel`` (only of ``turn_id``, when given), answered with the
         settled operation: its outcome and the turn it acted on."""
         received = trio.current_time()
-        op = self.admit_known(caller, session_id, task_id, turn_id)
+        op = self.admit_known(caller, session_id, task_id, turn_id, when, by)
         if op is None:
             session = await self.session(caller, session_id)
             owner = (session.workspace_id, session.task_id)
-            op = self._admit(caller, session_id, task_id, turn_id, owner, received)
+            op = self._admit(caller, session_id, task_id, turn_id, owner, received, when, by)
             if op is None:
                 raise NotFound(f"session {session_id} not found" + (
                     f" in task {task_id}" if owner[0] == caller.workspace_id else ""))
@@ -273,7 +274,8 @@ class Orchestrator:
         return op
 
     def admit_known(self, caller: Caller, session_id: str, task_id: str | None = None,
-                    turn_id: str | None = None) -> CancelOperation | None:
+                    turn_id: str | None = None, when: StopWhen = StopWhen.NOW,
+                    by: str = "user") -> CancelOperation | None:
         """``cancel`` without a wait when it needs no store read: the session's
         owner is known (from an earlier read, or the operation in flight).
         None: ``cancel`` reads the store (and admits, or refuses).  The
@@ -285,11 +287,11 @@ class Orchestrator:
             if in_flight is None:
                 return None
             owner = (in_flight.workspace_id, in_flight.task_id)
-        return self._admit(caller, session_id, task_id, turn_id, owner, received)
+        return self._admit(caller, session_id, task_id, turn_id, owner, received, when, by)
 
     def _admit(self, caller: Caller, session_id: str, task_id: str | None,
-               turn_id: str | None, owner: tuple[str, str],
-               received: float) -> CancelOperation | None:
+               turn_id: str | None, owner: tuple[str, str], received: float,
+               when: StopWhen = StopWhen.NOW, by: str = "user") -> CancelOperation | None:
         """The one way a user cancel comes in, synchronously (no store read, no
         await: a storm of duplicates must not queue the operation's own store
         calls): settled at once if aimed at a turn that is over, else the
@@ -299,7 +301,8 @@ class Orchestrator:
             return None
         op = self._fenced(session_id, owner, turn_id)
         if op is None:
-            op = self.cancellations.admit(session_id, owner, received, turn_id=turn_id)
+            op = self.cancellations.admit(session_id, owner, received, turn_id=turn_id,
+                                          when=when, by=by)
             self.cancellations.user_joins(op)
         return op
 

@@ -44,6 +44,7 @@ from .orchestrator import Caller, Orchestrator
 from .session.cancellation import Cancellations
 from .session.lifecycle import LifecycleManager
 from .session.queue import TurnQueue
+from .stops import Stops
 from .storage.db import SCHEMA_VERSION, Db, SchemaTooNew
 from .storage.retries import Retries
 from .storage.store import Store
@@ -51,6 +52,7 @@ from .subagents import SubagentControl, Subagents
 from .turn.cancel_op import CancelOperation, Settler
 from .turn.execution_state import Agents
 from .turn.queue_gate import QueueGate
+from .turn.receipts import Receipts
 from .turn.recovery import handovers, recover
 from .turn.tracing import CancelTrace
 from .turn.turn_close import TurnCloser
@@ -78,6 +80,8 @@ class Supervisor:
     catalog: Catalog
     #: DESIGN.md §13: ``subagent.cancel``.
     subagents: SubagentControl
+    #: DESIGN.md §18: stop everything, receipts, strays, the cancel figures.
+    stops: Stops
     #: DESIGN.md §12 (None: checkpoints are off in the configuration).
     checkpoints: TurnCheckpoints | None = None
 
@@ -149,7 +153,8 @@ async def open_supervisor(
                        if config.projects.checkpoints else None)
         settler = Settler(notify, gate,
                           CancelTrace[CancelOperation]() if config.trace_cancels else None)
-        closer = TurnCloser(t, store, notify, gate, settler, retries, checkpoints)
+        receipts = Receipts(store, subagents, checkpoints)
+        closer = TurnCloser(t, store, notify, gate, settler, retries, checkpoints, receipts)
         cancellations = Cancellations(t, store, notify, agents, closer, gate, settler, retries,
                                       subagents)
         lifecycle = LifecycleManager(config, store, notify, agents, closer, cancellations,
@@ -166,6 +171,7 @@ async def open_supervisor(
             if checkpoints is not None:
                 # Before any turn: a restore a kill interrupted is finished first.
                 await root.start(checkpoints.run)
+            await root.start(receipts.run)
             await root.start(lifecycle.run)
             # Before the queue runs: its starts wait for these sessions' takeovers.
             for handover in handed_over:
@@ -174,8 +180,11 @@ async def open_supervisor(
             await root.start(queue.run)
             root.start_soon(_warm_up_schema)
             try:
+                control = SubagentControl(agents.running_adapter, subagents)
                 yield Supervisor(config, store, bus, notify, lifecycle, orchestrator, recovered,
-                                 catalog, SubagentControl(agents.running_adapter, subagents),
+                                 catalog, control,
+                                 Stops(store, orchestrator, agents, receipts, subagents,
+                                       control),
                                  checkpoints)
             finally:
                 with shielded_for(config.timeouts.shutdown_s):

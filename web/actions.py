@@ -19,11 +19,13 @@ from supervisor.orchestrator import Caller, CancelOperation
 from supervisor.root import Supervisor
 from supervisor.storage.db import StoreError
 from supervisor.turn.cancel_op import answer_of
+from supervisor.turn.turn_outcome import StopWhen
 
 from .contract import requests as rq
 from .contract.requests import parse
 from .contract.schema import PROTOCOL_VERSION
 from .project_actions import PROJECT_ACTIONS, checkpoints_of
+from .stop_actions import STOP_ACTIONS, agent_profiles
 
 __all__ = ["ACTIONS", "FEATURES", "ORDERED_ACTIONS", "STORE_ERRORS", "Handler",
            "cancel_result", "cancel_target", "server_info", "session_delete", "session_update",
@@ -47,7 +49,7 @@ Handler = Callable[[Supervisor, Caller, dict[str, Any]], Awaitable[dict[str, Any
 _LIMITS = Limits()
 #: What ``server.info`` offers beyond DESIGN.md §4 (a client may test for these).
 FEATURES = ("text_appends", "queue", "steer", "schema", "projects", "checkpoints",
-            "subagents", "attention")
+            "subagents", "attention", "stop_levels")
 
 
 async def task_create(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
@@ -175,7 +177,7 @@ def cancel_target(p: dict[str, Any]) -> rq.AgentCancel:
 async def agent_cancel(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
     req = cancel_target(p)
     op = await sup.orchestrator.cancel_operation(caller, req.session_id, req.task_id,
-                                                 req.turn_id)
+                                                 req.turn_id, StopWhen(req.when))
     result = cancel_result(op)
     if req.revert:
         result |= await cancel_revert(sup, op, req.overwrite or ())
@@ -231,15 +233,18 @@ def _version() -> str:
         return "0+unknown"
 
 
-def server_info(sup: Supervisor) -> dict[str, Any]:
-    """DESIGN.md §14: ``server.info`` and ``GET /api/v1/info``."""
+async def server_info(sup: Supervisor) -> dict[str, Any]:
+    """DESIGN.md §14: ``server.info`` and ``GET /api/v1/info``.  ``agents`` stays
+    the profiles' names (clients read it so); ``agent_profiles`` adds, per
+    profile, its measured cancel figures (DESIGN.md §18)."""
     return {"version": _version(), "protocol_version": PROTOCOL_VERSION,
-            "features": list(FEATURES), "agents": sorted(sup.config.profiles)}
+            "features": list(FEATURES), "agents": sorted(sup.config.profiles),
+            "agent_profiles": await agent_profiles(sup)}
 
 
 async def server_info_action(sup: Supervisor, caller: Caller,
                              p: dict[str, Any]) -> dict[str, Any]:
-    return server_info(sup)
+    return await server_info(sup)
 
 
 async def ping(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
@@ -272,6 +277,7 @@ ACTIONS: dict[str, Handler] = {
     "server.info": server_info_action,
     "ping": ping,
     **PROJECT_ACTIONS,
+    **STOP_ACTIONS,
 }
 
 #: Actions one connection's requests apply in the order it sent them (a burst

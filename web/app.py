@@ -55,6 +55,7 @@ from .guard import FailureThrottle, HostCheck
 from .listener import close_after_refusals
 from .pages import NOT_FOUND_BODY, agent_availability, html_error_page
 from .queue_routes import add_queue_routes
+from .stop_actions import add_stop_routes
 from .validate import BadInput
 
 __all__ = ["create_app"]
@@ -334,10 +335,11 @@ def create_app(sup: Supervisor, tokens: Tokens, *, bound_host: str = "127.0.0.1"
     async def cancel(session_id: str) -> Response:
         data = await body()
         payload = {"session_id": session_id, "task_id": data.get("task_id"),
-                   "turn_id": data.get("turn_id")}
+                   "turn_id": data.get("turn_id"), "when": data.get("when", "now")}
         return _json(await agent_cancel(sup, await me(), payload))
 
     add_queue_routes(app, sup, me, body)
+    add_stop_routes(app, sup, me)
     add_contract_routes(app, sup, me)
 
     # -- diagnostics (not in DESIGN §5; read by bench/cancel_latency.py) -------

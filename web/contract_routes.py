@@ -28,4 +28,4 @@ def add_contract_routes(app: QuartTrio, sup: Supervisor,
     @app.get("/api/v1/info")
     async def info() -> Response:
         await me()
-        return Response(json.dumps(server_info(sup)), content_type="application/json")
+        return Response(json.dumps(await server_info(sup)), content_type="application/json")

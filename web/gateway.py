@@ -37,6 +37,7 @@ from supervisor.notify import workspace_channel
 from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor
 from supervisor.turn.cancel_op import answer_of
+from supervisor.turn.turn_outcome import StopWhen
 
 from .actions import ACTIONS, ORDERED_ACTIONS, STORE_ERRORS, cancel_target, store_failed
 from .contract.requests import SessionRef, SessionSubscribe, parse
@@ -210,7 +211,7 @@ class Gateway:
         if req.revert:
             return False  # its revert comes after the settle: a request task of its own
         op = self.sup.orchestrator.admit_known(caller, req.session_id, req.task_id,
-                                               req.turn_id)
+                                               req.turn_id, StopWhen(req.when))
         if op is None:
             return False
         in_flight.count -= 1

@@ -118,6 +118,12 @@ class AgentctlAdapter:
         return self._turn is not None and not self._turn.done.is_set()
 
     @property
+    def agent_version(self) -> str | None:
+        """Not carried by agentctl's wire yet: the cancel figures of an agent
+        behind agentctl are kept under its profile alone."""
+        return None
+
+    @property
     def wire_protocol(self) -> WireProtocol:
         if self._wire is not None:
             return self._wire

@@ -53,6 +53,7 @@ from ..subagents import Subagents
 from ..turn.cancel_op import CancelOperation, Settler
 from ..turn.execution_state import Agents, Execution, TurnHandle
 from ..turn.queue_gate import QueueGate
+from ..turn.steps import StepWait
 from ..turn.subagent_traces import write_ended
 from ..turn.turn_close import TurnCloser
 from ..turn.turn_outcome import (
@@ -61,6 +62,7 @@ from ..turn.turn_outcome import (
     CancelPhase,
     CancelResult,
     StopRequest,
+    StopWhen,
     TurnFacts,
     result_of,
 )
@@ -101,23 +103,32 @@ class Cancellations:
     # -- admission: synchronous, no checkpoint ----------------------------------------
 
     def admit(self, session_id: str, owner: tuple[str, str], received: float, *,
-              request: StopRequest = StopRequest.USER,
-              turn_id: str | None = None) -> CancelOperation:
-        """The session's operation in flight (joined), or a new one begun."""
+              request: StopRequest = StopRequest.USER, turn_id: str | None = None,
+              when: StopWhen = StopWhen.NOW, by: str = "user") -> CancelOperation:
+        """The session's operation in flight (joined), or a new one begun.  A
+        stop now joining a stop after the step makes it a cancel now."""
         op = self.operations.get(session_id)
         if op is not None:
             op.joined += 1
+            if when is StopWhen.NOW and op.when is StopWhen.AFTER_STEP:
+                op.when = StopWhen.NOW
+                ex = self.agents.running(session_id)
+                if ex is not None and ex.turn is not None:
+                    self.step_due(ex, ex.turn)
             return op
-        return self.begin(session_id, owner, received, request=request, turn_id=turn_id)
+        return self.begin(session_id, owner, received, request=request, turn_id=turn_id,
+                          when=when, by=by)
 
     def begin(self, session_id: str, owner: tuple[str, str], received: float, *,
-              request: StopRequest = StopRequest.USER,
-              turn_id: str | None = None) -> CancelOperation:
-        """Register the operation, write the cancel to the agent, raise pending,
-        start the operation's task.  Returns it running, or settled (failed)."""
+              request: StopRequest = StopRequest.USER, turn_id: str | None = None,
+              when: StopWhen = StopWhen.NOW, by: str = "user") -> CancelOperation:
+        """Register the operation, write the cancel to the agent (or, after the
+        step, wait for it), raise pending, start the operation's task.  Returns
+        it running, or settled (failed)."""
         assert session_id not in self.operations, "one operation per session"
         op = CancelOperation(session_id=session_id, workspace_id=owner[0], task_id=owner[1],
-                             request=request, turn_id=turn_id)
+                             request=request, turn_id=turn_id, when=when, by=by,
+                             received=received)
         self.settler.begun(op, received)
         try:
             # The agent first: its cancel is on its stdin before pending=true is
@@ -150,7 +161,7 @@ class Cancellations:
     def stop_for_user(self, session_id: str, owner: tuple[str, str]) -> CancelOperation:
         """A user cancel asked for from inside (the user answered "Deny and
         stop"): the same single-flight operation as a request's."""
-        op = self.admit(session_id, owner, trio.current_time())
+        op = self.admit(session_id, owner, trio.current_time(), by="permission")
         self.user_joins(op)
         return op
 
@@ -168,13 +179,17 @@ class Cancellations:
                 or turn.cancel_phase is not None or turn.done.is_set()):
             return None
         self._claim(turn, op.request, op)
+        if op.when is StopWhen.AFTER_STEP and self._await_step(turn):
+            return turn
         return turn if self._write_now(ex, turn) else None
 
     # -- the operation's task ---------------------------------------------------------
 
     async def _operate(self, op: CancelOperation) -> None:
+        bound = self.timeouts.cancel_operation_s + (
+            self.timeouts.after_step_timeout_s if op.when is StopWhen.AFTER_STEP else 0.0)
         try:
-            with trio.move_on_after(self.timeouts.cancel_operation_s) as scope:
+            with trio.move_on_after(bound) as scope:
                 if op.done.is_set():
                     # Written at admission, and the turn's close settled it
                     # before this task ran: nothing is left to do.
@@ -184,7 +199,7 @@ class Cancellations:
                     op.record(result)
             if scope.cancelled_caught:
                 op.fail(CancelFailed(
-                    f"the cancel did not complete within {self.timeouts.cancel_operation_s:g}s;"
+                    f"the cancel did not complete within {bound:g}s;"
                     " the turn may still be running, try again"))
         except SupervisorError as exc:
             op.fail(exc)
@@ -233,6 +248,11 @@ class Cancellations:
         """The turn's cancel, phase by phase (``PHASES``), until it ends or is
         escalated.  Shutdown uses it too (``request`` SHUTDOWN, no operation)."""
         self._claim(turn, request, op)
+        if (turn.cancel_phase is None and op is not None and op.when is StopWhen.AFTER_STEP
+                and self._await_step(turn)):
+            self._publish(turn)
+        if turn.cancel_phase is CancelPhase.AFTER_STEP:
+            await self._after_step(ex, turn)
         if turn.cancel_phase is None:
             try:
                 await self._write(ex, turn)
@@ -265,6 +285,51 @@ class Cancellations:
                             ex.session_id, self.timeouts.cancel_join_s)
                 self._set_phase(turn, row.then)
         return self._result(turn)
+
+    # -- stop after the step (DESIGN.md §18) -------------------------------------------
+
+    @staticmethod
+    def _await_step(turn: TurnHandle) -> bool:
+        """Enter the wait for the running step (phase set, not published).
+        False: no tool call runs, the stop is a cancel now."""
+        wait = StepWait.of(turn.tools)
+        if wait is None:
+            return False
+        turn.step_wait = wait
+        turn.cancel_phase = CancelPhase.AFTER_STEP
+        turn.step_over = trio.Event()
+        return True
+
+    async def _after_step(self, ex: Execution, turn: TurnHandle) -> None:
+        """Wait (bounded from acceptance) until the cancel is due; past the
+        bound it is a cancel now."""
+        assert turn.cancel_began_at is not None
+        row = PHASES[CancelPhase.AFTER_STEP]
+        assert row.until is not None
+        with trio.move_on_at(turn.cancel_began_at + getattr(self.timeouts, row.until)):
+            await turn.step_over.wait()
+        if turn.cancel_phase is CancelPhase.AFTER_STEP and not turn.done.is_set():
+            log.info("session %s: the step outlasted %gs; cancelling now", ex.session_id,
+                     getattr(self.timeouts, row.until))
+            self._step_ended(turn)
+
+    def step_due(self, ex: Execution, turn: TurnHandle) -> None:
+        """The step a stop waited for is over (its tool calls finished, a
+        permission came, or a stop now joined): the cancel, in the caller's
+        step when the pipe takes it at once (else the operation's task writes it)."""
+        if turn.cancel_phase is not CancelPhase.AFTER_STEP or turn.done.is_set():
+            return
+        self._step_ended(turn)
+        if self._write_now(ex, turn):
+            self._publish(turn)
+        turn.step_over.set()
+
+    @staticmethod
+    def _step_ended(turn: TurnHandle) -> None:
+        """Out of the wait: the cancel's own bounds count from now."""
+        turn.step_wait = None
+        turn.cancel_phase = None
+        turn.cancel_began_at = trio.current_time()
 
     def stop_now(self, session_id: str, turn_id: str | None = None) -> bool:
         """The person asks not to wait out a late cancel (DESIGN.md §15): the
@@ -345,6 +410,7 @@ class Cancellations:
             log.info("session %s: agent still streaming %.2fs after the cancel; sending "
                      "it again", ex.session_id, after)
             turn.events_after_cancel = 0
+            turn.cancel_resends += 1
             with contextlib.suppress(AgentClosed, AgentTimeout):
                 await ex.adapter.resend_cancel()
 
@@ -360,7 +426,8 @@ class Cancellations:
         phase = turn.cancel_phase
         if (phase is not None and PHASES[phase].published
                 and turn.stop_request in (StopRequest.USER, StopRequest.INTERRUPT)):
-            return [self.notify.progress_note(turn.session_id, turn.id, phase.value)]
+            extra = turn.step_wait.payload() if turn.step_wait is not None else None
+            return [self.notify.progress_note(turn.session_id, turn.id, phase.value, extra)]
         return []
 
     async def _escalate(self, ex: Execution, turn: TurnHandle) -> None:
@@ -393,7 +460,11 @@ class Cancellations:
         return result_of(turn.cancel_phase, turn.id, turn.cancel_sent_at, turn.answered_at)
 
     def _settle(self, op: CancelOperation) -> None:
-        """The operation's task settles it (or its begin, failed): published at once."""
+        """The operation's task settles it (or its begin, failed): published at
+        once, with a receipt when it stopped a turn its close did not settle
+        (a record reconciled with no agent behind it)."""
+        if not op.done.is_set():
+            self.closer.receipts.settling(op, None, None)
         self.settler.publish(self.settler.settle(op))
 
     # -- reconciliation -----------------------------------------------------------------

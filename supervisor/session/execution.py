@@ -67,6 +67,7 @@ from ..turn.execution_state import (
     remember_conversation,
 )
 from ..turn.recovery import Handover
+from ..turn.steps import STEP_EVENTS
 from ..turn.subagent_traces import write_ended
 from ..turn.takeover import Takeover
 from ..turn.text_writer import TextWriter
@@ -497,6 +498,13 @@ class Executions:
                             if turn is not None and isinstance(ev, PROGRESS_EVENTS):
                                 await self.watchdog.progress(turn)
                             await ex.transcript.record(turn.text if turn else None, ev)
+                            if turn is not None and isinstance(ev, STEP_EVENTS):
+                                # The receipt's tool calls, and a stop after the
+                                # step written in this step when the step ends.
+                                turn.tools.see(ev)
+                                if (turn.step_wait is not None
+                                        and turn.step_wait.over(ev, turn.tools)):
+                                    self.cancellations.step_due(ex, turn)
                 text = ex.turn.text if ex.turn is not None else None
                 if text is not None and any(text.pending_text.values()):
                     if ex.agent.handover is not None:

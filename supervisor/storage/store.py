@@ -282,6 +282,19 @@ class Store:
         self.notify.message_added(msg)
         return msg
 
+    async def set_receipt(self, turn_id: str, receipt: dict[str, Any],
+                          status: Message | None) -> None:
+        """DESIGN.md §18: the turn's receipt, kept with it and in its status message."""
+        msg = await self.call(self.db.set_receipt, turn_id, receipt, status)
+        if msg is not None:
+            self.notify.message_updated(msg)
+
+    async def get_receipt(self, turn_id: str) -> tuple[str, dict[str, Any] | None] | None:
+        return await self.call(self.db.get_receipt, turn_id)
+
+    async def recent_receipts(self, limit: int) -> list[tuple[str, dict[str, Any]]]:
+        return await self.call(self.db.recent_receipts, limit)
+
     async def update_message(self, msg: Message, appended: TextAppend | None = None) -> None:
         """``appended``: the message only grew by that text (its notification's append)."""
         await self.call_now(self.db.update_message, msg)

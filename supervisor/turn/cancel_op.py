@@ -22,7 +22,7 @@ from ..errors import SupervisorError
 from ..notify import Notifier
 from .queue_gate import QueueGate
 from .tracing import CancelTrace
-from .turn_outcome import CancelOutcome, CancelResult, StopRequest, wire_outcome
+from .turn_outcome import CancelOutcome, CancelResult, StopRequest, StopWhen, wire_outcome
 
 __all__ = ["CancelOperation", "Settled", "Settler", "answer_of"]
 
@@ -36,6 +36,12 @@ class CancelOperation:
     #: Why: the user's cancel, or a send now's interruption of ``turn_id``.
     request: StopRequest = StopRequest.USER
     turn_id: str | None = None
+    #: When it lands (a stop after the step waits for the running tool calls).
+    when: StopWhen = StopWhen.NOW
+    #: Who asked, as the receipt says it: user, stop_all, permission, interrupt.
+    by: str = "user"
+    #: ``trio.current_time()`` when it was received (the receipt's latency counts from it).
+    received: float = 0.0
     done: trio.Event = field(default_factory=trio.Event)
     error: SupervisorError | None = None
     joined: int = 0
@@ -47,6 +53,8 @@ class CancelOperation:
     result: CancelResult | None = None
     #: Whether it raised the session's pending flag (released when it settles).
     pending: bool = False
+    #: DESIGN.md §18: what the stop did (set when it settled a turn's stop).
+    receipt: dict[str, Any] | None = None
 
     @property
     def outcome(self) -> CancelOutcome | None:
@@ -96,6 +104,8 @@ def answer_of(op: CancelOperation) -> tuple[str, dict[str, Any]]:
                    "record_error": f"the agent stopped, but its record could not be written "
                                    f"({op.record_error}); it is written when the store can "
                                    "again"}
+    if op.receipt is not None:
+        result["receipt"] = op.receipt
     return "response", result
 
 

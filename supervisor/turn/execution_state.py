@@ -32,6 +32,7 @@ from ..models import AgentSessionRef, Message, StopReason
 from ..profiles import AgentProfile
 from ..storage.store import Store
 from .cancel_op import CancelOperation
+from .steps import StepWait, ToolCalls
 from .transcript import Transcript, TurnText
 from .turn_outcome import (
     NEVER_STARTED_STATUS,
@@ -87,6 +88,8 @@ class TurnHandle:
     answered_at: float | None = None
     #: Agent events of this turn since its cancel was sent (it keeps going?).
     events_after_cancel: int = 0
+    #: How often its cancel was sent again (the agent dropped the first).
+    cancel_resends: int = 0
     #: Child sessions that went ``cancelling`` or ``cancelled`` once this turn's
     #: cancel began: what an escalation of it counts as stopped with it.
     subagents_stopped: set[str] = field(default_factory=set)
@@ -120,6 +123,12 @@ class TurnHandle:
     #: The late cancel's wait for the agent (phase ``late``): ``stop_now``
     #: cancels it, so the same operation escalates at once (DESIGN.md §15).
     late_wait: trio.CancelScope | None = None
+    #: Its tool calls (running, finished, cut): the after-step wait and the receipt.
+    tools: ToolCalls = field(default_factory=ToolCalls)
+    #: A stop after the step waits for this step (phase ``after_step``), and
+    #: is told here when the cancel is due (the step ended, a stop now, a permission).
+    step_wait: StepWait | None = None
+    step_over: trio.Event = field(default_factory=trio.Event)
 
     @property
     def prompt_withheld(self) -> bool:

@@ -29,11 +29,12 @@ from ..models import Message, SessionState, TextAppend
 from ..notify import Notifier
 from ..storage.db import StoreError
 from ..storage.retries import Retries
-from ..storage.store import Store
+from ..storage.store import ClosedTurn, Store
 from ..workspace.turn_checkpoints import TurnCheckpoints
 from .cancel_op import Settled, Settler
 from .execution_state import Execution, ExecutionStatus, TurnHandle
 from .queue_gate import QueueGate
+from .receipts import Receipts
 from .recovery import RESTART_META, RESTART_STATUS
 from .transcript import Transcript, TurnText
 from .turn_outcome import TurnFacts, decide, result_of, settles_on_close
@@ -46,7 +47,8 @@ log = logging.getLogger(__name__)
 class TurnCloser:
     def __init__(self, timeouts: Timeouts, store: Store, notifier: Notifier, gate: QueueGate,
                  settler: Settler, retries: Retries,
-                 checkpoints: TurnCheckpoints | None) -> None:
+                 checkpoints: TurnCheckpoints | None, receipts: Receipts) -> None:
+        self.receipts = receipts
         self.timeouts = timeouts
         self.store = store
         self.notify = notifier
@@ -65,14 +67,14 @@ class TurnCloser:
         ``text``, its last streamed text, in the same transaction), and publish
         its end; idempotent (only the first close of a running turn does
         anything).  Returns whether this close moved the session out of RUNNING."""
-        settled, notes = await self._close(session_id, turn_id, facts, ended, text)
+        settled, notes, _closed = await self._close(session_id, turn_id, facts, ended, text)
         self.notify.publish(notes)
         return settled
 
     async def _close(self, session_id: str, turn_id: str, facts: TurnFacts, ended: TurnEnded,
                      text: Sequence[tuple[Message, TextAppend | None]]
-                     ) -> tuple[bool, list[Note]]:
-        """The store's half of a close, and what it publishes (not yet)."""
+                     ) -> tuple[bool, list[Note], ClosedTurn | None]:
+        """The store's half of a close, what it publishes (not yet), and what it did."""
         outcome = decide(facts, ended)
         closed = await self.store.close_turn(
             turn_id, state=outcome.state, stop_reason=outcome.stop_reason,
@@ -83,10 +85,10 @@ class TurnCloser:
             closed=None if closed is None else (closed.status, closed.session, closed.queue),
             stop_reason=outcome.stop_reason, acknowledged=outcome.acknowledged)
         if closed is None:
-            return False, notes
+            return False, notes, None
         self.gate.turn_closed(session_id, outcome.park, facts.request, outcome.stop_reason)
-        return closed.session is not None and closed.session.state is not SessionState.RUNNING, \
-            notes
+        return (closed.session is not None and closed.session.state is not SessionState.RUNNING,
+                notes, closed)
 
     async def finish_turn(self, ex: Execution, turn: TurnHandle, ended: TurnEnded) -> None:
         """Close the turn exactly once: store, settle, one publication, waiters woken."""
@@ -96,6 +98,7 @@ class TurnCloser:
                           never_started=turn.never_started,
                           prompt_withheld=turn.prompt_withheld)
         refused: str | None = None
+        closed: ClosedTurn | None = None
         try:
             try:
                 with shielded_for(self.close_s) as bound:
@@ -108,7 +111,7 @@ class TurnCloser:
                             await ex.transcript.flush(turn.text)
                         else:
                             text = taken
-                    turn.settled_session, notes = await self._close(
+                    turn.settled_session, notes, closed = await self._close(
                         turn.session_id, turn.id, facts, ended, text)
                 if bound.cancelled_caught:
                     refused = "it did not answer in time"
@@ -132,7 +135,7 @@ class TurnCloser:
                 ex.status = ExecutionStatus.READY
             ex.idle_since = trio.current_time()
             turn.done.set()
-            settled = self._settle(turn)
+            settled = self._settle(turn, ex, closed)
             # The close's one publication: its notifications, then pending=false
             # and the settled cancel's answers.
             self.notify.publish(notes + settled.notes, settled.replies)
@@ -144,7 +147,7 @@ class TurnCloser:
                 self.checkpoints.turn_ended(turn.session_id, turn.id,
                                             ex.adapter.agent_turn_id)
 
-    def _settle(self, turn: TurnHandle) -> Settled:
+    def _settle(self, turn: TurnHandle, ex: Execution, closed: ClosedTurn | None) -> Settled:
         """The cancel waiting for this turn, settled by its close when the cancel
         was written and the close moved the session out of RUNNING (a close
         before the write is the operation task's to report)."""
@@ -155,6 +158,9 @@ class TurnCloser:
         assert turn.cancel_phase is not None
         op.record(result_of(turn.cancel_phase, turn.id, turn.cancel_sent_at,
                             turn.answered_at))
+        self.receipts.settling(
+            op, turn, ex, None if closed is None else closed.status,
+            0 if closed is None or closed.queue is None else len(closed.queue.entries))
         return self.settler.settle(op, by_close=True)
 
     async def interrupt_restarted(self, session_id: str, turn_id: str,

@@ -41,6 +41,7 @@ __all__ = [
     "CancelResult",
     "PhaseRow",
     "StopRequest",
+    "StopWhen",
     "TurnFacts",
     "TurnOutcome",
     "decide",
@@ -68,10 +69,23 @@ class StopRequest(StrEnum):
     INTERRUPT = "interrupt"
 
 
+class StopWhen(StrEnum):
+    """When a user's stop lands (DESIGN.md §18)."""
+
+    #: At once: today's cancel.
+    NOW = "now"
+    #: When every tool call running at acceptance has finished (a cancel now
+    #: if none runs).
+    AFTER_STEP = "after_step"
+
+
 class CancelPhase(StrEnum):
     """A cancel's progress on a running turn (``PHASES`` says what each one
     waits for and how a turn that ends in it is reported)."""
 
+    #: Accepted, waiting for the running step's tool calls to finish; nothing
+    #: is written to the agent yet (DESIGN.md §18).
+    AFTER_STEP = "after_step"
     #: Before the prompt was written: the prompt is withheld, nothing is sent.
     WITHHELD = "withheld"
     #: The protocol cancel is written to the agent (DESIGN.md §9 "sent").
@@ -128,6 +142,11 @@ class PhaseRow:
 
 
 PHASES: Final[dict[CancelPhase, PhaseRow]] = {
+    # Waiting for the step, bounded from acceptance; then the cancel is written
+    # (the rest of the phases count from that write).  A turn that ends in it
+    # ended before the cancel was needed: the user's stop all the same.
+    CancelPhase.AFTER_STEP: PhaseRow(True, CancelOutcome.ACKNOWLEDGED, True,
+                                     "after_step_timeout_s", CancelPhase.SENT),
     # Before the prompt was written: nothing was sent, the turn ends unprompted.
     CancelPhase.WITHHELD: PhaseRow(False, CancelOutcome.ACKNOWLEDGED, False,
                                    "cancel_join_s", CancelPhase.ESCALATED),

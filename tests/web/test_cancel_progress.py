@@ -345,7 +345,8 @@ async def test_restart_exposes_nothing_pending_and_running_row_is_cancellable(
 
             def write_running() -> None:
                 with sqlite3.connect(data / "turnvisor.db", timeout=10) as db:
-                    db.execute("INSERT INTO turns VALUES (?, ?, 'running', NULL, ?, NULL)",
+                    db.execute("INSERT INTO turns (id, session_id, state, stop_reason, "
+                               "started_at, ended_at) VALUES (?, ?, 'running', NULL, ?, NULL)",
                                (turn_id, sid, now()))
                     db.execute("UPDATE task_sessions SET state = 'RUNNING', current_turn_id = ?"
                                " WHERE id = ?", (turn_id, sid))

@@ -100,6 +100,59 @@ class SubagentDTO(DTO):
     last_activity: str = ""
 
 
+class CancelProgressDTO(DTO):
+    """DESIGN.md §18: the last published phase of a pending cancel."""
+
+    turn_id: str
+    phase: Literal["after_step", "sent", "late", "escalated"]
+    #: ``after_step``: the tool calls it waits for, and the running tool's title.
+    tool_call_ids: list[str] | None = None
+    title: str | None = None
+
+
+class ToolCallsStopped(DTO):
+    finished: list[str]
+    cancelled: list[str]
+
+
+class SubagentsStopped(DTO):
+    stopped: list[str]
+    running: list[str]
+
+
+class Stray(DTO):
+    pid: int
+    command: str
+
+
+class ReceiptDTO(DTO):
+    """DESIGN.md §18: what a stop did and what still runs."""
+
+    turn_id: str
+    #: As the cancel's answer says it (cancelled, escalated, reconciled, ...).
+    outcome: str
+    #: Who asked: user, stop_all, permission (Deny and stop), interrupt (send now).
+    by: str
+    when: Literal["now", "after_step"]
+    #: When the stop was accepted (ISO 8601), and from then to the agent's
+    #: confirmation (null: the agent never confirmed it, e.g. escalated).
+    accepted_at: str
+    confirmed_ms: float | None
+    tool_calls: ToolCallsStopped
+    subagents: SubagentsStopped
+    queue_parked: int
+    #: Files the turn changed (null: being determined, or no checkpoints).
+    files_changed: int | None
+    revertible: bool
+    #: Processes still alive in the agent's process group (null: being
+    #: determined, or the executor cannot tell).
+    strays: list[Stray] | None
+    #: The agent's name and version as it reported them (the cancel figures' key).
+    agent_version: str | None = None
+    #: How often the cancel was sent again (the agent dropped it at first).
+    resent: int = 0
+
+
 class SessionDTO(DTO):
     id: str
     task_id: str
@@ -133,6 +186,8 @@ class SessionDTO(DTO):
     #: ``failed`` once a turn ended (in an error) or its start failed, kept
     #: (persisted) until ``session.seen``; null: nothing.
     attention: Attention | None = None
+    #: DESIGN.md §18: a pending cancel's last phase (null: none pending).
+    cancel_progress: CancelProgressDTO | None = None
     #: DESIGN.md §13: the child sessions of its latest turn that had any ([]: none).
     subagents: list[SubagentDTO]
 

@@ -17,8 +17,10 @@ from .dtos import (
     MessageDTO,
     QueueEntryDTO,
     QueueStateDTO,
+    ReceiptDTO,
     SessionDTO,
     SkippedFileDTO,
+    Stray,
     SubagentDTO,
     TaskDTO,
 )
@@ -169,6 +171,8 @@ class CancelAnswer(Success):
     #: ``revert: true``: the cancelled turn's revert, or why there was none.
     reverted: RevertAnswer | None = None
     revert_error: str | None = None
+    #: DESIGN.md §18: what the stop did and what still runs (a turn was stopped).
+    receipt: ReceiptDTO | None = None
 
 
 class StopNowAnswer(Success):
@@ -238,6 +242,50 @@ class ServerInfo(DTO):
     features: list[str]
     #: The agent profiles a session may be launched with.
     agents: list[str]
+    #: DESIGN.md §18: each profile's measured cancel figures (``agents`` stays names).
+    agent_profiles: list[AgentProfileInfo] = []
+
+
+class CancelFigures(DTO):
+    """An agent version's cancels as real use measured them (stored receipts)."""
+
+    count: int
+    p50_ms: float | None
+    p95_ms: float | None
+    escalated: int
+    #: Cancels the agent dropped (it went on until the cancel was sent again).
+    dropped_early: int
+    version: str | None
+
+
+class AgentProfileInfo(DTO):
+    name: str
+    cancel: CancelFigures
+    #: Set when its latest version's figures differ markedly from the version before.
+    note: str | None
+
+
+class ReceiptAnswer(DTO):
+    receipt: ReceiptDTO
+
+
+class KillStraysAnswer(DTO):
+    session_id: str
+    killed: list[int]
+    remaining: list[Stray]
+
+
+class StopAllEntry(DTO):
+    session_id: str
+    #: The turn stopped (null: nothing was running by the time, or only subagents).
+    turn_id: str | None
+    outcome: str | None = None
+    receipt: ReceiptDTO | None
+    error: str | None = None
+
+
+class StopAllAnswer(DTO):
+    sessions: list[StopAllEntry]
 
 
 class EmptyAnswer(DTO):
@@ -275,6 +323,9 @@ RESPONSES: dict[str, type[BaseModel]] = {
     "agent.cancel": CancelAnswer,
     "agent.stop_now": StopNowAnswer,
     "subagent.cancel": SubagentCancelAnswer,
+    "turn.receipt": ReceiptAnswer,
+    "session.kill_strays": KillStraysAnswer,
+    "workspace.stop_all": StopAllAnswer,
     "permission.respond": Success,
     "server.info": ServerInfo,
     "ping": EmptyAnswer,
@@ -375,7 +426,10 @@ class TurnCompleted(DTO):
 class CancelProgress(DTO):
     session_id: str
     turn_id: str
-    phase: Literal["sent", "late", "escalated"]
+    phase: Literal["after_step", "sent", "late", "escalated"]
+    #: ``after_step`` (DESIGN.md §18): the tool calls it waits for, the running tool's title.
+    tool_call_ids: list[str] | None = None
+    title: str | None = None
 
 
 class TurnStalled(DTO):

@@ -183,6 +183,9 @@ class AgentCancel(Request):
     #: DESIGN.md §15: with ``revert``, the files changed since the turn to put back
     #: all the same (as ``turn.revert``'s ``overwrite``).
     overwrite: Overwrite = None
+    #: DESIGN.md §18: "after_step" lets the tool calls running now finish first
+    #: (a cancel now when none runs); a later "now" joins and cancels at once.
+    when: Literal["now", "after_step"] = "now"
 
 
 class AgentStopNow(Request):
@@ -278,6 +281,9 @@ REQUESTS: dict[str, type[Request]] = {
     "turn.revert.preview": TurnRef,
     "project.root.add": ProjectRootAdd,
     "session.diff": SessionRef,
+    "turn.receipt": TurnRef,
+    "session.kill_strays": SessionRef,
+    "workspace.stop_all": NoPayload,
 }
 
 # One clear sentence per kind of failure, worded as the hand-written checks were.

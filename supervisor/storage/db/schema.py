@@ -117,6 +117,9 @@ _MIGRATIONS: tuple[str, ...] = (
     # ('turn_ended' or 'failed'; NULL: nothing), so a reload, another tab and
     # the phone show it (an approval waiting is live: supervisor/notify.py).
     "ALTER TABLE task_sessions ADD COLUMN attention TEXT;",
+    # DESIGN.md §18: a stopped turn's receipt (JSON: what the stop did and what
+    # still ran), also the source of each agent's measured cancel figures.
+    "ALTER TABLE turns ADD COLUMN receipt TEXT;",
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 

@@ -4,6 +4,8 @@ position (agentctl's seq)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -31,7 +33,8 @@ class TurnRows(SessionRows, MessageRows, QueueRows):
         msg = Message(id=new_id(), session_id=session_id, turn_id=turn.id, role="user",
                       kind="text", content=prompt, metadata=meta, created_at=ts)
         with self._tx():
-            self.conn.execute("INSERT INTO turns VALUES (?, ?, 'running', NULL, ?, NULL)",
+            self.conn.execute("INSERT INTO turns (id, session_id, state, stop_reason, "
+                              "started_at, ended_at) VALUES (?, ?, 'running', NULL, ?, NULL)",
                               (turn.id, session_id, ts))
             self._insert_message(msg)
             self.conn.execute(
@@ -116,6 +119,34 @@ class TurnRows(SessionRows, MessageRows, QueueRows):
         ).fetchall()
         return (True, msg, session_of(moved[0]) if moved else None,
                 self.queue_state(session_id) if parked else None)
+
+    def set_receipt(self, turn_id: str, receipt: dict[str, Any],
+                    status: Message | None) -> Message | None:
+        """DESIGN.md §18: the turn's stop receipt, and the same in its status
+        message's metadata (that message as updated, to announce)."""
+        with self._tx():
+            self.conn.execute("UPDATE turns SET receipt = ? WHERE id = ?",
+                              (json.dumps(receipt), turn_id))
+            if status is None:
+                return None
+            msg = dataclasses.replace(status, metadata=status.metadata | {"receipt": receipt})
+            self._update_messages([msg])
+        return msg
+
+    def get_receipt(self, turn_id: str) -> tuple[str, dict[str, Any] | None] | None:
+        """The turn's session and its receipt (None: no such turn)."""
+        row = self.conn.execute("SELECT session_id, receipt FROM turns WHERE id = ?",
+                                (turn_id,)).fetchone()
+        if row is None:
+            return None
+        return row["session_id"], (json.loads(row["receipt"]) if row["receipt"] else None)
+
+    def recent_receipts(self, limit: int) -> list[tuple[str, dict[str, Any]]]:
+        """The latest ``limit`` receipts with their session's agent profile, newest first."""
+        rows = self.conn.execute(
+            "SELECT s.agent, t.receipt FROM turns t JOIN task_sessions s ON s.id = t.session_id "
+            "WHERE t.receipt IS NOT NULL ORDER BY t.ended_at DESC LIMIT ?", (limit,)).fetchall()
+        return [(row["agent"], json.loads(row["receipt"])) for row in rows]
 
     def set_turn_handover(self, turn_id: str, seq: int) -> None:
         """Turn ``turn_id``'s event stream is written down up to ``seq`` (never moves back)."""
