@@ -23,6 +23,7 @@ from protocols.process import terminate_group
 from ..config import Config
 from ..profiles import AgentProfile
 from .agentctl_adapter import AgentctlAdapter
+from .agentctl_strays import AgentctlStrays
 from .base import LaunchedAgent
 from .environment import agent_environment
 
@@ -101,7 +102,8 @@ async def launch_agentctl(config: Config, profile: AgentProfile, cwd: str, *,
         adapter = AgentctlAdapter(url, token, owner=owner, session_cwd=profile.cwd,
                                   protocol=profile.protocol, timeouts=timeouts)
         try:
-            yield LaunchedAgent(adapter=adapter, handover=adapter)
+            yield LaunchedAgent(adapter=adapter, handover=adapter,
+                                strays=AgentctlStrays(adapter.connection))
         finally:
             await adapter.aclose()
         return
@@ -126,7 +128,9 @@ async def launch_agentctl(config: Config, profile: AgentProfile, cwd: str, *,
         adapter = AgentctlAdapter(url, token, owner=owner, session_cwd=cwd,
                                   protocol=profile.protocol, timeouts=timeouts)
         try:
+            # ``pgid`` is agentctl's group; the agent's is agentctl's to scan.
             yield LaunchedAgent(adapter=adapter, pgid=proc.pid,
-                                process=proc, stderr=proc.stderr)
+                                process=proc, stderr=proc.stderr,
+                                strays=AgentctlStrays(adapter.connection))
         finally:
             await adapter.aclose()

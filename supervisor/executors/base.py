@@ -16,10 +16,11 @@ from typing import Protocol
 import trio
 
 from protocols.adapters import AgentAdapter
+from protocols.process_group import Stray, StraysEnded
 
 from ..profiles import AgentProfile
 
-__all__ = ["LaunchedAgent", "Launcher", "TurnHandover"]
+__all__ = ["LaunchedAgent", "Launcher", "StrayControl", "TurnHandover"]
 
 
 class TurnHandover(Protocol):
@@ -39,6 +40,22 @@ class TurnHandover(Protocol):
     def detach(self) -> None: ...
 
 
+class StrayControl(Protocol):
+    """The processes left in the agent's process group, the agent and what
+    holds it excluded (protocols/process_group.py), for the stop receipt's
+    ``strays`` and ``session.kill_strays``.
+
+    ``scan`` lists them (oldest first); ``end`` SIGTERMs each one still in the
+    group, SIGKILLs those alive after a short grace, and returns the pids it
+    ended and the strays left.  Local agents are read from /proc here;
+    agentctl's (and a container's, whose agentctl is its PID 1) through
+    agentctl's ``/api/v1/agent/strays`` endpoints, failing like every agentctl
+    call (``AgentClosed``, ``AgentTimeout``)."""
+
+    async def scan(self) -> list[Stray]: ...
+    async def end(self) -> StraysEnded: ...
+
+
 @dataclass(eq=False)
 class LaunchedAgent:
     adapter: AgentAdapter
@@ -51,6 +68,9 @@ class LaunchedAgent:
     #: Set when the agent outlives the backend: its running turn is handed over
     #: to the next backend instead of being stopped at shutdown.
     handover: TurnHandover | None = None
+    #: The agent's strays (``StrayControl``); None where the executor cannot
+    #: see its agent's processes.
+    strays: StrayControl | None = None
 
     @property
     def returncode(self) -> int | None:

@@ -48,6 +48,7 @@ from protocols.agentctl_wire import TOKEN_ENV
 from ..config import Config
 from ..profiles import AgentProfile
 from .agentctl_adapter import AgentctlAdapter
+from .agentctl_strays import AgentctlStrays
 from .base import LaunchedAgent
 from .engine_api import ContainerSpec, EngineClient, EngineError, engine_address
 
@@ -132,7 +133,8 @@ async def launch_container(config: Config, profile: AgentProfile, cwd: str, *,
                                       protocol=profile.protocol,
                                       timeouts=t)
             try:
-                yield LaunchedAgent(adapter=adapter)
+                # agentctl (the container's PID 1) scans its agent's group.
+                yield LaunchedAgent(adapter=adapter, strays=AgentctlStrays(adapter.connection))
             finally:
                 await adapter.aclose()
         finally:

@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from protocols.adapters import make_adapter
 from protocols.netns import resolve_network
 from protocols.process import start_agent_process, terminate_group
+from protocols.process_group import GroupStrays
 from protocols.sandbox import HomeBind, resolve_mode, wrap
 
 from ..config import Config
@@ -57,8 +58,11 @@ async def launch_local(config: Config, profile: AgentProfile,
             max_line_bytes=config.limits.max_agent_line_bytes,
             thread_params=dict(profile.thread_params), acp_version=profile.acp_version,
         )
+        # Sandboxed, the group's leader is protocols/leader.py and the agent
+        # pid 2 of the sandbox's pid namespace (protocols/process_group.py).
+        strays = GroupStrays(proc, "sandbox" if mode == "bwrap" else "agent")
         yield LaunchedAgent(adapter=adapter, pgid=proc.pid, process=proc, stderr=proc.stderr,
-                            tag=tag)
+                            tag=tag, strays=strays)
     finally:
         try:
             await terminate_group(proc, grace_s=config.timeouts.term_grace_s, tag=tag)
