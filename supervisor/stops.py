@@ -18,7 +18,9 @@ from typing import Any, Final
 
 import trio
 
-from .errors import NotFound
+from protocols.adapters import AgentClosed, AgentTimeout
+
+from .errors import Conflict, NotFound
 from .models import SessionState
 from .orchestrator import Caller, Orchestrator
 from .storage.store import Store
@@ -136,7 +138,10 @@ class Stops:
         control = None if ex is None else ex.agent.strays
         if control is None:
             return {"session_id": session_id, "killed": [], "remaining": []}
-        ended = await control.end()
+        try:
+            ended = await control.end()
+        except (AgentClosed, AgentTimeout) as exc:
+            raise Conflict(f"the agent's host did not end its processes: {exc}") from None
         remaining = [{"pid": s.pid, "command": s.command} for s in ended.remaining]
         await self.receipts.strays_ended(session_id, remaining)
         return {"session_id": session_id, "killed": list(ended.killed), "remaining": remaining}

@@ -135,6 +135,7 @@ class TurnCloser:
                 ex.status = ExecutionStatus.READY
             ex.idle_since = trio.current_time()
             turn.done.set()
+            turn.step_over.set()  # a stop after the step has no step left to wait for
             settled = self._settle(turn, ex, closed)
             # The close's one publication: its notifications, then pending=false
             # and the settled cancel's answers.

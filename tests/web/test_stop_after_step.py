@@ -5,6 +5,8 @@ reload (a second connection) sees the phase in the session's DTO."""
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -155,4 +157,32 @@ async def test_the_wait_is_bounded_then_it_is_a_cancel_now(tmp_path: Path, agent
             assert 0.4 < waited < 4, waited
             assert answer["outcome"] == "cancelled", answer
             assert _phases(ws, sid)[:2] == ["after_step", "sent"]
+            assert cancellation_changes(ws, sid) == [(True, 1), (False, 2)]
+
+
+@pytest.mark.parametrize("agent", DIALECTS)
+async def test_an_agent_that_dies_during_the_wait_clears_pending_at_once(
+        tmp_path: Path, agent: str) -> None:
+    with trio.fail_after(30):
+        async with running_server(tmp_path / "data") as srv, ws_client(srv) as ws:
+            sid = await _session(ws, agent, "/tool 8000")
+            await _tool_running(ws, sid)
+            answers: list[dict[str, Any]] = []
+
+            async def cancel() -> None:
+                answers.append(await ws.call("agent.cancel", {"session_id": sid,
+                                                              "when": "after_step"}))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(cancel)
+                await ws.wait_for(lambda f: f["action"] == "session.cancel.progress"
+                                  and f["payload"]["phase"] == "after_step")
+                killed = trio.current_time()
+                process = srv.sup.lifecycle.executions[sid].agent.process
+                assert process is not None
+                os.killpg(process.pid, signal.SIGKILL)
+                await ws.wait_for(lambda f: f["action"] == "session.cancellation_changed"
+                                  and f["payload"]["cancellation_pending"] is False)
+                assert trio.current_time() - killed < 5  # not the 120 s of the wait's bound
+            assert len(answers) == 1, answers  # answered, whatever it says of the dead agent
             assert cancellation_changes(ws, sid) == [(True, 1), (False, 2)]
