@@ -319,6 +319,8 @@ class Cancellations:
         step when the pipe takes it at once (else the operation's task writes it)."""
         if turn.cancel_phase is not CancelPhase.AFTER_STEP or turn.done.is_set():
             return
+        if self.settler.trace is not None and turn.cancel is not None:
+            self.settler.trace.mark(turn.cancel, "step_over")
         self._step_ended(turn)
         if self._write_now(ex, turn):
             self._publish(turn)

@@ -4,7 +4,8 @@ endpoint and the tests, off in the product unless ``[server] trace_cancels``.
 When it is off nothing on the cancel path records anything (no call, no
 counter): the parts that would tell it hold ``None``.  When it is on it
 keeps, per operation, the stage marks (``trio.current_time()``): received,
-admitted, adapter_sent, agent_answered, reconciled, published; the last
+admitted, step_over (a stop after the step: its step ended), adapter_sent,
+agent_answered, reconciled, published; the last
 settled operations (bounded); and how many operations began, and how many
 their turn's close settled (no task woken to settle them).
 """
@@ -46,6 +47,13 @@ class CancelTrace(Generic[Op]):
     def begun(self, op: Op, received: float) -> None:
         self.started += 1
         self._marks[op] = {"received": received, "admitted": trio.current_time()}
+
+    def mark(self, op: Op, name: str) -> None:
+        """A stage of a running operation (``step_over``: the step a stop
+        after the step waited for ended, as the pump saw it)."""
+        marks = self._marks.get(op)
+        if marks is not None:
+            marks[name] = trio.current_time()
 
     def ended(self, op: Op, sent_at: float | None, answered_at: float | None, *,
               by_close: bool) -> None:
