@@ -154,6 +154,7 @@ class Cancellations:
         self.gate.user_cancelled(op.session_id)
         if op.request is not StopRequest.USER:
             op.request = StopRequest.USER
+            op.by = "user"
             ex = self.agents.executions.get(op.session_id)
             if ex is not None and ex.turn is not None:
                 ex.turn.stop_request = StopRequest.USER

@@ -227,7 +227,8 @@ class TurnQueue:
         epoch = self.gate.epoch(sid)
         op = self.cancellations.admit(sid, (session.workspace_id, session.task_id),
                                       trio.current_time(), request=StopRequest.INTERRUPT,
-                                      turn_id=self.lifecycle.running_turn_id(sid))
+                                      turn_id=self.lifecycle.running_turn_id(sid),
+                                      by="interrupt")
         self._spawn(self._start_after, sid, entry_id, op, epoch)
 
     async def _start_after(self, sid: str, entry_id: str, op: _Settles, epoch: int) -> None:
