@@ -115,8 +115,12 @@ class Receipts:
                                 children=self.subagents.dtos(op.session_id),
                                 agent_version=None if ex is None else ex.adapter.agent_version)
         self.latest[op.session_id] = (op.receipt, status)
-        if self._nursery is not None:
+        if self._nursery is None:
+            return
+        try:
             self._nursery.start_soon(self._complete, op.session_id, op.receipt, status, ex)
+        except RuntimeError:  # (shutting down: the first step, in the answer, is all there is)
+            log.info("session %s: shutting down, the receipt is not completed", op.session_id)
 
     async def _complete(self, session_id: str, receipt: dict[str, Any],
                         status: Message | None, ex: Execution | None) -> None:
