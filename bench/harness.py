@@ -3,8 +3,8 @@ test, its connections and sessions, one cancel sample.
 
 The phases are in modules of their own, each importing this one (bench/latency.py,
 bench/scale.py, bench/streaming.py, bench/queued.py, bench/restored.py,
-bench/checkpointed.py, bench/peer_e2e.py), run in order by bench/phases.py; the command
-line is bench/cancel_latency.py.
+bench/checkpointed.py, bench/peer_e2e.py, bench/stop_levels.py), run in order by
+bench/phases.py; the command line is bench/cancel_latency.py.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ __all__ = ["FULL", "MOCK_PROFILES", "PHASES", "QUICK", "Bench", "Params"]
 MOCK_PROFILES = sorted(n for n, p in BUILTIN_PROFILES.items()
                        if "protocols.mock_agent" in p.command)
 PHASES = ("latency", "memory", "busy", "burst", "storm", "fanout", "streaming", "queued",
-          "restored", "checkpointed", "peer", "peer_e2e")
+          "restored", "checkpointed", "peer", "peer_e2e", "stop_levels")
 #: The phases that need the pool of idle sessions.
 
 
@@ -65,6 +65,10 @@ class Params:
     checkpoint_files: int
     peer_e2e_samples: int
     peer_e2e_blocks: int
+    #: Stops after the step per mock dialect (bench/stop_levels.py).
+    stop_step_samples: int
+    #: Streaming sessions stopped by one stop all.
+    stop_all_sessions: int
 
     @property
     def pool(self) -> int:
@@ -78,13 +82,14 @@ FULL = Params(samples=300, warmup=10, busy_levels=(0, 10, 50), busy_samples=100,
               peer_samples=400, peer_blocks=4, streaming_sessions=100, streaming_window_s=5.0,
               queued_samples=200, restored_samples=100, checkpoint_files=10_000,
               peer_e2e_samples=400,
-              peer_e2e_blocks=4)
+              peer_e2e_blocks=4, stop_step_samples=100, stop_all_sessions=50)
 QUICK = Params(samples=30, warmup=3, busy_levels=(0, 10), busy_samples=20, busy_blocks=2,
                burst_sizes=(10,), storm_requests=1000, storm_conns=10,
                fanout_sizes=(1, 100), fanout_reps=3, memory_checkpoints=(10,),
                peer_samples=40, peer_blocks=2, streaming_sessions=20, streaming_window_s=3.0,
                queued_samples=20, restored_samples=15, checkpoint_files=2_000,
-               peer_e2e_samples=40, peer_e2e_blocks=2)
+               peer_e2e_samples=40, peer_e2e_blocks=2, stop_step_samples=15,
+               stop_all_sessions=50)
 
 class Bench:
     def __init__(self, server: ServerProcess, nursery: trio.Nursery, params: Params,

@@ -16,6 +16,7 @@ from .queued import queued
 from .real_agents import REAL_AGENTS, decline_permissions
 from .restored import restored
 from .scale import burst, busy, fanout, memory_and_pool, storm
+from .stop_levels import stop_levels
 from .streaming import streaming
 
 __all__ = ["POOL_PHASES", "run_phases"]
@@ -73,4 +74,8 @@ async def run_phases(bench: Bench, phases: set[str]) -> dict[str, Any]:
         log(f"peer_e2e: {bench.p.peer_e2e_samples} cancels each, Turnvisor vs a minimal "
             "asyncio server on the ACP SDK")
         results["peer_e2e"] = await peer_e2e(bench, sessions)
+    if "stop_levels" in phases:
+        log(f"stop_levels: {bench.p.stop_step_samples} stops after the step per dialect, "
+            f"then stop all over {bench.p.stop_all_sessions} streaming sessions")
+        results["stop_levels"] = await stop_levels(bench, sessions)
     return results
