@@ -134,8 +134,8 @@ class AgentAdapter(Protocol):
     def turn_running(self) -> bool: ...
     @property
     def wire_protocol(self) -> WireProtocol: ...
-    @property
-    def agent_version(self) -> str | None: ...
+    #: The agent's name and version as it said them at ``initialize`` (None: it did not).
+    agent_version: str | None
     async def initialize(self) -> None: ...
     async def new_session(self, cwd: str) -> str: ...
     async def restore_session(self, agent_session_id: str, cwd: str) -> Restored: ...
@@ -163,6 +163,8 @@ class _Base:
     #: A cancel ``cancel_now`` built but could not write: ``cancel`` sends it
     #: (the core's cancel moves its turn on; it is built once).
     _unsent_cancel: bytes | None = None
+    #: The agent's name and version as it said them at ``initialize``.
+    agent_version: str | None = None
 
     core: AcpClient | CodexClient
 
@@ -315,18 +317,15 @@ class AcpAdapter(_Base):
     def agent_session_id(self) -> str | None:
         return self.core.session_id
 
-    @property
-    def agent_version(self) -> str | None:
-        """The agent's name and version from its ``initialize`` answer."""
-        info = self.core.agent_info
-        name, version = info.get("name"), info.get("version")
-        said = " ".join(str(v) for v in (name, version) if isinstance(v, str) and v)
-        return said[:120] or None
-
     async def initialize(self) -> None:
         rid, data = self.core.initialize()
         await self.connection.request(rid, data, timeout_s=self.timeouts.initialize_s,
                                       withdraw=self.core.cancel_request)
+        # Its name and version from its ``agentInfo`` (v2: ``info``).
+        info = self.core.agent_info
+        said = " ".join(v for v in (info.get("name"), info.get("version"))
+                        if isinstance(v, str) and v)
+        self.agent_version = said[:120] or None
 
     async def new_session(self, cwd: str) -> str:
         rid, data = self.core.new_session(cwd)
@@ -403,7 +402,6 @@ class CodexAdapter(_Base):
         super().__init__(CodexClient(max_line_bytes=max_line_bytes), send_stream, receive_stream,
                          timeouts)
         self.thread_params = thread_params or {}
-        self._user_agent: str | None = None
 
     @property
     def wire_protocol(self) -> WireProtocol:
@@ -421,17 +419,13 @@ class CodexAdapter(_Base):
     def agent_session_id(self) -> str | None:
         return self.core.thread_id
 
-    @property
-    def agent_version(self) -> str | None:
-        return self._user_agent
-
     async def initialize(self) -> None:
         rid, data = self.core.initialize()
         result = await self.connection.request(rid, data, timeout_s=self.timeouts.initialize_s)
         # Codex says who it is in ``userAgent`` ("codex_cli_rs/0.171.0 (...)"):
         # its first word is the name and version.
         said = result.get("userAgent") if isinstance(result, dict) else None
-        self._user_agent = said.split()[0][:120] if isinstance(said, str) and said else None
+        self.agent_version = said.split()[0][:120] if isinstance(said, str) and said else None
         await self.connection.send(self.core.initialized())
 
     async def new_session(self, cwd: str) -> str:

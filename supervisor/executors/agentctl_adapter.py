@@ -117,11 +117,9 @@ class AgentctlAdapter:
     def turn_running(self) -> bool:
         return self._turn is not None and not self._turn.done.is_set()
 
-    @property
-    def agent_version(self) -> str | None:
-        """Not carried by agentctl's wire yet: the cancel figures of an agent
-        behind agentctl are kept under its profile alone."""
-        return None
+    #: Not carried by agentctl's wire yet: the cancel figures of an agent
+    #: behind agentctl are kept under its profile alone.
+    agent_version: str | None = None
 
     @property
     def wire_protocol(self) -> WireProtocol:

@@ -58,7 +58,10 @@ def receipt_of(op: CancelOperation, turn: TurnHandle | None, *, queue_parked: in
                children: list[dict[str, Any]], agent_version: str | None) -> dict[str, Any]:
     """The first step's receipt of a settled stop (``turn``: the turn it
     stopped, None when no agent ran it: a reconciled record)."""
+    # (The result's fields read directly: this runs on the answer's path.)
     result = op.result
+    acted_on = None if result is None else result.turn_id
+    outcome = None if result is None or op.error is not None else result.outcome
     answered = None if result is None else result.answered_at
     finished: list[str] = []
     cancelled: list[str] = []
@@ -68,11 +71,11 @@ def receipt_of(op: CancelOperation, turn: TurnHandle | None, *, queue_parked: in
         finished, cancelled = list(turn.tools.finished), list(turn.tools.cancelled)
         stopped = set(turn.subagents_stopped)
     stopped |= {str(c["id"]) for c in children if c.get("state") == "cancelled"
-                and c.get("turn_id") == op.acted_on}
+                and c.get("turn_id") == acted_on}
     running = [str(c["id"]) for c in children if c.get("state") not in _CHILD_ENDED]
     return {
-        "turn_id": op.acted_on or op.turn_id or "",
-        "outcome": wire_outcome(op.outcome, op.acted_on, op.turn_id),
+        "turn_id": acted_on or op.turn_id or "",
+        "outcome": wire_outcome(outcome, acted_on, op.turn_id),
         "by": op.by, "when": op.when.value,
         "accepted_at": wall_clock(op.received),
         "confirmed_ms": None if answered is None else round((answered - op.received) * 1000, 1),
@@ -109,11 +112,13 @@ class Receipts:
         """``op`` stops ``turn`` (None: no agent ran it) and settles next: its
         receipt's first step on it (its answer carries it), the second started
         here (``status``: the close's status message, updated with it)."""
-        if op.receipt is not None or op.error is not None or not (op.acted_on or turn):
+        if op.receipt is not None or op.error is not None or not (
+                turn or (op.result is not None and op.result.turn_id)):
             return
         op.receipt = receipt_of(op, turn, queue_parked=queue_parked,
                                 children=self.subagents.dtos(op.session_id),
-                                agent_version=None if ex is None else ex.adapter.agent_version)
+                                agent_version=None if ex is None
+                                else ex.agent.adapter.agent_version)
         self.latest[op.session_id] = (op.receipt, status)
         if self._nursery is None:
             return
@@ -127,11 +132,13 @@ class Receipts:
         turn_id = receipt["turn_id"]
         try:
             with trio.move_on_after(FOLLOW_UP_S):
+                # First of all a pause: nothing here competes with the answer's
+                # way out, and the stopped tools' processes get time to exit.
+                await trio.sleep(STRAYS_AFTER_S)
                 if self.checkpoints is not None and turn_id:
                     receipt |= await self._files(session_id, turn_id)
                 control = None if ex is None else ex.agent.strays
                 if control is not None and ex is not None and not ex.stopped.is_set():
-                    await trio.sleep(STRAYS_AFTER_S)
                     receipt["strays"] = [{"pid": s.pid, "command": s.command}
                                          for s in await control.scan()]
                 elif ex is not None and ex.stopped.is_set():

@@ -19,9 +19,12 @@ from tests.support.walk import DIALECTS, measure
 # Ceilings: today's measured figures (b, per dialect), so that the test fails
 # if the path grows.  Issue 45 lowers them as its refactor lands; its targets:
 # at most 60 calls, no back-edge, one publication per turn close.  When a
-# change lowers a figure, lower its ceiling here with it.
+# change lowers a figure, lower its ceiling here with it.  Issue 42 raised them
+# by five: the stop receipt is in the cancel's answer (DESIGN.md §18), built in
+# the close's step (the receipt's builder, the turn's tool calls, its children,
+# the wire outcome), and the pump tells the turn's tool calls of each tool event.
 #: Cross-module calls from the cancel's frame to its answer's write.
-CALLS = {"acp": 120, "codex": 125}
+CALLS = {"acp": 125, "codex": 130}
 #: Calls up the imports or the layers (a callback, a closure or an interface
 #: called from below).
 BACK_EDGES = {"acp": 0, "codex": 0}
