@@ -105,6 +105,10 @@ describe("the receipt's words", () => {
     assert.equal(receiptLine({ ...FULL, files_changed: null, strays: null, queue_parked: 0, subagents: {}, tool_calls: {} }), "Stopped in 13 ms · Files … · Processes …");
   });
 
+  it("leaves out files that cannot be known once the rest is determined", () => {
+    assert.equal(receiptLine({ ...FULL, files_changed: null, strays: [], queue_parked: 0, subagents: {}, tool_calls: {} }), "Stopped in 13 ms");
+  });
+
   it("counts the processes and subagents still running, each with its action", () => {
     const parts = receiptParts({ ...FULL, strays: [{ pid: 7, command: "sleep 60" }, { pid: 8, command: "tail -f x" }], subagents: { stopped: [], running: ["s2"] } });
     assert.deepEqual(parts.find((p) => p.key === "strays"), { key: "strays", text: "2 processes still running", action: "strays" });

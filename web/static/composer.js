@@ -54,7 +54,7 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert, onSto
   // pending (the cancel control then means "stop now").
   const afterStep = h(
     "button",
-    { type: "button", class: "btn btn-secondary btn-after-step", hidden: true, dataset: { testid: "stop-after-step-button" }, title: "Let the running step finish, then stop the turn", "aria-label": "Stop after this step" },
+    { type: "button", class: "btn btn-secondary btn-after-step", hidden: true, dataset: { testid: "stop-after-step-button" }, title: "Let the running step finish, then stop the turn", "aria-label": compact ? "After step: stop after this step" : "Stop after this step" },
     compact ? "After step" : "Stop after this step",
   );
   afterStep.addEventListener("click", () => {

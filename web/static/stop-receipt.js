@@ -91,7 +91,8 @@ export function createStopReceipts({ ws, getState, changes, actions }) {
   }
 
   function button(testid, text, title, onClick) {
-    const b = h("button", { type: "button", class: "btn btn-secondary btn-small", dataset: { testid }, title, "aria-label": title }, text);
+    // The name stays the word shown (what a voice user says); the title says more.
+    const b = h("button", { type: "button", class: "btn btn-secondary btn-small", dataset: { testid }, title, "aria-label": title.startsWith(text) ? title : null }, text);
     b.addEventListener("click", () => {
       if (!b.disabled) onClick(b);
     });

@@ -44,7 +44,10 @@ export function receiptParts(receipt) {
   if (stopped > 0) parts.push({ key: "subagents-stopped", text: `${plural(stopped, "subagent", "subagents")} stopped`, action: null });
   if (running > 0) parts.push({ key: "subagents-running", text: `${plural(running, "subagent", "subagents")} still running`, action: "subagents" });
   const files = receipt.files_changed;
-  if (files === null || files === undefined) parts.push({ key: "files", text: `Files ${UNKNOWN}`, action: null });
+  // Both are determined together: files still unknown once the processes are known will not be
+  // (no checkpoint of the turn), so they go unsaid rather than read "…" for ever.
+  const determined = Array.isArray(receipt.strays);
+  if ((files === null || files === undefined) && !determined) parts.push({ key: "files", text: `Files ${UNKNOWN}`, action: null });
   else if (files > 0) parts.push({ key: "files", text: `${plural(files, "file", "files")} changed`, action: receipt.revertible ? "undo" : null });
   const parked = Number(receipt.queue_parked) || 0;
   if (parked > 0) parts.push({ key: "queued", text: `${parked} queued`, action: "resume" });
