@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from .harness import Bench
 
 __all__ = ["STEPS_PROMPT", "TARGETS", "after_step", "pair_step_stages", "stop_all",
-           "stop_levels"]
+           "stop_all_stages", "stop_levels"]
 
 STEPS_PROMPT = "/steps 2 300"
 #: Issue 42's targets: the step's end to the cancel written (server, p50), and a
@@ -215,13 +215,17 @@ async def stop_all(bench: Bench) -> dict[str, Any]:
         cpu0 = cpu_s(bench.server.ps()), cpu_s(psutil.Process()), _cpu_sum(agents)
         pending: Pending = await bench.main.send("workspace.stop_all", {})
         frame = await pending.wait(60)
-        last_false = max([await w.wait(30) for w in settled.values()])
+        falses = [await w.wait(30) - pending.sent_at for w in settled.values()]
         cpu1 = cpu_s(bench.server.ps()), cpu_s(psutil.Process()), _cpu_sum(agents)
         if frame["type"] != "response":
             raise RuntimeError(f"workspace.stop_all failed: {frame}")
     finally:
         for c in conns:
             await c.aclose()
+    # Where the time went, per session: each operation's marks on the host's clock,
+    # from the request's send (read after the measurement).
+    ops = [op for sid in sids for op in (await bench.stages(sid, limit=1))[-1:]]
+    stages = stop_all_stages(ops, pending.sent_at)
     entries = frame["payload"]["sessions"]
     ours = [e for e in entries if e["session_id"] in owner]
     used_ms = [round((b - a) * 1000, 1) for a, b in zip(cpu0, cpu1, strict=True)]
@@ -232,7 +236,10 @@ async def stop_all(bench: Bench) -> dict[str, Any]:
         "launch_s": round(launched_s, 2),
         "server_cpu_util_while_streaming": round(streaming_util, 2),
         "answer_ms": answer_ms,
-        "last_pending_false_ms": ms(last_false - pending.sent_at),
+        "last_pending_false_ms": ms(max(falses)),
+        "pending_false_ms": summary([t * 1000 for t in falses]),
+        # Per mark, over the sessions' operations: ms from the request's send.
+        "server_stages_ms": stages,
         "answered_sessions": len(ours),
         "other_sessions_in_answer": len(entries) - len(ours),
         "outcomes": dict(Counter(str((e.get("receipt") or {}).get("outcome"))
@@ -250,11 +257,26 @@ async def stop_all(bench: Bench) -> dict[str, Any]:
         "target_ms": TARGETS["stop_all_50_answer_ms"],
         "target_met": answer_ms <= TARGETS["stop_all_50_answer_ms"],
     }
+    last = {m: v.get("max") for m, v in stages.items()}
     log(f"stop all {n}: answered in {answer_ms} ms, last pending false at "
-        f"{out['last_pending_false_ms']} ms; CPU server {used_ms[0]} ms, client "
-        f"{used_ms[1]} ms, agents {used_ms[2]} ms (CPU-bound floor {cpu_bound_ms} ms on "
-        f"{out['cores']} cores); outcomes {out['outcomes']}")
+        f"{out['last_pending_false_ms']} ms; the server's last of each mark {last} ms; "
+        f"CPU server {used_ms[0]} ms, client {used_ms[1]} ms, agents {used_ms[2]} ms "
+        f"(CPU-bound floor {cpu_bound_ms} ms on {out['cores']} cores); "
+        f"outcomes {out['outcomes']}")
     return out
+
+
+def stop_all_stages(ops: list[dict[str, Any]], sent_at: float) -> dict[str, Any]:
+    """Per server mark, its summary over ``ops`` (one operation per session) in ms after
+    ``sent_at`` (the host's clock, as ``received_s``): how the stops spread out."""
+    per: dict[str, list[float]] = {}
+    for op in ops:
+        if op.get("received_s") is None:
+            continue
+        base = (op["received_s"] - sent_at) * 1000
+        for mark, at in op["marks_ms"].items():
+            per.setdefault(mark, []).append(base + at)
+    return {mark: summary(v) for mark, v in per.items()}
 
 
 async def stop_levels(bench: Bench, sessions: dict[str, str]) -> dict[str, Any]:

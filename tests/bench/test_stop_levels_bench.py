@@ -13,7 +13,7 @@ import trio
 from bench.cancel_latency import BENCH_LIMITS, DEFAULT_AGENTS
 from bench.harness import QUICK, Bench
 from bench.phases import run_phases
-from bench.stop_levels import TARGETS, pair_step_stages
+from bench.stop_levels import TARGETS, pair_step_stages, stop_all_stages
 from tests.support.serverproc import server_process
 
 SAMPLES = 2
@@ -67,6 +67,13 @@ async def test_the_phase_measures_both_stop_levels() -> None:
     assert stop_all["by"] == {"stop_all": SESSIONS} and stop_all["errors"] == 0, stop_all
     assert _real(stop_all["answer_ms"]) and stop_all["answer_ms"] > 0
     assert _real(stop_all["last_pending_false_ms"]) and stop_all["last_pending_false_ms"] > 0
+    assert stop_all["pending_false_ms"]["n"] == SESSIONS
+    assert stop_all["pending_false_ms"]["max"] == stop_all["last_pending_false_ms"]
+    # Every session's operation, from its receipt to its publication, after the request.
+    stages = stop_all["server_stages_ms"]
+    for mark in ("received", "adapter_sent", "agent_answered", "published"):
+        assert stages[mark]["n"] == SESSIONS and stages[mark]["min"] > 0, (mark, stages)
+    assert stages["received"]["max"] < stages["published"]["max"], stages
     assert all(_real(stop_all[k]) and stop_all[k] >= 0
                for k in ("server_cpu_ms", "client_cpu_ms", "agents_cpu_ms"))
     assert stop_all["target_met"] == (stop_all["answer_ms"] <= TARGETS["stop_all_50_answer_ms"])
@@ -89,3 +96,14 @@ def test_operations_pair_with_the_sample_that_brackets_them() -> None:
          "step_over_to_agent_answered": 1.0},
         None,
     ]
+
+
+def test_stop_all_stages_count_from_the_request() -> None:
+    ops: list[dict[str, Any]] = [
+        {"received_s": 10.002, "marks_ms": {"received": 0.0, "adapter_sent": 1.0}},
+        {"received_s": 10.004, "marks_ms": {"received": 0.0, "adapter_sent": 3.0}},
+        {"marks_ms": {"received": 0.0}},  # no host-clock mark: not placed
+    ]
+    out = stop_all_stages(ops, 10.0)
+    assert out["received"]["n"] == 2 and out["received"]["max"] == 4.0
+    assert out["adapter_sent"]["min"] == 3.0 and out["adapter_sent"]["max"] == 7.0
