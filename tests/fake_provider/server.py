@@ -13,6 +13,11 @@ marker in the latest user message of the request:
 ``TASK``   (Anthropic) a call of Claude's subagent tool (``Agent``, formerly
            ``Task``) whose prompt is ``SLOW``: the subagent streams slowly; once
            the request carries the tool's result, a short text answer
+``STEPS``  (Responses, Anthropic) the shell commands of ``FakeProvider.step_commands``,
+           one call of the agent's own shell tool per request (the next once the
+           request carries the earlier ones' results; counted from the request
+           itself, as ``EDIT`` counts), then a short text.  Recorded as modes
+           ``step1``, ``step2``, ... and ``quick``
 ``SPAWN``  (Codex) a call of Codex's ``spawn_agent`` (multi-agent tools) whose task
            is ``SLOW``: the child thread streams slowly; once its output names the
            child, a ``wait_agent`` call on it; once that returns, a short text
@@ -79,11 +84,14 @@ class FakeProvider:
         n_tokens: int = 40,
         wait_s: float = 30.0,
         tool_command: str = "touch turnvisor-approved.txt",
+        step_commands: tuple[str, ...] = (),
     ) -> None:
         self.token_interval_s = token_interval_s
         self.n_tokens = n_tokens
         self.wait_s = wait_s
         self.tool_command = tool_command
+        #: What ``STEPS`` prompts run, in order.
+        self.step_commands = step_commands
         #: What ``EDIT`` prompts edit (set by the test once it made the project).
         self.edit_plan: edits.EditPlan | None = None
         self.streams: list[StreamRecord] = []
@@ -328,7 +336,7 @@ class _Handler(BaseHTTPRequestHandler):
         # The marker written last wins: after a cancelled turn some agents merge the
         # unanswered prompt and the next one into one user message.
         found = {m: text.rfind(m) for m in ("TOOL", "WAIT", "SLOW", "QUICK", "EDIT", "TASK",
-                                      "SPAWN")}
+                                      "SPAWN", "STEPS")}
         marker = max(found, key=lambda m: found[m])
         if found[marker] < 0 or marker == "QUICK":
             return "quick"
@@ -337,6 +345,14 @@ class _Handler(BaseHTTPRequestHandler):
         if marker in ("TOOL", "TASK"):
             return "quick" if has_tool_result else marker.lower()
         return marker.lower()
+
+    def _step(self, done: int) -> tuple[str, str | None]:
+        """``STEPS`` after ``done`` tool calls: the mode to record and the shell
+        command to ask for (None: every step was asked for, a short text)."""
+        commands = self.provider.step_commands
+        if done < len(commands):
+            return f"step{done + 1}", commands[done]
+        return "quick", None
 
     def _tokens(self, mode: str) -> tuple[int, float]:
         p = self.provider
@@ -360,6 +376,9 @@ class _Handler(BaseHTTPRequestHandler):
                                                               wait_s=self.provider.wait_s))
                 return
         call: tuple[str, str | None, dict[str, Any]] | None = None
+        command: str | None = None
+        if mode == "steps":
+            mode, command = self._step(edits.responses_steps_done(body))
         if mode == "spawn":
             fn, args = formats.responses_spawn_step(body)
             if fn:
@@ -374,8 +393,8 @@ class _Handler(BaseHTTPRequestHandler):
         rec = self.provider._new_record("responses", mode, self.path)
         self._open_stream(rec, "text/event-stream")
         self._stream(rec, formats.responses_events(
-            "tool" if call is not None else mode, *self._tokens(mode),
-            wait_s=self.provider.wait_s, command=self.provider.tool_command,
+            "tool" if call is not None or command is not None else mode, *self._tokens(mode),
+            wait_s=self.provider.wait_s, command=command or self.provider.tool_command,
             tools=formats.tool_names(body), escalate=formats.offers_escalation(body),
             call=call,
         ))
@@ -401,26 +420,30 @@ class _Handler(BaseHTTPRequestHandler):
         if not body.get("stream"):
             self._json(formats.anthropic_message("ok"))
             return
+        command: str | None = None
+        # After a tool call the latest user message holds its result, not the
+        # prompt: the marker of a sequence is looked for in the prompt.
+        prompt, done = edits.anthropic_prompt(body)
+        scripted = self._mode(prompt, False, main=True) if mode != "side" else "side"
+        if scripted == "steps":
+            mode, command = self._step(done)
         plan = self.provider.edit_plan
-        if plan is not None and mode != "side":
-            # After a tool call the latest user message holds its result, not the
-            # prompt: the marker is looked for in the prompt.
-            prompt, done = edits.anthropic_prompt(body)
-            if self._mode(prompt, False, main=True) == "edit":
-                steps = [s[0] for s in plan.claude_steps()]
-                mode = edits.edit_mode(done, steps, plan.wait_before)
-                if mode != "quick":
-                    rec = self.provider._new_record("anthropic", mode, self.path)
-                    self._open_stream(rec, "text/event-stream")
-                    self._stream(rec, edits.anthropic_edit_events(
-                        plan, done, wait_s=self.provider.wait_s,
-                        model=str(body.get("model", "fake"))))
-                    return
+        if plan is not None and scripted == "edit":
+            steps = [s[0] for s in plan.claude_steps()]
+            mode = edits.edit_mode(done, steps, plan.wait_before)
+            if mode != "quick":
+                rec = self.provider._new_record("anthropic", mode, self.path)
+                self._open_stream(rec, "text/event-stream")
+                self._stream(rec, edits.anthropic_edit_events(
+                    plan, done, wait_s=self.provider.wait_s,
+                    model=str(body.get("model", "fake"))))
+                return
         rec = self.provider._new_record("anthropic", mode, self.path)
         self._open_stream(rec, "text/event-stream")
         self._stream(rec, formats.anthropic_events(
-            mode, *self._tokens(mode), wait_s=self.provider.wait_s,
-            command=self.provider.tool_command, model=str(body.get("model", "fake")),
+            "tool" if command is not None else mode, *self._tokens(mode),
+            wait_s=self.provider.wait_s, command=command or self.provider.tool_command,
+            model=str(body.get("model", "fake")),
             tools=formats.tool_names(body),
         ))
 
