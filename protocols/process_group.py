@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -286,7 +287,9 @@ class GroupStrays:
         return await trio.to_thread.run_sync(
             lambda: scan_strays(self.process.pid, layout=self.layout, leader_reaped=reaped))
 
-    async def end(self) -> StraysEnded:
-        """End every stray of the group (``end_strays``), then scan it again."""
-        killed = await end_strays(self.process.pid, await self.scan(), grace_s=self.grace_s)
+    async def end(self, only: Sequence[Stray] | None = None) -> StraysEnded:
+        """End ``only`` these (each re-checked: the same pid and start time, still
+        in the group), or every stray of the group, then scan it again."""
+        targets = list(only) if only is not None else await self.scan()
+        killed = await end_strays(self.process.pid, targets, grace_s=self.grace_s)
         return StraysEnded(tuple(killed), tuple(await self.scan()))

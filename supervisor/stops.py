@@ -138,8 +138,9 @@ class Stops:
         control = None if ex is None else ex.agent.strays
         if control is None:
             return {"session_id": session_id, "killed": [], "remaining": []}
+        assert ex is not None
         try:
-            ended = await control.end()
+            ended = await self.receipts.end_strays(ex, await self.receipts.strays(ex))
         except (AgentClosed, AgentTimeout) as exc:
             raise Conflict(f"the agent's host did not end its processes: {exc}") from None
         remaining = [{"pid": s.pid, "command": s.command} for s in ended.remaining]

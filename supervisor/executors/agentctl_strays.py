@@ -10,6 +10,7 @@ an answer that is not the expected shape).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final, TypeGuard
 
 from protocols.process_group import STRAY_GRACE_S, Stray, StraysEnded
@@ -55,9 +56,12 @@ class AgentctlStrays:
                                           timeout_s=self.link.timeouts.agent_request_s)
         return parse_strays(data.get("strays"), "strays")
 
-    async def end(self) -> StraysEnded:
+    async def end(self, only: Sequence[Stray] | None = None) -> StraysEnded:
+        body: dict[str, Any] = {"grace_s": self.grace_s}
+        if only is not None:
+            body["only"] = [{"pid": s.pid, "start": s.start} for s in only]
         _, data = await self.link.request(
-            "POST", _PATH + "/kill", {"grace_s": self.grace_s},
+            "POST", _PATH + "/kill", body,
             timeout_s=self.link.timeouts.agent_request_s + self.grace_s + _KILL_MARGIN_S)
         killed: Any = data.get("killed")
         if not isinstance(killed, list) or not all(_count(p) for p in killed):

@@ -8,7 +8,7 @@ way; it never asks which executor it came from.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol
@@ -46,14 +46,15 @@ class StrayControl(Protocol):
     ``strays`` and ``session.kill_strays``.
 
     ``scan`` lists them (oldest first); ``end`` SIGTERMs each one still in the
-    group, SIGKILLs those alive after a short grace, and returns the pids it
-    ended and the strays left.  Local agents are read from /proc here;
+    group (``only`` these, when given: the same pid and start time), SIGKILLs
+    those alive after a short grace, and returns the pids it ended and the
+    strays left.  Local agents are read from /proc here;
     agentctl's (and a container's, whose agentctl is its PID 1) through
     agentctl's ``/api/v1/agent/strays`` endpoints, failing like every agentctl
     call (``AgentClosed``, ``AgentTimeout``)."""
 
     async def scan(self) -> list[Stray]: ...
-    async def end(self) -> StraysEnded: ...
+    async def end(self, only: Sequence[Stray] | None = None) -> StraysEnded: ...
 
 
 @dataclass(eq=False)

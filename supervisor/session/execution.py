@@ -246,6 +246,9 @@ class Executions:
                     raise AgentStartError(
                         f"agent {profile.name!r} did not start within "
                         f"{self.timeouts.agent_start_s:g}s" + _tail(ex))
+                if ex.restore_from is None:
+                    # The agent's own processes before any turn (a restore's: after it).
+                    await self.closer.receipts.baseline(ex)
                 ex.status = ExecutionStatus.READY if ex.turn is None else ExecutionStatus.RUNNING
                 ex.idle_since = trio.current_time()
                 self.agents.executions[session_id] = ex

@@ -211,6 +211,8 @@ class Turns:
         # to withhold and write a protocol cancel the idle agent ignores.
         if reopened is not None:
             ex.restore_from = None
+            # The agent's own processes, the restored conversation's included.
+            await self.closer.receipts.baseline(ex)
             await remember_conversation(self.store, ex)
             self._log_restore(ex, reopened)
             if reopened.restored is None and not reopened.reattached:

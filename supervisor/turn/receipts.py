@@ -11,18 +11,31 @@ in the agent's process group once the stopped tools had a moment to exit,
 and the files the turn changed (its checkpoint after the close); the whole
 receipt is then stored with the turn and in its status message, whose update
 every page sees.  A crash between the two loses the second step only.
+
+What is a stray: a process of the agent's group that is not the agent's own.
+An agent may run long-lived helpers in its group for its whole life (Claude's
+engine under claude-agent-acp, Codex under codex-acp, MCP servers): those are
+in the group when the agent is ready, before any turn could leave anything,
+and after a restore, before its first prompt.  ``own`` keeps that baseline per
+running agent; a stray is any other live member, and ``kill_strays`` ends only
+those (each named by pid and start time, so a reused pid is never hit).  A
+helper an agent starts lazily during a turn is reported as a stray: the
+receipt names its command, and nothing is ended unless the person asks.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import weakref
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
 import trio
 
 from protocols.adapters import AgentClosed, AgentTimeout
+from protocols.process_group import Stray, StraysEnded
 
 from ..errors import SupervisorError
 from ..models import Message
@@ -99,6 +112,9 @@ class Receipts:
         self.checkpoints = checkpoints
         #: session id → (its latest receipt, the status message it is shown in).
         self.latest: dict[str, tuple[dict[str, Any], Message | None]] = {}
+        #: Each running agent's own processes, (pid, start time): module doc.
+        self.own: weakref.WeakKeyDictionary[Execution, set[tuple[int, int]]] = (
+            weakref.WeakKeyDictionary())
         self._nursery: trio.Nursery | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -139,8 +155,7 @@ class Receipts:
                     receipt |= await self._files(session_id, turn_id)
                 control = None if ex is None else ex.agent.strays
                 if control is not None and ex is not None and not ex.stopped.is_set():
-                    receipt["strays"] = [{"pid": s.pid, "command": s.command}
-                                         for s in await control.scan()]
+                    receipt["strays"] = [s.wire() for s in await self.strays(ex)]
                 elif ex is not None and ex.stopped.is_set():
                     receipt["strays"] = []  # its whole group was ended with it
             if turn_id:
@@ -159,6 +174,35 @@ class Receipts:
             return {"files_changed": None, "revertible": False}
         files = diff["files"]
         return {"files_changed": len(files), "revertible": bool(files)}
+
+    async def baseline(self, ex: Execution) -> None:
+        """The agent's own processes, as its group holds them now (it is ready,
+        or has just restored its conversation; no turn has run since)."""
+        control = ex.agent.strays
+        if control is None:
+            return
+        try:
+            found = await control.scan()
+        except (OSError, AgentClosed, AgentTimeout) as exc:
+            log.warning("session %s: its agent's processes could not be read (%s): a "
+                        "receipt may name its helpers as strays", ex.session_id, exc)
+            return
+        self.own.setdefault(ex, set()).update((s.pid, s.start) for s in found)
+
+    async def strays(self, ex: Execution) -> list[Stray]:
+        """What the agent's group holds beyond the agent's own."""
+        assert ex.agent.strays is not None
+        own = self.own.get(ex, set())
+        return [s for s in await ex.agent.strays.scan() if (s.pid, s.start) not in own]
+
+    async def end_strays(self, ex: Execution, only: Sequence[Stray]) -> StraysEnded:
+        """End ``only`` these (never the agent's own); what is left, its own left out."""
+        assert ex.agent.strays is not None
+        own = self.own.get(ex, set())
+        ended = await ex.agent.strays.end(
+            [s for s in only if (s.pid, s.start) not in own])
+        return StraysEnded(ended.killed, tuple(s for s in ended.remaining
+                                               if (s.pid, s.start) not in own))
 
     async def strays_ended(self, session_id: str, remaining: list[dict[str, Any]]) -> None:
         """``session.kill_strays`` ended some: the latest receipt says what is

@@ -132,31 +132,13 @@ def _modes(e: E2E) -> list[str]:
     return [r.mode for r in e.provider.main_streams()]
 
 
-#: A known backend bug, kept strict: claude-agent-acp (pid 2 of the sandbox) runs Claude
-#: Code's engine as a child process for the whole session, and protocols/process_group.py
-#: counts every process of the sandbox but its pids 1 and 2 as a stray, so the engine is in
-#: every Claude receipt's ``strays`` (and ``session.kill_strays`` kills it: the session's
-#: next prompt then fails with "Agent error: Resource not found").
-STRAY_ENGINE = {"claude": ("claude-agent-sdk-linux-",
-                           "the receipt lists Claude Code's own engine (claude-agent-acp's child "
-                           "for the whole session) as a stray")}
-
-
-def _engine_strays(name: str, strays: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The strays that are the agent's own engine (``STRAY_ENGINE``); asserts there is
-    no other: nothing a command started outlives the stop."""
-    mark = STRAY_ENGINE.get(name, (None, ""))[0]
-    engine = [s for s in strays if mark is not None and mark in s["command"]]
-    assert [s for s in strays if s not in engine] == [], strays
-    return engine
-
-
-def _known_strays(name: str, engine: list[dict[str, Any]]) -> None:
-    """After the session: the known bug of ``STRAY_ENGINE`` is an xfail, strict (the
-    test fails once the bug is fixed, so that the entry goes)."""
-    if name in STRAY_ENGINE:
-        assert engine, f"{name}: the engine is no longer a stray: drop it from STRAY_ENGINE"
-        pytest.xfail(f"{STRAY_ENGINE[name][1]}: {engine}")
+async def _no_strays(e: E2E, strays: list[dict[str, Any]]) -> None:
+    """Nothing a command started outlives the stop, and the agent's own helpers (Claude
+    Code's engine under claude-agent-acp, for the whole session) are not strays: ending
+    the strays ends nothing, and the session goes on."""
+    assert strays == [], strays
+    ended = await e.ws.call("session.kill_strays", {"session_id": e.sid})
+    assert ended["killed"] == [] and ended["remaining"] == [], ended
 
 
 @per_agent
@@ -197,7 +179,7 @@ async def test_stop_after_the_step_lets_command_1_finish_and_command_2_never_run
                                              "cancelled": started_after}, (receipt, calls)
             shown = await _receipt_complete(e, mark, turn_id)
             assert shown["tool_calls"] == receipt["tool_calls"]
-            engine = _engine_strays(name, shown["strays"])
+            await _no_strays(e, shown["strays"])
             stored = await e.ws.call("turn.receipt", {"session_id": e.sid, "turn_id": turn_id})
             assert stored["receipt"] == shown
             # The model was never asked past command 2 (its answer would be the text).
@@ -214,7 +196,6 @@ async def test_stop_after_the_step_lets_command_1_finish_and_command_2_never_run
                   f"receipt tool_calls {receipt['tool_calls']}")
 
             await e.quick_turn()
-    _known_strays(name, engine)
 
 
 @per_agent
@@ -243,7 +224,7 @@ async def test_stop_now_cuts_command_1(
                 receipt, calls)
             shown = await _receipt_complete(e, mark, turn_id)
             assert shown["tool_calls"] == receipt["tool_calls"]
-            engine = _engine_strays(name, shown["strays"])
+            await _no_strays(e, shown["strays"])
 
             # Past the moment command 1 would have written its file: it was cut, not
             # left running.
@@ -258,4 +239,3 @@ async def test_stop_now_cuts_command_1(
                   f"tool calls {calls}; receipt tool_calls {receipt['tool_calls']}")
 
             await e.quick_turn()
-    _known_strays(name, engine)

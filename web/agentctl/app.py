@@ -13,7 +13,7 @@ status ``HostError`` chose, and no traceback ever reaches a client.
     POST /api/v1/acp/subagent_cancel {subagent_id, session_id?} → {success, sent, state}
     POST /api/v1/permission    {request_id, option_id|null, session_id?} → {success}
     GET  /api/v1/agent/strays                                → see strays.py
-    POST /api/v1/agent/strays/kill {grace_s?}                → see strays.py
+    POST /api/v1/agent/strays/kill {grace_s?, only?}         → see strays.py
     GET  /api/v1/status                                      → AgentHost.status()
     GET  /api/v1/health                                      → {status: "ok"}
     WS   /api/v1/events?after=SEQ&owner=O                    → protocols/agentctl_wire.py frames
@@ -36,7 +36,7 @@ from protocols.agentctl_wire import CLOSE_FELL_BEHIND, CLOSE_GOING_AWAY
 
 from ..listener import close_after_refusals
 from .host import AgentHost, HostError, Subscriber, valid_turn_id
-from .strays import MAX_GRACE_S, agent_strays, end_agent_strays
+from .strays import MAX_GRACE_S, agent_strays, end_agent_strays, parse_only
 
 __all__ = ["create_app"]
 
@@ -182,13 +182,17 @@ def create_app(host: AgentHost, token: str, *, heartbeat_s: float = HEARTBEAT_S)
     @app.post("/api/v1/agent/strays/kill")
     async def kill_strays() -> Response:
         data = await body()
+        try:
+            only = parse_only(data.get("only"))
+        except ValueError as exc:
+            raise HostError(422, str(exc)) from None
         grace = data.get("grace_s")
         if grace is None:
-            return _json(await end_agent_strays(host))
+            return _json(await end_agent_strays(host, only=only))
         if (isinstance(grace, bool) or not isinstance(grace, int | float)
                 or not math.isfinite(grace) or not 0 <= grace <= MAX_GRACE_S):
             raise HostError(422, f"grace_s must be a number from 0 to {MAX_GRACE_S:g}")
-        return _json(await end_agent_strays(host, float(grace)))
+        return _json(await end_agent_strays(host, float(grace), only))
 
     @app.websocket("/api/v1/events")
     async def events() -> Response | None:

@@ -24,10 +24,12 @@ from protocols.sandbox import resolve_mode
 
 from .host import AgentHost
 
-__all__ = ["MAX_GRACE_S", "agent_strays", "end_agent_strays"]
+__all__ = ["MAX_GRACE_S", "MAX_ONLY", "agent_strays", "end_agent_strays", "parse_only"]
 
 #: The longest SIGTERM grace a client may ask for (the request waits for it).
 MAX_GRACE_S: Final = 10.0
+#: The most strays one kill may name.
+MAX_ONLY: Final = 10_000
 
 
 def _entry(s: Stray) -> dict[str, Any]:
@@ -50,10 +52,29 @@ async def agent_strays(host: AgentHost) -> dict[str, Any]:
     return {"pgid": group.process.pid, "strays": [_entry(s) for s in await group.scan()]}
 
 
-async def end_agent_strays(host: AgentHost, grace_s: float = STRAY_GRACE_S) -> dict[str, Any]:
+def parse_only(value: object) -> list[Stray] | None:
+    """``only``: the strays to end, as ``[{pid, start}]`` (None: every one);
+    ``ValueError`` with one line if it is not that."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) > MAX_ONLY:
+        raise ValueError(f"only must be a list of at most {MAX_ONLY} {{pid, start}}")
+    out = []
+    for item in value:
+        pid = item.get("pid") if isinstance(item, dict) else None
+        start = item.get("start") if isinstance(item, dict) else None
+        if not (isinstance(pid, int) and isinstance(start, int)) or isinstance(pid, bool) \
+                or isinstance(start, bool) or pid <= 0 or start < 0:
+            raise ValueError("each of only must be {pid, start} with whole numbers")
+        out.append(Stray(pid, "", start))
+    return out
+
+
+async def end_agent_strays(host: AgentHost, grace_s: float = STRAY_GRACE_S,
+                           only: list[Stray] | None = None) -> dict[str, Any]:
     group = await _group(host, grace_s)
     if group is None:
         return {"pgid": None, "killed": [], "remaining": []}
-    ended = await group.end()
+    ended = await group.end(only)
     return {"pgid": group.process.pid, "killed": list(ended.killed),
             "remaining": [_entry(s) for s in ended.remaining]}
