@@ -94,6 +94,16 @@ def targets(r: dict[str, Any]) -> dict[str, Any]:
         out["peer_e2e_ratio_reported"] = _target(
             ratio, "reported: e2e p50 turnvisor / minimal asyncio + ACP SDK peer",
             _le(ratio, math.inf))
+    stops = r.get("stop_levels", {})
+    for agent, d in stops.get("after_step", {}).get("dialects", {}).items():
+        # Issue 42: the step's end to the protocol cancel's write.
+        p50 = d["server_step_over_to_adapter_sent_ms"].get("p50")
+        out[f"after_step_cancel_written_p50_le_{d['target_p50_ms']:g}ms[{agent}]"] = _target(
+            p50, d["target_p50_ms"], bool(d["target_met"]))
+    if "stop_all" in stops:
+        sa = stops["stop_all"]
+        out[f"stop_all_{sa['sessions']}_answered_le_{sa['target_ms']:g}ms"] = _target(
+            sa["answer_ms"], sa["target_ms"], bool(sa["target_met"]))
     if "peer" in r:
         ratio = r["peer"]["ratio_p50_turnvisor_vs_sdk"]
         out["peer_adapter_ratio_reported"] = _target(
