@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +16,19 @@ pytest.importorskip("playwright.sync_api")
 
 from playwright.sync_api import Locator, Page, WebSocket, expect
 
-from .ui import Person, create_task, ensure_mounted, get_session, open_page, open_person, shot
+from tests.support.serverproc import BlockingServerProcess
+
+from .configs import LONG_PENDING_TOML
+from .ui import (
+    Person,
+    create_task,
+    ensure_mounted,
+    get_session,
+    open_page,
+    open_person,
+    shot,
+    wait_until,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -180,3 +194,46 @@ def test_stop_all_stops_every_running_turn_after_asking(
     expect(stop_all).to_be_disabled(timeout=10_000)  # nothing runs any more
     shot(page, f"stop-all-done-{view}")
     assert all(get_session(server, sid)["state"] != "RUNNING" for sid in sessions)
+
+
+def test_the_receipt_undoes_the_turns_files_and_resumes_the_parked_queue(
+    server_factory: Callable[..., BlockingServerProcess], new_context: Any, view: str
+) -> None:
+    server = server_factory(toml=LONG_PENDING_TOML, checkpoints=True)
+    task_id = create_task(server, f"Receipt actions {view}")
+    person = open_person(server, new_context, view, f"/tasks/{task_id}")
+    page = person.page
+    person.launch_session("mock")
+    where = page.get_by_test_id("work-dir").locator(".work-path")
+    expect(where).to_have_attribute("title", re.compile(r"^/.+"))  # drawn once the session is
+    folder = Path(where.get_attribute("title") or "")
+    person.start_turn("/edits 60")
+    wait_until(lambda: len(list(folder.glob("edit-*.txt"))) >= 2, page)
+    person.send("after the stop")  # queued behind the running turn
+    expect(page.get_by_test_id("queue-list")).to_contain_text("after the stop")
+    person.press(person.cancel_button)
+    person.expect_settled(timeout=15_000)
+    written = len(list(folder.glob("edit-*.txt")))
+    receipt = page.get_by_test_id("stop-receipt")
+    expect(receipt).to_contain_text(f"{written} files changed", timeout=15_000)
+    expect(receipt).to_contain_text("1 queued")
+    receipt.scroll_into_view_if_needed()
+    shot(page, f"stop-receipt-actions-{view}")
+
+    # Undo is the page's revert: its question first, then the turn's files go.
+    person.press(receipt.get_by_test_id("stop-receipt-undo"))
+    dialog = page.get_by_test_id("revert-dialog")
+    expect(dialog).to_be_visible(timeout=10_000)
+    person.press(dialog.get_by_test_id("revert-confirm-button"))
+    expect(person.status_messages().filter(has_text="Files restored")).to_have_count(
+        1, timeout=15_000)
+    assert not list(folder.glob("edit-*.txt"))
+    expect(receipt).to_contain_text("(put back)")
+    expect(receipt.get_by_test_id("stop-receipt-undo")).to_have_count(0)
+
+    # Resume runs the parked queue: the queued message starts its turn.
+    person.press(receipt.get_by_test_id("stop-receipt-resume"))
+    expect(receipt.get_by_test_id("stop-receipt-resume")).to_have_count(0)
+    expect(page.get_by_test_id("message-list").get_by_text("after the stop")).to_be_visible(
+        timeout=15_000)
+    expect(page.get_by_test_id("queue-list")).to_be_hidden(timeout=15_000)

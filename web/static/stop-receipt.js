@@ -49,10 +49,12 @@ export function createStopReceipts({ ws, getState, changes, actions }) {
     const line = h("p", { class: "stop-receipt-line", dataset: { testid: "stop-receipt-line" } });
     view.parts.forEach((part, i) => {
       if (i > 0) line.append(h("span", { class: "stop-receipt-sep", "aria-hidden": "true" }, " · "));
-      line.append(h("span", { class: "stop-receipt-part", dataset: { part: part.key } }, part.text));
-      if (part.action === "undo" && !view.reverted) line.append(" ", button("stop-receipt-undo", "Undo", "Put this turn's files back", (b) => changes.revert(view.turnId, b)));
-      if (part.action === "undo" && view.reverted) line.append(h("span", { class: "stop-receipt-done" }, " (put back)"));
-      if (part.action === "resume" && !view.resumed) line.append(" ", button("stop-receipt-resume", "Resume", "Run the queued messages", () => actions.queueAction("queue.set_auto_run", { auto_run: true }, "Could not resume the queue.")));
+      // A part and its button stay on one line together.
+      const span = h("span", { class: "stop-receipt-part", dataset: { part: part.key } }, part.text);
+      line.append(span);
+      if (part.action === "undo" && !view.reverted) span.append(" ", button("stop-receipt-undo", "Undo", "Put this turn's files back", (b) => changes.revert(view.turnId, b)));
+      if (part.action === "undo" && view.reverted) span.append(h("span", { class: "stop-receipt-done" }, " (put back)"));
+      if (part.action === "resume" && !view.resumed) span.append(" ", button("stop-receipt-resume", "Resume", "Run the queued messages", () => actions.queueAction("queue.set_auto_run", { auto_run: true }, "Could not resume the queue.")));
     });
     const extra = [];
     if (view.subagents.length) {
