@@ -1,46 +1,42 @@
 """Sans-IO client side of the Agent Client Protocol (ACP, JSON-RPC 2.0).
 
-The methods that start something return the bytes to write (and the request
-id, where an answer is expected); ``receive_data``/``next_event`` turn the
-agent's output into ``protocols.events`` values.  What a message says is
-read by protocols/acp_incoming.py, the one parser of incoming ACP (v1 and v2),
-liberally: a message that fails validation or names an update kind we do not
+The methods that start something return the bytes to write (and the request id, where an answer
+is expected); ``receive_data``/``next_event`` turn the agent's output into ``protocols.events``
+values. What a message says is read by protocols/acp_incoming.py, the one parser of incoming
+ACP (v1 and v2), liberally: a message that fails validation or names an update kind we do not
 know is passed through as ``OtherUpdate``/``AgentNotice``, never an error.
 
 Cancel rules (ACP "Cancellation"): the client MUST answer every pending
-``session/request_permission`` with ``{"outcome":{"outcome":"cancelled"}}``
-and SHOULD mark unfinished tool calls cancelled; it then sends the
-``session/cancel`` notification, and the pending ``session/prompt`` returns
-``stopReason: cancelled``.  All of that is ``cancel()``, tested without a
-process.
+``session/request_permission`` with ``{"outcome":{"outcome":"cancelled"}}`` and SHOULD mark
+unfinished tool calls cancelled; it then sends the ``session/cancel`` notification, and the
+pending ``session/prompt`` returns ``stopReason: cancelled``. All of that is ``cancel()``,
+tested without a process.
 
-Request cancellation (``$/cancel_request {requestId}``, stable since
-2026-06), both ways: an agent that withdraws its own pending permission
-request gets the answer the spec requires (error -32800) and the supervisor a
-``PermissionWithdrawn``; a request of ours that timed out is withdrawn with
-``cancel_request(rid)``, and its late answer is reported, never taken live.
+Request cancellation (``$/cancel_request {requestId}``, stable since 2026-06), both ways: an
+agent that withdraws its own pending permission request gets the answer the spec requires
+(error -32800) and the supervisor a ``PermissionWithdrawn``; a request of ours that timed out
+is withdrawn with ``cancel_request(rid)``, and its late answer is reported, never taken live.
 
-``user_message_chunk`` outside a replay is the agent repeating the prompt
-(``UserEcho``), not agent text. Restoring a conversation in a new agent
-process: ``initialize``'s answer says what the agent can do (``can_resume``:
-``sessionCapabilities.resume``; ``can_load``: ``loadSession``).
-``resume_session`` (``session/resume``) makes no replay; ``load_session``
-(``session/load``) makes the agent replay the history as ``session/update``
-notifications before it answers. While that load is pending (``replaying``)
-the history updates (messages, thoughts, tool calls, plans) are consumed, not
-surfaced as live output (the supervisor has the conversation stored): counted,
-and the answer is preceded by one ``HistoryReplayed``. Either way
-``session_id`` names the restored session once the agent has answered.
+``user_message_chunk`` outside a replay is the agent repeating the prompt (``UserEcho``), not
+agent text. Restoring a conversation in a new agent process: ``initialize``'s answer says what
+the agent can do (``can_resume``: ``sessionCapabilities.resume``; ``can_load``:
+``loadSession``). ``resume_session`` (``session/resume``) makes no replay; ``load_session``
+(``session/load``) makes the agent replay the history as ``session/update`` notifications
+before it answers. While that load is pending (``replaying``) the history updates (messages,
+thoughts, tool calls, plans) are consumed, not surfaced as live output (the supervisor has the
+conversation stored): counted, and the answer is preceded by one ``HistoryReplayed``. Either
+way ``session_id`` names the restored session once the agent has answered.
 
-Steering (more user input into the running turn): the ACP steering extension
-that claude-agent-acp implements — ``initialize``'s answer carries a
-top-level ``_meta.steering.supported`` (``can_steer``), and ``steer`` builds
-``_session/steering {sessionId, prompt, _meta.steering.idleBehavior:
-"promptRequired"}``: the agent injects it into the running turn (outcome
-``injected``), or, with no turn running, leaves it to us (``promptRequired``)
-instead of starting a turn of its own.  A ``session/prompt`` sent during a
-turn (``_meta.claudeCode.promptQueueing``) is not steering: the agent queues
-it as a turn of its own, with its own answer.
+Steering (more user input into the running turn): the ACP steering extension that
+claude-agent-acp implements — ``initialize``'s answer carries a top-level
+``_meta.steering.supported`` (``can_steer``), and ``steer`` builds ``_session/steering
+{sessionId, prompt, _meta.steering.idleBehavior: "promptRequired"}``: the agent injects it into
+the running turn (outcome ``injected``), or, with no turn running, leaves it to us
+(``promptRequired``) instead of starting a turn of its own. A ``session/prompt`` sent during a
+turn (``_meta.claudeCode.promptQueueing``) is not steering: the agent queues it as a turn of
+its own, with its own answer.
+
+Options, commands, usage and titles the session reports, and ``set_option``: acp_session.py.
 """
 
 from __future__ import annotations
@@ -50,12 +46,15 @@ from typing import Any, Final, Literal
 from . import acp_v2
 from .acp_incoming import (
     HISTORY_KINDS,
+    is_request_id,
     load_schema,
     read_permission,
     read_prompt_answer,
     read_update,
     stop_reason,
+    withdrawn_answer,
 )
+from .acp_session import SESSION_KINDS, SessionState
 from .acp_subagents import ChildSessions
 from .acp_v2 import AcpVersion
 from .core import ClientEvent, CoreBase
@@ -148,6 +147,8 @@ class AcpClient(CoreBase):
         self.children = ChildSessions()
         self._permission_sessions: dict[str, str] = {}
         self._children_cancelled = 0
+        #: The session's options (protocols/acp_session.py).
+        self.session = SessionState()
 
     # -- requests we make ---------------------------------------------------
 
@@ -238,6 +239,12 @@ class AcpClient(CoreBase):
         rid, data = self.rpc.send_request(method, params)
         self._restores[rid] = (method, session_id, replay)
         return rid, data
+
+    def set_option(self, option_id: str, value: str) -> tuple[int, bytes]:
+        """``session/set_config_option`` (legacy shapes: ``set_mode``/``set_model``);
+        ValueError, nothing sent, for an option or value the agent did not offer."""
+        return self.session.set_request(self.rpc, self.session_id, option_id, value,
+                                        self.version)
 
     def prompt(self, text: str) -> tuple[int, bytes]:
         if self.session_id is None:
@@ -349,7 +356,6 @@ class AcpClient(CoreBase):
     def pending_permissions(self) -> tuple[str, ...]:
         return tuple(self._permissions)
 
-
     # -- what the agent sends -----------------------------------------------
 
     def next_event(self) -> ClientEvent | NeedData:
@@ -395,6 +401,7 @@ class AcpClient(CoreBase):
                 sid = ev.result.get("sessionId") if isinstance(ev.result, dict) else None
                 if isinstance(sid, str):
                     self.session_id = sid
+                    self._events.extend(self.session.offered(ev.result))
                     self._events.append(ev)
                 else:
                     self._events.append(
@@ -407,10 +414,13 @@ class AcpClient(CoreBase):
                 self._on_initialized(ev)
             case Response(id=rid) | ErrorResponse(id=rid) if rid in self._restores:
                 self._on_restored(ev, *self._restores.pop(rid))
+            case Response(id=rid) | ErrorResponse(id=rid) if rid in self.session.pending:
+                self._events.extend(self.session.answered(ev))
+                self._events.append(ev)
             case Response() | ErrorResponse():
                 self._events.append(ev)
-            case UnmatchedResponse(id=rid) if _is_id(rid) and rid in self._withdrawn:
-                self._on_withdrawn_answer(self._withdrawn.pop(rid), ev)
+            case UnmatchedResponse(id=rid) if is_request_id(rid) and rid in self._withdrawn:
+                self._events.append(withdrawn_answer(self._withdrawn.pop(rid), ev))
             case UnmatchedResponse(id=rid):
                 self._events.append(AgentNotice(message=f"reply to unknown request id {rid!r}"))
             case InvalidLine(reason=reason, line=line):
@@ -496,12 +506,13 @@ class AcpClient(CoreBase):
         if isinstance(ev, Response):
             self.session_id = session_id
             self._abandoned_loads.discard(session_id)
+            self._events.extend(self.session.offered(ev.result))
         self._events.append(ev)
 
     def _on_cancel_request(self, params: Any) -> None:
         rid = params.get("requestId") if isinstance(params, dict) else None
         request_id = str(rid)
-        if not _is_id(rid) or self._permissions.get(request_id) != rid:
+        if not is_request_id(rid) or self._permissions.get(request_id) != rid:
             # Already answered (or never asked): the answer it wants went out.
             self._events.append(AgentNotice(
                 message=f"$/cancel_request for no pending request ({rid!r})", level="info"
@@ -512,16 +523,6 @@ class AcpClient(CoreBase):
         self._events.append(PermissionWithdrawn(
             request_id=request_id, reason="the agent withdrew the request"
         ))
-
-    def _on_withdrawn_answer(self, method: str, ev: UnmatchedResponse) -> None:
-        err = ev.message.get("error") if isinstance(ev.message, dict) else None
-        if isinstance(err, dict) and err.get("code") == REQUEST_CANCELLED:
-            text = f"the agent confirmed the withdrawal of {method} ({ev.id!r})"
-        elif err is not None:
-            text = f"the agent answered the withdrawn {method} ({ev.id!r}) with an error: {err!r}"
-        else:
-            text = f"late answer to the withdrawn {method} ({ev.id!r}) ignored"
-        self._events.append(AgentNotice(message=text, level="info"))
 
     def _end_turn(self, result: Any) -> None:
         stop, notice = read_prompt_answer(result)
@@ -581,6 +582,9 @@ class AcpClient(CoreBase):
         if self.version == 2 and kind == "state_update":
             self._on_state(update)
             return
+        if kind in SESSION_KINDS:
+            self._events.extend(self.session.read(kind, update))
+            return
         self._events.extend(
             read_update(kind, update, self.version, self._seen_tools, self._open_tools))
 
@@ -593,7 +597,3 @@ class AcpClient(CoreBase):
         event = self.children.read(kind, update, sid)
         if event is not None:
             self._events.append(event)
-
-
-def _is_id(value: object) -> bool:
-    return isinstance(value, int | str) and not isinstance(value, bool)

@@ -36,9 +36,18 @@ from .events import (
     ToolCallUpdated,
     UserEcho,
 )
+from .jsonrpc import REQUEST_CANCELLED, UnmatchedResponse
 
-__all__ = ["HISTORY_KINDS", "load_schema", "read_permission", "read_prompt_answer",
-           "read_update", "stop_reason"]
+__all__ = [
+    "HISTORY_KINDS",
+    "is_request_id",
+    "load_schema",
+    "read_permission",
+    "read_prompt_answer",
+    "read_update",
+    "stop_reason",
+    "withdrawn_answer",
+]
 
 FINISHED_TOOL_STATES: Final = frozenset({"completed", "failed", "cancelled"})
 #: Streamed text chunks in their plain shape are checked field by field (a
@@ -188,6 +197,23 @@ def _tool_details(params: Any) -> dict[str, Any]:
     if not isinstance(tool, dict):
         return {}
     return {key: tool[wire] for wire, key in _TOOL_DETAILS.items() if tool.get(wire)}
+
+
+def is_request_id(value: object) -> bool:
+    """A JSON-RPC id (a bool is not one, though Python says it is an int)."""
+    return isinstance(value, int | str) and not isinstance(value, bool)
+
+
+def withdrawn_answer(method: str, ev: UnmatchedResponse) -> AgentNotice:
+    """What the agent's answer to a request we withdrew (``$/cancel_request``) says."""
+    err = ev.message.get("error") if isinstance(ev.message, dict) else None
+    if isinstance(err, dict) and err.get("code") == REQUEST_CANCELLED:
+        text = f"the agent confirmed the withdrawal of {method} ({ev.id!r})"
+    elif err is not None:
+        text = f"the agent answered the withdrawn {method} ({ev.id!r}) with an error: {err!r}"
+    else:
+        text = f"late answer to the withdrawn {method} ({ev.id!r}) ignored"
+    return AgentNotice(message=text, level="info")
 
 
 def stop_reason(value: str) -> StopReason:

@@ -17,8 +17,11 @@ before the adapter gives up.
 restart, a crash, an escalation, an idle stop) instead of ``new_session``:
 ACP ``session/resume`` when the agent advertises it, else ``session/load``
 (its replay is consumed: ``HistoryReplayed``), Codex ``thread/resume``; an
-agent that can do neither raises ``RestoreUnsupported``.  ``steer`` adds user
-input to the running turn (Codex ``turn/steer``); where the protocol cannot,
+agent that can do neither raises ``RestoreUnsupported``.  ``set_option`` sets one
+of the options the agent offered (``OptionsChanged`` on ``events``): ACP at once
+(``session/set_config_option``, or ``set_mode``/``set_model`` for the legacy shapes),
+Codex from the next ``turn/start`` on; ValueError for an option or value not offered.
+``steer`` adds user input to the running turn (Codex ``turn/steer``); where the protocol cannot,
 ``SteerUnsupported``.  ``revert_thread`` drops a turn and every later one
 from the agent's own history (Codex ``thread/revert``, after a revert of the
 files: DESIGN.md §12); ``RevertUnsupported`` where the protocol has no such call.
@@ -31,6 +34,7 @@ session id.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypeAlias
 
@@ -60,6 +64,7 @@ __all__ = [
     "AgentRequestError",
     "AgentTimeout",
     "CodexAdapter",
+    "OptionApplied",
     "ProtocolName",
     "RestoreMethod",
     "RestoreUnsupported",
@@ -73,6 +78,8 @@ __all__ = [
 ProtocolName = Literal["acp", "codex"]
 #: The dialect a connection speaks, as the session DTO's ``protocol`` names it.
 WireProtocol: TypeAlias = Literal["acp/1", "acp/2", "codex"]
+#: When a set option takes effect: at once, or from the next turn (Codex).
+OptionApplied: TypeAlias = Literal["now", "next_turn"]
 #: How a conversation was restored: ACP ``session/resume`` / ``session/load``,
 #: Codex ``thread/resume``.
 RestoreMethod: TypeAlias = Literal["resume", "load", "thread/resume"]
@@ -149,6 +156,7 @@ class AgentAdapter(Protocol):
     def abandon_turn(self) -> bool: ...
     def subagent(self, subagent_id: str) -> SubagentChanged | None: ...
     async def cancel_subagent(self, subagent_id: str) -> bool: ...
+    async def set_option(self, option_id: str, value: str) -> OptionApplied: ...
 
 
 class _Base:
@@ -379,6 +387,16 @@ class AcpAdapter(_Base):
         written = self._prompt_written
         return written is None or written.is_set()
 
+    async def set_option(self, option_id: str, value: str) -> OptionApplied:
+        """Set an offered option now (the agent answers with the options as they
+        are, an ``OptionsChanged``), waiting ``request_s``; ValueError, nothing
+        sent, for an option or value not offered; ``AgentRequestError`` when the
+        agent refuses it."""
+        self._check_open()
+        rid, data = self.core.set_option(option_id, value)
+        await self.connection.request(rid, data, timeout_s=self.timeouts.request_s)
+        return "now"
+
     async def cancel(self) -> None:
         await self._wait_prompt_written()
         await self.connection.send(self._take_cancel())
@@ -432,7 +450,25 @@ class CodexAdapter(_Base):
         rid, data = self.core.thread_start(cwd, **self.thread_params)
         await self.connection.request(rid, data, timeout_s=self.timeouts.session_s)
         assert self.core.thread_id is not None
+        await self._list_models()
         return self.core.thread_id
+
+    async def _list_models(self) -> None:
+        """``model/list`` once (the options' choices), within ``request_s``; an
+        agent that cannot list them leaves its thread's model the only choice."""
+        if self.core.options.listed is not None:
+            return
+        rid, data = self.core.model_list()
+        with contextlib.suppress(AgentRequestError, AgentTimeout):
+            await self.connection.request(rid, data, timeout_s=self.timeouts.request_s)
+
+    async def set_option(self, option_id: str, value: str) -> OptionApplied:
+        """Keep an offered option for every later ``turn/start`` (Codex takes
+        model, effort and approval policy per turn): ``next_turn``, with the
+        options as they now are on ``events``; ValueError if it is not offered."""
+        self._check_open()
+        await self.connection.publish(self.core.set_option(option_id, value))
+        return "next_turn"
 
     async def restore_session(self, agent_session_id: str, cwd: str) -> Restored:
         """``thread/resume`` with the profile's thread overrides (bounded by
@@ -442,6 +478,7 @@ class CodexAdapter(_Base):
         rid, data = self.core.thread_resume(agent_session_id, cwd, **self.thread_params)
         await self.connection.request(rid, data, timeout_s=self.timeouts.session_s)
         assert self.core.thread_id is not None
+        await self._list_models()
         return Restored(agent_session_id=self.core.thread_id, method="thread/resume")
 
     async def steer(self, text: str) -> None:

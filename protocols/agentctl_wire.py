@@ -50,7 +50,9 @@ from protocols.events import (
     STOP_REASONS,
     AgentEvent,
     AgentNotice,
+    CommandsChanged,
     MessageChunk,
+    OptionsChanged,
     OtherUpdate,
     PermissionOption,
     PermissionRequested,
@@ -59,9 +61,11 @@ from protocols.events import (
     SubagentActivity,
     SubagentChanged,
     SubagentState,
+    TitleChanged,
     ToolCallStarted,
     ToolCallUpdated,
     TurnEnded,
+    UsageUpdated,
 )
 
 __all__ = [
@@ -91,7 +95,8 @@ EVENT_TYPES: Final[dict[str, type[Any]]] = {
     cls.__name__: cls
     for cls in (MessageChunk, ToolCallStarted, ToolCallUpdated, PlanUpdated,
                 PermissionRequested, PermissionResolved, TurnEnded, OtherUpdate, AgentNotice,
-                SubagentChanged, SubagentActivity)
+                SubagentChanged, SubagentActivity, OptionsChanged, CommandsChanged, UsageUpdated,
+                TitleChanged)
 }
 CONTROL_TYPES: Final = frozenset({"AgentStarted", "AgentExited", "SessionStarted", "TurnStarted"})
 
@@ -130,6 +135,13 @@ def _dict(frame: dict[str, Any], key: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise WireError(f"{frame.get('type')}.{key} must be an object")
     return value
+
+
+def _objects(frame: dict[str, Any], key: str) -> tuple[dict[str, Any], ...]:
+    value = frame.get(key)
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise WireError(f"{frame.get('type')}.{key} must be a list of objects")
+    return tuple(value)
 
 
 def decode_event(frame: dict[str, Any]) -> AgentEvent:
@@ -193,6 +205,14 @@ def decode_event(frame: dict[str, Any]) -> AgentEvent:
                                    cancellable=frame.get("cancellable") is True,
                                    stop_reason=_str(frame, "stop_reason", optional=True),
                                    task=_str(frame, "task", optional=True) or "")
+        case "OptionsChanged":
+            return OptionsChanged(options=_objects(frame, "options"))
+        case "CommandsChanged":
+            return CommandsChanged(commands=_objects(frame, "commands"))
+        case "UsageUpdated":
+            return UsageUpdated(usage=_dict(frame, "usage"))
+        case "TitleChanged":
+            return TitleChanged(title=_str(frame, "title"))
         case "OtherUpdate":
             return OtherUpdate(kind=_str(frame, "kind"), payload=frame.get("payload"))
         case "AgentNotice":

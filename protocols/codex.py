@@ -25,6 +25,11 @@ the client has the conversation already) reopens it in a new process, and
 ``thread_id`` names it once answered.  ``steer`` adds user input to the
 running turn (``turn/steer {threadId, input, expectedTurnId}``); the agent
 refuses it if that turn is no longer the active one.
+
+Options (model, reasoning effort, approval policy) are offered after the
+thread's answer and ``model_list``'s, and set for the next turns with
+``set_option`` (protocols/codex_options.py); ``thread/tokenUsage/updated`` is
+a ``UsageUpdated``.
 """
 
 from __future__ import annotations
@@ -43,11 +48,13 @@ from .codex_approvals import (
     approval_title,
     declined,
 )
+from .codex_options import CodexOptions
 from .codex_subagents import ChildThreads
 from .core import ClientEvent, CoreBase
 from .events import (
     AgentNotice,
     MessageChunk,
+    OptionsChanged,
     OtherUpdate,
     PermissionOption,
     PermissionRequested,
@@ -58,6 +65,7 @@ from .events import (
     ToolCallStarted,
     ToolCallUpdated,
     TurnEnded,
+    UsageUpdated,
 )
 from .framing import DEFAULT_MAX_LINE_BYTES
 from .jsonrpc import (
@@ -76,6 +84,7 @@ from .jsonrpc import (
     UnmatchedResponse,
     error_text,
 )
+from .session_options import codex_usage
 from .turnstate import Trigger, TurnState
 
 __all__ = [
@@ -146,6 +155,9 @@ class CodexClient(CoreBase):
         #: how many running ones the turn's cancel interrupted too.
         self.children = ChildThreads()
         self._children_cancelled = 0
+        #: The thread's options (protocols/codex_options.py); ``model/list``'s request id.
+        self.options = CodexOptions()
+        self._model_list_id: int | None = None
 
     # -- requests we make ---------------------------------------------------
 
@@ -180,6 +192,17 @@ class CodexClient(CoreBase):
         rid, data = self.rpc.send_request("thread/resume", params)
         self._thread_resume_id = rid
         return rid, data
+
+    def model_list(self) -> tuple[int, bytes]:
+        """``model/list``: the models (and their efforts) the options offer."""
+        rid, data = self.rpc.send_request("model/list", {})
+        self._model_list_id = rid
+        return rid, data
+
+    def set_option(self, option_id: str, value: str) -> OptionsChanged:
+        """Keep ``value`` for every later ``turn/start``; the options as they now
+        are.  ValueError for an option or value that is not offered."""
+        return self.options.set(option_id, value)
 
     def steer(self, text: str) -> tuple[int, bytes]:
         """``turn/steer``: more user input for the running turn, which the
@@ -220,7 +243,8 @@ class CodexClient(CoreBase):
         self._items.clear()
         rid, data = self.rpc.send_request(
             "turn/start",
-            {"threadId": self.thread_id, "input": [{"type": "text", "text": text}]},
+            {"threadId": self.thread_id, "input": [{"type": "text", "text": text}],
+             **self.options.turn_params()},
         )
         self._turn_start_id = rid
         return rid, data
@@ -341,12 +365,16 @@ class CodexClient(CoreBase):
                 tid = thread.get("id") if isinstance(thread, dict) else None
                 if isinstance(tid, str):
                     self.thread_id = tid
+                    self._events.append(self.options.thread_answered(ev.result))
                     self._events.append(ev)
                 else:
                     self._events.append(ErrorResponse(
                         id=rid, method=ev.method, code=-32603,
                         message=f"{ev.method} result has no thread id",
                     ))
+            case Response(id=rid) if rid == self._model_list_id:
+                self._events.append(self.options.models_listed(ev.result))
+                self._events.append(ev)
             case Response(id=rid) if rid == self._turn_start_id:
                 turn = ev.result.get("turn") if isinstance(ev.result, dict) else None
                 self._learn_turn_id(turn.get("id") if isinstance(turn, dict) else None)
@@ -509,6 +537,8 @@ class CodexClient(CoreBase):
                 self._events.append(PlanUpdated(entries=entries))
             case "serverRequest/resolved":
                 self._on_resolved(params)
+            case "thread/tokenUsage/updated" if (usage := codex_usage(params)) is not None:
+                self._events.append(UsageUpdated(usage=usage))
             case "error":
                 self._events.append(AgentNotice(message=f"agent error: {params.get('error')}"))
             case _:

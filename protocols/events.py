@@ -18,8 +18,10 @@ __all__ = [
     "SUBAGENT_LIVE",
     "AgentEvent",
     "AgentNotice",
+    "CommandsChanged",
     "HistoryReplayed",
     "MessageChunk",
+    "OptionsChanged",
     "OtherUpdate",
     "PermissionOption",
     "PermissionRequested",
@@ -30,9 +32,11 @@ __all__ = [
     "SubagentActivity",
     "SubagentChanged",
     "SubagentState",
+    "TitleChanged",
     "ToolCallStarted",
     "ToolCallUpdated",
     "TurnEnded",
+    "UsageUpdated",
     "UserEcho",
 ]
 
@@ -198,8 +202,44 @@ class HistoryReplayed:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class OptionsChanged:
+    """The session's options, whole (DESIGN.md §19): each ``{id, name, category,
+    type, current, choices: [{value, name, description}]}`` (protocols/session_options.py
+    maps every dialect's shape onto it).  Sent when the agent offers them (a
+    session's start or restore, Codex's ``thread/start`` and ``model/list``) and
+    whenever they change (the agent's own change, or a ``set_option`` of ours)."""
+
+    options: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommandsChanged:
+    """The agent's slash commands, whole (ACP ``available_commands_update``):
+    each ``{name, description, input_hint}`` (``input_hint``: null when none)."""
+
+    commands: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UsageUpdated:
+    """Tokens and cost as the agent last reported them (ACP ``usage_update``,
+    Codex ``thread/tokenUsage/updated``): ``{input_tokens, output_tokens,
+    context_used, context_size, cost}``, each null when the agent did not say;
+    ``cost`` is ``{amount, currency}``."""
+
+    usage: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TitleChanged:
+    """The agent named the session (ACP ``session_info_update`` with a title)."""
+
+    title: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class OtherUpdate:
-    """An update kind we do not render (usage, commands, modes, ...): passed through."""
+    """An update kind we do not render (plans of other shapes, ...): passed through."""
 
     kind: str
     payload: Any = field(compare=False, repr=False)
@@ -228,6 +268,10 @@ AgentEvent: TypeAlias = (
     | SubagentActivity
     | UserEcho
     | HistoryReplayed
+    | OptionsChanged
+    | CommandsChanged
+    | UsageUpdated
+    | TitleChanged
     | OtherUpdate
     | AgentNotice
 )

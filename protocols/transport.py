@@ -283,6 +283,12 @@ class AgentConnection:
             raise AgentTimeout(f"turn did not end within {timeout_s}s")
         return self._turn_result
 
+    async def publish(self, ev: AgentEvent) -> None:
+        """An event of the client's own making (a Codex option kept for the next
+        turn) on ``events``, after those already there; nothing once closed."""
+        if not self.closed.is_set():
+            await self._events_send.send(ev)
+
     # -- reading ------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

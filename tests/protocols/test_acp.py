@@ -22,6 +22,7 @@ from protocols.events import (
     ToolCallStarted,
     ToolCallUpdated,
     TurnEnded,
+    UsageUpdated,
     UserEcho,
 )
 from protocols.jsonrpc import (
@@ -254,7 +255,8 @@ UPDATES: list[tuple[str, dict[str, Any], list[object]]] = [
     (
         "usage_update",
         update("usage_update", used=11, size=200000),
-        [OtherUpdate(kind="usage_update", payload=None)],
+        [UsageUpdated(usage={"input_tokens": None, "output_tokens": None, "context_used": 11,
+                             "context_size": 200000, "cost": None})],
     ),
     (
         "unknown kind",

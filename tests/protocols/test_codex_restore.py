@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from protocols.codex import CodexClient
-from protocols.events import MessageChunk, TurnEnded
+from protocols.events import MessageChunk, OptionsChanged, TurnEnded
 from protocols.jsonrpc import (
     ErrorResponse,
     IncomingRequest,
@@ -51,8 +51,12 @@ def test_thread_resume_exact_line_and_thread_id() -> None:
     p, rid = resumed()
     assert p.client.thread_id is None  # not until the agent answers
     result = {"thread": {"id": OLD, "turns": []}, "model": "m", "cwd": "/work"}
-    assert p.to_client(p.agent.send_response(rid, result)) == [
-        Response(id=rid, method="thread/resume", result=result)]
+    [options, answer] = p.to_client(p.agent.send_response(rid, result))
+    assert answer == Response(id=rid, method="thread/resume", result=result)
+    # The resumed thread's model is offered (model/list has not been asked).
+    assert isinstance(options, OptionsChanged)
+    assert [(o["id"], o["current"]) for o in options.options] == [
+        ("model", "m"), ("reasoning_effort", None), ("approval_policy", None)]
     assert p.client.thread_id == OLD
     [turn] = parse_lines(p.client.turn_start("/recall")[1])
     assert turn["params"]["threadId"] == OLD
