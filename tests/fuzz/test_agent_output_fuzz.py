@@ -31,15 +31,19 @@ from protocols.adapters import AcpAdapter, AdapterTimeouts, CodexAdapter
 from protocols.codex import CodexClient
 from protocols.events import (
     AgentNotice,
+    CommandsChanged,
     MessageChunk,
+    OptionsChanged,
     OtherUpdate,
     PermissionRequested,
     PermissionResolved,
     PermissionWithdrawn,
     PlanUpdated,
+    TitleChanged,
     ToolCallStarted,
     ToolCallUpdated,
     TurnEnded,
+    UsageUpdated,
     UserEcho,
 )
 from protocols.jsonrpc import ErrorResponse, NeedData, PeerClosed, Response
@@ -51,7 +55,8 @@ from .profiles import examples
 MAX_LINE = 512
 EVENT_TYPES = (AgentNotice, MessageChunk, OtherUpdate, PermissionRequested, PermissionResolved,
                PermissionWithdrawn, UserEcho, PlanUpdated, ToolCallStarted, ToolCallUpdated,
-               TurnEnded, Response, ErrorResponse, PeerClosed)
+               TurnEnded, Response, ErrorResponse, PeerClosed, OptionsChanged, CommandsChanged,
+               UsageUpdated, TitleChanged)
 
 # Shapes of real agent output (tests/protocols has the full transcripts).
 ACP_SEEDS: list[dict[str, Any]] = [
