@@ -234,6 +234,29 @@ def test_the_receipt_undoes_the_turns_files_and_resumes_the_parked_queue(
     # Resume runs the parked queue: the queued message starts its turn.
     person.press(receipt.get_by_test_id("stop-receipt-resume"))
     expect(receipt.get_by_test_id("stop-receipt-resume")).to_have_count(0)
-    expect(page.get_by_test_id("message-list").get_by_text("after the stop")).to_be_visible(
-        timeout=15_000)
+    sent = page.get_by_test_id("message-list").locator('[data-role="user"]')
+    expect(sent.filter(has_text="after the stop")).to_have_count(1, timeout=15_000)
     expect(page.get_by_test_id("queue-list")).to_be_hidden(timeout=15_000)
+
+
+
+def test_the_receipt_counts_the_subagents_stopped_with_the_turn(
+    server: Any, new_context: Any, view: str
+) -> None:
+    """The turn's children are stopped with it: the receipt counts them, and once the page
+    has seen them end it does not say they still run (the close's receipt may list a child
+    still stopping in both)."""
+    task_id = create_task(server, f"Children {view}")
+    person = open_person(server, new_context, view, f"/tasks/{task_id}")
+    page = person.page
+    person.launch_session("mock-acp2")
+    person.start_turn("/subagents 2 30000")
+    expect(page.get_by_test_id("subagent-row")).to_have_count(2, timeout=10_000)
+    person.press(person.cancel_button)
+    person.expect_settled(timeout=15_000)
+    receipt = page.get_by_test_id("stop-receipt")
+    expect(receipt).to_contain_text("2 subagents stopped")
+    expect(receipt).not_to_contain_text("still running", timeout=10_000)
+    expect(receipt.get_by_test_id("stop-receipt-subagent-stop")).to_have_count(0)
+    expect(page.get_by_test_id("subagent-row")).to_have_count(0)
+    shot(page, f"stop-receipt-subagents-{view}")

@@ -12,6 +12,7 @@ import {
   receiptLine,
   receiptParts,
   runningTurns,
+  stillRunning,
   stopAllQuestion,
   stopAllSummary,
 } from "../../web/static/stop-text.js";
@@ -113,6 +114,15 @@ describe("the receipt's words", () => {
     const parts = receiptParts({ ...FULL, strays: [{ pid: 7, command: "sleep 60" }, { pid: 8, command: "tail -f x" }], subagents: { stopped: [], running: ["s2"] } });
     assert.deepEqual(parts.find((p) => p.key === "strays"), { key: "strays", text: "2 processes still running", action: "strays" });
     assert.deepEqual(parts.find((p) => p.key === "subagents-running"), { key: "subagents-running", text: "1 subagent still running", action: "subagents" });
+  });
+
+  it("does not say a subagent still runs once it is counted stopped or seen to end", () => {
+    const r = { ...FULL, subagents: { stopped: ["s1"], running: ["s1", "s2", "s3"] } };
+    assert.deepEqual(stillRunning(r), ["s2", "s3"]);
+    assert.deepEqual(stillRunning(r, ["s3"]), ["s2"]);
+    const texts = receiptParts(r, { ended: ["s2", "s3"] }).map((p) => p.text);
+    assert.ok(texts.includes("1 subagent stopped"));
+    assert.ok(!texts.some((t) => t.includes("still running")), texts);
   });
 
   it("tells a stop after the step, a forced one and who stopped it", () => {

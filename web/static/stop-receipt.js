@@ -9,7 +9,7 @@ import { h } from "./dom.js";
 import { isOffline } from "./state.js";
 import { humanizeError } from "./status.js";
 import * as SA from "./subagents-state.js";
-import { killedText, receiptParts } from "./stop-text.js";
+import { killedText, receiptParts, stillRunning } from "./stop-text.js";
 
 /**
  * getState() is the page's state; changes is session-changes.js's (revert, and what it knows was
@@ -28,7 +28,9 @@ export function createStopReceipts({ ws, getState, changes, actions }) {
     const sid = message.session_id ?? state.selectedSessionId;
     const turnId = String(receipt.turn_id ?? message.metadata.turn_id ?? message.id);
     const children = Array.isArray(state.sessions[sid]?.subagents) ? state.sessions[sid].subagents : [];
-    const subagents = (receipt.subagents?.running ?? []).map((id) => {
+    // Children seen to end since the receipt was written are no longer said to run.
+    const ended = children.filter((c) => !SA.ACTIVE.has(c.state) && c.state !== "cancelling").map((c) => c.id);
+    const subagents = stillRunning(receipt, ended).map((id) => {
       const child = children.find((c) => c.id === id);
       const working = !child || SA.ACTIVE.has(child.state);
       return { id, title: child?.title || id, label: child ? SA.stateLabel(child.state) : "Running", canStop: working && child?.cancellable !== false && !isOffline(state) };
@@ -36,7 +38,7 @@ export function createStopReceipts({ ws, getState, changes, actions }) {
     return {
       sid,
       turnId,
-      parts: receiptParts(receipt),
+      parts: receiptParts(receipt, { ended }),
       reverted: Boolean(changes.of(sid)?.[turnId]?.reverted),
       resumed: state.queues?.[sid]?.autoRun === true,
       subagents,

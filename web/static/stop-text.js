@@ -28,11 +28,21 @@ function leadText(receipt) {
 }
 
 /**
+ * The subagents the receipt says still run, less those it also counts stopped (a child still
+ * stopping at the close is in both) and those the page has since seen end (`ended`: ids).
+ */
+export function stillRunning(receipt, ended = []) {
+  const gone = new Set([...(receipt?.subagents?.stopped ?? []), ...ended]);
+  return (receipt?.subagents?.running ?? []).filter((id) => !gone.has(id));
+}
+
+/**
  * The receipt's parts, in reading order: [{key, text, action}]; `action` names what the card
  * offers beside the part ("undo", "resume", "subagents", "strays"), null when nothing. A part
  * with nothing to tell (0 of it) is left out; one still being determined (null) reads "…".
+ * `ended`: ids of subagents the page has seen end since (no longer "still running").
  */
-export function receiptParts(receipt) {
+export function receiptParts(receipt, { ended = [] } = {}) {
   if (!receipt || typeof receipt !== "object") return [];
   const parts = [{ key: "stopped", text: leadText(receipt), action: null }];
   const cancelled = count(receipt.tool_calls?.cancelled);
@@ -40,7 +50,7 @@ export function receiptParts(receipt) {
   if (receipt.when === "after_step" && finished > 0) parts.push({ key: "finished", text: `${plural(finished, "tool call", "tool calls")} finished`, action: null });
   if (cancelled > 0) parts.push({ key: "cancelled", text: `${plural(cancelled, "tool call", "tool calls")} cancelled`, action: null });
   const stopped = count(receipt.subagents?.stopped);
-  const running = count(receipt.subagents?.running);
+  const running = stillRunning(receipt, ended).length;
   if (stopped > 0) parts.push({ key: "subagents-stopped", text: `${plural(stopped, "subagent", "subagents")} stopped`, action: null });
   if (running > 0) parts.push({ key: "subagents-running", text: `${plural(running, "subagent", "subagents")} still running`, action: "subagents" });
   const files = receipt.files_changed;
