@@ -54,6 +54,15 @@ milliseconds.  The prompt text selects a behaviour (DESIGN.md §3):
                      group (a completed tool call ``stray: sleep 600``), says
                      ``stray pid <pid>`` and ends the turn; it dies with the
                      group
+    /usage [n]       reports <n> (1234) tokens used: ACP ``usage_update``
+                     (``used``, ``size`` 200000, a ``cost``), Codex
+                     ``thread/tokenUsage/updated``
+    /title NAME      ACP: names the session (``session_info_update``)
+    /options         says the option values in effect (ACP: ``options:
+                     mode=... model=...``; Codex: the ``model``, ``effort`` and
+                     ``approvalPolicy`` the last ``turn/start`` carried)
+    /agentset ID V   ACP: the agent sets option ID to V itself
+                     (``config_option_update``; legacy: ``current_mode_update``)
     anything else    echoes the text back in a few chunks
 
 Sessions survive the process: each agent session (ACP session, Codex thread)
@@ -95,6 +104,17 @@ The behaviours are sans-IO scripts run by one state machine (protocols/mock/:
 ``scripts`` and ``faults``); this program runs it on stdin/stdout
 (``protocols/mock/stdio.py``), and the tests' in-process agent
 (tests/supervisor/fake_agent.py) runs the same machine on a Trio memory stream.
+
+Options and commands (DESIGN.md §19, protocols/mock/options.py): the session
+offers a mode (default, plan, yolo) and a model (mock-fast, mock-smart), kept
+with the session.  ACP: ``configOptions`` in every session answer, set with
+``session/set_config_option``; with ``--legacy-options`` (ACP v1 only) the
+legacy ``modes``/``models`` instead, set with ``session/set_mode`` /
+``session/set_model`` (each way refuses the other's calls).  Right after
+``session/new``'s answer an ``available_commands_update`` lists the commands
+above that a person would use, with descriptions and input hints.  Codex:
+``thread/start`` answers ``model``, ``reasoningEffort``, ``approvalPolicy``;
+``model/list`` lists both models and their efforts.
 
 Faults for the reliability suite (not part of the DESIGN table):
 
@@ -141,6 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--acp-version", type=int, choices=(1, 2),
                         default=int(os.environ.get(ACP_VERSION_ENV) or 1),
                         help="ACP: the highest protocol version spoken (2: v2 when offered)")
+    parser.add_argument("--legacy-options", action="store_true",
+                        help="ACP v1: offer the mode and model as the legacy modes/models "
+                             "(session/set_mode, session/set_model) instead of configOptions")
     return parser
 
 
@@ -151,7 +174,7 @@ def machine(args: argparse.Namespace,
     restore = RESTORE.get(args.restore, frozenset({args.restore}))
     return MockMachine(args.protocol, SessionStore.from_environment(), restore=restore,
                        steering=args.steering, acp_max_version=args.acp_version, extra=extra,
-                       spawn=stdio.spawn)
+                       spawn=stdio.spawn, legacy_options=args.legacy_options)
 
 
 def main(argv: list[str] | None = None) -> int:

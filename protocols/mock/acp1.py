@@ -6,7 +6,9 @@ from typing import Any
 
 from .. import mock_edits
 from ..mock_edits import Edit
+from . import options
 from .base import SESSION_NOT_FOUND, Child, Turn, Wire, prompt_text
+from .commands import available_commands
 
 __all__ = ["Acp1Wire"]
 
@@ -34,7 +36,14 @@ class Acp1Wire(Wire):
             case "session/new":
                 agent.session_id = agent.new_id()
                 agent.open_session(agent.session_id, params.get("cwd"))
-                agent.respond(rid, {"sessionId": agent.session_id})
+                agent.respond(rid, {"sessionId": agent.session_id} | self.offer())
+                # As claude-agent-acp and gemini do, right after the session's answer.
+                self.update({"sessionUpdate": "available_commands_update",
+                             "availableCommands": available_commands()})
+            case "session/set_config_option" if not self.legacy:
+                self.set_config_option(rid, params)
+            case "session/set_mode" | "session/set_model" if self.legacy:
+                self.set_legacy(rid, method, params)
             case "session/load" | "session/resume":
                 self.restore(rid, method, params)
             case "_session/steering" if agent.steering:
@@ -56,6 +65,71 @@ class Acp1Wire(Wire):
             result["_meta"] = {"steering": {"supported": True}}
         return result
 
+    # -- options (protocols/mock/options.py) --------------------------------------
+
+    #: The ACP version spoken (the shape of ``configOptions``).
+    version = 1
+
+    @property
+    def legacy(self) -> bool:
+        """Options as the legacy ``modes``/``models`` (v1 with ``--legacy-options``)."""
+        return self.agent.legacy_options and self.version == 1
+
+    def offer(self) -> dict[str, Any]:
+        return options.offer(self.agent.options, self.version, self.agent.legacy_options)
+
+    def set_config_option(self, rid: int | str, params: dict[str, Any]) -> None:
+        agent = self.agent
+        config_id, value = params.get("configId"), params.get("value")
+        if params.get("sessionId") != agent.session_id:
+            agent.error(rid, -32602, "no such session")
+        elif self.version == 2 and params.get("type") != "id":
+            agent.error(rid, -32602, "set_config_option needs type: \"id\" (ACP v2)")
+        elif not options.valid(config_id, value):
+            agent.error(rid, -32602, f"no option {config_id!r} with value {value!r}")
+        else:
+            agent.set_option(str(config_id), str(value))
+            agent.respond(rid, {"configOptions": options.config_options(agent.options,
+                                                                        self.version)})
+
+    def set_legacy(self, rid: int | str, method: str, params: dict[str, Any]) -> None:
+        agent = self.agent
+        option_id, key = ("mode", "modeId") if method == "session/set_mode" else (
+            "model", "modelId")
+        value = params.get(key)
+        if params.get("sessionId") != agent.session_id:
+            agent.error(rid, -32602, "no such session")
+        elif not options.valid(option_id, value):
+            agent.error(rid, -32602, f"no {option_id} {value!r}")
+        else:
+            agent.set_option(option_id, str(value))
+            agent.respond(rid, {})
+
+    def usage(self, turn: Turn, used: int) -> None:
+        self.update({"sessionUpdate": "usage_update", "used": used, "size": 200000,
+                     "cost": {"amount": round(used * 0.00001, 5), "currency": "USD"}})
+
+    def title(self, turn: Turn, name: str) -> str:
+        self.update({"sessionUpdate": "session_info_update", "title": name})
+        return f"title: {name}"
+
+    def options_text(self, turn: Turn) -> str:
+        return " ".join(f"{k}={v}" for k, v in sorted(self.agent.options.items()))
+
+    def agent_sets(self, turn: Turn, option_id: str, value: str) -> str:
+        agent = self.agent
+        if not options.valid(option_id, value):
+            return f"no option {option_id} with value {value}"
+        agent.set_option(option_id, value)
+        if not self.legacy:
+            self.update({"sessionUpdate": "config_option_update",
+                         "configOptions": options.config_options(agent.options, self.version)})
+        elif option_id == "mode":
+            self.update({"sessionUpdate": "current_mode_update", "currentModeId": value})
+        else:
+            return f"{option_id} is now {value} (legacy models have no update to say so)"
+        return f"{option_id} is now {value}"
+
     def restorable(self, method: str) -> bool:
         return ("load" if method == "session/load" else "resume") in self.agent.restore
 
@@ -75,7 +149,7 @@ class Acp1Wire(Wire):
             # The history first: the answer says the replay is over.
             self.replay(session)
         agent.session_id = str(session["id"])
-        agent.respond(rid, {})
+        agent.respond(rid, self.offer())
 
     def replays(self, method: str, params: dict[str, Any]) -> bool:
         return method == "session/load"

@@ -20,6 +20,7 @@ __all__ = ["Acp2Wire"]
 
 class Acp2Wire(Acp1Wire):
     tool_call_kind = "tool_call_update"
+    version = 2
     #: v2: every client handles child sessions.
     subagents = True
 

@@ -170,6 +170,9 @@ class Agent(Protocol):
     steering: bool
     children: dict[str, Child]
     spawn: Spawn | None
+    legacy_options: bool
+    options: dict[str, str]
+    turn_settings: dict[str, object]
 
     def new_id(self) -> str: ...
     def emit(self, effect: Effect) -> None: ...
@@ -182,6 +185,7 @@ class Agent(Protocol):
     def rewind(self, before_turn: object) -> bool: ...
     def restore_asked(self, session_id: object) -> bool: ...
     def reopen(self, session_id: object) -> dict[str, Any] | None: ...
+    def set_option(self, option_id: str, value: str) -> None: ...
     def start_turn(self, rid: int | str, text: str) -> None: ...
     def end_turn(self, turn: Turn, stop: str) -> None: ...
     def close_turn(self, turn: Turn) -> None: ...
@@ -271,4 +275,20 @@ class Wire:
 
     def withdraw(self, turn: Turn, rid: int) -> bool:
         """Take the permission request back; True: the client must answer the withdrawal."""
+        raise NotImplementedError
+
+    def usage(self, turn: Turn, used: int) -> None:
+        """Report tokens used (``/usage``): ``used`` of the context."""
+        raise NotImplementedError
+
+    def title(self, turn: Turn, name: str) -> str:
+        """Name the session (``/title``); what to say of it."""
+        raise NotImplementedError
+
+    def options_text(self, turn: Turn) -> str:
+        """The option values in effect, as ``/options`` says them."""
+        raise NotImplementedError
+
+    def agent_sets(self, turn: Turn, option_id: str, value: str) -> str:
+        """The agent changes an option itself (``/agentset``); what to say of it."""
         raise NotImplementedError

@@ -7,6 +7,13 @@ each settled one followed by ``serverRequest/resolved`` as Codex does.  ``/subag
 its children as multi-agent child threads, as Codex 0.171 does: each named by the parent's
 ``spawnAgent`` item as it completes, streaming a turn of its own on its own ``threadId``,
 stopped by a ``turn/interrupt`` that names its thread and turn.
+
+Options as Codex has them: ``thread/start`` answers the thread's ``model``,
+``reasoningEffort`` and ``approvalPolicy``; ``model/list`` lists the models with
+their efforts; ``turn/start`` takes ``model``, ``effort`` and ``approvalPolicy``
+(``/options`` says what the last one carried).  ``/usage`` is
+``thread/tokenUsage/updated``; ``/title`` and ``/agentset`` have no Codex
+counterpart and say so.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from typing import Any
 
 from .. import mock_edits
 from ..mock_edits import Edit
+from . import options
 from .base import Child, Turn, Wire, prompt_text
 
 __all__ = ["CodexWire"]
@@ -37,8 +45,10 @@ class CodexWire(Wire):
                 agent.session_id = agent.new_id()
                 agent.open_session(agent.session_id, params.get("cwd"))
                 thread = {"id": agent.session_id, "cwd": params.get("cwd"), "ephemeral": False}
-                agent.respond(rid, {"thread": thread})
+                agent.respond(rid, {"thread": thread} | self.settings(params))
                 agent.notify("thread/started", {"thread": thread})
+            case "model/list":
+                agent.respond(rid, options.codex_models())
             case "thread/resume":
                 self.resume(rid, params)
             case "thread/revert":
@@ -46,6 +56,8 @@ class CodexWire(Wire):
             case "turn/steer":
                 self.steer(rid, params)
             case "turn/start":
+                agent.turn_settings = {k: params.get(k)
+                                       for k in ("model", "effort", "approvalPolicy")}
                 agent.start_turn(rid, prompt_text(params.get("input")))
             case "turn/interrupt" if params.get("threadId") in agent.children:
                 child = agent.children[params["threadId"]]
@@ -83,10 +95,33 @@ class CodexWire(Wire):
         thread: dict[str, Any] = {"id": agent.session_id, "cwd": cwd, "ephemeral": False,
                                   "turns": []}
         agent.respond(rid, {
-            "thread": thread, "cwd": cwd, "model": "mock", "modelProvider": "mock",
-            "approvalPolicy": "never", "approvalsReviewer": "user",
-            "sandbox": {"type": "dangerFullAccess"},
-        })
+            "thread": thread, "cwd": cwd, "approvalsReviewer": "user",
+            "sandbox": {"type": "dangerFullAccess"}} | self.settings(params))
+
+    def settings(self, params: dict[str, Any]) -> dict[str, Any]:
+        """What a thread's answer says it runs with (a policy asked for is taken)."""
+        policy = params.get("approvalPolicy")
+        return {"model": self.agent.options["model"], "modelProvider": "mock",
+                "reasoningEffort": "medium",
+                "approvalPolicy": policy if isinstance(policy, str) else "never"}
+
+    def usage(self, turn: Turn, used: int) -> None:
+        last = {"totalTokens": used, "inputTokens": used - used // 4,
+                "cachedInputTokens": 0, "outputTokens": used // 4, "reasoningOutputTokens": 0}
+        self.agent.notify("thread/tokenUsage/updated", {
+            "threadId": self.agent.session_id, "turnId": turn.turn_id,
+            "tokenUsage": {"total": last, "last": last, "modelContextWindow": 258400}})
+
+    def title(self, turn: Turn, name: str) -> str:
+        return "titles are not part of the Codex app-server protocol"
+
+    def options_text(self, turn: Turn) -> str:
+        settings = self.agent.turn_settings
+        return " ".join(f"{k}={settings.get(k) or '-'}"
+                        for k in ("model", "effort", "approvalPolicy"))
+
+    def agent_sets(self, turn: Turn, option_id: str, value: str) -> str:
+        return "a Codex agent does not change its options itself"
 
     def revert(self, rid: int | str, params: dict[str, Any]) -> None:
         """``thread/revert {threadId, beforeTurnId}`` as Codex 0.171 answers it: the

@@ -33,6 +33,7 @@ from .acp2 import Acp2Wire
 from .base import Child, CloseOut, Effect, Exit, Out, Script, Spawn, Turn, Wire
 from .codex import CodexWire
 from .commands import script_for
+from .options import DEFAULTS
 from .sessions import Store
 
 __all__ = ["MockMachine"]
@@ -57,14 +58,16 @@ class MockMachine:
     ``answer_restore`` is asked at each restore request (False: it is never answered,
     a fault for timeouts).  ``extra`` adds behaviour scripts by command.  ``spawn``
     starts a process in the agent's group (``/stray``; the program passes the real one,
-    protocols/mock/stdio.py); None: there is no process of its own to start one in."""
+    protocols/mock/stdio.py); None: there is no process of its own to start one in.
+    ``legacy_options``: ACP v1 offers its options as the legacy ``modes``/``models``
+    (protocols/mock/options.py)."""
 
     def __init__(self, protocol: str, store: Store, *, restore: frozenset[str] = RESTORE_BOTH,
                  steering: bool = False, acp_max_version: int = 1,
                  new_id: Callable[[], str] = _new_uuid,
                  answer_restore: Callable[[], bool] = _answer_restores,
                  extra: Mapping[str, Script] | None = None, cwd: str | None = None,
-                 spawn: Spawn | None = None) -> None:
+                 spawn: Spawn | None = None, legacy_options: bool = False) -> None:
         acp = protocol == "acp"
         self.rpc = RpcConnection(Dialect.JSONRPC2 if acp else Dialect.CODEX,
                                  first_id=0 if acp else 100)
@@ -77,7 +80,13 @@ class MockMachine:
         self.answer_restore = answer_restore
         self.extra = extra
         self.spawn = spawn
-        #: The session's working directory: where ``/write`` and friends edit.
+        self.legacy_options = legacy_options
+        #: The session's option values (mode, model), kept with the session.
+        self.options: dict[str, str] = dict(DEFAULTS)
+        #: Codex: the ``model``, ``effort`` and ``approvalPolicy`` the last
+        #: ``turn/start`` carried (``/options`` says them).
+        self.turn_settings: dict[str, object] = {}
+        #: The working directory: where ``/write`` and friends edit.
         self.cwd = cwd if cwd is not None else os.getcwd()
         self.now = 0.0
         #: The current agent session (ACP session or Codex thread) as persisted.
@@ -163,8 +172,10 @@ class MockMachine:
         self.send(self.rpc.send_error(rid, code, message))
 
     def open_session(self, session_id: str, cwd: object) -> None:
+        self.options = dict(DEFAULTS)
         self.session = {"id": session_id, "protocol": self.wire.protocol,
-                        "cwd": cwd if isinstance(cwd, str) else None, "messages": []}
+                        "cwd": cwd if isinstance(cwd, str) else None, "messages": [],
+                        "options": self.options}
         if isinstance(cwd, str) and cwd:
             self.cwd = cwd
         self.store.save(self.session)
@@ -206,7 +217,16 @@ class MockMachine:
         self.session = session
         if isinstance(session.get("cwd"), str) and session["cwd"]:
             self.cwd = session["cwd"]
+        kept = session.get("options")
+        self.options = {**DEFAULTS, **(kept if isinstance(kept, dict) else {})}
+        session["options"] = self.options
         return session
+
+    def set_option(self, option_id: str, value: str) -> None:
+        """An option's new value, kept with the session."""
+        self.options[option_id] = value
+        if self.session is not None:
+            self.store.save(self.session)
 
     def start_turn(self, rid: int | str, text: str) -> None:
         if self.turn is not None:

@@ -1,6 +1,7 @@
 """Where the mock agent keeps its sessions, so that a new mock process can restore them.
 
-A session is ``{"id", "protocol", "cwd", "messages": [{"role": "user"|"agent", "text"}]}``.
+A session is ``{"id", "protocol", "cwd", "messages": [{"role": "user"|"agent", "text"}],
+"options": {"mode", "model"}}`` (the option values, protocols/mock/options.py).
 ``SessionStore`` keeps one JSON file per session in the state directory (what
 ``python -m protocols.mock_agent`` uses); ``MemoryStore`` keeps them in a dict (the
 in-process twin of the tests, whose agents share one store as processes share a directory).

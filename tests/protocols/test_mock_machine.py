@@ -14,6 +14,7 @@ import pytest
 
 from protocols.mock.base import CloseOut, Effect, Err, Exit, Out
 from protocols.mock.machine import MockMachine
+from protocols.mock.options import DEFAULTS, config_options
 from protocols.mock.sessions import MemoryStore
 
 
@@ -151,7 +152,9 @@ def test_sessions_survive_the_machine_in_its_store() -> None:
                              "params": {"protocolVersion": 1}}), 0.0)
     again.receive_data(line({"id": 1, "method": "session/resume",
                              "params": {"sessionId": "s1", "cwd": "/nowhere"}}), 0.0)
-    assert messages(again.effects())[-1] == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    # Answered with the session's options, kept with it.
+    assert messages(again.effects())[-1] == {"jsonrpc": "2.0", "id": 1, "result": {
+        "configOptions": config_options(DEFAULTS, 1)}}
     recalled = prompt(again, "/recall")
     assert texts(recalled) == ["recall: first words"]
     assert again.resumed == ["s1"]

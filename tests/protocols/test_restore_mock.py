@@ -27,7 +27,7 @@ from protocols.adapters import (
     RestoreUnsupported,
     SteerUnsupported,
 )
-from protocols.events import AgentEvent, HistoryReplayed, MessageChunk, TurnEnded
+from protocols.events import AgentEvent, HistoryReplayed, MessageChunk, OptionsChanged, TurnEnded
 from protocols.jsonrpc import LocalProtocolError
 from protocols.process import start_agent_process, terminate_group
 from protocols.transport import AgentRequestError
@@ -122,6 +122,13 @@ async def test_a_new_process_restores_the_conversation(
             assert request["params"]["cwd"] == str(tmp_path)
 
             replay = drain_events(adapter)
+            # The restored session offers its options again (kept with the session;
+            # Codex: the thread's answer, then with model/list's choices).
+            offered = [e for e in replay if isinstance(e, OptionsChanged)][-1]
+            assert [(o["id"], o["current"]) for o in offered.options][:1] == [
+                ("mode" if protocol == "acp" else "model",
+                 "default" if protocol == "acp" else "mock-fast")]
+            replay = [e for e in replay if not isinstance(e, OptionsChanged)]
             if method == "load":
                 # Both turns replayed (two prompts, two answers), none of it live text.
                 assert restored.replayed == 4
@@ -154,7 +161,7 @@ async def test_the_state_directory_holds_one_json_file_per_session(
         {"role": "agent", "text": "recall: (nothing)"},
         {"role": "user", "text": "remember the milk"},
         {"role": "agent", "text": "remember the milk"},
-    ]}
+    ], "options": {"mode": "default", "model": "mock-fast"}}
 
 
 async def test_the_default_state_directory_is_in_the_home_not_the_project(
