@@ -65,6 +65,7 @@ __all__ = [
     "AgentTimeout",
     "CodexAdapter",
     "OptionApplied",
+    "OptionsUnsupported",
     "ProtocolName",
     "RestoreMethod",
     "RestoreUnsupported",
@@ -96,6 +97,12 @@ class RevertUnsupported(Exception):
 
 class SteerUnsupported(Exception):
     """The agent cannot take input into a running turn: queue it instead."""
+
+
+class OptionsUnsupported(ValueError):
+    """The way to the agent cannot set its options (agentctl, for now).  A
+    ValueError, as an option not offered is: the set is refused before anything
+    is sent, and callers that handle the one handle the other."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -31,6 +31,8 @@ from typing import Any, get_args
 import trio
 
 from protocols.adapters import (
+    OptionApplied,
+    OptionsUnsupported,
     Restored,
     RestoreUnsupported,
     RevertUnsupported,
@@ -260,6 +262,12 @@ class AgentctlAdapter:
         """Not through agentctl yet: its API has no history rewind (the agent is
         told of a revert in words instead)."""
         raise RevertUnsupported("agentctl cannot rewind an agent's history yet")
+
+    async def set_option(self, option_id: str, value: str) -> OptionApplied:
+        """Not through agentctl yet: its API has no call to set an option (the
+        options its agent offers still arrive on the event stream)."""
+        raise OptionsUnsupported(
+            f"cannot set {option_id} = {value}: agentctl cannot set an agent's options yet")
 
     async def prompt(self, text: str) -> TurnEnded:
         if self.turn_running:
