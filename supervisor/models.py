@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, TypeAlias, cast
 
@@ -113,6 +113,10 @@ class Session:
     #: DESIGN.md §15, stored until seen: ``turn_ended``, ``failed`` or None
     #: (the DTO's ``attention`` says ``approval`` over it while one waits).
     attention: str | None = None
+    #: DESIGN.md §19: the options the person chose ({option id: value}), and
+    #: whether ``title`` is the agent's (it never replaces the person's).
+    options: dict[str, str] = field(default_factory=dict, hash=False)
+    title_by_agent: bool = False
 
     def to_dto(self, pending: bool, revision: int, agent_live: bool = False,
                protocol: str | None = None) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .agent_offers import AgentOffers, with_choices
 from .agent_status import AgentStatus
 from .bus import EventBus, Note, Reply
 from .models import Message, QueueState, Session, Task, TextAppend
@@ -28,8 +29,10 @@ def workspace_channel(workspace_id: str) -> str:
 
 class Notifier:
     def __init__(self, bus: EventBus, agents: AgentStatus | None = None,
-                 subagents: Subagents | None = None) -> None:
+                 subagents: Subagents | None = None, offers: AgentOffers | None = None) -> None:
         self.bus = bus
+        #: What each session's agent offers: options, commands, usage (DESIGN.md §19).
+        self.offers = offers or AgentOffers()
         self.projection = CancellationProjection()
         #: Whether a session's agent process runs, and the dialect it speaks.
         self._agents = agents or AgentStatus()
@@ -84,6 +87,9 @@ class Notifier:
             "needs_approval": bool(self._asking.get(session.id)),
             "attention": self.attention_of(session.id),
             "cancel_progress": self._phases.get(session.id) if progress.pending else None,
+            "options": with_choices(self.offers.options(session.id), session.options),
+            "commands": self.offers.commands(session.id),
+            "usage": self.offers.usage(session.id),
             "subagents": self._subagents.dtos(session.id)}
 
     def task_dto(self, task: Task) -> dict[str, Any]:
@@ -280,6 +286,21 @@ class Notifier:
         payload = {"session_id": session_id, "turn_id": turn_id, "phase": phase} | (extra or {})
         self._phases[session_id] = {k: v for k, v in payload.items() if k != "session_id"}
         return (session_id, "session.cancel.progress", payload, None)
+
+    def options_changed(self, session_id: str, options: list[dict[str, Any]]) -> None:
+        """DESIGN.md §19: the session's options, whole (the agent's or our change)."""
+        self.bus.publish(session_id, "session.options.changed",
+                         {"session_id": session_id, "options": options})
+
+    def commands_changed(self, session_id: str) -> None:
+        self.bus.publish(session_id, "session.commands.changed",
+                         {"session_id": session_id,
+                          "commands": self.offers.commands(session_id)})
+
+    def usage_changed(self, session_id: str, turn_id: str | None) -> None:
+        self.bus.publish(session_id, "session.usage.changed",
+                         {"session_id": session_id, "turn_id": turn_id,
+                          "usage": self.offers.usage(session_id)})
 
     def queue_changed(self, state: QueueState) -> None:
         """DESIGN.md §9: the session's queue as committed, with its revision."""

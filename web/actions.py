@@ -24,6 +24,7 @@ from supervisor.turn.turn_outcome import StopWhen
 from .contract import requests as rq
 from .contract.requests import parse
 from .contract.schema import PROTOCOL_VERSION
+from .offer_actions import OFFER_ACTIONS
 from .project_actions import PROJECT_ACTIONS, checkpoints_of
 from .stop_actions import STOP_ACTIONS, agent_profiles
 
@@ -49,7 +50,7 @@ Handler = Callable[[Supervisor, Caller, dict[str, Any]], Awaitable[dict[str, Any
 _LIMITS = Limits()
 #: What ``server.info`` offers beyond DESIGN.md §4 (a client may test for these).
 FEATURES = ("text_appends", "queue", "steer", "schema", "projects", "checkpoints",
-            "subagents", "attention", "stop_levels")
+            "subagents", "attention", "stop_levels", "session_options")
 
 
 async def task_create(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
@@ -278,6 +279,7 @@ ACTIONS: dict[str, Handler] = {
     "ping": ping,
     **PROJECT_ACTIONS,
     **STOP_ACTIONS,
+    **OFFER_ACTIONS,
 }
 
 #: Actions one connection's requests apply in the order it sent them (a burst

@@ -40,10 +40,14 @@ import trio
 
 from protocols.events import (
     AgentNotice,
+    CommandsChanged,
+    OptionsChanged,
     PermissionResolved,
     SubagentActivity,
     SubagentChanged,
+    TitleChanged,
     TurnEnded,
+    UsageUpdated,
 )
 from protocols.process import clean_stderr_line, drain_stderr
 from protocols.scopes import shielded_for
@@ -77,6 +81,7 @@ from ..turn.watchdog import Watchdog
 from ..workspace.sandboxing import agent_home, prepare_agent_dirs
 from . import states
 from .cancellation import Cancellations
+from .offers import Offers
 
 __all__ = ["Executions"]
 
@@ -87,7 +92,8 @@ class Executions:
     def __init__(self, config: Config, store: Store, notifier: Notifier, agents: Agents,
                  closer: TurnCloser, cancellations: Cancellations, watchdog: Watchdog,
                  takeover: Takeover, texts: TextWriter, launcher: Launcher,
-                 subagents: Subagents) -> None:
+                 subagents: Subagents, offers: Offers) -> None:
+        self.offers = offers
         self.config = config
         self.timeouts = config.timeouts
         self.store = store
@@ -141,6 +147,8 @@ class Executions:
                     f"agent {profile.name!r} failed to start: {leaf}"
                 await self._start_failed(session.id, message)
                 raise AgentStartError(message) from exc
+            if ex.restore_from is None and session.options:
+                await self.offers.reapply(ex, session.options)  # (a restore's: after it)
             await states.started(self.store, session.id)
             return ex
         finally:
@@ -491,6 +499,9 @@ class Executions:
                                 by_user=stopping and turn is not None
                                 and turn.stop_request is StopRequest.USER))
                             await write_ended(self.store, self.subagents, ex.session_id)
+                        case OptionsChanged() | CommandsChanged() | UsageUpdated() | \
+                                TitleChanged():
+                            await self.offers.take(ex, ev)
                         case AgentNotice(message=message, level=level):
                             log.log(logging.WARNING if level == "warning" else logging.INFO,
                                     "agent %s (session %s): %s", ex.profile.name,

@@ -50,6 +50,7 @@ from ..turn.watchdog import Watchdog
 from ..workspace.turn_checkpoints import TurnCheckpoints
 from .cancellation import Cancellations
 from .execution import Executions
+from .offers import Offers
 from .turns import Turns
 
 __all__ = [
@@ -80,10 +81,13 @@ class LifecycleManager:
         #: Writes the streamed text of every session's turn together.
         self.texts = TextWriter(store, t.stream_flush_s)
         watchdog = Watchdog(t, store, notifier, closer)
+        #: DESIGN.md §19: the agent's options, commands, usage and title; the person's choices.
+        self.offers = Offers(t, store, notifier)
         self.execution = Executions(config, store, notifier, agents, closer, cancellations,
                                     watchdog, Takeover(t, store, closer), self.texts, launcher,
-                                    subagents)
-        self.turns = Turns(t, store, agents, self.execution, closer, watchdog, checkpoints)
+                                    subagents, self.offers)
+        self.turns = Turns(t, store, agents, self.execution, closer, watchdog, checkpoints,
+                           self.offers)
         self.closer = closer
 
     # -- the nursery and the agents ---------------------------------------------------

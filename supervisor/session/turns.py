@@ -43,6 +43,7 @@ from ..turn.turn_outcome import TurnFacts
 from ..turn.watchdog import Watchdog
 from ..workspace.turn_checkpoints import TurnCheckpoints
 from .execution import Executions
+from .offers import Offers
 
 __all__ = ["Turns"]
 
@@ -52,7 +53,8 @@ log = logging.getLogger(__name__)
 class Turns:
     def __init__(self, timeouts: Timeouts, store: Store, agents: Agents, executions: Executions,
                  closer: TurnCloser, watchdog: Watchdog,
-                 checkpoints: TurnCheckpoints | None) -> None:
+                 checkpoints: TurnCheckpoints | None, offers: Offers) -> None:
+        self.offers = offers
         self.timeouts = timeouts
         self.store = store
         self.agents = agents
@@ -213,6 +215,10 @@ class Turns:
             ex.restore_from = None
             # The agent's own processes, the restored conversation's included.
             await self.closer.receipts.baseline(ex)
+            # The person's choices (model, mode, ...) to the restored agent too.
+            session = await self.store.get_session(ex.session_id)
+            if session is not None and session.options:
+                await self.offers.reapply(ex, session.options)
             await remember_conversation(self.store, ex)
             self._log_restore(ex, reopened)
             if reopened.restored is None and not reopened.reattached:

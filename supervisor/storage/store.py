@@ -195,6 +195,19 @@ class Store:
             self.notify.session_changed(session)
         return session
 
+    async def set_agent_title(self, session_id: str, title: str) -> Session | None:
+        session = await self.call(self.db.set_agent_title, session_id, title)
+        if session is not None:
+            self.notify.session_changed(session)
+        return session
+
+    async def choose_option(self, session_id: str, option_id: str,
+                            value: str) -> Session | None:
+        return await self.call(self.db.choose_option, session_id, option_id, value)
+
+    async def set_turn_usage(self, turn_id: str, usage: dict[str, Any]) -> None:
+        await self.call(self.db.set_turn_usage, turn_id, usage)
+
     async def mark_seen(self, session_id: str) -> Session | None:
         """DESIGN.md §15 ``session.seen``: clears the session's stored attention
         and announces it (``session.changed`` and ``session.attention``) if it

@@ -153,6 +153,49 @@ class ReceiptDTO(DTO):
     resent: int = 0
 
 
+class OptionChoice(DTO):
+    value: str
+    name: str
+    description: str | None = None
+
+
+class OptionDTO(DTO):
+    """DESIGN.md §19: an option the agent offers (ACP configOptions, its legacy
+    modes and models, Codex's model, effort and approval policy)."""
+
+    id: str
+    name: str
+    category: str
+    type: str
+    #: The value chosen (the next turn's, when the agent takes it then).
+    current: str | None
+    choices: list[OptionChoice]
+
+
+class CommandDTO(DTO):
+    """A slash command the agent offers (ACP available_commands_update)."""
+
+    name: str
+    description: str | None = None
+    #: What to type after it (null: nothing).
+    input_hint: str | None = None
+
+
+class Cost(DTO):
+    amount: float
+    currency: str
+
+
+class UsageDTO(DTO):
+    """The context as the agent last reported it (each null when it did not say)."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    context_used: int | None = None
+    context_size: int | None = None
+    cost: Cost | None = None
+
+
 class SessionDTO(DTO):
     id: str
     task_id: str
@@ -188,6 +231,11 @@ class SessionDTO(DTO):
     attention: Attention | None = None
     #: DESIGN.md §18: a pending cancel's last phase (null: none pending).
     cancel_progress: CancelProgressDTO | None = None
+    #: DESIGN.md §19: what its agent offers (as the agent last said it: [] and
+    #: null before its first start), with the person's choices.
+    options: list[OptionDTO] = []
+    commands: list[CommandDTO] = []
+    usage: UsageDTO | None = None
     #: DESIGN.md §13: the child sessions of its latest turn that had any ([]: none).
     subagents: list[SubagentDTO]
 

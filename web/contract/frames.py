@@ -13,8 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel
 from .dtos import (
     DTO,
     Attention,
+    CommandDTO,
     FileChangeDTO,
     MessageDTO,
+    OptionDTO,
     QueueEntryDTO,
     QueueStateDTO,
     ReceiptDTO,
@@ -23,6 +25,7 @@ from .dtos import (
     Stray,
     SubagentDTO,
     TaskDTO,
+    UsageDTO,
 )
 
 __all__ = ["ERROR_CODES", "NOTIFICATIONS", "RESPONSES", "Envelope", "ErrorPayload"]
@@ -284,6 +287,31 @@ class StopAllEntry(DTO):
     error: str | None = None
 
 
+class OptionSetAnswer(Success):
+    session_id: str
+    option_id: str
+    value: str
+    #: now: the agent took it; next_turn: the next turn runs with it.
+    applied: Literal["now", "next_turn"]
+
+
+class OptionsChanged(DTO):
+    session_id: str
+    options: list[OptionDTO]
+
+
+class CommandsChanged(DTO):
+    session_id: str
+    commands: list[CommandDTO]
+
+
+class UsageChanged(DTO):
+    session_id: str
+    #: The turn it was reported in (null: between turns).
+    turn_id: str | None
+    usage: UsageDTO | None
+
+
 class StopAllAnswer(DTO):
     sessions: list[StopAllEntry]
 
@@ -326,6 +354,7 @@ RESPONSES: dict[str, type[BaseModel]] = {
     "turn.receipt": ReceiptAnswer,
     "session.kill_strays": KillStraysAnswer,
     "workspace.stop_all": StopAllAnswer,
+    "session.option.set": OptionSetAnswer,
     "permission.respond": Success,
     "server.info": ServerInfo,
     "ping": EmptyAnswer,
@@ -479,4 +508,7 @@ NOTIFICATIONS: dict[str, type[DTO]] = {
     "session.agent.cancelled": AgentCancelled,
     "session.turn.changes": TurnChanges,
     "session.subagent.changed": SubagentChanged,
+    "session.options.changed": OptionsChanged,
+    "session.commands.changed": CommandsChanged,
+    "session.usage.changed": UsageChanged,
 }

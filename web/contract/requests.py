@@ -188,6 +188,14 @@ class AgentCancel(Request):
     when: Literal["now", "after_step"] = "now"
 
 
+class SessionOptionSet(Request):
+    """DESIGN.md §19: one of the options the session's agent offers, set."""
+
+    session_id: Id
+    option_id: Key
+    value: Key
+
+
 class AgentStopNow(Request):
     """DESIGN.md §15: a late cancel escalates at once (no second cancel)."""
 
@@ -284,6 +292,7 @@ REQUESTS: dict[str, type[Request]] = {
     "turn.receipt": TurnRef,
     "session.kill_strays": SessionRef,
     "workspace.stop_all": NoPayload,
+    "session.option.set": SessionOptionSet,
 }
 
 # One clear sentence per kind of failure, worded as the hand-written checks were.

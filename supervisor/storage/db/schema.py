@@ -120,6 +120,15 @@ _MIGRATIONS: tuple[str, ...] = (
     # DESIGN.md §18: a stopped turn's receipt (JSON: what the stop did and what
     # still ran), also the source of each agent's measured cancel figures.
     "ALTER TABLE turns ADD COLUMN receipt TEXT;",
+    # DESIGN.md §19: the options the person chose for a session (JSON {option id:
+    # value}, re-applied to every agent the session starts), whether its title is
+    # the agent's (an agent's title never replaces the person's), and each turn's
+    # context usage as the agent last reported it (JSON).
+    """
+    ALTER TABLE task_sessions ADD COLUMN options TEXT;
+    ALTER TABLE task_sessions ADD COLUMN title_by_agent INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE turns ADD COLUMN usage TEXT;
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 

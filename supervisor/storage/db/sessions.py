@@ -19,7 +19,7 @@ SESSION_COLS = (
     "id, task_id, (SELECT workspace_id FROM tasks t WHERE t.id = task_sessions.task_id) "
     "AS workspace_id, agent, state, current_turn_id, created_at, updated_at, title, archived, "
     "(SELECT COUNT(*) FROM queue_entries q WHERE q.session_id = task_sessions.id) "
-    "AS queued_count, cwd, worktree, attention, "
+    "AS queued_count, cwd, worktree, attention, options, title_by_agent, "
     "COALESCE((SELECT auto_run FROM session_queues sq WHERE sq.session_id = task_sessions.id), "
     "1) AS auto_run"
 )
@@ -34,6 +34,8 @@ def session_of(row: sqlite3.Row) -> Session:
         queued_count=int(row["queued_count"]), auto_run=bool(row["auto_run"]),
         cwd=row["cwd"], worktree=json.loads(row["worktree"]) if row["worktree"] else None,
         attention=row["attention"],
+        options=json.loads(row["options"]) if row["options"] else {},
+        title_by_agent=bool(row["title_by_agent"]),
     )
 
 
@@ -75,11 +77,35 @@ class SessionRows(Connection):
         with self._tx():
             changed = self.conn.execute(
                 "UPDATE task_sessions SET title = CASE WHEN ? THEN NULLIF(?, '') ELSE title END, "
+                "title_by_agent = CASE WHEN ? THEN 0 ELSE title_by_agent END, "
                 "archived = COALESCE(?, archived), updated_at = ? WHERE id = ?",
-                (title is not None, title or "", None if archived is None else int(archived),
-                 now(), session_id),
+                (title is not None, title or "", title is not None,
+                 None if archived is None else int(archived), now(), session_id),
             ).rowcount
         return self.get_session(session_id) if changed else None
+
+    def set_agent_title(self, session_id: str, title: str) -> Session | None:
+        """DESIGN.md §19: the agent's title for the session, unless the person
+        named it; the session if it changed."""
+        with self._tx():
+            changed = self.conn.execute(
+                "UPDATE task_sessions SET title = ?, title_by_agent = 1, updated_at = ? "
+                "WHERE id = ? AND (title IS NULL OR title_by_agent = 1) AND "
+                "title IS NOT ?", (title, now(), session_id, title)).rowcount
+        return self.get_session(session_id) if changed else None
+
+    def choose_option(self, session_id: str, option_id: str, value: str) -> Session | None:
+        """DESIGN.md §19: the person's choice of ``option_id``, kept with the session."""
+        with self._tx():
+            row = self.conn.execute("SELECT options FROM task_sessions WHERE id = ?",
+                                    (session_id,)).fetchone()
+            if row is None:
+                return None
+            chosen = json.loads(row["options"]) if row["options"] else {}
+            chosen[option_id] = value
+            self.conn.execute("UPDATE task_sessions SET options = ? WHERE id = ?",
+                              (json.dumps(chosen), session_id))
+        return self.get_session(session_id)
 
     def delete_session(self, session_id: str) -> bool:
         with self._tx():

@@ -133,6 +133,12 @@ class TurnRows(SessionRows, MessageRows, QueueRows):
             self._update_messages([msg])
         return msg
 
+    def set_turn_usage(self, turn_id: str, usage: dict[str, Any]) -> None:
+        """DESIGN.md §19: the turn's context usage as the agent last reported it."""
+        with self._tx():
+            self.conn.execute("UPDATE turns SET usage = ? WHERE id = ?",
+                              (json.dumps(usage), turn_id))
+
     def get_receipt(self, turn_id: str) -> tuple[str, dict[str, Any] | None] | None:
         """The turn's session and its receipt (None: no such turn)."""
         row = self.conn.execute("SELECT session_id, receipt FROM turns WHERE id = ?",

@@ -1,0 +1,31 @@
+"""DESIGN.md §19 over the wire: the options the session's agent offers, set by the person."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from supervisor.orchestrator import Caller
+from supervisor.root import Supervisor
+
+from .contract import requests as rq
+from .contract.requests import parse
+
+__all__ = ["OFFER_ACTIONS"]
+
+
+async def session_option_set(sup: Supervisor, caller: Caller,
+                             p: dict[str, Any]) -> dict[str, Any]:
+    req = parse(rq.SessionOptionSet, p, sup.config.limits)
+    session = await sup.orchestrator.session(caller, req.session_id)  # the caller's, else 404
+    lifecycle = sup.lifecycle
+    applied = await lifecycle.offers.choose(lifecycle.agents.running(session.id), session,
+                                            req.option_id, req.value)
+    return {"success": True, "session_id": session.id, "option_id": req.option_id,
+            "value": req.value, "applied": applied}
+
+
+OFFER_ACTIONS: dict[str, Callable[[Supervisor, Caller, dict[str, Any]],
+                                  Awaitable[dict[str, Any]]]] = {
+    "session.option.set": session_option_set,
+}
