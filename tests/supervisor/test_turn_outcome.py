@@ -115,9 +115,14 @@ def test_the_phases_lead_to_escalation_and_each_is_reported_as_it_ends() -> None
         while PHASES[phase].then is not None:
             assert phase not in seen
             seen.add(phase)
-            assert PHASES[phase].until in ("cancel_join_s", "cancel_escalate_s")
+            assert PHASES[phase].until in ("cancel_join_s", "cancel_escalate_s",
+                                           "after_step_timeout_s")
             phase = PHASES[phase].then  # type: ignore[assignment]
         assert phase is ESCALATED
+    # A stop after the step waits (bounded), then writes the cancel: the rest counts from there.
+    assert PHASES[CancelPhase.AFTER_STEP].until == "after_step_timeout_s"
+    assert PHASES[CancelPhase.AFTER_STEP].then is SENT
+    assert result_of(CancelPhase.AFTER_STEP, "t", None, 2.0).outcome is CancelOutcome.ACKNOWLEDGED
     assert [p for p in CancelPhase if not PHASES[p].published] == [WITHHELD]
     assert result_of(SENT, "t", 1.0, 2.0).outcome is CancelOutcome.ACKNOWLEDGED
     assert result_of(CancelPhase.LATE, "t", 1.0, 2.0).answered_at == 2.0
