@@ -85,7 +85,9 @@ def receipt_of(op: CancelOperation, turn: TurnHandle | None, *, queue_parked: in
         stopped = set(turn.subagents_stopped)
     stopped |= {str(c["id"]) for c in children if c.get("state") == "cancelled"
                 and c.get("turn_id") == acted_on}
-    running = [str(c["id"]) for c in children if c.get("state") not in _CHILD_ENDED]
+    # A child still winding down from the stop is stopped, not running.
+    running = [str(c["id"]) for c in children
+               if c.get("state") not in _CHILD_ENDED and str(c["id"]) not in stopped]
     return {
         "turn_id": acted_on or op.turn_id or "",
         "outcome": wire_outcome(outcome, acted_on, op.turn_id),
@@ -98,6 +100,8 @@ def receipt_of(op: CancelOperation, turn: TurnHandle | None, *, queue_parked: in
         "files_changed": None, "revertible": False, "strays": None,
         "agent_version": agent_version,
         "resent": 0 if turn is None else turn.cancel_resends,
+        # The second step (strays, files) is still to come.
+        "complete": False,
     }
 
 
@@ -158,6 +162,7 @@ class Receipts:
                     receipt["strays"] = [s.wire() for s in await self.strays(ex)]
                 elif ex is not None and ex.stopped.is_set():
                     receipt["strays"] = []  # its whole group was ended with it
+            receipt["complete"] = True
             if turn_id:
                 await self.store.set_receipt(turn_id, receipt, status)
         except (StoreError, SupervisorError, OSError, AgentClosed, AgentTimeout) as exc:

@@ -158,3 +158,16 @@ describe("stop all's words", () => {
     assert.equal(stopAllSummary({ sessions: [] }), "Nothing was running");
   });
 });
+
+describe("a complete receipt", () => {
+  it("leaves its unknowns unsaid", async () => {
+  const { receiptParts } = await import("../../web/static/stop-text.js");
+  const base = { outcome: "cancelled", when: "now", confirmed_ms: 12, tool_calls: { finished: [], cancelled: [] },
+                 subagents: { stopped: [], running: [] }, queue_parked: 0, revertible: false,
+                 files_changed: null, strays: null };
+  const pending = receiptParts({ ...base, complete: false }).map((p) => p.key);
+  assert.ok(pending.includes("files") && pending.includes("strays"), pending);
+  const done = receiptParts({ ...base, complete: true }).map((p) => p.key);
+  assert.ok(!done.includes("files") && !done.includes("strays"), done);
+  });
+});

@@ -151,6 +151,9 @@ class ReceiptDTO(DTO):
     agent_version: str | None = None
     #: How often the cancel was sent again (the agent dropped it at first).
     resent: int = 0
+    #: Its second step is in: what is still null (files without checkpoints,
+    #: strays an executor cannot see) stays null.
+    complete: bool = False
 
 
 class OptionChoice(DTO):

@@ -54,15 +54,15 @@ export function receiptParts(receipt, { ended = [] } = {}) {
   if (stopped > 0) parts.push({ key: "subagents-stopped", text: `${plural(stopped, "subagent", "subagents")} stopped`, action: null });
   if (running > 0) parts.push({ key: "subagents-running", text: `${plural(running, "subagent", "subagents")} still running`, action: "subagents" });
   const files = receipt.files_changed;
-  // Both are determined together: files still unknown once the processes are known will not be
-  // (no checkpoint of the turn), so they go unsaid rather than read "…" for ever.
-  const determined = Array.isArray(receipt.strays);
+  // A complete receipt's unknowns stay unknown (no checkpoint of the turn; an executor that
+  // cannot see the agent's processes): they go unsaid rather than read "…" for ever.
+  const determined = receipt.complete === true || Array.isArray(receipt.strays);
   if ((files === null || files === undefined) && !determined) parts.push({ key: "files", text: `Files ${UNKNOWN}`, action: null });
   else if (files > 0) parts.push({ key: "files", text: `${plural(files, "file", "files")} changed`, action: receipt.revertible ? "undo" : null });
   const parked = Number(receipt.queue_parked) || 0;
   if (parked > 0) parts.push({ key: "queued", text: `${parked} queued`, action: "resume" });
   const strays = receipt.strays;
-  if (strays === null || strays === undefined) parts.push({ key: "strays", text: `Processes ${UNKNOWN}`, action: null });
+  if ((strays === null || strays === undefined) && receipt.complete !== true) parts.push({ key: "strays", text: `Processes ${UNKNOWN}`, action: null });
   else if (strays.length > 0) parts.push({ key: "strays", text: `${plural(strays.length, "process", "processes")} still running`, action: "strays" });
   return parts;
 }
