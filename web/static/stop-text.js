@@ -63,7 +63,7 @@ export function receiptParts(receipt, { ended = [] } = {}) {
   if (parked > 0) parts.push({ key: "queued", text: `${parked} queued`, action: "resume" });
   const strays = receipt.strays;
   if ((strays === null || strays === undefined) && receipt.complete !== true) parts.push({ key: "strays", text: `Processes ${UNKNOWN}`, action: null });
-  else if (strays.length > 0) parts.push({ key: "strays", text: `${plural(strays.length, "process", "processes")} still running`, action: "strays" });
+  else if (Array.isArray(strays) && strays.length > 0) parts.push({ key: "strays", text: `${plural(strays.length, "process", "processes")} still running`, action: "strays" });
   return parts;
 }
 
