@@ -1,8 +1,11 @@
 // The agent picker of the task page: every profile by its full name; a profile whose program is
 // not installed is listed but disabled, with the reason; the last choice is remembered in
-// localStorage and preselected next time.
+// localStorage and preselected next time. Under it, how fast the chosen agent has stopped when
+// asked (DESIGN.md §18: `server.info`'s `agent_profiles`, measured from real cancels), and the
+// note when its latest version stops markedly faster or slower than the one before.
 
-import { h } from "./dom.js";
+import { h, setAttr } from "./dom.js";
+import { cancelFiguresText, cancelFiguresTitle } from "./offers.js";
 import { agentOptions, preferredAgent } from "./status.js";
 
 export const REMEMBER_KEY = "turnvisor.agent";
@@ -15,7 +18,9 @@ function readRemembered(env) {
   }
 }
 
-export function createAgentPicker({ agents, availability, defaultAgent, env = globalThis }) {
+/** serverInfo() -> Promise<server.info's answer>: asked on refreshFigures() and when the
+ * picker takes the focus (the figures grow with every cancel). */
+export function createAgentPicker({ agents, availability, defaultAgent, env = globalThis, serverInfo = null }) {
   const options = agentOptions(agents, availability);
   const chosen = preferredAgent(options, readRemembered(env), defaultAgent);
   const select = h(
@@ -38,6 +43,43 @@ export function createAgentPicker({ agents, availability, defaultAgent, env = gl
     h("summary", {}, `${unavailable.length} agent${unavailable.length === 1 ? " is" : "s are"} not installed`),
     h("ul", {}, unavailable.map((o) => h("li", {}, h("strong", {}, o.name), `: ${o.reason}`))),
   );
+  const figures = h("p", { class: "agent-figures", dataset: { testid: "agent-cancel-figures" }, hidden: true });
+  const versionNote = h("p", { class: "agent-figures-note", role: "note", dataset: { testid: "agent-figures-note" }, hidden: true });
+  let profiles = {}; // agent name -> its agent_profiles entry
+
+  function drawFigures() {
+    for (const option of select.options) {
+      const o = options.find((x) => x.name === option.value);
+      const said = cancelFiguresTitle(profiles[option.value]?.cancel);
+      setAttr(option, "title", o?.available === false ? o.reason : said ?? option.value);
+    }
+    const profile = profiles[select.value];
+    const text = cancelFiguresText(profile?.cancel);
+    figures.hidden = !text;
+    figures.textContent = text ?? "";
+    setAttr(figures, "title", cancelFiguresTitle(profile?.cancel));
+    const note = typeof profile?.note === "string" && profile.note ? profile.note : null;
+    versionNote.hidden = !note;
+    versionNote.textContent = note ?? "";
+  }
+
+  let asking = null;
+  function refreshFigures() {
+    if (!serverInfo || asking) return;
+    asking = Promise.resolve()
+      .then(serverInfo)
+      .then((info) => {
+        const list = Array.isArray(info?.agent_profiles) ? info.agent_profiles : [];
+        profiles = Object.fromEntries(list.filter((p) => typeof p?.name === "string").map((p) => [p.name, p]));
+        drawFigures();
+      })
+      .catch(() => {}) // figures are a nicety: the next focus or connection asks again
+      .finally(() => {
+        asking = null;
+      });
+  }
+  select.addEventListener("focus", refreshFigures);
+  select.addEventListener("change", drawFigures);
 
   function remember(name) {
     try {
@@ -50,7 +92,8 @@ export function createAgentPicker({ agents, availability, defaultAgent, env = gl
 
   return {
     select,
-    note,
+    note: h("div", { class: "agent-notes" }, figures, versionNote, note),
+    refreshFigures,
     remember,
     get value() {
       return select.value;

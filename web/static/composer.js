@@ -5,7 +5,9 @@
 // time, so every test id stays unique on the page.
 
 import { createCancelControl } from "./cancel-control.js";
+import { createCommandMenu } from "./command-menu.js";
 import { h, setAttr } from "./dom.js";
+import { createOptionBar } from "./option-bar.js";
 
 export const COMPACT_QUERY = "(max-width: 640px)";
 
@@ -18,9 +20,10 @@ export function keyHint(view) {
 /**
  * layout: "desktop" | "compact". onSend(text, delivery) -> Promise<boolean> (true = sent, clear
  * the draft); delivery "steer" for the steer button and Alt+Enter, else undefined.
- * onCancel() asks to cancel the selected session's turn.
+ * onCancel() asks to cancel the selected session's turn. onSetOption({session_id, option_id,
+ * value}) -> Promise<{applied}> sets one of the agent's options (DESIGN.md §19).
  */
-export function createComposer({ layout, onSend, onCancel, onCancelRevert, onStopAfterStep, onTyping }) {
+export function createComposer({ layout, onSend, onCancel, onCancelRevert, onStopAfterStep, onTyping, onSetOption }) {
   const compact = layout === "compact";
   const placeholder = compact ? "Message the agent" : "Message the agent (Enter sends, Shift+Enter adds a line, Esc cancels)";
   const input = h("textarea", {
@@ -61,14 +64,20 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert, onSto
     if (!afterStep.disabled) onStopAfterStep?.();
   });
   const actions = h("div", { class: "composer-actions" }, cancelRevert, afterStep, cancel.el, steer, send);
+  // DESIGN.md §19: the agent's options and usage above the input, its commands on "/".
+  const offers = createOptionBar({ compact, onSet: (payload) => onSetOption(payload) });
+  const menu = createCommandMenu({ input });
   // The row wraps (actions under the input) before the input would get narrower than a usable
   // width, so a phone with Cancel shown still has room to type.
   const form = compact
-    ? h("form", { class: "composer composer--compact" }, error, note, cancel.note, h("div", { class: "composer-row" }, input, actions), hint)
+    ? h("form", { class: "composer composer--compact" }, menu.list, error, note, cancel.note, offers.el, h("div", { class: "composer-row" }, input, actions), hint, menu.ghost)
     : h(
         "form",
         { class: "composer composer--desktop" },
+        menu.list,
+        offers.el,
         input,
+        menu.ghost,
         h("div", { class: "composer-bar" }, error, note, cancel.note, hint, actions),
       );
   form.dataset.testid = "composer";
@@ -106,6 +115,7 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert, onSto
     submit();
   });
   input.addEventListener("keydown", (event) => {
+    if (menu.keydown(event)) return; // the `/` menu's own keys (Esc closes it, nothing more)
     // Offline, Enter and Esc cannot reach the server: say so where the person looks.
     const enter = event.key === "Enter" && !event.shiftKey && !event.isComposing;
     if (view?.offline && (enter || (event.key === "Escape" && view.running))) {
@@ -140,6 +150,7 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert, onSto
   input.addEventListener("input", () => {
     fit();
     refresh();
+    menu.refresh();
   });
   // Typing on a phone: the page folds its header away while the input has the focus. When a
   // tap takes the focus away, it unfolds only once that tap's click is done: the tap must land
@@ -163,10 +174,12 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert, onSto
   document.addEventListener("click", released, true);
   document.addEventListener("pointercancel", released, true);
   input.addEventListener("focus", () => {
+    menu.refresh();
     unfoldAfterPress = false;
     onTyping?.(true);
   });
   input.addEventListener("blur", () => {
+    menu.refresh();
     if (pressing) unfoldAfterPress = true;
     else unfold();
   });
@@ -198,6 +211,8 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert, onSto
     afterStep.disabled = view.offline;
     error.hidden = !view.error;
     error.textContent = view.error ?? "";
+    offers.update(view.session ?? null, { offline: view.offline });
+    menu.update(view.session?.commands);
   }
 
   return {

@@ -7,6 +7,7 @@
 // (a partial row of a deleted session would otherwise show as a phantom).
 
 import * as S from "./state.js";
+import { applyOffersNotification } from "./offers.js";
 
 // ---------------------------------------------------------------------------------------------
 // Words
@@ -191,7 +192,8 @@ export function applyPageNotification(state, action, payload, epoch, taskId) {
       return removeSession(state, p.session_id);
     default:
       if (typeof p.session_id === "string" && isGoneSession(state, p.session_id)) return state;
-      return S.applyNotification(state, action, payload, epoch);
+      // DESIGN.md §19: the agent's options, commands and usage (offers.js).
+      return applyOffersNotification(S.applyNotification(state, action, payload, epoch), action, payload);
   }
 }
 

@@ -82,8 +82,8 @@ export function mountTaskPage(root, boot, env = globalThis) {
   const picker = createAgentPicker({
     agents: boot.agents,
     availability: boot.agent_availability,
-    defaultAgent: state.defaultAgent,
-    env,
+    defaultAgent: state.defaultAgent, env,
+    serverInfo: () => ws.request("server.info", {}), // each agent's cancel figures (DESIGN.md §18)
   });
   const agentSelect = picker.select;
   const launchButton = h(
@@ -217,6 +217,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
       onCancel: () => actions.cancel(),
       onCancelRevert: () => changes.cancelAndUndo(), // asks first (DESIGN.md §15)
       onStopAfterStep: () => actions.cancel({ when: "after_step" }), // DESIGN.md §18
+      onSetOption: (payload) => ws.request("session.option.set", payload), // DESIGN.md §19
       // With the phone's keyboard up, the conversation gets the room the header took.
       onTyping: (typing) => pageEl.classList.toggle("is-typing", typing && layout === "compact"),
     });
@@ -238,7 +239,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
     // Codex steers (turn/steer); an ACP agent may (the steering extension): offered until it
     // refuses one, then the §9 fallback says why the message was queued instead.
     const steers = Boolean(row) && (row.protocol === "codex" || !steerRefused.has(sid));
-    return { ...failedComposerView(view, row), revertable: Boolean(row), steer: { visible: view.running && steers }, note: composerNotes[sid] ?? failedComposerView(view, row).note ?? null };
+    return { ...failedComposerView(view, row), revertable: Boolean(row), steer: { visible: view.running && steers }, note: composerNotes[sid] ?? failedComposerView(view, row).note ?? null, session: row ?? null };
   }
 
   // --- Render --------------------------------------------------------------------------------
@@ -386,6 +387,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
       follow(state.selectedSessionId);
       refreshSessions();
       refreshTask();
+      picker.refreshFigures();
     },
     onNotification: (action, payload, epoch) => {
       clock.notice(action, payload);
