@@ -188,6 +188,8 @@ class Notifier:
         self._stored.pop(session.id, None)
         self._names.pop(session.id, None)
         self._subagents.forget(session.id)
+        self.offers.forget(session.id)
+        self._phases.pop(session.id, None)
         self.bus.publish(workspace_channel(session.workspace_id), "session.removed",
                          {"session_id": session.id, "task_id": session.task_id})
 
