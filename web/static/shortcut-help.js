@@ -12,8 +12,10 @@ const KEYS = [
   ["?", "This list (not while typing)"],
 ];
 
+// A <select> takes no `?` (its type-ahead finds no choice by it): there it opens the list too,
+// so the composer's option selects (DESIGN.md §19) do not hide the key.
 function typing(el) {
-  return Boolean(el?.closest?.("input, textarea, select, [contenteditable='true']"));
+  return Boolean(el?.closest?.("input, textarea, [contenteditable='true']"));
 }
 
 /** Returns {el}: mount `el` once; the `?` key on `doc` opens it. `pageKeys`: the page's own. */
