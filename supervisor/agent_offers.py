@@ -53,6 +53,12 @@ class AgentOffers:
     def set_usage(self, session_id: str, usage: dict[str, Any]) -> None:
         self._usage[session_id] = usage
 
+    def dto(self, session_id: str, chosen: dict[str, str]) -> dict[str, Any]:
+        """The session DTO's part of it, the person's ``chosen`` values over
+        ``current`` (one call: it is built on every state change)."""
+        return {"options": with_choices(self.options(session_id), chosen),
+                "commands": self.commands(session_id), "usage": self.usage(session_id)}
+
     def forget(self, session_id: str) -> None:
         """The session was deleted."""
         for kept in (self._options, self._commands, self._usage):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .agent_offers import AgentOffers, with_choices
+from .agent_offers import AgentOffers
 from .agent_status import AgentStatus
 from .bus import EventBus, Note, Reply
 from .models import Message, QueueState, Session, Task, TextAppend
@@ -87,9 +87,7 @@ class Notifier:
             "needs_approval": bool(self._asking.get(session.id)),
             "attention": self.attention_of(session.id),
             "cancel_progress": self._phases.get(session.id) if progress.pending else None,
-            "options": with_choices(self.offers.options(session.id), session.options),
-            "commands": self.offers.commands(session.id),
-            "usage": self.offers.usage(session.id),
+            **self.offers.dto(session.id, session.options),
             "subagents": self._subagents.dtos(session.id)}
 
     def task_dto(self, task: Task) -> dict[str, Any]:

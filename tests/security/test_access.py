@@ -51,6 +51,10 @@ ROUTES: dict[tuple[str, str], str] = {
     ("DELETE", "/api/v1/task-sessions/<session_id>/queue/<entry_id>"): "api-session",
     ("POST", "/api/v1/task-sessions/<session_id>/queue/<entry_id>/move"): "api-session",
     ("POST", "/api/v1/task-sessions/<session_id>/queue/<entry_id>/send_now"): "api-session",
+    ("GET", "/api/v1/task-sessions/<session_id>/turns/<turn_id>/receipt"): "api-session",
+    ("POST", "/api/v1/task-sessions/<session_id>/kill-strays"): "api-session",
+    # The caller's own workspace's turns (another's are never touched: the WS check below).
+    ("POST", "/api/v1/stop-all"): "api-list",
     ("GET", "/api/v1/debug/cancel-stages"): "api-session-query",
     ("GET", "/api/v1/boot"): "api-task-query",
     # The contract: the same for every token (no workspace's data in it).
@@ -78,6 +82,8 @@ def app_routes(srv: Server) -> set[tuple[str, str]]:
 
 def url(rule: str, task_id: str, sid: str) -> str:
     path = rule.replace("<task_id>", task_id).replace("<session_id>", sid)
+    # (A turn of that session: the session decides, whatever the turn.)
+    path = path.replace("<turn_id>", task_id)
     path = path.replace("<entry_id>", sid)  # an id that is no entry of anyone's
     path = path.replace("<path:filename>", "app.js")
     if rule == "/api/v1/debug/cancel-stages":
@@ -239,7 +245,8 @@ async def test_another_workspace_and_guessed_ids_find_nothing(tmp_path: Path) ->
                             assert not leaks(text, ids), (action, reply)
                             if action in ("task.create", "task.list", "ping",
                                           "session.unsubscribe", "server.info",
-                                          "project.list", "project.browse"):
+                                          "project.list", "project.browse",
+                                          "workspace.stop_all"):
                                 assert reply["type"] == "response", (action, reply)
                             else:
                                 assert reply["type"] == "error", (action, payload, reply)

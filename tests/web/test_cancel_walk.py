@@ -23,8 +23,10 @@ from tests.support.walk import DIALECTS, measure
 # by five: the stop receipt is in the cancel's answer (DESIGN.md §18), built in
 # the close's step (the receipt's builder, the turn's tool calls, its children,
 # the wire outcome), and the pump tells the turn's tool calls of each tool event.
+# Issue 43 added one: the session's DTO (built once per close) carries what its
+# agent offers (options, commands, usage: one call into supervisor/agent_offers.py).
 #: Cross-module calls from the cancel's frame to its answer's write.
-CALLS = {"acp": 125, "codex": 130}
+CALLS = {"acp": 126, "codex": 131}
 #: Calls up the imports or the layers (a callback, a closure or an interface
 #: called from below).
 BACK_EDGES = {"acp": 0, "codex": 0}
