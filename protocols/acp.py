@@ -12,10 +12,9 @@ unfinished tool calls cancelled; it then sends the ``session/cancel`` notificati
 pending ``session/prompt`` returns ``stopReason: cancelled``. All of that is ``cancel()``,
 tested without a process.
 
-Request cancellation (``$/cancel_request {requestId}``, stable since 2026-06), both ways: an
-agent that withdraws its own pending permission request gets the answer the spec requires
-(error -32800) and the supervisor a ``PermissionWithdrawn``; a request of ours that timed out
-is withdrawn with ``cancel_request(rid)``, and its late answer is reported, never taken live.
+Request cancellation (``$/cancel_request {requestId}``), both ways: an agent's withdrawn
+permission request gets error -32800 and the supervisor a ``PermissionWithdrawn``; a request of
+ours that timed out is withdrawn (``cancel_request``), its late answer reported, never taken.
 
 ``user_message_chunk`` outside a replay is the agent repeating the prompt (``UserEcho``), not
 agent text. Restoring a conversation in a new agent process: ``initialize``'s answer says what
@@ -27,16 +26,14 @@ thoughts, tool calls, plans) are consumed, not surfaced as live output (the supe
 conversation stored): counted, and the answer is preceded by one ``HistoryReplayed``. Either
 way ``session_id`` names the restored session once the agent has answered.
 
-Steering (more user input into the running turn): the ACP steering extension that
-claude-agent-acp implements — ``initialize``'s answer carries a top-level
-``_meta.steering.supported`` (``can_steer``), and ``steer`` builds ``_session/steering
-{sessionId, prompt, _meta.steering.idleBehavior: "promptRequired"}``: the agent injects it into
-the running turn (outcome ``injected``), or, with no turn running, leaves it to us
-(``promptRequired``) instead of starting a turn of its own. A ``session/prompt`` sent during a
-turn (``_meta.claudeCode.promptQueueing``) is not steering: the agent queues it as a turn of
-its own, with its own answer.
+Steering (claude-agent-acp's extension, ``can_steer``: ``_meta.steering.supported``):
+``_session/steering {sessionId, prompt, _meta.steering.idleBehavior: "promptRequired"}`` puts
+user input into the running turn (``injected``), or, with none running, leaves it to us
+(``promptRequired``). A ``session/prompt`` sent during a turn is a queued turn of its own.
 
-Options, commands, usage and titles the session reports, and ``set_option``: acp_session.py.
+Options, commands, usage and titles, and ``set_option``: acp_session.py. ``mcp_servers`` go
+with every session opened or restored (``McpUnsupported`` for a kind the agent's capabilities
+leave out, before anything is sent): protocols/mcp.py.
 """
 
 from __future__ import annotations
@@ -87,11 +84,11 @@ from .jsonrpc import (
     UnmatchedResponse,
     error_text,
 )
+from .mcp import McpServer, acp_servers
 from .turnstate import Trigger, TurnState
 
-__all__ = [
-    "CANCEL_REQUEST", "PROTOCOL_VERSION", "AcpClient", "AcpVersion", "ClientEvent", "load_schema",
-]
+__all__ = ["CANCEL_REQUEST", "PROTOCOL_VERSION", "AcpClient", "AcpVersion", "ClientEvent",
+           "load_schema"]
 
 #: The highest ACP version this client speaks (``acp_version = "auto"`` offers it).
 PROTOCOL_VERSION: Final = 2
@@ -149,6 +146,7 @@ class AcpClient(CoreBase):
         self._children_cancelled = 0
         #: The session's options (protocols/acp_session.py).
         self.session = SessionState()
+        self.mcp_servers: tuple[McpServer, ...] = ()  # every session's (protocols/mcp.py)
 
     # -- requests we make ---------------------------------------------------
 
@@ -159,7 +157,8 @@ class AcpClient(CoreBase):
         return rid, data
 
     def new_session(self, cwd: str) -> tuple[int, bytes]:
-        rid, data = self.rpc.send_request("session/new", {"cwd": cwd, "mcpServers": []})
+        rid, data = self.rpc.send_request("session/new", {"cwd": cwd, "mcpServers": acp_servers(
+            self.mcp_servers, self.agent_capabilities, self.version)})
         self._new_session_id = rid
         return rid, data
 
@@ -233,7 +232,8 @@ class AcpClient(CoreBase):
             raise LocalProtocolError(f"{method} while another restore is pending")
         if not session_id:
             raise LocalProtocolError(f"{method} needs a session id")
-        params: dict[str, Any] = {"sessionId": session_id, "cwd": cwd, "mcpServers": []}
+        params: dict[str, Any] = {"sessionId": session_id, "cwd": cwd, "mcpServers": acp_servers(
+            self.mcp_servers, self.agent_capabilities, self.version)}
         if replay and self.version == 2:
             params["replayFrom"] = {"type": "start"}
         rid, data = self.rpc.send_request(method, params)

@@ -21,6 +21,9 @@ agent that can do neither raises ``RestoreUnsupported``.  ``set_option`` sets on
 of the options the agent offered (``OptionsChanged`` on ``events``): ACP at once
 (``session/set_config_option``, or ``set_mode``/``set_model`` for the legacy shapes),
 Codex from the next ``turn/start`` on; ValueError for an option or value not offered.
+``mcp_servers`` (protocols/mcp.py) go with every session opened or restored: ACP
+``mcpServers``, Codex ``config`` overrides; one of a kind the agent cannot take fails the
+``new_session`` / ``restore_session`` with ``McpUnsupported`` before anything is sent.
 ``steer`` adds user input to the running turn (Codex ``turn/steer``); where the protocol cannot,
 ``SteerUnsupported``.  ``revert_thread`` drops a turn and every later one
 from the agent's own history (Codex ``thread/revert``, after a revert of the
@@ -44,6 +47,7 @@ from .acp import AcpClient, AcpVersion
 from .codex import CodexClient
 from .events import AgentEvent, SubagentChanged, TurnEnded
 from .framing import DEFAULT_MAX_LINE_BYTES
+from .mcp import McpServer, McpUnsupported, codex_config
 from .transport import (
     AgentClosed,
     AgentConnection,
@@ -64,6 +68,8 @@ __all__ = [
     "AgentRequestError",
     "AgentTimeout",
     "CodexAdapter",
+    "McpServer",
+    "McpUnsupported",
     "OptionApplied",
     "OptionsUnsupported",
     "ProtocolName",
@@ -150,6 +156,8 @@ class AgentAdapter(Protocol):
     def wire_protocol(self) -> WireProtocol: ...
     #: The agent's name and version as it said them at ``initialize`` (None: it did not).
     agent_version: str | None
+    #: The MCP servers every session it opens or restores gets (set before ``new_session``).
+    mcp_servers: tuple[McpServer, ...]
     async def initialize(self) -> None: ...
     async def new_session(self, cwd: str) -> str: ...
     async def restore_session(self, agent_session_id: str, cwd: str) -> Restored: ...
@@ -180,6 +188,7 @@ class _Base:
     _unsent_cancel: bytes | None = None
     #: The agent's name and version as it said them at ``initialize``.
     agent_version: str | None = None
+    mcp_servers: tuple[McpServer, ...] = ()
 
     core: AcpClient | CodexClient
 
@@ -343,6 +352,7 @@ class AcpAdapter(_Base):
         self.agent_version = said[:120] or None
 
     async def new_session(self, cwd: str) -> str:
+        self.core.mcp_servers = self.mcp_servers
         rid, data = self.core.new_session(cwd)
         await self.connection.request(rid, data, timeout_s=self.timeouts.session_s,
                                       withdraw=self.core.cancel_request)
@@ -355,6 +365,7 @@ class AcpAdapter(_Base):
         ``RestoreUnsupported`` when neither is, ``AgentRequestError`` when the
         agent refuses (an unknown session), ``AgentTimeout``, ``AgentClosed``."""
         self._check_open()
+        self.core.mcp_servers = self.mcp_servers
         method: RestoreMethod
         if self.core.can_resume:
             method = "resume"
@@ -454,11 +465,20 @@ class CodexAdapter(_Base):
         await self.connection.send(self.core.initialized())
 
     async def new_session(self, cwd: str) -> str:
-        rid, data = self.core.thread_start(cwd, **self.thread_params)
+        rid, data = self.core.thread_start(cwd, **self._thread_params())
         await self.connection.request(rid, data, timeout_s=self.timeouts.session_s)
         assert self.core.thread_id is not None
         await self._list_models()
         return self.core.thread_id
+
+    def _thread_params(self) -> dict[str, object]:
+        """The profile's thread parameters, its ``config`` overrides joined by the MCP
+        servers' (``McpUnsupported`` for one Codex cannot take)."""
+        if not self.mcp_servers:
+            return dict(self.thread_params)
+        given = self.thread_params.get("config")
+        config = {**(given if isinstance(given, dict) else {}), **codex_config(self.mcp_servers)}
+        return {**self.thread_params, "config": config}
 
     async def _list_models(self) -> None:
         """``model/list`` once (the options' choices), within ``request_s``; an
@@ -482,7 +502,7 @@ class CodexAdapter(_Base):
         ``session_s``); ``AgentRequestError`` when the agent has no such
         thread (no rollout), ``AgentTimeout``, ``AgentClosed``."""
         self._check_open()
-        rid, data = self.core.thread_resume(agent_session_id, cwd, **self.thread_params)
+        rid, data = self.core.thread_resume(agent_session_id, cwd, **self._thread_params())
         await self.connection.request(rid, data, timeout_s=self.timeouts.session_s)
         assert self.core.thread_id is not None
         await self._list_models()
@@ -522,9 +542,14 @@ def make_adapter(
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     thread_params: dict[str, object] | None = None,
     acp_version: AcpVersion = "auto",
+    mcp_servers: tuple[McpServer, ...] = (),
 ) -> AgentAdapter:
+    adapter: AcpAdapter | CodexAdapter
     if protocol == "acp":
-        return AcpAdapter(send_stream, receive_stream, timeouts=timeouts,
-                          max_line_bytes=max_line_bytes, acp_version=acp_version)
-    return CodexAdapter(send_stream, receive_stream, timeouts=timeouts,
-                        max_line_bytes=max_line_bytes, thread_params=thread_params)
+        adapter = AcpAdapter(send_stream, receive_stream, timeouts=timeouts,
+                             max_line_bytes=max_line_bytes, acp_version=acp_version)
+    else:
+        adapter = CodexAdapter(send_stream, receive_stream, timeouts=timeouts,
+                               max_line_bytes=max_line_bytes, thread_params=thread_params)
+    adapter.mcp_servers = mcp_servers
+    return adapter

@@ -5,7 +5,8 @@ misspelled timeout must not pass silently).  Sections: ``[timeouts]`` (seconds),
 ``[limits]``, ``[agents.NAME]`` (supervisor.profiles), ``[workspaces.NAME]``,
 ``[server]`` (``allowed_hosts``: names besides the bound address and loopback
 that the server answers to, web/guard.py), ``[projects]`` (the directories tasks
-may work in, DESIGN.md §12; none may hold or lie in the data dir, §17).
+may work in, DESIGN.md §12; none may hold or lie in the data dir, §17),
+``[mcp_servers.NAME]`` (the MCP servers agents get: supervisor/mcp_servers.py).
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from protocols.adapters import AdapterTimeouts
+from protocols.adapters import AdapterTimeouts, McpServer
 from protocols.process import EOF_GRACE_S, REAP_S
 from protocols.sandbox import HiddenDir
 
 from .data_dir_fence import DataDirFence
+from .mcp_servers import McpEntry, McpServerError, parse_mcp_servers, servers_for
+from .models import Task
 from .profiles import BUILTIN_PROFILES, AgentProfile, ProfileError, parse_profiles
 from .project_roots import read_added
 
@@ -255,6 +258,8 @@ class Config:
     #: ``[server] trace_cancels``: the cancel path's tracing hook on (stage marks,
     #: settled operations: the benchmarks' and GET /api/v1/debug/cancel-stages).
     trace_cancels: bool = False
+    #: ``[mcp_servers.NAME]``, in the file's order.
+    mcp_servers: tuple[McpEntry, ...] = ()
 
     def __post_init__(self) -> None:
         # Every Config, however built (a test's, a replace()), keeps configured
@@ -280,6 +285,12 @@ class Config:
         which holds the default data dir): checked before projects are served."""
         if self.projects.start_dir:
             self._check_roots()
+
+    def mcp_for(self, profile: str, cwd: str, task: Task | None) -> tuple[McpServer, ...]:
+        """The MCP servers a launch of ``profile`` gets: those of its profile and of its
+        project (the task's project directory, else the session's ``cwd``)."""
+        project = task.project_dir if task is not None else None
+        return servers_for(self.mcp_servers, profile, project or cwd)
 
     @property
     def db_path(self) -> Path:
@@ -324,7 +335,7 @@ class Config:
                      project_roots: Sequence[str] | None = None,
                      **overrides: Any) -> Config:
         unknown = set(raw) - {"timeouts", "limits", "agents", "workspaces", "default_agent",
-                          "server", "projects"}
+                          "server", "projects", "mcp_servers"}
         if unknown:
             raise ConfigError(f"unknown section(s): {', '.join(sorted(unknown))}")
         timeouts = _section(Timeouts, raw.get("timeouts", {}), "timeouts")
@@ -332,6 +343,10 @@ class Config:
         try:
             profiles = parse_profiles(raw.get("agents", {}))
         except ProfileError as exc:
+            raise ConfigError(str(exc)) from None
+        try:
+            mcp = parse_mcp_servers(raw.get("mcp_servers", {}), data_dir, profiles)
+        except McpServerError as exc:
             raise ConfigError(str(exc)) from None
         tokens: dict[str, str] = {}
         for name, ws in raw.get("workspaces", {}).items():
@@ -347,6 +362,7 @@ class Config:
             "allowed_hosts": _allowed_hosts(raw.get("server", {})),
             "tools_path": _tools_path(raw.get("server", {})),
             "trace_cancels": _flag(raw.get("server", {}), "trace_cancels", "server"),
+            "mcp_servers": mcp,
         }
         if overrides.get("projects") is None:
             values["projects"] = _projects(raw.get("projects", {}), data_dir, project_roots)

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocols.adapters import AcpVersion, ProtocolName
+from protocols.adapters import AcpVersion, McpServer, ProtocolName
 
 __all__ = ["BUILTIN_PROFILES", "AgentProfile", "ProfileError", "parse_profiles"]
 
@@ -86,6 +86,9 @@ class AgentProfile:
     #: The (device, inode) the session's cwd must be (its task's project, as
     #: recorded at ``task.create``): set by the supervisor for each launch.
     cwd_identity: tuple[int, int] | None = None
+    #: The ``[mcp_servers]`` that apply to this launch (its profile and project;
+    #: supervisor/mcp_servers.py): set by the supervisor for each launch.
+    mcp_servers: tuple[McpServer, ...] = ()
 
 
 def _mock(name: str, protocol: ProtocolName, *extra: str) -> AgentProfile:

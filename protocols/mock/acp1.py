@@ -9,6 +9,7 @@ from ..mock_edits import Edit
 from . import options
 from .base import SESSION_NOT_FOUND, Child, Turn, Wire, prompt_text
 from .commands import available_commands
+from .mcp import ACP1_CAPABILITIES
 
 __all__ = ["Acp1Wire"]
 
@@ -56,7 +57,8 @@ class Acp1Wire(Wire):
 
     def initialized(self) -> dict[str, Any]:
         restore = self.agent.restore
-        caps: dict[str, Any] = {"loadSession": "load" in restore}
+        caps: dict[str, Any] = {"loadSession": "load" in restore,
+                                "mcpCapabilities": dict(ACP1_CAPABILITIES)}
         if "resume" in restore:
             caps["sessionCapabilities"] = {"resume": {}}
         result: dict[str, Any] = {"protocolVersion": 1, "agentCapabilities": caps,

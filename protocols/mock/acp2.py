@@ -14,6 +14,7 @@ from typing import Any
 
 from .acp1 import AGENT_INFO, PERMISSION_TOOL, Acp1Wire
 from .base import Child, Turn
+from .mcp import ACP2_CAPABILITIES
 
 __all__ = ["Acp2Wire"]
 
@@ -28,7 +29,9 @@ class Acp2Wire(Acp1Wire):
         result: dict[str, Any] = {
             "protocolVersion": 2, "authMethods": [], "info": AGENT_INFO,
             # session: the baseline (resume with or without replay).
-            "capabilities": {"session": {}} if self.agent.restore else {},
+            # (mcp: stdio and http, so an SSE server is refused before the session opens.)
+            "capabilities": ({"session": {"mcp": dict(ACP2_CAPABILITIES)}}
+                             if self.agent.restore else {}),
         }
         if self.agent.steering:
             result["_meta"] = {"steering": {"supported": True}}

@@ -173,6 +173,8 @@ class Agent(Protocol):
     legacy_options: bool
     options: dict[str, str]
     turn_settings: dict[str, object]
+    #: The MCP servers the session was given (protocols/mock/mcp.py).
+    mcp_servers: list[dict[str, Any]]
 
     def new_id(self) -> str: ...
     def emit(self, effect: Effect) -> None: ...

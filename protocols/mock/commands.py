@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from . import faults, reports, scripts, stops
+from . import faults, mcp, reports, scripts, stops
 from .base import Script
 from .subagents import subagents
 
@@ -35,6 +35,7 @@ COMMANDS: Mapping[str, Script] = {
     "/title": reports.title,
     "/options": reports.options,
     "/agentset": reports.agentset,
+    "/mcp": mcp.mcp,
     "/stderr": faults.stderr,
     "/bigline": faults.bigline,
     "/partial": faults.partial,
@@ -60,6 +61,7 @@ OFFERED: Final[dict[str, tuple[str, str | None]]] = {
     "title": ("Name this session", "<title>"),
     "options": ("Say the mode and model in effect", None),
     "agentset": ("Change an option as the agent", "<option> <value>"),
+    "mcp": ("List the MCP servers this session was given", None),
 }
 
 

@@ -28,6 +28,7 @@ from ..jsonrpc import (
     Response,
     RpcConnection,
 )
+from . import mcp
 from .acp1 import Acp1Wire
 from .acp2 import Acp2Wire
 from .base import Child, CloseOut, Effect, Exit, Out, Script, Spawn, Turn, Wire
@@ -86,6 +87,8 @@ class MockMachine:
         #: Codex: the ``model``, ``effort`` and ``approvalPolicy`` the last
         #: ``turn/start`` carried (``/options`` says them).
         self.turn_settings: dict[str, object] = {}
+        #: The MCP servers the session was given (``/mcp`` lists them).
+        self.mcp_servers: list[dict[str, Any]] = []
         #: The working directory: where ``/write`` and friends edit.
         self.cwd = cwd if cwd is not None else os.getcwd()
         self.now = 0.0
@@ -285,6 +288,8 @@ class MockMachine:
         if (method == "initialize" and isinstance(self.wire, Acp1Wire)
                 and _offered(params) >= 2 <= self.acp_max_version):
             self.wire = Acp2Wire(self)
+        if method in mcp.METHODS:
+            mcp.received(self, method, params)
         if not self.wire.on_request(rid, method, params):
             self.error(rid, -32601, f"method not found: {method}")
 

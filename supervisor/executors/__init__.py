@@ -8,12 +8,14 @@
   Podman or Docker (``engine_api``: the Docker Engine API over httpx);
 - ``environment``: the environment agents get (never Turnvisor's secrets).
 
-``default_launcher`` picks each profile's executor.
+``default_launcher`` picks each profile's executor, and gives the adapter the
+launch's MCP servers (``profile.mcp_servers``; an agentctl's refuses any).
 """
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from ..config import Config
 from ..profiles import AgentProfile
@@ -38,6 +40,10 @@ def default_launcher(config: Config) -> Launcher:
 
     def launch(profile: AgentProfile, cwd: str,
                session_id: str) -> AbstractAsyncContextManager[LaunchedAgent]:
+        return _with_mcp(profile, executor(profile, cwd, session_id))
+
+    def executor(profile: AgentProfile, cwd: str,
+                 session_id: str) -> AbstractAsyncContextManager[LaunchedAgent]:
         if profile.executor == "agentctl":
             # Our session id is the owner agentctl re-attaches after a backend restart.
             return launch_agentctl(config, profile, cwd, owner=session_id)
@@ -46,3 +52,12 @@ def default_launcher(config: Config) -> Launcher:
         return launch_local(config, profile, cwd)
 
     return launch
+
+
+@asynccontextmanager
+async def _with_mcp(profile: AgentProfile, launched: AbstractAsyncContextManager[LaunchedAgent],
+                    ) -> AsyncIterator[LaunchedAgent]:
+    async with launched as agent:
+        # Set before the session opens: every session it opens or restores gets them.
+        agent.adapter.mcp_servers = profile.mcp_servers
+        yield agent

@@ -31,6 +31,8 @@ from typing import Any, get_args
 import trio
 
 from protocols.adapters import (
+    McpServer,
+    McpUnsupported,
     OptionApplied,
     OptionsUnsupported,
     Restored,
@@ -122,6 +124,8 @@ class AgentctlAdapter:
     #: Not carried by agentctl's wire yet: the cancel figures of an agent
     #: behind agentctl are kept under its profile alone.
     agent_version: str | None = None
+    #: Refused when any (agentctl's API cannot hand its agent MCP servers yet).
+    mcp_servers: tuple[McpServer, ...] = ()
 
     @property
     def wire_protocol(self) -> WireProtocol:
@@ -155,6 +159,9 @@ class AgentctlAdapter:
         not end it within ``agentctl_attach_join_s`` the agent is replaced by a fresh one,
         as the lifecycle replaces a local agent that never ended an escalated turn.
         """
+        if self.mcp_servers:
+            raise McpUnsupported(f"MCP server {self.mcp_servers[0].name!r} cannot reach an "
+                                 "agent behind agentctl (its API does not take MCP servers yet)")
         data = await self._start_session(replace=False)
         running = data.get("turn_id")
         adopting = self._adopting

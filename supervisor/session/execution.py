@@ -178,7 +178,7 @@ class Executions:
                     else None)
         profile = dataclasses.replace(
             profile, private_home=str(agent_home(self.config, workspace_id, profile.name)),
-            cwd_identity=identity)
+            cwd_identity=identity, mcp_servers=self.config.mcp_for(profile.name, cwd, task))
         try:
             # Made without following a link an agent planted on the way.
             prepare_agent_dirs(self.config, cwd, profile.private_home)
