@@ -132,6 +132,15 @@ def test_a_refused_choice_is_said_and_the_select_goes_back(server: Any, new_cont
     expect(error).to_contain_text("not a choice")
     expect(model).to_have_value("mock-fast")
     agent_said(person, "/options", "model=mock-fast")
+    # The agent's own change (session.options.changed) moves its select.
+    mode = option(page, "mode")
+    expect(mode).to_have_value("default")
+    agent_said(person, "/agentset mode yolo", "mode is now yolo")
+    expect(mode).to_have_value("yolo")
+    expect(error).to_contain_text("Could not set Model")  # said until the next choice
+    mode.select_option("plan")
+    expect(error).to_be_hidden()
+    agent_said(person, "/options", "mode=plan model=mock-fast")
 
 
 def test_the_command_menu_by_keyboard_and_the_usage_badge(
@@ -203,6 +212,13 @@ def test_the_command_menu_by_keyboard_and_the_usage_badge(
     page.reload()
     expect(page.get_by_test_id("usage-badge")).to_have_text("Context 42% · $0.84",
                                                             timeout=10_000)
+    # A click (a tap on the phone) picks too, and the focus stays in the input.
+    person.chat_input.click() if not person.touch else person.chat_input.tap()
+    page.keyboard.type("/rec")
+    person.press(page.get_by_test_id("command-item").filter(has_text="/recall"))
+    expect(person.chat_input).to_have_value("/recall ")
+    expect(person.chat_input).to_be_focused()
+    expect(page.get_by_test_id("command-menu")).to_be_hidden()
 
 
 def test_the_agents_title_names_the_session(server: Any, new_context: Any, view: str) -> None:
@@ -250,6 +266,7 @@ def test_the_picker_says_how_fast_each_agent_stops(
     expect(figures).to_be_visible()
     expect(page.get_by_test_id("agent-figures-note")).to_be_hidden()
     assert_fits(page, figures, tapped=False)
+    shot(page, f"agent-figures-{view}")
     # A fresh page has them from its first connection.
     page.reload()
     person.open_menu()

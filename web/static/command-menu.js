@@ -8,9 +8,10 @@
 import { h, setAttr } from "./dom.js";
 import { commandHint, commandName, filterCommands, pickedText } from "./offers.js";
 
+const NONE = Object.freeze([]);
 let menus = 0; // ids for aria-controls / aria-activedescendant, unique per mounted menu
 
-/** input: the composer's textarea; anchor: the element the ghost hint is positioned in. */
+/** input: the composer's textarea (the menu and the hint are placed against its form). */
 export function createCommandMenu({ input }) {
   const id = `command-menu-${(menus += 1)}`;
   const list = h("ul", { class: "command-menu", id, role: "listbox", "aria-label": "Commands", dataset: { testid: "command-menu" }, hidden: true });
@@ -22,7 +23,7 @@ export function createCommandMenu({ input }) {
   setAttr(input, "aria-autocomplete", "list");
   setAttr(input, "aria-controls", id);
 
-  let commands = [];
+  let commands = NONE;
   let shown = []; // the commands listed now
   let active = 0;
   let dismissed = null; // the text Esc closed the menu at: it stays closed until that changes
@@ -83,7 +84,7 @@ export function createCommandMenu({ input }) {
     ghost,
     /** The session's commands (its row's `commands`). */
     update(next) {
-      const given = Array.isArray(next) ? next : [];
+      const given = Array.isArray(next) ? next : NONE;
       if (given === commands) return;
       commands = given;
       draw();
