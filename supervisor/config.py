@@ -157,6 +157,9 @@ class Limits:
     #: agent's text beyond it is dropped, with one status message saying so; the
     #: turn goes on.  Bounds what a flood costs on disk and on every connection.
     max_turn_output_bytes: int = 8 * 1024 * 1024
+    #: Largest upload (``POST /api/v1/attachments``, DESIGN.md §19): streamed to
+    #: disk, refused with 413 past it.
+    max_attachment_bytes: int = 10 * 1024 * 1024
     #: Failed authentications one peer (address) may make per
     #: ``auth_failure_window_s`` before it is refused with 429 (web/guard.py).
     auth_failures_per_peer: int = 50

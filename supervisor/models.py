@@ -240,3 +240,20 @@ class QueueState:
         return {"session_id": self.session_id,
                 "entries": [e.to_dto() for e in self.entries],
                 "auto_run": self.auto_run, "queue_revision": self.revision}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Attachment:
+    """An upload (DESIGN.md §19): its workspace's, its file in the data dir by sha256."""
+
+    id: str
+    workspace_id: str
+    sha256: str
+    name: str
+    mime: str
+    size: int
+    created_at: str
+
+    def to_dto(self) -> dict[str, Any]:
+        return {"attachment_id": self.id, "name": self.name, "mime": self.mime,
+                "size": self.size}

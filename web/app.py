@@ -46,6 +46,12 @@ from .actions import (
     task_list,
     task_update,
 )
+from .attachment_routes import (
+    ATTACHMENTS_PATH,
+    add_attachment_routes,
+    request_class_for,
+    too_large,
+)
 from .auth import SUBPROTOCOL, Tokens, cross_site_refusal, origin_allowed
 from .boot import task_boot, tasks_boot
 from .contract_routes import add_contract_routes
@@ -130,6 +136,7 @@ def create_app(sup: Supervisor, tokens: Tokens, *, bound_host: str = "127.0.0.1"
     """``bound_host``: the address the server listens on (for the Host check)."""
     app = QuartTrio("turnvisor", static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = sup.config.limits.max_body_bytes
+    app.request_class = request_class_for(sup.config.limits)
     close_after_refusals(app)
     gateway = Gateway(sup)
     app.extensions["turnvisor"] = {"supervisor": sup, "gateway": gateway}
@@ -210,7 +217,8 @@ def create_app(sup: Supervisor, tokens: Tokens, *, bound_host: str = "127.0.0.1"
                 413: "BAD_REQUEST"}.get(exc.code or 500, "BAD_REQUEST")
         message = exc.description or exc.name
         if exc.code == 413:
-            message = (f"request body larger than {sup.config.limits.max_body_bytes} bytes "
+            message = (too_large(sup.config.limits) if request.path == ATTACHMENTS_PATH else
+                       f"request body larger than {sup.config.limits.max_body_bytes} bytes "
                        "(the server's [limits] max_body_bytes)")
         resp = _error(code, message, exc.code)
         if exc.code == 413:
@@ -339,6 +347,7 @@ def create_app(sup: Supervisor, tokens: Tokens, *, bound_host: str = "127.0.0.1"
         return _json(await agent_cancel(sup, await me(), payload))
 
     add_queue_routes(app, sup, me, body)
+    add_attachment_routes(app, sup, me)
     add_stop_routes(app, sup, me)
     add_contract_routes(app, sup, me)
 

@@ -38,6 +38,7 @@ from protocols.process import process_identity
 
 from ..models import (
     AgentSessionRef,
+    Attachment,
     Message,
     MessageKind,
     QueueEntry,
@@ -244,6 +245,13 @@ class Store:
 
     async def forget_agent_group(self, pgid: int) -> None:
         await self.call(self.db.forget_agent_group, pgid)
+
+    async def add_attachment(self, workspace_id: str, sha256: str, name: str, mime: str,
+                             size: int) -> Attachment:
+        return await self.call(self.db.add_attachment, workspace_id, sha256, name, mime, size)
+
+    async def attachments(self, workspace_id: str, ids: Sequence[str]) -> list[Attachment]:
+        return await self.call(self.db.attachments, workspace_id, list(ids))
 
     # -- writes that publish --------------------------------------------------
 

@@ -20,6 +20,7 @@ the rows: ``tasks``, ``sessions``, ``turns``, ``messages``,
 
 from __future__ import annotations
 
+from .attachments import AttachmentRows
 from .connection import Checkpointer, Connection, _Tx, private_file
 from .groups import GroupRows
 from .schema import _MIGRATIONS, SCHEMA_VERSION, SchemaTooNew, migrate
@@ -57,5 +58,5 @@ __all__ = [
 ]
 
 
-class Db(TaskRows, TurnRows, GroupRows):
+class Db(TaskRows, TurnRows, GroupRows, AttachmentRows):
     """Synchronous access to the database (one connection; callers serialize)."""

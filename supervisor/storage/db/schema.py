@@ -129,6 +129,18 @@ _MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE task_sessions ADD COLUMN title_by_agent INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE turns ADD COLUMN usage TEXT;
     """,
+    # DESIGN.md §19: what a person uploaded (the file lies in the data dir under
+    # its sha256; the row says whose it is and what it is), and the attachments
+    # and mentions a queued message carries to its turn (JSON {attachments:
+    # [ids], mentions: [paths]}; NULL: none).
+    """
+    CREATE TABLE attachments (
+        id TEXT PRIMARY KEY, workspace_id TEXT NOT NULL REFERENCES workspaces(id),
+        sha256 TEXT NOT NULL, name TEXT NOT NULL, mime TEXT NOT NULL,
+        size INTEGER NOT NULL, created_at TEXT NOT NULL);
+    CREATE INDEX attachments_by_hash ON attachments(workspace_id, sha256);
+    ALTER TABLE queue_entries ADD COLUMN parts TEXT;
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
