@@ -53,10 +53,13 @@ class AgentOffers:
     def set_usage(self, session_id: str, usage: dict[str, Any]) -> None:
         self._usage[session_id] = usage
 
-    def dto(self, session_id: str, chosen: dict[str, str]) -> dict[str, Any]:
-        """The session DTO's part of it, the person's ``chosen`` values over
-        ``current`` (one call: it is built on every state change)."""
-        return {"options": with_choices(self.options(session_id), chosen),
+    def dto(self, session_id: str, chosen: dict[str, str], live: bool) -> dict[str, Any]:
+        """The session DTO's part of it (one call: it is built on every state
+        change).  With its agent ``live`` the options are the agent's own (it was
+        given the person's choices, and may have changed one itself since);
+        without, the person's ``chosen`` values are what the next agent gets."""
+        options = self.options(session_id)
+        return {"options": options if live else with_choices(options, chosen),
                 "commands": self.commands(session_id), "usage": self.usage(session_id)}
 
     def forget(self, session_id: str) -> None:

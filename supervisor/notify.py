@@ -82,12 +82,13 @@ class Notifier:
 
     def _dto(self, session: Session) -> dict[str, Any]:
         progress = self.projection.get(session.id)
+        live = self.agent_live(session.id)
         return session.to_dto(progress.pending, progress.revision,
-                              self.agent_live(session.id), self.agent_protocol(session)) | {
+                              live, self.agent_protocol(session)) | {
             "needs_approval": bool(self._asking.get(session.id)),
             "attention": self.attention_of(session.id),
             "cancel_progress": self._phases.get(session.id) if progress.pending else None,
-            **self.offers.dto(session.id, session.options),
+            **self.offers.dto(session.id, session.options, live),
             "subagents": self._subagents.dtos(session.id)}
 
     def task_dto(self, task: Task) -> dict[str, Any]:

@@ -136,3 +136,16 @@ async def test_codex_usage_reaches_the_session(tmp_path: Path) -> None:
             usage = ws.of("session.usage.changed", sid)[-1]["usage"]
             assert usage["input_tokens"] is not None, usage
             assert (await _dto(ws, task_id, sid))["usage"] == usage
+
+
+async def test_the_agent_s_own_change_is_what_the_session_shows(tmp_path: Path) -> None:
+    with trio.fail_after(40):
+        async with running_server(tmp_path / "data") as srv, ws_client(srv) as ws:
+            task_id, sid, options = await _started(ws, "mock")
+            mode = _option(options, "mode")
+            await ws.call("session.option.set", {"session_id": sid, "option_id": mode["id"],
+                                                 "value": "plan"})
+            # The agent moves it itself: the session says what the agent runs with.
+            await _turn_text(ws, sid, f"/agentset {mode['id']} yolo")
+            assert _option((await _dto(ws, task_id, sid))["options"], "mode")["current"] == "yolo"
+            assert "yolo" in await _turn_text(ws, sid, "/options")
