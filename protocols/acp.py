@@ -85,6 +85,7 @@ from .jsonrpc import (
     error_text,
 )
 from .mcp import McpServer, acp_servers
+from .prompt_parts import PromptPart, acp_blocks, acp_prompt_caps
 from .turnstate import Trigger, TurnState
 
 __all__ = ["CANCEL_REQUEST", "PROTOCOL_VERSION", "AcpClient", "AcpVersion", "ClientEvent",
@@ -191,7 +192,7 @@ class AcpClient(CoreBase):
         steering = self.agent_meta.get("steering")
         return isinstance(steering, dict) and steering.get("supported") is True
 
-    def steer(self, text: str) -> tuple[int, bytes]:
+    def steer(self, text: str, parts: tuple[PromptPart, ...] = ()) -> tuple[int, bytes]:
         """``_session/steering``: ``text`` into the running turn.  The answer's
         ``outcome`` says whether the agent took it (``injected``) or had no
         turn running (``promptRequired``: nothing was delivered)."""
@@ -201,7 +202,7 @@ class AcpClient(CoreBase):
             raise LocalProtocolError(f"no turn to steer (turn state {self.turn.state.name})")
         return self.rpc.send_request("_session/steering", {
             "sessionId": self.session_id,
-            "prompt": [{"type": "text", "text": text}],
+            "prompt": acp_blocks(text, parts, acp_prompt_caps(self.agent_capabilities)),
             "_meta": {"steering": {"idleBehavior": "promptRequired"}},
         })
 
@@ -246,18 +247,17 @@ class AcpClient(CoreBase):
         return self.session.set_request(self.rpc, self.session_id, option_id, value,
                                         self.version)
 
-    def prompt(self, text: str) -> tuple[int, bytes]:
+    def prompt(self, text: str, parts: tuple[PromptPart, ...] = ()) -> tuple[int, bytes]:
         if self.session_id is None:
             raise LocalProtocolError("prompt before session/new succeeded")
+        blocks = acp_blocks(text, parts, acp_prompt_caps(self.agent_capabilities))
         self.turn.fire(Trigger.PROMPT)
         self._open_tools.clear()
         self._seen_tools.clear()
         self._accepted = False
         self._children_cancelled = 0
         rid, data = self.rpc.send_request(
-            "session/prompt",
-            {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]},
-        )
+            "session/prompt", {"sessionId": self.session_id, "prompt": blocks})
         self._prompt_id = rid
         return rid, data
 

@@ -48,6 +48,7 @@ from .codex import CodexClient
 from .events import AgentEvent, SubagentChanged, TurnEnded
 from .framing import DEFAULT_MAX_LINE_BYTES
 from .mcp import McpServer, McpUnsupported, codex_config
+from .prompt_parts import PromptPart, acp_prompt_caps, acp_refusal, codex_refusal
 from .transport import (
     AgentClosed,
     AgentConnection,
@@ -161,8 +162,9 @@ class AgentAdapter(Protocol):
     async def initialize(self) -> None: ...
     async def new_session(self, cwd: str) -> str: ...
     async def restore_session(self, agent_session_id: str, cwd: str) -> Restored: ...
-    async def prompt(self, text: str) -> TurnEnded: ...
-    async def steer(self, text: str) -> None: ...
+    async def prompt(self, text: str, parts: tuple[PromptPart, ...] = ()) -> TurnEnded: ...
+    async def steer(self, text: str, parts: tuple[PromptPart, ...] = ()) -> None: ...
+    def parts_refusal(self, parts: tuple[PromptPart, ...]) -> str | None: ...
     async def revert_thread(self, before_turn_id: str) -> None: ...
     def cancel_now(self) -> bool: ...
     async def cancel(self) -> None: ...
@@ -219,18 +221,22 @@ class _Base:
         names turns (Codex); None for ACP, whose turns have no id."""
         return None
 
-    def _start_turn(self, text: str) -> bytes:
-        """The core starts a turn: the prompt's bytes."""
+    def _start_turn(self, text: str, parts: tuple[PromptPart, ...]) -> bytes:
+        """The core starts a turn: the prompt's bytes (``PartRefused``: no turn)."""
         raise NotImplementedError
 
-    async def prompt(self, text: str) -> TurnEnded:
+    def parts_refusal(self, parts: tuple[PromptPart, ...]) -> str | None:
+        """Why the agent cannot take ``parts`` (protocols/prompt_parts.py), or None."""
+        raise NotImplementedError
+
+    async def prompt(self, text: str, parts: tuple[PromptPart, ...] = ()) -> TurnEnded:
         self._check_open()
         # Refused before the core starts a turn, so a misused adapter is left
         # as it was (no turn the agent never hears of).  The supervisor's one
         # turn per execution is what users see.
         if self._prompting:
             raise RuntimeError("a prompt is already running on this adapter")
-        return await self._run_turn(self._start_turn(text))
+        return await self._run_turn(self._start_turn(text, parts))
 
     def cancel_now(self) -> bool:
         """The protocol cancel written in the caller's step, without yielding,
@@ -312,8 +318,11 @@ class _Base:
 class AcpAdapter(_Base):
     core: AcpClient
 
-    def _start_turn(self, text: str) -> bytes:
-        return self.core.prompt(text)[1]
+    def _start_turn(self, text: str, parts: tuple[PromptPart, ...]) -> bytes:
+        return self.core.prompt(text, parts)[1]
+
+    def parts_refusal(self, parts: tuple[PromptPart, ...]) -> str | None:
+        return acp_refusal(parts, acp_prompt_caps(self.core.agent_capabilities))
 
     def __init__(
         self,
@@ -383,7 +392,7 @@ class AcpAdapter(_Base):
         return Restored(agent_session_id=agent_session_id, method=method,
                         replayed=self.core.last_replayed)
 
-    async def steer(self, text: str) -> None:
+    async def steer(self, text: str, parts: tuple[PromptPart, ...] = ()) -> None:
         """``_session/steering`` into the running turn where the agent offers
         the extension (``SteerUnsupported`` where it does not, or when it
         answers that no turn was running: nothing was delivered), waiting
@@ -392,7 +401,7 @@ class AcpAdapter(_Base):
         if not self.core.can_steer:
             raise SteerUnsupported("the agent offers no steering (_meta.steering)")
         await self._wait_prompt_written()
-        rid, data = self.core.steer(text)
+        rid, data = self.core.steer(text, parts)
         result = await self.connection.request(rid, data, timeout_s=self.timeouts.request_s)
         outcome = result.get("outcome") if isinstance(result, dict) else None
         if outcome == "promptRequired":
@@ -423,8 +432,11 @@ class AcpAdapter(_Base):
 class CodexAdapter(_Base):
     core: CodexClient
 
-    def _start_turn(self, text: str) -> bytes:
-        return self.core.turn_start(text)[1]
+    def _start_turn(self, text: str, parts: tuple[PromptPart, ...]) -> bytes:
+        return self.core.turn_start(text, parts)[1]
+
+    def parts_refusal(self, parts: tuple[PromptPart, ...]) -> str | None:
+        return codex_refusal(parts)
 
     def __init__(
         self,
@@ -508,13 +520,13 @@ class CodexAdapter(_Base):
         await self._list_models()
         return Restored(agent_session_id=self.core.thread_id, method="thread/resume")
 
-    async def steer(self, text: str) -> None:
+    async def steer(self, text: str, parts: tuple[PromptPart, ...] = ()) -> None:
         """``turn/steer`` into the running turn, waiting (``request_s``) for
         the agent to take it.  ``LocalProtocolError`` when no turn is running
         or its id is not known yet; ``AgentRequestError`` when the agent
         refuses (the turn it names is over)."""
         await self._wait_prompt_written()
-        rid, data = self.core.steer(text)
+        rid, data = self.core.steer(text, parts)
         await self.connection.request(rid, data, timeout_s=self.timeouts.request_s)
 
     async def revert_thread(self, before_turn_id: str) -> None:

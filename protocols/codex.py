@@ -34,6 +34,7 @@ a ``UsageUpdated``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 from .codex_approvals import (
@@ -84,6 +85,7 @@ from .jsonrpc import (
     UnmatchedResponse,
     error_text,
 )
+from .prompt_parts import PromptPart, codex_input
 from .session_options import codex_usage
 from .turnstate import Trigger, TurnState
 
@@ -204,7 +206,7 @@ class CodexClient(CoreBase):
         are.  ValueError for an option or value that is not offered."""
         return self.options.set(option_id, value)
 
-    def steer(self, text: str) -> tuple[int, bytes]:
+    def steer(self, text: str, parts: Sequence[PromptPart] = ()) -> tuple[int, bytes]:
         """``turn/steer``: more user input for the running turn, which the
         agent checks is still the active one (``expectedTurnId``)."""
         if self.turn.state is not TurnState.PROMPTING:
@@ -215,7 +217,7 @@ class CodexClient(CoreBase):
             raise LocalProtocolError("the running turn's id is not known yet")
         return self.rpc.send_request("turn/steer", {
             "threadId": self.thread_id,
-            "input": [{"type": "text", "text": text}],
+            "input": codex_input(text, parts),
             "expectedTurnId": self.turn_id,
         })
 
@@ -232,9 +234,11 @@ class CodexClient(CoreBase):
         return self.rpc.send_request("thread/revert", {"threadId": self.thread_id,
                                                        "beforeTurnId": before_turn_id})
 
-    def turn_start(self, text: str) -> tuple[int, bytes]:
+    def turn_start(self, text: str, parts: Sequence[PromptPart] = ()) -> tuple[int, bytes]:
         if self.thread_id is None:
             raise LocalProtocolError("turn/start before thread/start succeeded")
+        # Built first: a part Codex cannot take (PartRefused) starts no turn.
+        items = codex_input(text, parts)
         self.turn.fire(Trigger.PROMPT)
         self.turn_id = self.last_turn_id = None
         self._interrupt_owed = False
@@ -243,7 +247,7 @@ class CodexClient(CoreBase):
         self._items.clear()
         rid, data = self.rpc.send_request(
             "turn/start",
-            {"threadId": self.thread_id, "input": [{"type": "text", "text": text}],
+            {"threadId": self.thread_id, "input": items,
              **self.options.turn_params()},
         )
         self._turn_start_id = rid

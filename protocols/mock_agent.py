@@ -164,6 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--legacy-options", action="store_true",
                         help="ACP v1: offer the mode and model as the legacy modes/models "
                              "(session/set_mode, session/set_model) instead of configOptions")
+    parser.add_argument("--no-images", action="store_true",
+                        help="ACP: do not advertise image prompts (promptCapabilities.image)")
     return parser
 
 
@@ -174,7 +176,8 @@ def machine(args: argparse.Namespace,
     restore = RESTORE.get(args.restore, frozenset({args.restore}))
     return MockMachine(args.protocol, SessionStore.from_environment(), restore=restore,
                        steering=args.steering, acp_max_version=args.acp_version, extra=extra,
-                       spawn=stdio.spawn, legacy_options=args.legacy_options)
+                       spawn=stdio.spawn, legacy_options=args.legacy_options,
+                       images=not args.no_images)
 
 
 def main(argv: list[str] | None = None) -> int:

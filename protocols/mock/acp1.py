@@ -6,7 +6,7 @@ from typing import Any
 
 from .. import mock_edits
 from ..mock_edits import Edit
-from . import options
+from . import attachments, options
 from .base import SESSION_NOT_FOUND, Child, Turn, Wire, prompt_text
 from .commands import available_commands
 from .mcp import ACP1_CAPABILITIES
@@ -50,6 +50,7 @@ class Acp1Wire(Wire):
             case "_session/steering" if agent.steering:
                 self.steer(rid, params)
             case "session/prompt":
+                attachments.received(agent, params.get("prompt"))
                 agent.start_turn(rid, prompt_text(params.get("prompt")))
             case _:
                 return False
@@ -58,7 +59,9 @@ class Acp1Wire(Wire):
     def initialized(self) -> dict[str, Any]:
         restore = self.agent.restore
         caps: dict[str, Any] = {"loadSession": "load" in restore,
-                                "mcpCapabilities": dict(ACP1_CAPABILITIES)}
+                                "mcpCapabilities": dict(ACP1_CAPABILITIES),
+                                "promptCapabilities": attachments.acp_prompt_capabilities(
+                                    self.agent)}
         if "resume" in restore:
             caps["sessionCapabilities"] = {"resume": {}}
         result: dict[str, Any] = {"protocolVersion": 1, "agentCapabilities": caps,

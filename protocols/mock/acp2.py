@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import attachments
 from .acp1 import AGENT_INFO, PERMISSION_TOOL, Acp1Wire
 from .base import Child, Turn
 from .mcp import ACP2_CAPABILITIES
@@ -33,6 +34,10 @@ class Acp2Wire(Acp1Wire):
             "capabilities": ({"session": {"mcp": dict(ACP2_CAPABILITIES)}}
                              if self.agent.restore else {}),
         }
+        # Beside the others, not in session.prompt (a session key says "restorable"):
+        # protocols/prompt_parts.py reads either.
+        result["capabilities"]["promptCapabilities"] = attachments.acp_prompt_capabilities(
+            self.agent)
         if self.agent.steering:
             result["_meta"] = {"steering": {"supported": True}}
         return result

@@ -175,6 +175,10 @@ class Agent(Protocol):
     turn_settings: dict[str, object]
     #: The MCP servers the session was given (protocols/mock/mcp.py).
     mcp_servers: list[dict[str, Any]]
+    #: ACP: it takes image blocks (protocols/mock/attachments.py).
+    images: bool
+    #: What the last prompt carried beside its text (``/attachments``).
+    prompt_parts: list[str]
 
     def new_id(self) -> str: ...
     def emit(self, effect: Effect) -> None: ...

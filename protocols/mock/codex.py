@@ -23,7 +23,7 @@ from typing import Any
 
 from .. import mock_edits
 from ..mock_edits import Edit
-from . import options
+from . import attachments, options
 from .base import Child, Turn, Wire, prompt_text
 
 __all__ = ["CodexWire"]
@@ -58,6 +58,7 @@ class CodexWire(Wire):
             case "turn/start":
                 agent.turn_settings = {k: params.get(k)
                                        for k in ("model", "effort", "approvalPolicy")}
+                attachments.received(agent, params.get("input"))
                 agent.start_turn(rid, prompt_text(params.get("input")))
             case "turn/interrupt" if params.get("threadId") in agent.children:
                 child = agent.children[params["threadId"]]

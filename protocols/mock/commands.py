@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from . import faults, mcp, reports, scripts, stops
+from . import attachments, faults, mcp, reports, scripts, stops
 from .base import Script
 from .subagents import subagents
 
@@ -36,6 +36,7 @@ COMMANDS: Mapping[str, Script] = {
     "/options": reports.options,
     "/agentset": reports.agentset,
     "/mcp": mcp.mcp,
+    "/attachments": attachments.attachments,
     "/stderr": faults.stderr,
     "/bigline": faults.bigline,
     "/partial": faults.partial,
@@ -62,6 +63,7 @@ OFFERED: Final[dict[str, tuple[str, str | None]]] = {
     "options": ("Say the mode and model in effect", None),
     "agentset": ("Change an option as the agent", "<option> <value>"),
     "mcp": ("List the MCP servers this session was given", None),
+    "attachments": ("List the images and files the prompt carried", None),
 }
 
 

@@ -61,14 +61,16 @@ class MockMachine:
     starts a process in the agent's group (``/stray``; the program passes the real one,
     protocols/mock/stdio.py); None: there is no process of its own to start one in.
     ``legacy_options``: ACP v1 offers its options as the legacy ``modes``/``models``
-    (protocols/mock/options.py)."""
+    (protocols/mock/options.py).  ``images``: ACP advertises image prompts
+    (protocols/mock/attachments.py)."""
 
     def __init__(self, protocol: str, store: Store, *, restore: frozenset[str] = RESTORE_BOTH,
                  steering: bool = False, acp_max_version: int = 1,
                  new_id: Callable[[], str] = _new_uuid,
                  answer_restore: Callable[[], bool] = _answer_restores,
                  extra: Mapping[str, Script] | None = None, cwd: str | None = None,
-                 spawn: Spawn | None = None, legacy_options: bool = False) -> None:
+                 spawn: Spawn | None = None, legacy_options: bool = False,
+                 images: bool = True) -> None:
         acp = protocol == "acp"
         self.rpc = RpcConnection(Dialect.JSONRPC2 if acp else Dialect.CODEX,
                                  first_id=0 if acp else 100)
@@ -82,6 +84,9 @@ class MockMachine:
         self.extra = extra
         self.spawn = spawn
         self.legacy_options = legacy_options
+        self.images = images
+        #: What the last prompt carried beside its text (``/attachments``).
+        self.prompt_parts: list[str] = []
         #: The session's option values (mode, model), kept with the session.
         self.options: dict[str, str] = dict(DEFAULTS)
         #: Codex: the ``model``, ``effort`` and ``approvalPolicy`` the last

@@ -48,6 +48,7 @@ from protocols.events import (
     SubagentState,
     TurnEnded,
 )
+from protocols.prompt_parts import PartRefused, PromptPart
 from protocols.transport import AgentClosed, AgentRefused, AgentTimeout
 
 from ..config import Timeouts
@@ -261,7 +262,7 @@ class AgentctlAdapter:
         """Not through agentctl yet: its API has no resume/load of an agent session."""
         raise RestoreUnsupported("agentctl cannot restore an agent session yet")
 
-    async def steer(self, text: str) -> None:
+    async def steer(self, text: str, parts: tuple[PromptPart, ...] = ()) -> None:
         """Not through agentctl yet: its API has no steer."""
         raise SteerUnsupported("agentctl cannot steer a running turn yet")
 
@@ -276,7 +277,14 @@ class AgentctlAdapter:
         raise OptionsUnsupported(
             f"cannot set {option_id} = {value}: agentctl cannot set an agent's options yet")
 
-    async def prompt(self, text: str) -> TurnEnded:
+    def parts_refusal(self, parts: tuple[PromptPart, ...]) -> str | None:
+        """Not through agentctl yet: its API carries a prompt's text only."""
+        return "agentctl cannot carry images or files yet" if parts else None
+
+    async def prompt(self, text: str, parts: tuple[PromptPart, ...] = ()) -> TurnEnded:
+        refusal = self.parts_refusal(parts)
+        if refusal is not None:
+            raise PartRefused(refusal)
         if self.turn_running:
             raise RuntimeError("a prompt is already running on this adapter")
         turn = PendingTurn(id=self._next_turn_id or uuid.uuid4().hex)
