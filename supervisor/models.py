@@ -218,6 +218,9 @@ class QueueEntry:
     position: int
     #: The ``message.add`` that queued it (DESIGN.md §14), carried to its turn.
     client_message_id: str | None = None
+    #: Its attachments and mentions (DESIGN.md §19; supervisor.workspace.attachments'
+    #: PromptRefs as stored), carried to its turn.
+    parts: dict[str, Any] | None = None
 
     def to_dto(self) -> dict[str, Any]:
         return {"id": self.id, "session_id": self.session_id, "content": self.content,

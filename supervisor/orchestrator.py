@@ -21,6 +21,7 @@ Idle cancel (no running turn) is a harmless success without a status message.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,7 @@ from .storage.store import Store
 from .turn.cancel_op import CancelOperation
 from .turn.tracing import CancelTrace
 from .turn.turn_outcome import CancelResult, StopWhen
+from .workspace.attachments import AttachmentStore, PromptRefs, check_mention
 from .workspace.projects import resolve_project
 from .workspace.sandboxing import project_identity
 from .workspace.session_files import create_session
@@ -163,17 +165,29 @@ class Orchestrator:
 
     async def add_message(self, caller: Caller, session_id: str, content: str,
                           delivery: Delivery = "auto",
-                          client_message_id: str | None = None) -> dict[str, Any]:
+                          client_message_id: str | None = None, *,
+                          attachments: Sequence[str] = (),
+                          mentions: Sequence[str] = ()) -> dict[str, Any]:
         """``message.add`` (DESIGN.md §9): start, queue, send now or steer.
 
         DESIGN.md §14: with ``client_message_id``, a repeat (a retry after a
         dropped connection, a duplicate from another connection, a retry after
         a restart) answers what the first made and starts, queues or steers
-        nothing again.  Duplicates in flight wait for the first."""
+        nothing again.  Duplicates in flight wait for the first.
+
+        DESIGN.md §19: ``attachments`` (ids of the caller's workspace's uploads)
+        and ``mentions`` (paths inside the session's cwd) go with the message;
+        one the agent cannot take refuses it (``InvalidRequest``) before
+        anything is sent."""
         self._check_content(content)
         session = await self.session(caller, session_id)
+        refs = PromptRefs(
+            attachments=tuple(await AttachmentStore(
+                self.config.data_dir, self.store, self.config.limits.max_attachment_bytes,
+            ).resolve(caller.workspace_id, attachments)) if attachments else (),
+            mentions=tuple(check_mention(m) for m in mentions))
         if client_message_id is None:
-            return await self.queue.add(session, content, delivery)
+            return await self.queue.add(session, content, delivery, refs=refs)
         key = (session_id, client_message_id)
         while (first := self._adding.get(key)) is not None:
             await first.wait()
@@ -183,7 +197,7 @@ class Orchestrator:
             earlier = await self.store.find_client_message(session_id, client_message_id)
             if earlier is not None:
                 return _repeat_answer(earlier, content, client_message_id)
-            return await self.queue.add(session, content, delivery, client_message_id)
+            return await self.queue.add(session, content, delivery, client_message_id, refs)
         finally:
             del self._adding[key]
             done.set()

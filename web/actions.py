@@ -111,7 +111,9 @@ async def message_add(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dic
     entry}``, ``{delivery:"interrupting", entry}`` or ``{delivery:"steered", ...message}``."""
     req = parse(rq.MessageAdd, p, sup.config.limits)
     return await sup.orchestrator.add_message(caller, req.session_id, req.content,
-                                              req.delivery, req.client_message_id)
+                                              req.delivery, req.client_message_id,
+                                              attachments=req.attachments,
+                                              mentions=req.mentions)
 
 
 # -- the queue (DESIGN.md §9): each answers with the queue as it now is ----------

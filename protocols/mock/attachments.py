@@ -76,4 +76,5 @@ def received(agent: Agent, blocks: object) -> None:
 def attachments(turn: Turn, text: str) -> Iterator[Wait]:
     parts = turn.agent.prompt_parts
     turn.chunk("attachments: " + ("; ".join(parts) if parts else "none"))
+    turn.end("end_turn")
     yield from ()

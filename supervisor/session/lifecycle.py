@@ -47,6 +47,7 @@ from ..turn.takeover import Takeover
 from ..turn.text_writer import TextWriter
 from ..turn.turn_close import TurnCloser
 from ..turn.watchdog import Watchdog
+from ..workspace.attachments import NO_REFS, PromptRefs
 from ..workspace.turn_checkpoints import TurnCheckpoints
 from .cancellation import Cancellations
 from .execution import Executions
@@ -128,14 +129,16 @@ class LifecycleManager:
     async def send_prompt(self, session: Session, text: str, *,
                           guard: Callable[[], bool] | None = None,
                           resume_queue: bool = False,
-                          client_message_id: str | None = None) -> Message:
+                          client_message_id: str | None = None,
+                          refs: PromptRefs = NO_REFS) -> Message:
         return await self.turns.send_prompt(session, text, guard=guard,
                                             resume_queue=resume_queue,
-                                            client_message_id=client_message_id)
+                                            client_message_id=client_message_id, refs=refs)
 
     async def steer(self, session_id: str, text: str,
-                    client_message_id: str | None = None) -> Message:
-        return await self.turns.steer(session_id, text, client_message_id)
+                    client_message_id: str | None = None,
+                    refs: PromptRefs = NO_REFS) -> Message:
+        return await self.turns.steer(session_id, text, client_message_id, refs)
 
     async def respond_permission(self, session_id: str, request_id: str,
                                  option_id: str | None) -> None:

@@ -48,6 +48,7 @@ from ..storage.retries import contained
 from ..storage.store import Store
 from ..turn.execution_state import StopRequest
 from ..turn.queue_gate import QueueGate
+from ..workspace.attachments import NO_REFS, PromptRefs
 from .cancellation import Cancellations
 from .lifecycle import LifecycleManager
 
@@ -101,13 +102,16 @@ class TurnQueue:
     # -- message.add -------------------------------------------------------------
 
     async def add(self, session: Session, content: str, delivery: Delivery,
-                  client_message_id: str | None = None) -> dict[str, Any]:
+                  client_message_id: str | None = None,
+                  refs: PromptRefs = NO_REFS) -> dict[str, Any]:
+        """``refs``: the message's attachments and mentions (DESIGN.md §19),
+        carried wherever it goes (a turn, the queue, a steer)."""
         sid = session.id
         cid = client_message_id
         steer_unsupported = False
         if delivery == "steer" and self.busy(sid):
             try:
-                msg = await self.lifecycle.steer(sid, content, cid)
+                msg = await self.lifecycle.steer(sid, content, cid, refs)
             except (SteerUnsupported, Conflict) as exc:
                 log.info("session %s: steer queued instead (%s)", sid, exc)
                 steer_unsupported = True
@@ -115,7 +119,7 @@ class TurnQueue:
                 return {**msg.to_dto(), "delivery": "steered"}
         if not self.busy(sid):
             try:
-                started = await self._start_direct(session, content, cid)
+                started = await self._start_direct(session, content, cid, refs)
             except AgentStartError:
                 raise
             except Conflict as exc:
@@ -125,7 +129,8 @@ class TurnQueue:
                 started = None
             if started is not None:
                 return started
-        entry = await self._enqueue(sid, content, head=delivery == "interrupt", cid=cid)
+        entry = await self._enqueue(sid, content, head=delivery == "interrupt", cid=cid,
+                                    refs=refs)
         if delivery == "interrupt":
             self._interrupt(session, entry.id)
             return {"delivery": "interrupting", "entry": entry.to_dto()}
@@ -137,15 +142,16 @@ class TurnQueue:
         return result
 
     async def _enqueue(self, sid: str, content: str, *, head: bool = False,
-                       cid: str | None = None) -> Any:
+                       cid: str | None = None, refs: PromptRefs = NO_REFS) -> Any:
         try:
             return await self.store.queue_add(sid, content, max_entries=self.max_queue,
-                                              head=head, client_message_id=cid)
+                                              head=head, client_message_id=cid,
+                                              parts=refs.stored() if refs else None)
         except QueueFull as exc:
             raise InvalidRequest(str(exc)) from None
 
-    async def _start_direct(self, session: Session, content: str,
-                            cid: str | None = None) -> dict[str, Any] | None:
+    async def _start_direct(self, session: Session, content: str, cid: str | None = None,
+                            refs: PromptRefs = NO_REFS) -> dict[str, Any] | None:
         """Start a turn with ``content`` now; None when queued entries that
         auto-run must go first (then the caller queues it behind them)."""
         sid = session.id
@@ -159,7 +165,8 @@ class TurnQueue:
             # resumes a parked queue, in the turn's own transaction.
             msg = await self.lifecycle.send_prompt(
                 session, content, guard=lambda: self.gate.epoch(sid) == epoch,
-                resume_queue=not state.entries and not state.auto_run, client_message_id=cid)
+                resume_queue=not state.entries and not state.auto_run, client_message_id=cid,
+                refs=refs)
             return {**msg.to_dto(), "delivery": "started"}
         finally:
             self._starting.discard(sid)
@@ -189,7 +196,8 @@ class TurnQueue:
                     return None
                 msg = await self.lifecycle.send_prompt(
                     session, entry.content, guard=lambda: self.gate.epoch(sid) == epoch,
-                    client_message_id=entry.client_message_id)
+                    client_message_id=entry.client_message_id,
+                    refs=PromptRefs.from_stored(entry.parts))
             except (SupervisorError, StoreError) as exc:
                 cancelled = self.gate.epoch(sid) != epoch
                 log.warning("session %s: queued message not started (%s)", sid,

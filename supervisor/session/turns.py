@@ -23,9 +23,10 @@ import trio
 from protocols.adapters import AgentClosed, AgentRefused, AgentRequestError, AgentTimeout
 from protocols.events import TurnEnded
 from protocols.jsonrpc import LocalProtocolError
+from protocols.prompt_parts import PromptPart
 
 from ..config import Timeouts
-from ..errors import Conflict, NotFound
+from ..errors import Conflict, InvalidRequest, NotFound
 from ..models import Message, Session
 from ..storage.store import Store
 from ..turn.execution_state import (
@@ -41,6 +42,7 @@ from ..turn.turn_close import TurnCloser
 from ..turn.turn_end import TURN_ERRORS, left_to_us, turn_error
 from ..turn.turn_outcome import TurnFacts
 from ..turn.watchdog import Watchdog
+from ..workspace.attachments import NO_REFS, PromptRefs
 from ..workspace.turn_checkpoints import TurnCheckpoints
 from .execution import Executions
 from .offers import Offers
@@ -66,18 +68,22 @@ class Turns:
     async def send_prompt(self, session: Session, text: str, *,
                           guard: Callable[[], bool] | None = None,
                           resume_queue: bool = False,
-                          client_message_id: str | None = None) -> Message:
+                          client_message_id: str | None = None,
+                          refs: PromptRefs = NO_REFS) -> Message:
         """Open a turn (one at a time per session) and send the prompt.
         Returns the stored user message; the turn runs in the execution nursery.
         ``guard`` is asked at the moment the turn is claimed (no checkpoint
         after it): False refuses the start with ``Conflict``.  ``resume_queue``
-        resumes a parked queue in the turn's own transaction."""
+        resumes a parked queue in the turn's own transaction.  ``refs``: its
+        attachments and mentions (DESIGN.md §19), read and checked against what
+        the agent takes before anything is stored or sent (``InvalidRequest``)."""
         ex = await self.executions.ensure_execution(session)
         if ex.abandoned and ex.turn is None:
             log.warning("session %s: replacing an agent that never ended its escalated turn",
                         session.id)
             await self.executions.stop_execution(session.id)
             ex = await self.executions.ensure_execution(session)
+        parts = await self._parts(ex, refs)
         if ex.turn is not None:
             raise Conflict("a turn is already running in this session")
         if ex.adapter.turn_running:
@@ -95,7 +101,8 @@ class Turns:
         handle.checkpointed = self.checkpoints is not None
         try:
             turn, msg = await self.store.open_turn(session.id, text, resume_queue=resume_queue,
-                                                   client_message_id=client_message_id)
+                                                   client_message_id=client_message_id,
+                                                   metadata=refs.metadata())
         except BaseException:
             if ex.turn is handle:
                 ex.turn = None
@@ -112,12 +119,25 @@ class Turns:
         handle.text = TurnText(session_id=session.id, turn_id=turn.id)
         ex.status = ExecutionStatus.RUNNING
         handle.last_event_at = trio.current_time()
-        await ex.nursery.start(self.run_turn, ex, handle, text)
+        await ex.nursery.start(self.run_turn, ex, handle, text, parts)
         ex.nursery.start_soon(self.watchdog.watch, ex, handle)
         return msg
 
+    async def _parts(self, ex: Execution, refs: PromptRefs) -> tuple[PromptPart, ...]:
+        """``refs`` read for the agent (from its cwd); ``InvalidRequest`` when one
+        is not there or the agent cannot take one (protocols/prompt_parts.py)."""
+        if not refs:
+            return ()
+        config = self.executions.config
+        parts = await refs.load(config.data_dir, ex.cwd, config.limits.max_attachment_bytes)
+        refusal = ex.adapter.parts_refusal(parts)
+        if refusal is not None:
+            raise InvalidRequest(refusal)
+        return parts
+
     async def steer(self, session_id: str, text: str,
-                    client_message_id: str | None = None) -> Message:
+                    client_message_id: str | None = None,
+                    refs: PromptRefs = NO_REFS) -> Message:
         """Deliver ``text`` into the running turn (Codex ``turn/steer``, ACP
         ``_session/steering`` where offered) and
         store it as a user message with ``metadata.delivery: "steer"``.
@@ -130,11 +150,12 @@ class Turns:
         turn = ex.turn if ex is not None else None
         if ex is None or turn is None or not turn.id or turn.cancel_phase is not None:
             raise Conflict("no running turn to steer")
-        meta: dict[str, Any] = {"delivery": "steer"}
+        parts = await self._parts(ex, refs)
+        meta: dict[str, Any] = {"delivery": "steer", **refs.metadata()}
         if client_message_id is not None:
             meta["client_message_id"] = client_message_id
         try:
-            await ex.adapter.steer(text)
+            await (ex.adapter.steer(text, parts) if parts else ex.adapter.steer(text))
         except (LocalProtocolError, AgentRefused, AgentRequestError) as exc:
             # (An error answer, its details in its text: the turn it names is over.)
             raise Conflict(f"the agent did not take the steer: {exc}") from None
@@ -149,7 +170,8 @@ class Turns:
         return await self.store.add_message(session_id, turn.id, "user", "text", text, meta)
 
     async def run_turn(self, ex: Execution, turn: TurnHandle, text: str,
-                        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+                       parts: tuple[PromptPart, ...] = (),
+                       task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The pending prompt.  The pump ends the turn in order with its
         output; this task only reports what the pump cannot see."""
         ended: TurnEnded | None = None
@@ -169,7 +191,8 @@ class Turns:
                     return
                 # Disarmed in the same step as the prompt's write (no checkpoint
                 # between): from here on a cancel is the protocol's.
-                ended = await ex.adapter.prompt(text)
+                ended = await (ex.adapter.prompt(text, parts) if parts else
+                               ex.adapter.prompt(text))
             except TURN_ERRORS as exc:
                 ended = turn_error(exc)
             except AgentClosed:

@@ -265,12 +265,14 @@ class Store:
         return session
 
     async def open_turn(self, session_id: str, prompt: str, *, resume_queue: bool = False,
-                        client_message_id: str | None = None) -> tuple[Turn, Message]:
+                        client_message_id: str | None = None,
+                        metadata: dict[str, Any] | None = None) -> tuple[Turn, Message]:
         """The turn, the user's message and the session RUNNING, atomically
         (and a parked queue resumed, with ``resume_queue``)."""
         turn, msg, session, queue = await self.call(self.db.open_turn, session_id, prompt,
                                                     resume_queue=resume_queue,
-                                                    client_message_id=client_message_id)
+                                                    client_message_id=client_message_id,
+                                                    metadata=metadata)
         self.notify.message_added(msg)
         self.notify.state_changed(session)
         if queue is not None:
@@ -336,11 +338,11 @@ class Store:
 
     async def queue_add(self, session_id: str, content: str, *, max_entries: int,
                         head: bool = False, client_message_id: str | None = None,
-                        ) -> QueueEntry:
+                        parts: dict[str, Any] | None = None) -> QueueEntry:
         """``db.QueueFull`` beyond ``max_entries``."""
         entry, state = await self.call(self.db.queue_add, session_id, content,
                                        max_entries=max_entries, head=head,
-                                       client_message_id=client_message_id)
+                                       client_message_id=client_message_id, parts=parts)
         self.notify.queue_changed(state)
         return entry
 
@@ -350,7 +352,8 @@ class Store:
         _, state = await self.call(self.db.queue_add, entry.session_id, entry.content,
                                    max_entries=10**9, head=True, entry_id=entry.id,
                                    created_at=entry.created_at,
-                                   client_message_id=entry.client_message_id)
+                                   client_message_id=entry.client_message_id,
+                                   parts=entry.parts)
         self.notify.queue_changed(state)
 
     async def queue_update(self, session_id: str, entry_id: str,

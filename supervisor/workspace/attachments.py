@@ -9,18 +9,26 @@ workspace (``storage.db.attachments``); another workspace's id is not found.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import mimetypes
 import os
-from collections.abc import AsyncIterable, Sequence
-from pathlib import Path
+import stat
+from collections.abc import AsyncIterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, Final
 
 import trio
+
+from protocols.prompt_parts import FilePart, ImagePart, MentionPart, PromptPart
 
 from ..errors import InvalidRequest, NotFound
 from ..models import Attachment
 from ..storage.store import Store
 
-__all__ = ["ALLOWED_IMAGES", "AttachmentStore", "TooLarge", "allowed_mime"]
+__all__ = ["ALLOWED_IMAGES", "NO_REFS", "AttachmentStore", "PromptRefs", "TooLarge", "allowed_mime",
+           "check_mention", "read_mention"]
 
 #: The image types an agent is given as images (ACP ``image`` blocks, Codex image inputs).
 ALLOWED_IMAGES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
@@ -49,9 +57,13 @@ def _name(name: str | None, mime: str) -> str:
     return name[:_MAX_NAME]
 
 
+def attachments_dir(data_dir: Path) -> Path:
+    return data_dir / "attachments"
+
+
 class AttachmentStore:
     def __init__(self, data_dir: Path, store: Store, max_bytes: int) -> None:
-        self.dir = data_dir / "attachments"
+        self.dir = attachments_dir(data_dir)
         self.store = store
         self.max_bytes = max_bytes
 
@@ -112,3 +124,107 @@ class AttachmentStore:
 
 def _unlink(path: Path) -> None:
     path.unlink(missing_ok=True)
+
+
+_NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def check_mention(rel: str) -> str:
+    """A mention as given: a relative path with no ``..`` (InvalidRequest otherwise)."""
+    path = PurePosixPath(rel)
+    if (not rel or "\0" in rel or path.is_absolute() or ".." in path.parts
+            or str(path) in ("", ".")):
+        raise InvalidRequest(f"mention {rel!r} is not a path inside the session's directory")
+    return str(path)
+
+
+def read_mention(cwd: str, rel: str, max_bytes: int) -> MentionPart:
+    """The file ``rel`` names in ``cwd``, opened one component at a time without
+    following a link (an agent may have planted one to lead out of it): a
+    regular file inside ``cwd``, its text when it is UTF-8 within ``max_bytes``.
+    Blocking; InvalidRequest in one line otherwise."""
+    rel = check_mention(rel)
+    parts = PurePosixPath(rel).parts
+    refused = InvalidRequest(f"mention {rel!r} is not a file inside the session's directory")
+    fds: list[int] = []
+    try:
+        fds.append(os.open(cwd, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        for name in parts[:-1]:
+            fds.append(os.open(name, _NOFOLLOW_DIR, dir_fd=fds[-1]))
+        fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     dir_fd=fds[-1])
+        fds.append(fd)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise refused
+        data = os.read(fd, max_bytes + 1) if st.st_size <= max_bytes else None
+    except OSError:
+        raise refused from None
+    finally:
+        for f in fds:
+            os.close(f)
+    text: str | None = None
+    if data is not None and len(data) <= max_bytes:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+    guessed = mimetypes.guess_type(rel)[0]
+    mime = guessed or ("text/plain" if text is not None else "application/octet-stream")
+    return MentionPart(path=os.path.join(cwd, rel), name=rel, mime=mime, text=text)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PromptRefs:
+    """What a message carries beside its text, as kept (the user message's
+    metadata, a queue entry's ``parts``) until its prompt is written."""
+
+    attachments: tuple[Attachment, ...] = ()
+    #: Paths relative to the session's cwd, as the person named them.
+    mentions: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.attachments or self.mentions)
+
+    def metadata(self) -> dict[str, Any]:
+        """The message DTO's ``metadata.attachments`` / ``metadata.mentions``."""
+        meta: dict[str, Any] = {}
+        if self.attachments:
+            meta["attachments"] = [a.to_dto() for a in self.attachments]
+        if self.mentions:
+            meta["mentions"] = list(self.mentions)
+        return meta
+
+    def stored(self) -> dict[str, Any]:
+        return {"attachments": [dataclasses.asdict(a) for a in self.attachments],
+                "mentions": list(self.mentions)}
+
+    @classmethod
+    def from_stored(cls, raw: Mapping[str, Any] | None) -> PromptRefs:
+        if not raw:
+            return cls()
+        return cls(attachments=tuple(Attachment(**a) for a in raw.get("attachments", ())),
+                   mentions=tuple(str(m) for m in raw.get("mentions", ())))
+
+    async def load(self, data_dir: Path, cwd: str, max_bytes: int) -> tuple[PromptPart, ...]:
+        """The parts for the agent: each attachment's bytes, each mention read
+        from ``cwd`` (InvalidRequest for one that is not a file there)."""
+        return await trio.to_thread.run_sync(self._load, attachments_dir(data_dir), cwd,
+                                             max_bytes)
+
+    def _load(self, folder: Path, cwd: str, max_bytes: int) -> tuple[PromptPart, ...]:
+        parts: list[PromptPart] = []
+        for a in self.attachments:
+            try:
+                data = (folder / a.sha256).read_bytes()
+            except OSError:
+                raise InvalidRequest(f"attachment {a.id} ({a.name}) is no longer stored") \
+                    from None
+            kind = ImagePart if a.mime in ALLOWED_IMAGES else FilePart
+            parts.append(kind(name=a.name, mime=a.mime, data=data))
+        parts += [read_mention(cwd, m, max_bytes) for m in self.mentions]
+        return tuple(parts)
+
+
+#: A message with nothing beside its text.
+NO_REFS: Final = PromptRefs()

@@ -44,6 +44,8 @@ def _unicode(value: str) -> str:
 
 #: Non-empty strings of bounded length.
 Id = Annotated[str, Field(min_length=1, max_length=64), AfterValidator(_unicode)]
+#: Attachments (and mentions) one message may carry.
+MAX_PARTS = 20
 Name = Annotated[str, Field(min_length=1, max_length=100), AfterValidator(_unicode)]
 Key = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_unicode)]
 Title = Annotated[str, Field(min_length=1, max_length=500), AfterValidator(_unicode)]
@@ -133,6 +135,12 @@ class MessageAdd(Request):
     #: what the first made and starts, queues or steers nothing again.
     client_message_id: Annotated[str, Field(min_length=1, max_length=128),
                                  AfterValidator(_unicode)] | None = None
+    #: DESIGN.md §19: uploads (POST /api/v1/attachments) of the caller's workspace.
+    attachments: Annotated[list[Id], Field(max_length=MAX_PARTS)] = []
+    #: DESIGN.md §19: files of the session's cwd, as paths relative to it.
+    mentions: Annotated[list[Annotated[str, Field(min_length=1, max_length=4096),
+                                       AfterValidator(_unicode)]],
+                        Field(max_length=MAX_PARTS)] = []
 
     _check_content = field_validator("content")(_prompt_limit)
 

@@ -5,11 +5,18 @@ revision in the same transaction, and returns the committed snapshot."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from ...models import Message, QueueEntry, QueueState
 from .connection import Connection
 from .values import QueueFull, new_id, now, storable
 
 __all__ = ["QueueRows"]
+
+
+def _parts(raw: str | None) -> dict[str, Any] | None:
+    return json.loads(raw) if raw else None
 
 
 class QueueRows(Connection):
@@ -22,7 +29,8 @@ class QueueRows(Connection):
             (session_id,)).fetchall()
         entries = tuple(QueueEntry(id=r["id"], session_id=session_id, content=r["content"],
                                    created_at=r["created_at"], position=i,
-                                   client_message_id=r["client_message_id"])
+                                   client_message_id=r["client_message_id"],
+                                   parts=_parts(r["parts"]))
                         for i, r in enumerate(rows))
         return QueueState(session_id=session_id, entries=entries,
                           auto_run=bool(row["auto_run"]) if row else True,
@@ -50,6 +58,7 @@ class QueueRows(Connection):
     def queue_add(self, session_id: str, content: str, *, max_entries: int,
                   head: bool = False, entry_id: str | None = None,
                   created_at: str | None = None, client_message_id: str | None = None,
+                  parts: dict[str, Any] | None = None,
                   ) -> tuple[QueueEntry, QueueState]:
         """Append (or, with ``head``, put first) an entry; ``QueueFull`` beyond ``max_entries``."""
         eid = entry_id or new_id()
@@ -59,9 +68,9 @@ class QueueRows(Connection):
                 raise QueueFull(f"the queue already holds {max_entries} messages")
             self.conn.execute(
                 "INSERT INTO queue_entries (id, session_id, content, position, created_at, "
-                "client_message_id) VALUES (?, ?, ?, ?, ?, ?)",
+                "client_message_id, parts) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (eid, session_id, storable(content), len(ids), created_at or now(),
-                 client_message_id))
+                 client_message_id, json.dumps(parts) if parts else None))
             self._queue_commit(session_id, [eid, *ids] if head else None)
         state = self.queue_state(session_id)
         entry = next(e for e in state.entries if e.id == eid)
@@ -104,7 +113,8 @@ class QueueRows(Connection):
                 taken = QueueEntry(id=row["id"], session_id=session_id,
                                    content=row["content"], created_at=row["created_at"],
                                    position=ids.index(target),
-                                   client_message_id=row["client_message_id"])
+                                   client_message_id=row["client_message_id"],
+                                   parts=_parts(row["parts"]))
                 self.conn.execute("DELETE FROM queue_entries WHERE id = ?", (target,))
                 ids.remove(target)
                 self._queue_commit(session_id, ids)

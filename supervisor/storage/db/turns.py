@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from ...models import Message, QueueState, Session, SessionState, StopReason, Turn, TurnState
@@ -21,6 +21,7 @@ __all__ = ["TurnRows"]
 class TurnRows(SessionRows, MessageRows, QueueRows):
     def open_turn(self, session_id: str, prompt: str, *, resume_queue: bool = False,
                   client_message_id: str | None = None,
+                  metadata: Mapping[str, Any] | None = None,
                   ) -> tuple[Turn, Message, Session, QueueState | None]:
         """Start a turn: the turn row, the user's message, session RUNNING — atomically.
 
@@ -29,7 +30,9 @@ class TurnRows(SessionRows, MessageRows, QueueRows):
         ts = now()
         turn = Turn(id=new_id(), session_id=session_id, state="running", stop_reason=None,
                     started_at=ts, ended_at=None)
-        meta = {} if client_message_id is None else {"client_message_id": client_message_id}
+        meta: dict[str, Any] = dict(metadata or {})  # (its attachments, mentions: §19)
+        if client_message_id is not None:
+            meta["client_message_id"] = client_message_id
         msg = Message(id=new_id(), session_id=session_id, turn_id=turn.id, role="user",
                       kind="text", content=prompt, metadata=meta, created_at=ts)
         with self._tx():
