@@ -155,7 +155,7 @@ class Turns:
         if client_message_id is not None:
             meta["client_message_id"] = client_message_id
         try:
-            await (ex.adapter.steer(text, parts) if parts else ex.adapter.steer(text))
+            await ex.adapter.steer(text, parts)
         except (LocalProtocolError, AgentRefused, AgentRequestError) as exc:
             # (An error answer, its details in its text: the turn it names is over.)
             raise Conflict(f"the agent did not take the steer: {exc}") from None
@@ -191,8 +191,7 @@ class Turns:
                     return
                 # Disarmed in the same step as the prompt's write (no checkpoint
                 # between): from here on a cancel is the protocol's.
-                ended = await (ex.adapter.prompt(text, parts) if parts else
-                               ex.adapter.prompt(text))
+                ended = await ex.adapter.prompt(text, parts)
             except TURN_ERRORS as exc:
                 ended = turn_error(exc)
             except AgentClosed:

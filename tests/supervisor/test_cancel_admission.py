@@ -27,10 +27,11 @@ class SlowOpenStore(InlineStore):
     """The real SQLite store on a disk that takes ``OPEN_TURN_S`` to open a turn."""
 
     async def open_turn(self, session_id: str, prompt: str, *, resume_queue: bool = False,
-                        client_message_id: str | None = None) -> tuple[Turn, Message]:
+                        client_message_id: str | None = None,
+                        metadata: dict[str, Any] | None = None) -> tuple[Turn, Message]:
         await trio.sleep(OPEN_TURN_S)
         return await super().open_turn(session_id, prompt, resume_queue=resume_queue,
-                                       client_message_id=client_message_id)
+                                       client_message_id=client_message_id, metadata=metadata)
 
 
 def _drain(sub: Any) -> list[str]:

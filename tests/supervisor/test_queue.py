@@ -13,6 +13,7 @@ import pytest
 import trio
 from trio.testing import MockClock
 
+from protocols.prompt_parts import PromptPart
 from supervisor.bus import Subscriber
 from supervisor.errors import InvalidRequest
 from supervisor.models import CANCELLED_STATUS, INTERRUPTED_STATUS, SessionState
@@ -386,7 +387,7 @@ async def test_a_steer_of_uncertain_delivery_is_never_sent_again(
         adapter = sup.lifecycle.executions[sid].adapter
         sent: list[str] = []
 
-        async def steer_without_answer(text: str) -> None:
+        async def steer_without_answer(text: str, parts: tuple[PromptPart, ...] = ()) -> None:
             sent.append(text)
             raise AgentTimeout("no answer to turn/steer")
 
@@ -412,7 +413,7 @@ async def test_a_steer_the_agent_refuses_is_queued(
         await _running(sup, caller, sid)
         adapter = sup.lifecycle.executions[sid].adapter
 
-        async def steer_refused(text: str) -> None:
+        async def steer_refused(text: str, parts: tuple[PromptPart, ...] = ()) -> None:
             raise AgentRequestError("turn/steer", -32600, "Invalid request",
                                     {"details": "the turn is ending"})
 
