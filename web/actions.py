@@ -24,6 +24,7 @@ from supervisor.turn.turn_outcome import StopWhen
 from .contract import requests as rq
 from .contract.requests import parse
 from .contract.schema import PROTOCOL_VERSION
+from .file_actions import FILE_ACTIONS
 from .offer_actions import OFFER_ACTIONS
 from .project_actions import PROJECT_ACTIONS, checkpoints_of
 from .stop_actions import STOP_ACTIONS, agent_profiles
@@ -282,6 +283,7 @@ ACTIONS: dict[str, Handler] = {
     **PROJECT_ACTIONS,
     **STOP_ACTIONS,
     **OFFER_ACTIONS,
+    **FILE_ACTIONS,
 }
 
 #: Actions one connection's requests apply in the order it sent them (a burst

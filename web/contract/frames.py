@@ -295,6 +295,11 @@ class OptionSetAnswer(Success):
     applied: Literal["now", "next_turn"]
 
 
+class FilesAnswer(DTO):
+    #: At most 50 paths relative to the session's cwd (no link, nothing under .git).
+    files: list[str]
+
+
 class OptionsChanged(DTO):
     session_id: str
     options: list[OptionDTO]
@@ -355,6 +360,7 @@ RESPONSES: dict[str, type[BaseModel]] = {
     "session.kill_strays": KillStraysAnswer,
     "workspace.stop_all": StopAllAnswer,
     "session.option.set": OptionSetAnswer,
+    "session.files": FilesAnswer,
     "permission.respond": Success,
     "server.info": ServerInfo,
     "ping": EmptyAnswer,

@@ -204,6 +204,13 @@ class SessionOptionSet(Request):
     value: Key
 
 
+class SessionFiles(Request):
+    """DESIGN.md §19: files of the session's cwd to mention, their path holding ``query``."""
+
+    session_id: Id
+    query: Annotated[str, Field(max_length=200), AfterValidator(_unicode)] | None = None
+
+
 class AgentStopNow(Request):
     """DESIGN.md §15: a late cancel escalates at once (no second cancel)."""
 
@@ -301,6 +308,7 @@ REQUESTS: dict[str, type[Request]] = {
     "session.kill_strays": SessionRef,
     "workspace.stop_all": NoPayload,
     "session.option.set": SessionOptionSet,
+    "session.files": SessionFiles,
 }
 
 # One clear sentence per kind of failure, worded as the hand-written checks were.
