@@ -4,9 +4,12 @@
 // shared cancel control from cancel-control.js beside Send. Only one composer is mounted at a
 // time, so every test id stays unique on the page.
 
+import { createAttachTray } from "./attach-tray.js";
+import { uploadAttachment } from "./attachments.js";
 import { createCancelControl } from "./cancel-control.js";
 import { createCommandMenu } from "./command-menu.js";
 import { h, setAttr } from "./dom.js";
+import { createMentionMenu } from "./mention-menu.js";
 import { createOptionBar } from "./option-bar.js";
 
 export const COMPACT_QUERY = "(max-width: 640px)";
@@ -22,8 +25,11 @@ export function keyHint(view) {
  * the draft); delivery "steer" for the steer button and Alt+Enter, else undefined.
  * onCancel() asks to cancel the selected session's turn. onSetOption({session_id, option_id,
  * value}) -> Promise<{applied}> sets one of the agent's options (DESIGN.md §19).
+ * onListFiles(query) -> Promise<[path]> feeds the `@` menu; onUpload(file) -> Promise<{attachment_id,
+ * name, mime, size}> uploads a file (DESIGN.md §19). onSend's third argument is {attachments:
+ * [id], mentions: [path]} when the message carries any, else {}.
  */
-export function createComposer({ layout, onSend, onCancel, onCancelRevert, onStopAfterStep, onTyping, onSetOption }) {
+export function createComposer({ layout, onSend, onCancel, onCancelRevert, onStopAfterStep, onTyping, onSetOption, onListFiles, onUpload = uploadAttachment }) {
   const compact = layout === "compact";
   const placeholder = compact ? "Message the agent" : "Message the agent (Enter sends, Shift+Enter adds a line, Esc cancels)";
   const input = h("textarea", {
@@ -63,23 +69,24 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert, onSto
   afterStep.addEventListener("click", () => {
     if (!afterStep.disabled) onStopAfterStep?.();
   });
-  const actions = h("div", { class: "composer-actions" }, cancelRevert, afterStep, cancel.el, steer, send);
+  // DESIGN.md §19: files for the agent, and `@` mentions of the session's files.
+  const formEl = h("form", {});
+  const tray = createAttachTray({ upload: (file) => onUpload(file), onChange: () => refresh(), form: formEl, input, compact });
+  const mentionMenu = createMentionMenu({ input, listFiles: (query) => onListFiles(query) });
+  const actions = h("div", { class: "composer-actions" }, tray.button, cancelRevert, afterStep, cancel.el, steer, send);
   // DESIGN.md §19: the agent's options and usage above the input, its commands on "/".
   const offers = createOptionBar({ compact, onSet: (payload) => onSetOption(payload) });
   const menu = createCommandMenu({ input });
   // The row wraps (actions under the input) before the input would get narrower than a usable
   // width, so a phone with Cancel shown still has room to type.
-  const form = compact
-    ? h("form", { class: "composer composer--compact" }, menu.list, error, note, cancel.note, offers.el, h("div", { class: "composer-row" }, input, actions), hint, menu.ghost)
-    : h(
-        "form",
-        { class: "composer composer--desktop" },
-        menu.list,
-        offers.el,
-        input,
-        menu.ghost,
-        h("div", { class: "composer-bar" }, error, note, cancel.note, hint, actions),
-      );
+  const form = formEl;
+  form.className = `composer composer--${compact ? "compact" : "desktop"}`;
+  if (compact) {
+    form.append(menu.list, mentionMenu.list, error, note, cancel.note, offers.el, tray.list, h("div", { class: "composer-row" }, input, actions), hint, menu.ghost, tray.picker);
+  } else {
+    const bar = h("div", { class: "composer-bar" }, error, note, cancel.note, hint, actions);
+    form.append(menu.list, mentionMenu.list, offers.el, tray.list, input, menu.ghost, bar, tray.picker);
+  }
   form.dataset.testid = "composer";
   form.dataset.layout = layout;
 
@@ -89,16 +96,20 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert, onSto
 
   async function submit(delivery) {
     const text = input.value.trim();
-    if (!text || !view || view.sendDisabled || sending) return;
+    if (!text || !view || view.sendDisabled || sending || tray.blocked()) return;
     // The button pressed is disabled while sending and drops the focus: it goes back to the
     // input afterwards, so the next message (or Esc) goes on from there.
     const hadFocus = form.contains(document.activeElement);
     sending = true;
     refresh();
     try {
-      if (await onSend(text, delivery)) {
+      const [attachments, mentions] = [tray.ids(), mentionMenu.mentions()];
+      const parts = attachments.length + mentions.length ? { attachments, mentions } : {};
+      if (await onSend(text, delivery, parts)) {
         // Keep whatever was typed meanwhile only if it differs from what was sent.
         if (input.value.trim() === text) input.value = "";
+        tray.clear();
+        mentionMenu.clear();
         fit();
       }
     } finally {
@@ -116,6 +127,7 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert, onSto
   });
   input.addEventListener("keydown", (event) => {
     if (menu.keydown(event)) return; // the `/` menu's own keys (Esc closes it, nothing more)
+    if (mentionMenu.keydown(event)) return; // and the `@` menu's
     // Offline, Enter and Esc cannot reach the server: say so where the person looks.
     const enter = event.key === "Enter" && !event.shiftKey && !event.isComposing;
     if (view?.offline && (enter || (event.key === "Escape" && view.running))) {
@@ -151,7 +163,13 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert, onSto
     fit();
     refresh();
     menu.refresh();
+    mentionMenu.refresh();
   });
+  // The caret moved without typing: the `@` under it may be another one, or none.
+  input.addEventListener("keyup", (event) => {
+    if (["ArrowLeft", "ArrowRight", "Home", "End"].includes(event.key)) mentionMenu.refresh();
+  });
+  input.addEventListener("click", () => mentionMenu.refresh());
   // Typing on a phone: the page folds its header away while the input has the focus. When a
   // tap takes the focus away, it unfolds only once that tap's click is done: the tap must land
   // where it was aimed, before the header comes back and moves the page under it.
@@ -175,19 +193,24 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert, onSto
   document.addEventListener("pointercancel", released, true);
   input.addEventListener("focus", () => {
     menu.refresh();
+    mentionMenu.refresh();
     unfoldAfterPress = false;
     onTyping?.(true);
   });
   input.addEventListener("blur", () => {
     menu.refresh();
+    mentionMenu.refresh();
     if (pressing) unfoldAfterPress = true;
     else unfold();
   });
 
   function refresh() {
     if (!view) return;
-    send.disabled = view.sendDisabled || sending || input.value.trim() === "";
-    send.title = view.offline ? "Offline: waiting for the server" : "";
+    const waiting = tray.blocked();
+    send.disabled = view.sendDisabled || sending || input.value.trim() === "" || Boolean(waiting);
+    send.title = view.offline ? "Offline: waiting for the server" : waiting ?? "";
+    // Files go with a message to a session's agent (a new session's first prompt takes none).
+    tray.setEnabled(Boolean(view.sessionId) && !view.offline);
     input.placeholder = view.offline
       ? "Offline: waiting for the server…"
       : view.running
@@ -225,6 +248,18 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert, onSto
     },
     get draft() {
       return input.value;
+    },
+    /** What the other layout's composer takes over: the draft, its files and mentions, the focus. */
+    get carried() {
+      return { draft: input.value, chips: tray.chips, mentions: mentionMenu.recorded, focused: document.activeElement === input };
+    },
+    set carried(next) {
+      input.value = next.draft;
+      tray.chips = next.chips;
+      mentionMenu.recorded = next.mentions;
+      fit();
+      refresh();
+      if (next.focused) input.focus();
     },
     set draft(text) {
       input.value = text;

@@ -3,6 +3,7 @@
 // stays put while an agent writes. Agent text is a live Markdown view (markdown.js) that renders
 // only the still-open block per chunk.
 
+import { renderMessageParts } from "./attach-tray.js";
 import { h, timeElement } from "./dom.js";
 import { createMarkdownView } from "./markdown.js";
 import { humanizeError } from "./status.js";
@@ -64,6 +65,7 @@ function renderText(message) {
       { class: "bubble" },
       steered ? h("p", { class: "steer-kicker", dataset: { testid: "steered-mark" } }, "Sent into the running turn") : null,
       h("div", { class: "msg-text" }, content),
+      message.role === "user" ? renderMessageParts(message) : null, // DESIGN.md §19
       timeElement(message.created_at, "msg-time"),
     ),
     view: null,

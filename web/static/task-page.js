@@ -8,6 +8,7 @@ import { createConnectionBanner } from "./connection-banner.js";
 import { h } from "./dom.js";
 import { createMessageList } from "./messages.js";
 import { createAgentPicker } from "./agent-picker.js";
+import { sessionFiles } from "./attachments.js";
 import { createItemDialog } from "./item-dialog.js";
 import { createRevertDialog } from "./revert-dialog.js";
 import * as L from "./lists.js";
@@ -209,8 +210,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
   function mountComposer() {
     const layout = compactQuery.matches ? "compact" : "desktop";
     if (composer && composer.layout === layout) return;
-    const draft = composer?.draft ?? "";
-    const focused = composer?.hasFocus() ?? false;
+    const carried = composer?.carried ?? null; // the draft, its files and mentions, the focus
     composer = createComposer({
       layout,
       onSend: send,
@@ -218,13 +218,13 @@ export function mountTaskPage(root, boot, env = globalThis) {
       onCancelRevert: () => changes.cancelAndUndo(), // asks first (DESIGN.md §15)
       onStopAfterStep: () => actions.cancel({ when: "after_step" }), // DESIGN.md §18
       onSetOption: (payload) => ws.request("session.option.set", payload), // DESIGN.md §19
+      onListFiles: (query) => sessionFiles(ws, state.sessions[state.selectedSessionId]?.id, query),
       // With the phone's keyboard up, the conversation gets the room the header took.
       onTyping: (typing) => pageEl.classList.toggle("is-typing", typing && layout === "compact"),
     });
-    composer.draft = draft;
     composerSlot.replaceChildren(composer.el);
     composer.update(composerViewNow());
-    if (focused) composer.focus();
+    if (carried) composer.carried = carried;
   }
   compactQuery.addEventListener("change", mountComposer);
   const layout = root.querySelector(".task-layout");
@@ -527,7 +527,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
     follow(sid);
   }
 
-  async function send(text, delivery = "auto") {
+  async function send(text, delivery = "auto", parts = {}) {
     const sid = state.selectedSessionId;
     if (!sid || !state.sessions[sid]) return launcher.launch(picker.value, text);
     delete composerNotes[sid];
@@ -535,7 +535,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
       // "auto": starts a turn when the agent is free, else joins the queue (DESIGN.md §9).
       // One client_message_id per message (DESIGN.md §14): sent again after a lost connection,
       // the backend answers what the first attempt made and runs nothing twice.
-      const payload = { session_id: sid, content: text, delivery, client_message_id: `m-${newRequestId()}-${Date.now()}` };
+      const payload = { session_id: sid, content: text, delivery, client_message_id: `m-${newRequestId()}-${Date.now()}`, ...parts }; // + files, @mentions (§19)
       const outcome = messageAddOutcome(await sendOnce(payload));
       if (outcome.steerUnsupported) {
         steerRefused.add(sid);
