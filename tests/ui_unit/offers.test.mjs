@@ -20,6 +20,7 @@ import {
   shortOptionName,
   splitOptions,
   usageText,
+  typedWhole,
 } from "../../web/static/offers.js";
 import * as S from "../../web/static/state.js";
 import { T, boot, session } from "./fixtures.mjs";
@@ -165,5 +166,18 @@ describe("the agent picker's cancel figures", () => {
     assert.equal(cancelFiguresText({ ...figures, count: 0 }), null);
     assert.equal(cancelFiguresText(undefined), null);
     assert.equal(cancelFiguresTitle(null), null);
+  });
+});
+
+describe("Enter with the command menu open", () => {
+  const commands = [{ name: "permission" }, { name: "permissions-reset" }, { name: "delay" }];
+  it("sends a command whose whole name is typed", () => {
+    assert.equal(typedWhole(commands, "/permission"), true);
+    assert.equal(typedWhole(commands, "/Delay"), true);
+  });
+  it("picks while the name is only begun, or nothing but the slash is typed", () => {
+    assert.equal(typedWhole(commands, "/perm"), false);
+    assert.equal(typedWhole(commands, "/"), false);
+    assert.equal(typedWhole(commands, "/delay now"), false); // the menu is closed then anyway
   });
 });

@@ -1,12 +1,13 @@
 // The `/` menu of the composer (DESIGN.md §19): typing `/` at the start of the input lists the
 // session's slash commands (name and description), filtered as the name is typed; Up/Down move,
-// Enter or Tab pick, Esc closes (and does not cancel the turn); a click picks too. Picking
+// Enter or Tab pick (Enter sends when a whole command name is typed already), Esc closes (and
+// does not cancel the turn); a click picks too. Picking
 // leaves "/name " in the input, and the command's input hint shows after it, greyed like a
 // placeholder, until something more is typed. The command goes as the prompt's text: the agent
 // reads it there (ACP).
 
 import { h, setAttr } from "./dom.js";
-import { commandHint, commandName, filterCommands, pickedText } from "./offers.js";
+import { commandHint, commandName, filterCommands, pickedText, typedWhole } from "./offers.js";
 
 const NONE = Object.freeze([]);
 let menus = 0; // ids for aria-controls / aria-activedescendant, unique per mounted menu
@@ -99,6 +100,8 @@ export function createCommandMenu({ input }) {
       if (list.hidden || event.isComposing) return false;
       if (event.key === "ArrowDown" || event.key === "ArrowUp") {
         active = (active + (event.key === "ArrowDown" ? 1 : shown.length - 1)) % shown.length;
+      } else if (event.key === "Enter" && !event.shiftKey && !event.altKey && typedWhole(commands, input.value)) {
+        return false; // a whole command typed: Enter sends it as it is (the composer's)
       } else if ((event.key === "Enter" && !event.shiftKey && !event.altKey) || (event.key === "Tab" && !event.shiftKey)) {
         pick(shown[active]);
       } else if (event.key === "Escape") {

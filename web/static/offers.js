@@ -124,6 +124,15 @@ export function filterCommands(commands, text) {
   return [...starts, ...contains];
 }
 
+/** Whether Enter sends ``text`` as it is although the menu is open: the whole name of a
+ * command is typed already (picking would only add a space), as a person who knows the
+ * command types it. */
+export function typedWhole(commands, text) {
+  const query = commandQuery(text);
+  return query !== null && query !== "" && (Array.isArray(commands) ? commands : [])
+    .some((c) => commandName(c).toLowerCase() === query.toLowerCase());
+}
+
 /** The text a picked command leaves in the input: its name and a space for its input. */
 export function pickedText(command) {
   return `/${commandName(command)} `;
