@@ -82,15 +82,17 @@ def _sent_actions(page: Page) -> list[str]:
 
 
 def _composer_buttons_share_one_row(page: Page) -> None:
-    """The composer's visible buttons sit on one line (the same top, within a few px), each at
+    """The composer's turn controls sit on one line (the same top, within a few px), each at
     least 40 px tall, and nothing runs past the window's edge."""
     width = page.evaluate("() => window.innerWidth")
     assert page.evaluate("() => document.documentElement.scrollWidth") <= width
-    buttons = page.locator('[data-testid="composer"] button:visible')
+    buttons = page.locator('[data-testid="composer"] .composer-actions button:visible')
     boxes = [b.bounding_box() for b in buttons.all()]
-    assert len(boxes) == 4, boxes  # Cancel and undo, Cancel, Steer, Queue
+    # Finish (stop after the step), Cancel and undo, Cancel, Steer, Queue (the attach button is
+    # beside the input)
+    assert len(boxes) == 5, boxes
     tops = [b["y"] for b in boxes if b]
-    assert len(tops) == 4 and max(tops) - min(tops) <= 4, boxes
+    assert len(tops) == 5 and max(tops) - min(tops) <= 4, (buttons.all_inner_texts(), boxes)
     for b in boxes:
         assert b and b["height"] >= 40 and b["x"] >= 0 and b["x"] + b["width"] <= width + 0.5, b
 

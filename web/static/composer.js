@@ -63,8 +63,9 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert, onSto
   // pending (the cancel control then means "stop now").
   const afterStep = h(
     "button",
-    { type: "button", class: "btn btn-secondary btn-after-step", hidden: true, dataset: { testid: "stop-after-step-button" }, title: "Let the running step finish, then stop the turn", "aria-label": compact ? "After step: stop after this step" : "Stop after this step" },
-    compact ? "After step" : "Stop after this step",
+    { type: "button", class: "btn btn-secondary btn-after-step", hidden: true, dataset: { testid: "stop-after-step-button" }, title: "Let the running step finish, then stop the turn", "aria-label": compact ? "Finish: stop after this step" : "Stop after this step" },
+    // (A phone's row holds Undo, this, Cancel, Steer and Queue on one line at 390 px.)
+    compact ? "Finish" : "Stop after this step",
   );
   afterStep.addEventListener("click", () => {
     if (!afterStep.disabled) onStopAfterStep?.();
@@ -73,7 +74,9 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert, onSto
   const formEl = h("form", {});
   const tray = createAttachTray({ upload: (file) => onUpload(file), onChange: () => refresh(), form: formEl, input, compact });
   const mentionMenu = createMentionMenu({ input, listFiles: (query) => onListFiles(query) });
-  const actions = h("div", { class: "composer-actions" }, tray.button, cancelRevert, afterStep, cancel.el, steer, send);
+  // On a phone the attach button sits beside the input, as in a messenger, leaving the action
+  // row to the turn's controls (they share one line at 390 px).
+  const actions = h("div", { class: "composer-actions" }, ...(compact ? [] : [tray.button]), cancelRevert, afterStep, cancel.el, steer, send);
   // DESIGN.md §19: the agent's options and usage above the input, its commands on "/".
   const offers = createOptionBar({ compact, onSet: (payload) => onSetOption(payload) });
   const menu = createCommandMenu({ input });
@@ -82,7 +85,7 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert, onSto
   const form = formEl;
   form.className = `composer composer--${compact ? "compact" : "desktop"}`;
   if (compact) {
-    form.append(menu.list, mentionMenu.list, error, note, cancel.note, offers.el, tray.list, h("div", { class: "composer-row" }, input, actions), hint, menu.ghost, tray.picker);
+    form.append(menu.list, mentionMenu.list, error, note, cancel.note, offers.el, tray.list, h("div", { class: "composer-row" }, tray.button, input, actions), hint, menu.ghost, tray.picker);
   } else {
     const bar = h("div", { class: "composer-bar" }, error, note, cancel.note, hint, actions);
     form.append(menu.list, mentionMenu.list, offers.el, tray.list, input, menu.ghost, bar, tray.picker);
