@@ -55,6 +55,10 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/task-sessions/<session_id>/kill-strays"): "api-session",
     # The caller's own workspace's turns (another's are never touched: the WS check below).
     ("POST", "/api/v1/stop-all"): "api-list",
+    # An upload is the caller's workspace's; reading one back, another's id is not found
+    # (tests/web/test_attachment_download.py holds a real upload of A read by B).
+    ("POST", "/api/v1/attachments"): "api-create",
+    ("GET", "/api/v1/attachments/<attachment_id>"): "api-session",
     ("GET", "/api/v1/debug/cancel-stages"): "api-session-query",
     ("GET", "/api/v1/boot"): "api-task-query",
     # The contract: the same for every token (no workspace's data in it).
@@ -84,6 +88,7 @@ def url(rule: str, task_id: str, sid: str) -> str:
     path = rule.replace("<task_id>", task_id).replace("<session_id>", sid)
     # (A turn of that session: the session decides, whatever the turn.)
     path = path.replace("<turn_id>", task_id)
+    path = path.replace("<attachment_id>", sid)  # an id that is no upload of anyone's
     path = path.replace("<entry_id>", sid)  # an id that is no entry of anyone's
     path = path.replace("<path:filename>", "app.js")
     if rule == "/api/v1/debug/cancel-stages":
