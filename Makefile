@@ -33,9 +33,10 @@ browser-deps:
 	@command -v /usr/bin/chromium >/dev/null 2>&1 || bash scripts/install_chromium.sh
 
 # Debian's bubblewrap and passt: the agent sandbox and its network, on by default where they
-# run (their tests need them).
+# run (their tests need them); OpenSSH's client and server for the ssh executor's tests.
 sandbox-deps:
 	@bash scripts/install_bubblewrap.sh
+	@bash scripts/install_ssh.sh
 
 # Podman, runc and debootstrap for the container executor's tests (tests/container).
 container-deps:
