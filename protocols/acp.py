@@ -31,9 +31,10 @@ Steering (claude-agent-acp's extension, ``can_steer``: ``_meta.steering.supporte
 user input into the running turn (``injected``), or, with none running, leaves it to us
 (``promptRequired``). A ``session/prompt`` sent during a turn is a queued turn of its own.
 
-Options, commands, usage and titles, and ``set_option``: acp_session.py. ``mcp_servers`` go
-with every session opened or restored (``McpUnsupported`` for a kind the agent's capabilities
-leave out, before anything is sent): protocols/mcp.py.
+Options, commands, usage, titles, ``set_option``: acp_session.py; ``initialize``'s answer:
+acp_setup.py; ``authMethods``, ``authenticate``: acp_auth.py (a session answered
+``auth_required``, -32000, is the caller's to log in and retry).  ``mcp_servers`` go with
+every session opened or restored (``McpUnsupported`` before anything is sent): mcp.py.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from __future__ import annotations
 from typing import Any, Final, Literal
 
 from . import acp_v2
+from .acp_auth import AuthMethod, authenticate_params
 from .acp_incoming import (
     HISTORY_KINDS,
     is_request_id,
@@ -52,6 +54,7 @@ from .acp_incoming import (
     withdrawn_answer,
 )
 from .acp_session import SESSION_KINDS, SessionState
+from .acp_setup import read_initialized
 from .acp_subagents import ChildSessions
 from .acp_v2 import AcpVersion
 from .core import ClientEvent, CoreBase
@@ -148,6 +151,8 @@ class AcpClient(CoreBase):
         #: The session's options (protocols/acp_session.py).
         self.session = SessionState()
         self.mcp_servers: tuple[McpServer, ...] = ()  # every session's (protocols/mcp.py)
+        #: How the agent logs in (``initialize``'s ``authMethods``: protocols/acp_auth.py).
+        self.auth_methods: tuple[AuthMethod, ...] = ()
 
     # -- requests we make ---------------------------------------------------
 
@@ -240,6 +245,14 @@ class AcpClient(CoreBase):
         rid, data = self.rpc.send_request(method, params)
         self._restores[rid] = (method, session_id, replay)
         return rid, data
+
+    def authenticate(self, method_id: str, key: str | None = None) -> tuple[int, bytes]:
+        """``authenticate {methodId}`` (the key too where the method takes it
+        there); ValueError, nothing sent, for a method the agent did not list."""
+        method = next((m for m in self.auth_methods if m.id == method_id), None)
+        if method is None:
+            raise ValueError(f"the agent offers no login method {method_id!r}")
+        return self.rpc.send_request("authenticate", authenticate_params(method, key))
 
     def set_option(self, option_id: str, value: str) -> tuple[int, bytes]:
         """``session/set_config_option`` (legacy shapes: ``set_mode``/``set_model``);
@@ -435,32 +448,15 @@ class AcpClient(CoreBase):
                 self._events.append(ev)
 
     def _on_initialized(self, ev: Response) -> None:
-        result = ev.result if isinstance(ev.result, dict) else {}
-        answered = result.get("protocolVersion")
-        offered = 1 if self.acp_version == 1 else 2
-        # The agent answers the version offered or its own latest; one we
-        # did not offer (or cannot speak) ends the connection here.
-        if type(answered) is not int or not 1 <= answered <= offered:
-            self._events.append(ErrorResponse(
-                id=ev.id, method=ev.method, code=-32603,
-                message=f"the agent answered protocolVersion {answered!r}; "
-                        f"this client speaks 1..{offered}",
-            ))
+        said = read_initialized(self.acp_version, ev)
+        if isinstance(said, ErrorResponse):
+            self._events.append(said)
             return
-        if self.acp_version == 2 and answered != 2:
-            self._events.append(ErrorResponse(
-                id=ev.id, method=ev.method, code=-32603,
-                message=f"the profile asks for ACP 2; the agent answered {answered}",
-            ))
-            return
-        self.version = answered
-        v2 = answered == 2
-        info = result.get("info" if v2 else "agentInfo")
-        self.agent_info = info if isinstance(info, dict) else {}
-        caps = result.get("capabilities" if v2 else "agentCapabilities")
-        self.agent_capabilities = caps if isinstance(caps, dict) else {}
-        meta = result.get("_meta")
-        self.agent_meta = meta if isinstance(meta, dict) else {}
+        self.version = said.version
+        self.agent_info = said.agent_info
+        self.agent_capabilities = said.capabilities
+        self.agent_meta = said.meta
+        self.auth_methods = said.auth_methods
         self._events.append(ev)
 
     def _on_accepted(self, result: Any) -> None:

@@ -9,9 +9,8 @@ bounded by ``AdapterTimeouts``.
 requires to pending permission requests); the turn is over when the pending
 ``prompt()`` returns, normally with stop reason ``cancelled``.
 
-ACP requests that time out (``initialize``, ``session/new``,
-``session/resume``, ``session/load``) are withdrawn with ``$/cancel_request``
-before the adapter gives up.
+ACP requests that time out (``initialize``, ``session/new|resume|load``) are withdrawn
+with ``$/cancel_request``.  An agent that needs a login first: ``AuthRequired``; ``login``.
 
 ``restore_session`` reopens a conversation in a fresh agent process (after a
 restart, a crash, an escalation, an idle stop) instead of ``new_session``:
@@ -43,7 +42,9 @@ from typing import Literal, Protocol, TypeAlias
 
 import trio
 
+from . import codex_account
 from .acp import AcpClient, AcpVersion
+from .acp_auth import AUTH_REQUIRED, AuthRequired
 from .codex import CodexClient
 from .events import AgentEvent, SubagentChanged, TurnEnded
 from .framing import DEFAULT_MAX_LINE_BYTES
@@ -174,6 +175,7 @@ class AgentAdapter(Protocol):
     def subagent(self, subagent_id: str) -> SubagentChanged | None: ...
     async def cancel_subagent(self, subagent_id: str) -> bool: ...
     async def set_option(self, option_id: str, value: str) -> OptionApplied: ...
+    async def login(self, method_id: str, key: str | None = None) -> None: ...
 
 
 class _Base:
@@ -363,8 +365,7 @@ class AcpAdapter(_Base):
     async def new_session(self, cwd: str) -> str:
         self.core.mcp_servers = self.mcp_servers
         rid, data = self.core.new_session(cwd)
-        await self.connection.request(rid, data, timeout_s=self.timeouts.session_s,
-                                      withdraw=self.core.cancel_request)
+        await self._opening(rid, data)
         assert self.core.session_id is not None
         return self.core.session_id
 
@@ -386,11 +387,26 @@ class AcpAdapter(_Base):
             raise RestoreUnsupported(
                 "the agent advertises neither session/resume nor session/load"
             )
-        await self.connection.request(rid, data, timeout_s=self.timeouts.session_s,
-                                      withdraw=self.core.cancel_request)
+        await self._opening(rid, data)
         assert self.core.session_id == agent_session_id
         return Restored(agent_session_id=agent_session_id, method=method,
                         replayed=self.core.last_replayed)
+
+    async def _opening(self, rid: int, data: bytes) -> None:
+        """A session opened or restored; ``auth_required`` is ``AuthRequired``."""
+        try:
+            await self.connection.request(rid, data, timeout_s=self.timeouts.session_s,
+                                          withdraw=self.core.cancel_request)
+        except AgentRequestError as exc:
+            if exc.code != AUTH_REQUIRED:
+                raise
+            raise AuthRequired(self.core.auth_methods, str(exc)) from None
+
+    async def login(self, method_id: str, key: str | None = None) -> None:
+        """``authenticate {methodId}`` (ValueError, nothing sent, for a method not
+        offered), waiting ``session_s``: the agent may wait on a person's login."""
+        rid, data = self.core.authenticate(method_id, key)
+        await self.connection.request(rid, data, timeout_s=self.timeouts.session_s)
 
     async def steer(self, text: str, parts: tuple[PromptPart, ...] = ()) -> None:
         """``_session/steering`` into the running turn where the agent offers
@@ -476,7 +492,23 @@ class CodexAdapter(_Base):
         self.agent_version = said.split()[0][:120] if isinstance(said, str) and said else None
         await self.connection.send(self.core.initialized())
 
+    async def _check_account(self) -> None:
+        """``account/read``: logged out is ``AuthRequired`` (protocols/codex_account.py)."""
+        rid, data = codex_account.account_read(self.core.rpc)
+        with contextlib.suppress(AgentRequestError):
+            if codex_account.needs_login(await self.connection.request(
+                    rid, data, timeout_s=self.timeouts.request_s)):
+                raise AuthRequired(codex_account.CODEX_METHODS, "Codex is not logged in")
+
+    async def login(self, method_id: str, key: str | None = None) -> None:
+        """``account/login/start`` with a key; ``chatgpt`` is done in a terminal."""
+        if method_id == "chatgpt":
+            return
+        rid, data = codex_account.login_start(self.core.rpc, method_id, key)
+        await self.connection.request(rid, data, timeout_s=self.timeouts.request_s)
+
     async def new_session(self, cwd: str) -> str:
+        await self._check_account()
         rid, data = self.core.thread_start(cwd, **self._thread_params())
         await self.connection.request(rid, data, timeout_s=self.timeouts.session_s)
         assert self.core.thread_id is not None
@@ -514,6 +546,7 @@ class CodexAdapter(_Base):
         ``session_s``); ``AgentRequestError`` when the agent has no such
         thread (no rollout), ``AgentTimeout``, ``AgentClosed``."""
         self._check_open()
+        await self._check_account()
         rid, data = self.core.thread_resume(agent_session_id, cwd, **self._thread_params())
         await self.connection.request(rid, data, timeout_s=self.timeouts.session_s)
         assert self.core.thread_id is not None
@@ -542,7 +575,6 @@ class CodexAdapter(_Base):
         # turn/interrupt's answer ({}) is not waited for: the turn is over only
         # at turn/completed, which prompt() is already waiting on.
         await self.connection.send(self._take_cancel())
-
 
 
 def make_adapter(

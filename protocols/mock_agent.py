@@ -105,6 +105,10 @@ The behaviours are sans-IO scripts run by one state machine (protocols/mock/:
 (``protocols/mock/stdio.py``), and the tests' in-process agent
 (tests/supervisor/fake_agent.py) runs the same machine on a Trio memory stream.
 
+Login (DESIGN.md §19, ``--login``: the ``mock-login`` profiles): logged out it answers
+``auth_required`` to every session until ``authenticate`` (an ``env_var`` key method and a
+``terminal`` one, ``--sign-in``) or Codex's ``account/login/start``: protocols/mock/login.py.
+
 Options and commands (DESIGN.md §19, protocols/mock/options.py): the session
 offers a mode (default, plan, yolo) and a model (mock-fast, mock-smart), kept
 with the session.  ACP: ``configOptions`` in every session answer, set with
@@ -135,9 +139,11 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 
 from .mock import stdio
 from .mock.base import Script
+from .mock.login import sign_in
 from .mock.machine import MockMachine
 from .mock.sessions import STATE_DIR_ENV, SessionStore
 
@@ -164,6 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--legacy-options", action="store_true",
                         help="ACP v1: offer the mode and model as the legacy modes/models "
                              "(session/set_mode, session/set_model) instead of configOptions")
+    parser.add_argument("--login", action="store_true",
+                        help="need a login before a session (protocols/mock/login.py)")
+    parser.add_argument("--sign-in", action="store_true",
+                        help="sign in (the --login terminal method) in this home, and exit")
     parser.add_argument("--no-images", action="store_true",
                         help="ACP: do not advertise image prompts (promptCapabilities.image)")
     return parser
@@ -177,11 +187,16 @@ def machine(args: argparse.Namespace,
     return MockMachine(args.protocol, SessionStore.from_environment(), restore=restore,
                        steering=args.steering, acp_max_version=args.acp_version, extra=extra,
                        spawn=stdio.spawn, legacy_options=args.legacy_options,
-                       images=not args.no_images)
+                       images=not args.no_images, login=args.login)
 
 
 def main(argv: list[str] | None = None) -> int:
-    return stdio.serve(machine(build_parser().parse_args(argv)))
+    args = build_parser().parse_args(argv)
+    if args.sign_in:
+        sign_in("mock-terminal")
+        print(f"signed in (in {Path.home()})")
+        return 0
+    return stdio.serve(machine(args))
 
 
 if __name__ == "__main__":

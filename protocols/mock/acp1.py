@@ -6,7 +6,7 @@ from typing import Any
 
 from .. import mock_edits
 from ..mock_edits import Edit
-from . import attachments, options
+from . import attachments, login, options
 from .base import SESSION_NOT_FOUND, Child, Turn, Wire, prompt_text
 from .commands import available_commands
 from .mcp import ACP1_CAPABILITIES
@@ -65,7 +65,8 @@ class Acp1Wire(Wire):
         if "resume" in restore:
             caps["sessionCapabilities"] = {"resume": {}}
         result: dict[str, Any] = {"protocolVersion": 1, "agentCapabilities": caps,
-                                  "agentInfo": AGENT_INFO, "authMethods": []}
+                                  "agentInfo": AGENT_INFO,
+                                  "authMethods": login.acp_methods(self.agent)}
         if self.agent.steering:
             result["_meta"] = {"steering": {"supported": True}}
         return result

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import attachments
+from . import attachments, login
 from .acp1 import AGENT_INFO, PERMISSION_TOOL, Acp1Wire
 from .base import Child, Turn
 from .mcp import ACP2_CAPABILITIES
@@ -28,7 +28,8 @@ class Acp2Wire(Acp1Wire):
 
     def initialized(self) -> dict[str, Any]:
         result: dict[str, Any] = {
-            "protocolVersion": 2, "authMethods": [], "info": AGENT_INFO,
+            "protocolVersion": 2, "authMethods": login.acp_methods(self.agent),
+            "info": AGENT_INFO,
             # session: the baseline (resume with or without replay).
             # (mcp: stdio and http, so an SSE server is refused before the session opens.)
             "capabilities": ({"session": {"mcp": dict(ACP2_CAPABILITIES)}}

@@ -179,6 +179,8 @@ class Agent(Protocol):
     images: bool
     #: What the last prompt carried beside its text (``/attachments``).
     prompt_parts: list[str]
+    #: It needs a login before a session (protocols/mock/login.py).
+    login: bool
 
     def new_id(self) -> str: ...
     def emit(self, effect: Effect) -> None: ...

@@ -34,6 +34,7 @@ from .acp2 import Acp2Wire
 from .base import Child, CloseOut, Effect, Exit, Out, Script, Spawn, Turn, Wire
 from .codex import CodexWire
 from .commands import script_for
+from .login import intercept as login_intercept
 from .options import DEFAULTS
 from .sessions import Store
 
@@ -70,7 +71,7 @@ class MockMachine:
                  answer_restore: Callable[[], bool] = _answer_restores,
                  extra: Mapping[str, Script] | None = None, cwd: str | None = None,
                  spawn: Spawn | None = None, legacy_options: bool = False,
-                 images: bool = True) -> None:
+                 images: bool = True, login: bool = False) -> None:
         acp = protocol == "acp"
         self.rpc = RpcConnection(Dialect.JSONRPC2 if acp else Dialect.CODEX,
                                  first_id=0 if acp else 100)
@@ -85,6 +86,7 @@ class MockMachine:
         self.spawn = spawn
         self.legacy_options = legacy_options
         self.images = images
+        self.login = login
         #: What the last prompt carried beside its text (``/attachments``).
         self.prompt_parts: list[str] = []
         #: The session's option values (mode, model), kept with the session.
@@ -295,6 +297,8 @@ class MockMachine:
             self.wire = Acp2Wire(self)
         if method in mcp.METHODS:
             mcp.received(self, method, params)
+        if login_intercept(self, rid, method, params):
+            return
         if not self.wire.on_request(rid, method, params):
             self.error(rid, -32601, f"method not found: {method}")
 
