@@ -27,6 +27,8 @@ from typing import Any
 
 from protocols.adapters import AcpVersion, McpServer, ProtocolName
 
+from .ssh_target import SSH_KEYS, SshTarget, parse_docker_host, parse_ssh
+
 __all__ = ["BUILTIN_PROFILES", "AgentProfile", "ProfileError", "parse_profiles"]
 
 
@@ -58,6 +60,11 @@ class AgentProfile:
     sandbox: str | None = None
     #: Paths the sandboxed agent may write besides its cwd, its own /tmp and its homes.
     sandbox_writable: tuple[str, ...] = ()
+    #: ``ssh``: the host (and how to reach it and run Turnvisor there;
+    #: supervisor/ssh_target.py); a ``container`` profile's ``ssh://`` engine's keys.
+    ssh: SshTarget | None = None
+    #: ``container``: its engine (as ``DOCKER_HOST`` names one; None: that variable).
+    docker_host: str | None = None
     #: ``container``: each execution's agentctl in its own container of ``image``
     #: (default: the one scripts/build_agent_image.sh tags with Turnvisor's
     #: version), limited to ``cpus`` CPUs, ``memory`` bytes and ``pids`` processes.
@@ -156,8 +163,8 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
 
 _KEYS = {"protocol", "command", "env", "cwd", "thread_params", "executor", "agentctl_url",
          "agentctl_token", "sandbox", "sandbox_writable", "image", "cpus", "memory", "pids",
-         "acp_version", "home_binds", "network", "host_ports"}
-_EXECUTORS = ("local", "agentctl", "container")
+         "acp_version", "home_binds", "network", "host_ports", *SSH_KEYS}
+_EXECUTORS = ("local", "agentctl", "container", "ssh")
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 
 
@@ -250,13 +257,19 @@ def parse_profiles(
         if not isinstance(ports, list | tuple) or not all(
                 isinstance(p, int) and not isinstance(p, bool) and 0 < p < 65536 for p in ports):
             raise ProfileError(f"[agents.{name}]: host_ports must be a list of port numbers")
+        try:
+            ssh = parse_ssh(name, raw, prev.ssh if prev else None, executor)
+            docker_host = parse_docker_host(name, raw, prev.docker_host if prev else None,
+                                            executor)
+        except ValueError as exc:
+            raise ProfileError(str(exc)) from None
         out[name] = AgentProfile(
             name=name, protocol=protocol, command=tuple(command), env=dict(env), cwd=cwd,
             thread_params=dict(thread_params), executor=executor, agentctl_url=url,
             agentctl_token=token, sandbox=sandbox, sandbox_writable=tuple(writable),
             image=image, cpus=None if cpus is None else float(cpus), memory=memory, pids=pids,
             acp_version=acp_version, home_binds=home_binds, network=network,
-            host_ports=tuple(ports),
+            host_ports=tuple(ports), ssh=ssh, docker_host=docker_host,
         )
     return out
 

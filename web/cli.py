@@ -108,6 +108,10 @@ def _agentctl(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="turnvisor", description=__doc__)
     parser.add_argument("--log-level", default=os.environ.get("TURNVISOR_LOG", "INFO"))
+    from .hosts_cli import add_hosts_command, turnvisor_version
+
+    parser.add_argument("--version", action="version",
+                        version=f"turnvisor {turnvisor_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="serve the UI, REST and WebSocket API")
     serve.add_argument("--host", default="127.0.0.1")
@@ -136,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     from .client.cli import add_client_commands
 
     add_client_commands(sub, default_data_dir())
+    add_hosts_command(sub, default_data_dir())
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

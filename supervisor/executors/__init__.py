@@ -6,6 +6,8 @@
   local one spawned per execution), driven over HTTP and a WebSocket;
 - ``container``: an agentctl in a container of its own per execution, on
   Podman or Docker (``engine_api``: the Docker Engine API over httpx);
+- ``ssh``: an agentctl per execution on an SSH host, reached through a
+  forwarded unix socket over one shared connection (``ssh_host``);
 - ``environment``: the environment agents get (never Turnvisor's secrets).
 
 ``default_launcher`` picks each profile's executor, and gives the adapter the
@@ -23,6 +25,7 @@ from .agentctl import launch_agentctl
 from .base import LaunchedAgent, Launcher, TurnHandover
 from .container import launch_container
 from .local import launch_local
+from .ssh import SshHosts, launch_ssh
 
 __all__ = ["LaunchedAgent", "Launcher", "TurnHandover", "default_launcher", "launch_agentctl",
            "launch_container", "launch_local", "outlives_backend"]
@@ -38,6 +41,8 @@ def default_launcher(config: Config) -> Launcher:
     """Each profile's own executor: ``local`` (a child process) or ``agentctl``
     (an agentctl at ``agentctl_url``, or a local agentctl spawned for it)."""
 
+    ssh_hosts = SshHosts(config)
+
     def launch(profile: AgentProfile, cwd: str,
                session_id: str) -> AbstractAsyncContextManager[LaunchedAgent]:
         return _with_mcp(profile, executor(profile, cwd, session_id))
@@ -49,6 +54,8 @@ def default_launcher(config: Config) -> Launcher:
             return launch_agentctl(config, profile, cwd, owner=session_id)
         if profile.executor == "container":
             return launch_container(config, profile, cwd, owner=session_id)
+        if profile.executor == "ssh":
+            return launch_ssh(ssh_hosts, profile, cwd, owner=session_id)
         return launch_local(config, profile, cwd)
 
     return launch

@@ -70,10 +70,10 @@ class AgentctlAdapter:
 
     def __init__(self, url: str, token: str, *, owner: str | None = None,
                  session_cwd: str | None = None, protocol: str | None = None,
-                 timeouts: Timeouts | None = None) -> None:
+                 timeouts: Timeouts | None = None, uds: str | None = None) -> None:
         self.timeouts = timeouts or Timeouts()
         self.connection = AgentctlLink(url, token, self.timeouts, owner=owner,
-                                       on_subagent=self._subagent_changed)
+                                       on_subagent=self._subagent_changed, uds=uds)
         self.owner = owner
         self.session_cwd = session_cwd
         self.protocol = protocol

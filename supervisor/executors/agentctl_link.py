@@ -83,8 +83,12 @@ class AgentctlLink:
 
     def __init__(self, url: str, token: str, timeouts: Timeouts, *,
                  owner: str | None = None, event_buffer: int = 1024,
-                 on_subagent: Callable[[SubagentChanged], None] | None = None) -> None:
+                 on_subagent: Callable[[SubagentChanged], None] | None = None,
+                 uds: str | None = None) -> None:
         self.url = url.rstrip("/")
+        #: A unix socket that reaches agentctl (the ssh executor's forwarded
+        #: socket): HTTP and the event stream connect there, ``url`` names the host.
+        self.uds = uds
         #: Announced on the event stream: agentctl keeps a connected owner's session.
         self.owner = owner
         self.timeouts = timeouts
@@ -120,6 +124,7 @@ class AgentctlLink:
         self._advanced = trio.Event()
         self.http = httpx.AsyncClient(
             base_url=self.url, headers={"Authorization": f"Bearer {token}"},
+            transport=httpx.AsyncHTTPTransport(uds=uds) if uds else None,
             timeout=httpx.Timeout(timeouts.agent_request_s))
 
     # -- the reader -----------------------------------------------------------------
@@ -171,7 +176,8 @@ class AgentctlLink:
                 # Errors are caught inside: the nursery would wrap them in a group.
                 try:
                     with trio.fail_after(connect_s):
-                        tcp = await trio.open_tcp_stream(host, port)
+                        tcp = (await trio.open_unix_socket(self.uds) if self.uds
+                               else await trio.open_tcp_stream(host, port))
                         stream = tcp
                         if secure:
                             stream = trio.SSLStream(tcp, ssl.create_default_context(),

@@ -24,8 +24,9 @@ def _positive_int(value: str) -> int:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--listen", default="127.0.0.1:8765",
-                   help="HOST:PORT to listen on (default 127.0.0.1:8765; port 0 picks one). "
-                        "Anything but loopback exposes the agent: see docs/deploy.md")
+                   help="HOST:PORT to listen on (default 127.0.0.1:8765; port 0 picks one), "
+                        "or unix:PATH (a unix socket). Anything but loopback exposes the "
+                        "agent: see docs/deploy.md")
     p.add_argument("--token", default=None,
                    help="bearer token (default: $TURNVISOR_AGENTCTL_TOKEN, else a new one, "
                         "printed). Prefer the variable: arguments are visible in ps")
@@ -75,6 +76,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="connections without the token kept from one address; a new one "
                         "closes the one idle the longest (default 64)")
     p.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--detach", default=None, metavar="NAME",
+                   help="start in the background on a unix socket in DATA_DIR/agentctl/NAME, "
+                        "the token and environment read as JSON from stdin; print where it "
+                        "listens (what the ssh executor runs on a host: web/agentctl/detached.py)")
     p.add_argument("agent_command", nargs=argparse.REMAINDER,
                    help="-- COMMAND...: the agent to run (instead of --profile)")
 
@@ -136,6 +141,10 @@ def run_agentctl(args: argparse.Namespace, default_data_dir: Path) -> int:
         command = command[1:]
     if bool(command) == bool(args.profile):
         return fail("give either --profile NAME or -- COMMAND... (exactly one)")
+    if getattr(args, "detach", None):
+        from .detached import start_detached
+
+        return start_detached(args, Path(args.data_dir or default_data_dir).expanduser())
     try:
         host, port = parse_listen(args.listen)
     except ValueError as exc:
@@ -189,7 +198,7 @@ def run_agentctl(args: argparse.Namespace, default_data_dir: Path) -> int:
         print(f"agentctl token: {token}", flush=True)
     elif len(token) < 16:
         return fail("the token must be at least 16 characters")
-    if not _loopback(host):
+    if not (host.startswith("unix:") or _loopback(host)):
         print(f"turnvisor agentctl: WARNING: listening on {host}: anyone who can reach this "
               "port and has the token controls the agent; the API is plain HTTP (put TLS or "
               "an SSH tunnel in front, see docs/deploy.md)", file=sys.stderr, flush=True)

@@ -36,7 +36,12 @@ log = logging.getLogger(__name__)
 
 
 def parse_listen(value: str) -> tuple[str, int]:
-    """``HOST:PORT``, ``[v6]:PORT`` or ``:PORT`` (loopback) → (host, port)."""
+    """``HOST:PORT``, ``[v6]:PORT`` or ``:PORT`` (loopback) → (host, port);
+    ``unix:PATH`` → (``unix:PATH``, 0): a unix socket, its path absolute."""
+    if value.startswith("unix:"):
+        if not value[5:].startswith("/"):
+            raise ValueError(f"--listen unix:PATH wants an absolute path, not {value!r}")
+        return value, 0
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit() or int(port) > 65535:
         raise ValueError(f"--listen wants HOST:PORT, not {value!r}")
@@ -46,7 +51,12 @@ def parse_listen(value: str) -> tuple[str, int]:
 
 def _hypercorn_config(host: str, port: int) -> HyperConfig:
     hc = HyperConfig()
-    hc.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    if host.startswith("unix:"):
+        hc.bind = [host]
+        # Only its owner may connect (the directory around it should say so too).
+        hc.umask = 0o177
+    else:
+        hc.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
     hc.accesslog = None
     hc.errorlog = logging.getLogger("hypercorn.error")
     hc.graceful_timeout = 1.0

@@ -1,0 +1,217 @@
+"""The ssh executor: each session's agent behind a ``turnvisor agentctl`` on an
+SSH host, reached through a forwarded unix socket over one shared connection.
+
+Per execution (``launch_ssh``)::
+
+    connect  the host's shared connection (ssh_host.SshHost: host key checked)
+    start    ``REMOTE_TURNVISOR agentctl --detach INSTANCE/SESSION ... -- COMMAND``
+             on the host: the token and the profile's environment go over
+             ssh's stdin (never on a command line, so ``ps`` on neither host
+             shows them); agentctl runs detached (its own session: a dropped
+             connection does not stop it) on a unix socket in a 0700 directory
+             of the host's data dir (web/agentctl/detached.py), and answers
+             where it listens
+    forward  a local unix socket (0700 directory under the data dir) to that
+             one, over the shared connection (``ssh -O forward``)
+    connect  an AgentctlAdapter over the local socket, exactly as the agentctl
+             executor connects (same cancel path, join window, escalation)
+    teardown close the adapter; ``turnvisor hosts stop`` on the host (SIGTERM:
+             agentctl stops its agent; SIGKILL of its group after a grace),
+             the forward cancelled; shielded, bounded
+
+A lost connection (the shared connection gone: the link's event stream drops,
+which the lifecycle sees as ``AgentctlLink.closed`` with the reason) leaves the
+host's agentctl running: the session's next start finds it (same run name),
+forwards to it again and re-attaches by owner, as a backend restart
+re-attaches an agentctl at a URL; the token is kept in memory for that.  What a
+previous backend left on a host (its instance's run directories) is stopped by
+``sweep_ssh`` at start, as leftover local agent groups are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Final
+
+import trio
+
+from ..config import Config
+from ..profiles import AgentProfile
+from ..ssh_target import SshTarget
+from .agentctl_adapter import AgentctlAdapter
+from .agentctl_strays import AgentctlStrays
+from .base import LaunchedAgent
+from .container import backend_instance
+from .ssh_host import SshHost, control_dir, ssh_error
+
+__all__ = ["SshHosts", "launch_ssh", "sweep_ssh"]
+
+log = logging.getLogger(__name__)
+
+_RUN_SEGMENT: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+@dataclass(eq=False)
+class SshHosts:
+    """This backend's SSH hosts (one shared connection each) and the tokens of
+    the agentctls it started on them (for re-attaching after a lost link)."""
+
+    config: Config
+    hosts: dict[str, SshHost] = field(default_factory=dict)
+    tokens: dict[str, str] = field(default_factory=dict)
+
+    def host(self, target: SshTarget) -> SshHost:
+        host = self.hosts.get(target.key)
+        if host is None:
+            host = SshHost(target, control_dir(self.config.data_dir),
+                           connect_s=self.config.timeouts.agentctl_connect_s)
+            self.hosts[target.key] = host
+        return host
+
+
+def run_name(config: Config, owner: str | None) -> str:
+    """``INSTANCE/SESSION``: the host's run directory for this backend's session."""
+    session = owner or secrets.token_hex(8)
+    if not _RUN_SEGMENT.fullmatch(session):
+        session = hashlib.sha256(session.encode()).hexdigest()[:32]
+    return f"{backend_instance(config)}/{session}"
+
+
+def _agentctl_args(config: Config, profile: AgentProfile, cwd: str, name: str) -> list[str]:
+    """``agentctl`` on the host: its own sandbox (§17 on that host), the
+    profile's settings; the private home is the host's own."""
+    return ["agentctl", "--detach", name, "--protocol", profile.protocol, "--cwd", cwd,
+            "--cancel-join", f"{config.timeouts.cancel_join_s:g}",
+            *(["--sandbox", profile.sandbox] if profile.sandbox else []),
+            *(a for p in profile.sandbox_writable for a in ("--sandbox-writable", p)),
+            *(a for name in profile.env for a in ("--profile-env", name)),
+            *(["--network", profile.network] if profile.network else []),
+            *(a for port in profile.host_ports for a in ("--host-port", str(port))),
+            *(a for rel, rw in profile.home_binds
+              for a in ("--home-bind", f"~/{rel}" + ("" if rw else ":ro"))),
+            "--", *profile.command]
+
+
+async def start_remote(host: SshHost, config: Config, profile: AgentProfile, cwd: str,
+                       name: str, token: str) -> tuple[str, bool]:
+    """Start (or find) the host's agentctl for run ``name``: its socket on the
+    host, and whether it was already running (re-attached)."""
+    assert profile.ssh is not None
+    secret = json.dumps({"token": token, "env": dict(profile.env)}).encode() + b"\n"
+    done = await host.run([*profile.ssh.remote_turnvisor,
+                           *_agentctl_args(config, profile, cwd, name)],
+                          stdin=secret, timeout_s=config.timeouts.agent_start_s
+                          + config.timeouts.agentctl_connect_s)
+    if done.returncode == 255:
+        raise OSError(ssh_error(profile.ssh, done.stderr, done.returncode))
+    lines = done.stdout.decode(errors="replace").strip().splitlines()
+    try:
+        answer = json.loads(lines[-1])
+        socket, attached = str(answer["socket"]), bool(answer["attached"])
+    except (IndexError, ValueError, KeyError, TypeError):
+        detail = done.stderr.decode(errors="replace").strip()[-1500:]
+        if done.returncode == 127:
+            detail = (f"{' '.join(profile.ssh.remote_turnvisor)} is not found on the host "
+                      "(turnvisor hosts check says what is missing)")
+        raise OSError(f"profile {profile.name!r}: agentctl did not start on {profile.ssh} "
+                      f"(exit status {done.returncode}): {detail}") from None
+    return socket, attached
+
+
+async def stop_remote(host: SshHost, target: SshTarget, name: str, *, timeout_s: float) -> None:
+    done = await host.run([*target.remote_turnvisor, "hosts", "stop", name],
+                          timeout_s=timeout_s)
+    if done.returncode != 0:
+        log.warning("%s: stopping agentctl %s failed: %s", target, name,
+                    ssh_error(target, done.stderr, done.returncode))
+
+
+@asynccontextmanager
+async def launch_ssh(hosts: SshHosts, profile: AgentProfile, cwd: str, *,
+                     owner: str | None) -> AsyncIterator[LaunchedAgent]:
+    """The executor for ``executor = "ssh"`` profiles (module doc)."""
+    config, t = hosts.config, hosts.config.timeouts
+    target = profile.ssh
+    if target is None:
+        raise OSError(f"profile {profile.name!r}: executor = \"ssh\" without ssh = \"user@host\"")
+    host = hosts.host(target)
+    await host.ensure_master()
+    name = run_name(config, owner)
+    token = hosts.tokens.setdefault(name, secrets.token_urlsafe(32))
+    remote, attached = await start_remote(host, config, profile, cwd, name, token)
+    if attached:
+        log.info("ssh: re-attaching to agentctl %s on %s", name, target)
+    local = host.sockets / f"f-{hashlib.sha256(name.encode()).hexdigest()[:16]}.sock"
+    keep = False
+    try:
+        await host.forward(local, remote)
+        adapter = AgentctlAdapter("http://agentctl", token, owner=owner, session_cwd=cwd,
+                                  protocol=profile.protocol, timeouts=t, uds=str(local))
+        try:
+            yield LaunchedAgent(adapter=adapter, strays=AgentctlStrays(adapter.connection))
+        finally:
+            await adapter.aclose()
+            # The shared connection gone: the host's agentctl is left running for
+            # the session's next start to re-attach (module doc).
+            with trio.CancelScope(shield=True), trio.move_on_after(t.agentctl_connect_s):
+                keep = not await host.master_running()
+    finally:
+        with trio.CancelScope(shield=True), \
+                trio.move_on_after(t.term_grace_s + t.agent_request_s + t.agentctl_connect_s) \
+                as scope:
+            if keep:
+                log.warning("ssh: the connection to %s is lost; agentctl %s is left running "
+                            "there for the session's next start", target, name)
+            else:
+                hosts.tokens.pop(name, None)
+                try:
+                    await host.ensure_master()
+                    await stop_remote(host, target, name, timeout_s=t.term_grace_s
+                                      + t.agent_request_s)
+                except OSError as exc:
+                    log.warning("ssh: agentctl %s on %s not stopped (%s); the next start "
+                                "sweeps it", name, target, exc)
+            await host.cancel_forward(local, remote)
+        if scope.cancelled_caught:
+            log.warning("ssh: agentctl %s on %s: not stopped in time (the next start sweeps "
+                        "it)", name, target)
+
+
+async def sweep_ssh(config: Config, hosts: SshHosts | None = None) -> int:
+    """Stop what a previous backend of this data dir left on each ssh profile's
+    host (its instance's run directories); an unreachable host is logged, not
+    fatal.  Returns how many agentctls were stopped."""
+    targets = {p.ssh.key: p.ssh for p in config.profiles.values()
+               if p.executor == "ssh" and p.ssh is not None}
+    if not targets:
+        return 0
+    hosts = hosts or SshHosts(config)
+    t = config.timeouts
+    stopped = 0
+    for target in targets.values():
+        host = hosts.host(target)
+        with trio.move_on_after(t.agent_start_s) as scope:
+            try:
+                await host.ensure_master()
+                done = await host.run([*target.remote_turnvisor, "hosts", "sweep",
+                                       backend_instance(config)], timeout_s=t.agent_start_s)
+            except OSError as exc:
+                log.warning("startup sweep of %s skipped: %s", target, exc)
+                continue
+            if done.returncode != 0:
+                log.warning("startup sweep of %s failed: %s", target,
+                            ssh_error(target, done.stderr, done.returncode))
+                continue
+            for line in done.stdout.decode(errors="replace").split():
+                log.warning("startup sweep: stopped agentctl %s on %s", line, target)
+                stopped += 1
+        if scope.cancelled_caught:
+            log.warning("startup sweep of %s: not done within %gs", target, t.agent_start_s)
+    return stopped

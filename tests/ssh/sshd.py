@@ -1,0 +1,144 @@
+"""A real OpenSSH server for the ssh executor's tests: Debian's ``sshd`` on a
+free loopback port, its host key, client key, ``authorized_keys`` and
+configuration in a temporary directory, logging in as the current user.
+
+The "host" is this machine: ``remote_turnvisor`` is this venv's ``python -m
+web``; the host's data dir (where its detached agentctls keep their run
+directories) is the server's own temporary one, set for every login by the
+server (``SetEnv TURNVISOR_DATA_DIR``), as a real host's environment would.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from protocols.process import kill_tree, process_tree
+
+__all__ = ["SSHD", "Sshd", "running_sshd", "ssh_profile"]
+
+SSHD = "/usr/sbin/sshd"
+
+
+@dataclass(frozen=True)
+class Sshd:
+    port: int
+    user: str
+    dir: Path
+    identity: Path
+    known_hosts: Path
+    #: The host's data dir (TURNVISOR_DATA_DIR of every login).
+    remote_data: Path
+    process: subprocess.Popen[bytes]
+
+    @property
+    def destination(self) -> str:
+        return f"{self.user}@127.0.0.1"
+
+    def log(self) -> str:
+        return (self.dir / "sshd.log").read_text(errors="replace")
+
+
+def _fail(reason: str) -> None:
+    pytest.fail(f"ssh tests cannot run: {reason} (scripts/install_ssh.sh installs "
+                "openssh-server)", pytrace=False)
+
+
+def _keygen(path: Path) -> str:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
+                   check=True, timeout=30)
+    return path.with_suffix(".pub").read_text().strip()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextmanager
+def running_sshd(tmp: Path) -> Iterator[Sshd]:
+    if not os.access(SSHD, os.X_OK):
+        _fail(f"{SSHD} is not installed")
+    # sshd insists on its privilege separation directory.
+    if not os.path.isdir("/run/sshd"):
+        try:
+            os.makedirs("/run/sshd", mode=0o755)
+        except OSError as exc:
+            _fail(f"/run/sshd is missing and cannot be made: {exc}")
+    tmp.mkdir(parents=True, exist_ok=True)
+    host_pub = _keygen(tmp / "host_key")
+    client_pub = _keygen(tmp / "id_client")
+    (tmp / "authorized_keys").write_text(client_pub + "\n")
+    remote_data = tmp / "host-data"
+    remote_data.mkdir(mode=0o700)
+    port = _free_port()
+    (tmp / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub}\n")
+    (tmp / "sshd_config").write_text(f"""\
+Port {port}
+ListenAddress 127.0.0.1
+HostKey {tmp / "host_key"}
+PidFile {tmp / "sshd.pid"}
+AuthorizedKeysFile {tmp / "authorized_keys"}
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+AllowTcpForwarding yes
+AllowStreamLocalForwarding yes
+X11Forwarding no
+MaxSessions 200
+MaxStartups 200
+SetEnv TURNVISOR_DATA_DIR={remote_data}
+LogLevel VERBOSE
+""")
+    with (tmp / "sshd.log").open("wb") as log:
+        proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(tmp / "sshd_config")],
+                                stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if proc.poll() is not None:
+                _fail(f"sshd exited ({proc.returncode}): "
+                      f"{(tmp / 'sshd.log').read_text(errors='replace')[-2000:]}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    _fail("sshd did not listen within 30s")
+                time.sleep(0.05)
+        yield Sshd(port=port, user=getpass.getuser(), dir=tmp, identity=tmp / "id_client",
+                   known_hosts=tmp / "known_hosts", remote_data=remote_data, process=proc)
+    finally:
+        # Its connections' processes too (each a child of the listener): the
+        # clients' shared connections then end with them.
+        tree = process_tree(proc.pid)
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        kill_tree(tree - {proc.pid})
+
+
+def ssh_profile(sshd: Sshd, **extra: Any) -> dict[str, Any]:
+    """The keys of an ``executor = "ssh"`` profile on this server."""
+    return {"executor": "ssh", "ssh": sshd.destination, "ssh_port": sshd.port,
+            "ssh_identity": str(sshd.identity), "ssh_known_hosts": str(sshd.known_hosts),
+            "remote_turnvisor": [sys.executable, "-m", "web"], **extra}
