@@ -1,5 +1,6 @@
 """What each session's agent offers beyond a turn (DESIGN.md §19): its options
-(model, mode, effort, ...), its slash commands and its context usage, as the
+(model, mode, effort, ...), its slash commands, its context usage and the login
+it asked for (``auth``: supervisor/session/login.py), as the
 agent last said them.  Memory, written by the event pump, read by the session
 DTO: an agent says them again when it starts.  What the person chose is the
 store's (``Session.options``), re-applied to every agent the session starts.
@@ -31,6 +32,8 @@ class AgentOffers:
         self._options: dict[str, list[dict[str, Any]]] = {}
         self._commands: dict[str, list[dict[str, Any]]] = {}
         self._usage: dict[str, dict[str, Any]] = {}
+        #: The login the agent asked for (supervisor/session/login.py), else absent.
+        self._auth: dict[str, dict[str, Any]] = {}
 
     def options(self, session_id: str) -> list[dict[str, Any]]:
         return self._options.get(session_id, [])
@@ -53,6 +56,12 @@ class AgentOffers:
     def set_usage(self, session_id: str, usage: dict[str, Any]) -> None:
         self._usage[session_id] = usage
 
+    def set_auth(self, session_id: str, auth: dict[str, Any] | None) -> None:
+        if auth is None:
+            self._auth.pop(session_id, None)
+        else:
+            self._auth[session_id] = auth
+
     def dto(self, session_id: str, chosen: dict[str, str], live: bool) -> dict[str, Any]:
         """The session DTO's part of it (one call: it is built on every state
         change).  With its agent ``live`` the options are the agent's own (it was
@@ -60,9 +69,10 @@ class AgentOffers:
         without, the person's ``chosen`` values are what the next agent gets."""
         options = self.options(session_id)
         return {"options": options if live else with_choices(options, chosen),
-                "commands": self.commands(session_id), "usage": self.usage(session_id)}
+                "commands": self.commands(session_id), "usage": self.usage(session_id),
+                "auth": self._auth.get(session_id)}
 
     def forget(self, session_id: str) -> None:
         """The session was deleted."""
-        for kept in (self._options, self._commands, self._usage):
+        for kept in (self._options, self._commands, self._usage, self._auth):
             kept.pop(session_id, None)

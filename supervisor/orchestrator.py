@@ -33,6 +33,7 @@ from .models import Message, QueueEntry, QueueState, Session, Task
 from .notify import Notifier
 from .session.cancellation import Cancellations
 from .session.lifecycle import CancelOutcome, LifecycleManager
+from .session.login import AgentLoginRequired
 from .session.queue import Delivery, TurnQueue
 from .storage.store import Store
 from .turn.cancel_op import CancelOperation
@@ -140,7 +141,11 @@ class Orchestrator:
             raise InvalidRequest(f"unknown agent {agent!r}")
         session = await create_session(self.config, self.store, task, agent, worktree=worktree)
         session = await self._refresh(session)
-        await self.lifecycle.ensure_execution(session)
+        try:
+            await self.lifecycle.ensure_execution(session)
+        except AgentLoginRequired:
+            # DESIGN.md §19: the session is made, and shows the login its agent asked for.
+            return self.notify.session_dto(await self._refresh(session))
         if prompt:
             await self.send_message(caller, session.id, prompt)
         return self.notify.session_dto(await self._refresh(session))

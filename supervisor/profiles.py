@@ -111,6 +111,10 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
     "mock-codex": _mock("mock-codex", "codex"),
     # The mock that also speaks ACP 2 (when offered 2, as ``auto`` does).
     "mock-acp2": _mock("mock-acp2", "acp", "--acp-version", "2"),
+    # The mock that needs a login first (DESIGN.md §19), in each dialect.
+    "mock-login": _mock("mock-login", "acp", "--login"),
+    "mock-login-acp2": _mock("mock-login-acp2", "acp", "--acp-version", "2", "--login"),
+    "mock-login-codex": _mock("mock-login-codex", "codex", "--login"),
     # The real CLIs (pinned versions: scripts/install_agents.sh; how to point each
     # at its provider: docs/agents.md).  Each is found on PATH; the env entries
     # only keep a supervised agent from updating or re-launching itself.

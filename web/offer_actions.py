@@ -1,4 +1,5 @@
-"""DESIGN.md §19 over the wire: the options the session's agent offers, set by the person."""
+"""DESIGN.md §19 over the wire: the options the session's agent offers, set by the person,
+and its login."""
 
 from __future__ import annotations
 
@@ -25,7 +26,21 @@ async def session_option_set(sup: Supervisor, caller: Caller,
             "value": req.value, "applied": applied}
 
 
+async def agent_login(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
+    """DESIGN.md §19: the agent started again with the chosen login; the key
+    goes no further than that start (supervisor/session/login.py)."""
+    req = parse(rq.AgentLogin, p, sup.config.limits)
+    session = await sup.orchestrator.session(caller, req.session_id)  # the caller's, else 404
+    lifecycle = sup.lifecycle
+    await lifecycle.execution.logins.login(lifecycle.execution, session, req.method_id,
+                                           req.key)
+    fresh = await sup.orchestrator.session(caller, req.session_id)
+    return {"success": True, "session_id": session.id, "method_id": req.method_id,
+            "session": sup.notify.session_dto(fresh)}
+
+
 OFFER_ACTIONS: dict[str, Callable[[Supervisor, Caller, dict[str, Any]],
                                   Awaitable[dict[str, Any]]]] = {
     "session.option.set": session_option_set,
+    "agent.login": agent_login,
 }

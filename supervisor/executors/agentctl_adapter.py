@@ -277,6 +277,10 @@ class AgentctlAdapter:
         raise OptionsUnsupported(
             f"cannot set {option_id} = {value}: agentctl cannot set an agent's options yet")
 
+    async def login(self, method_id: str, key: str | None = None) -> None:
+        """Not through agentctl yet: its API has no login call (DESIGN.md §19)."""
+        raise ValueError("agentctl cannot log an agent in yet")
+
     def parts_refusal(self, parts: tuple[PromptPart, ...]) -> str | None:
         """Not through agentctl yet: its API carries a prompt's text only."""
         return "agentctl cannot carry images or files yet" if parts else None

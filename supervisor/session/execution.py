@@ -38,6 +38,7 @@ import logging
 
 import trio
 
+from protocols.acp_auth import AuthRequired
 from protocols.events import (
     AgentNotice,
     CommandsChanged,
@@ -81,7 +82,10 @@ from ..turn.watchdog import Watchdog
 from ..workspace.sandboxing import agent_home, prepare_agent_dirs
 from . import states
 from .cancellation import Cancellations
+from .login import AgentLoginRequired, Logins
 from .offers import Offers
+from .start_text import leaf as _leaf
+from .start_text import stderr_tail as _tail
 
 __all__ = ["Executions"]
 
@@ -94,6 +98,7 @@ class Executions:
                  takeover: Takeover, texts: TextWriter, launcher: Launcher,
                  subagents: Subagents, offers: Offers) -> None:
         self.offers = offers
+        self.logins = Logins(config, store, notifier)  # DESIGN.md §19
         self.config = config
         self.timeouts = config.timeouts
         self.store = store
@@ -132,6 +137,7 @@ class Executions:
         profile = self.config.profiles.get(session.agent)
         if profile is None:
             raise AgentStartError(f"unknown agent profile {session.agent!r}")
+        self.logins.check(session.id)  # (DESIGN.md §19: not started to be told again)
         assert self._nursery is not None, "LifecycleManager.run is not running"
         self.agents.starting[session.id] = started = trio.Event()
         try:
@@ -143,6 +149,8 @@ class Executions:
                 # Unwrapped: nursery.start reports the task's failure in a group,
                 # whose own text ("Exceptions from Trio nursery") says nothing.
                 leaf = _leaf(exc)
+                if isinstance(leaf, AgentLoginRequired):  # waits for a login, not failed
+                    raise await self.logins.needed(session, leaf) from None
                 message = str(leaf) if isinstance(leaf, AgentStartError) else \
                     f"agent {profile.name!r} failed to start: {leaf}"
                 await self._start_failed(session.id, message)
@@ -178,7 +186,8 @@ class Executions:
                     else None)
         profile = dataclasses.replace(
             profile, private_home=str(agent_home(self.config, workspace_id, profile.name)),
-            cwd_identity=identity, mcp_servers=self.config.mcp_for(profile.name, cwd, task))
+            cwd_identity=identity, mcp_servers=self.config.mcp_for(profile.name, cwd, task),
+            env=self.logins.env(session_id, profile.env))
         try:
             # Made without following a link an agent planted on the way.
             prepare_agent_dirs(self.config, cwd, profile.private_home)
@@ -244,6 +253,7 @@ class Executions:
                 nursery.start_soon(self._pump, ex)
                 with trio.move_on_after(self.timeouts.agent_start_s) as slow:
                     await adapter.initialize()
+                    await self.logins.log_in(session_id, adapter)
                     ex.restore_from = await self._conversation(session_id)
                     if adopted is not None:
                         await self.takeover.settle(ex, adopted)
@@ -420,6 +430,8 @@ class Executions:
     async def _start_error(self, profile: AgentProfile, agent: LaunchedAgent,
                            ex: Execution | None, exc: BaseException) -> AgentStartError:
         leaf = _leaf(exc)
+        if isinstance(leaf, AuthRequired):
+            return AgentLoginRequired(leaf.methods, str(leaf))
         if isinstance(leaf, AgentStartError):
             return leaf
         code = agent.returncode
@@ -576,20 +588,6 @@ class Executions:
                         ex.session_id, turn.id, exc)
             return
         turn.recorded = position
-
-
-def _leaf(exc: BaseException) -> BaseException:
-    """The one exception inside nursery groups (the group's text says nothing)."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
-
-
-def _tail(ex: Execution | None) -> str:
-    """The agent's last stderr lines, as the end of a sentence."""
-    if ex is None or not ex.stderr_tail:
-        return ""
-    return ": " + " | ".join(line.strip()[:300] for line in ex.stderr_tail)
 
 
 async def _pumped(ex: Execution) -> None:

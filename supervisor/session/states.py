@@ -38,6 +38,12 @@ async def start_failed(store: Store, session_id: str) -> Session | None:
                                          only_from=(SessionState.STARTING,))
 
 
+async def login_needed(store: Store, session_id: str) -> Session | None:
+    """Its agent asked for a login first (DESIGN.md §19): waiting, not failed."""
+    return await store.set_session_state(session_id, SessionState.WAITING_FOR_INPUT,
+                                         only_from=(SessionState.STARTING,))
+
+
 async def unstuck(store: Store, session_id: str) -> Session | None:
     """RUNNING with no turn behind it (a cancel's reconciliation found it so)."""
     return await store.set_session_state(session_id, SessionState.WAITING_FOR_INPUT,

@@ -199,6 +199,32 @@ class UsageDTO(DTO):
     cost: Cost | None = None
 
 
+class AuthMethodDTO(DTO):
+    """A way the agent logs in (ACP ``authMethods``; Codex's account login)."""
+
+    id: str
+    name: str
+    description: str
+    #: key: give a key (``agent.login``'s ``key``); terminal: run ``command``,
+    #: then choose it; agent: the agent does it itself (a browser it opens).
+    kind: Literal["key", "terminal", "agent"]
+    #: key methods read from the agent's environment: the variable it goes in.
+    var_name: str | None = None
+    #: Where a key is made, as the agent said it.
+    link: str | None = None
+    #: terminal: what to run in a terminal on the agent's machine.
+    command: str | None = None
+
+
+class AuthDTO(DTO):
+    """DESIGN.md §19: the agent asked for a login before it opens a session."""
+
+    required: bool
+    methods: list[AuthMethodDTO]
+    #: Why the last attempt did not log it in (null: none failed).
+    error: str | None = None
+
+
 class SessionDTO(DTO):
     id: str
     task_id: str
@@ -239,6 +265,8 @@ class SessionDTO(DTO):
     options: list[OptionDTO] = []
     commands: list[CommandDTO] = []
     usage: UsageDTO | None = None
+    #: DESIGN.md §19: the login its agent asked for (null: none needed).
+    auth: AuthDTO | None = None
     #: DESIGN.md §13: the child sessions of its latest turn that had any ([]: none).
     subagents: list[SubagentDTO]
 

@@ -295,6 +295,13 @@ class OptionSetAnswer(Success):
     applied: Literal["now", "next_turn"]
 
 
+class LoginAnswer(Success):
+    session_id: str
+    method_id: str
+    #: The session as it now is (its ``auth`` null: logged in).
+    session: SessionDTO
+
+
 class FilesAnswer(DTO):
     #: At most 50 paths relative to the session's cwd (no link, nothing under .git).
     files: list[str]
@@ -361,6 +368,7 @@ RESPONSES: dict[str, type[BaseModel]] = {
     "workspace.stop_all": StopAllAnswer,
     "session.option.set": OptionSetAnswer,
     "session.files": FilesAnswer,
+    "agent.login": LoginAnswer,
     "permission.respond": Success,
     "server.info": ServerInfo,
     "ping": EmptyAnswer,

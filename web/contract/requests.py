@@ -204,6 +204,16 @@ class SessionOptionSet(Request):
     value: Key
 
 
+class AgentLogin(Request):
+    """DESIGN.md §19: log the session's agent in with one of its methods; ``key``
+    for a key method (never stored by Turnvisor, never echoed)."""
+
+    session_id: Id
+    method_id: Key
+    key: Annotated[str, Field(min_length=1, max_length=4096),
+                   AfterValidator(_unicode)] | None = None
+
+
 class SessionFiles(Request):
     """DESIGN.md §19: files of the session's cwd to mention, their path holding ``query``."""
 
@@ -309,6 +319,7 @@ REQUESTS: dict[str, type[Request]] = {
     "workspace.stop_all": NoPayload,
     "session.option.set": SessionOptionSet,
     "session.files": SessionFiles,
+    "agent.login": AgentLogin,
 }
 
 # One clear sentence per kind of failure, worded as the hand-written checks were.
