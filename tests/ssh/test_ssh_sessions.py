@@ -7,18 +7,25 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import sys
 from pathlib import Path
 
+import pytest
 import trio
 
 from protocols.process import process_identity
+from supervisor.config import Config
 from supervisor.executors.agentctl_adapter import AgentctlAdapter
 from supervisor.executors.container import backend_instance
+from supervisor.executors.ssh import start_remote
+from supervisor.executors.ssh_host import SshHost, control_dir
 from supervisor.profiles import parse_profiles
 from tests.ssh.sshd import Sshd, ssh_profile
 from tests.support.server import Server, running_server
-from tests.support.ws import is_state, is_turn_completed, ws_client
+from tests.support.ws import RequestFailed, is_state, is_turn_completed, ws_client
 from tests.web.support import launch, new_task, start_turn
+from web.hosts_cli import turnvisor_version
 
 
 def profiles(sshd: Sshd, **extra: object) -> object:
@@ -88,3 +95,132 @@ async def test_a_turn_and_a_cancel_over_ssh(tmp_path: Path, sshd: Sshd) -> None:
         with trio.fail_after(30):
             while process_identity(pid) is not None:
                 await trio.sleep(0.1)
+
+
+async def test_a_host_key_that_does_not_match_is_refused(tmp_path: Path, sshd: Sshd) -> None:
+    other = tmp_path / "other_known_hosts"
+    # Another key for the same host and port (a man in the middle, or a rebuilt host).
+    await trio.run_process(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f",
+                            str(tmp_path / "impostor")])
+    other.write_text(f"[127.0.0.1]:{sshd.port} "
+                     f"{(tmp_path / 'impostor.pub').read_text().strip()}\n")
+    with trio.fail_after(60):
+        async with running_server(tmp_path / "data",
+                                  profiles=profiles(sshd, ssh_known_hosts=str(other))) as srv, \
+                ws_client(srv) as ws:
+            with pytest.raises(RequestFailed) as failed:
+                await launch(ws, await new_task(ws), "mock")
+            message = failed.value.frame["payload"]["message"]
+            assert "host key verification failed" in message, message
+            assert str(other) in message, message
+            assert remote_runs(sshd, srv) == []
+    # Nothing logged in: the server saw no accepted key.
+    assert "Accepted publickey" not in sshd.log()
+
+
+async def test_a_lost_connection_leaves_agentctl_running_and_the_session_reattaches(
+        tmp_path: Path, sshd: Sshd) -> None:
+    with trio.fail_after(120):
+        async with running_server(tmp_path / "data", profiles=profiles(sshd)) as srv, \
+                ws_client(srv) as ws:
+            sid = await launch(ws, await new_task(ws), "mock")
+            await ws.call("session.subscribe", {"session_id": sid})
+            await ws.call("message.add", {"session_id": sid, "content": "before the cut"})
+            await ws.wait_for(is_turn_completed(sid), timeout=30)
+            link = adapter_of(srv, sid).connection
+            [run] = remote_runs(sshd, srv)
+            pid = int(str(run["pid"]))
+            profile = srv.sup.config.profiles["mock"]
+            assert profile.ssh is not None
+            host = SshHost(profile.ssh, control_dir(srv.sup.config.data_dir), connect_s=10)
+            master = await host.master_pid()
+            assert master is not None
+            os.kill(master, signal.SIGKILL)
+            # The link says it is down, through the link's own signal ...
+            await link.closed.wait()
+            assert "event stream" in link.close_reason, link.close_reason
+            # ... and the host's agentctl (and its agent) run on.
+            assert process_identity(pid) == run["identity"]
+            await ws.wait_for(is_state(sid, "WAITING_FOR_INPUT"), timeout=30)
+            assert process_identity(pid) == run["identity"]
+            # The next prompt connects again (a new shared connection, the socket
+            # forwarded again) to the same agentctl.
+            mark = len(ws.notifications)
+            await ws.call("message.add", {"session_id": sid, "content": "after the cut"})
+            await ws.wait_for(is_turn_completed(sid), timeout=30, after=mark)
+            assert [r["pid"] for r in remote_runs(sshd, srv)] == [pid]
+            adapter = adapter_of(srv, sid)
+            assert adapter.attached and adapter.connection is not link
+            assert await host.master_pid() not in (None, master)
+        with trio.fail_after(30):
+            while process_identity(pid) is not None:
+                await trio.sleep(0.1)
+
+
+async def test_the_start_sweeps_what_a_previous_backend_left_on_the_host(
+        tmp_path: Path, sshd: Sshd) -> None:
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    config = Config.from_mapping(data, {}, profiles=profiles(sshd))
+    profile = config.profiles["mock"]
+    assert profile.ssh is not None
+    host = SshHost(profile.ssh, control_dir(data), connect_s=10)
+    with trio.fail_after(90):
+        await host.ensure_master()
+        left = {}
+        for name in (f"{backend_instance(config)}/left-behind", "another-backend/its-own"):
+            _, attached = await start_remote(host, config, profile, str(tmp_path), name,
+                                             "t" * 40)
+            assert not attached
+            left[name] = json.loads(
+                (sshd.remote_data / "agentctl" / name / "agentctl.pid").read_text())
+        async with running_server(data, profiles=profiles(sshd)):
+            pass
+        ours, theirs = left.values()
+        assert process_identity(ours["pid"]) is None
+        assert not (sshd.remote_data / "agentctl" / backend_instance(config) / "left-behind"
+                    ).exists()
+        # Another backend's agentctl is not ours to stop.
+        assert process_identity(theirs["pid"]) == theirs["identity"]
+        done = await host.run([*profile.ssh.remote_turnvisor, "hosts", "stop",
+                               "another-backend/its-own"], timeout_s=30)
+        assert done.stdout.strip() == b"stopped"
+        assert process_identity(theirs["pid"]) is None
+
+
+def write_config(data: Path, profile: dict[str, object]) -> None:
+    data.mkdir(mode=0o700, exist_ok=True)
+    lines = ["[agents.remote]", 'protocol = "acp"', 'command = ["true"]']
+    lines += [f"{key} = {json.dumps(value)}" for key, value in profile.items()]
+    (data / "turnvisor.toml").write_text("\n".join(lines) + "\n")
+
+
+async def hosts_check(data: Path) -> tuple[int, str]:
+    done = await trio.run_process([sys.executable, "-m", "web", "hosts", "check", "remote",
+                                   "--data-dir", str(data)], capture_stdout=True,
+                                  capture_stderr=True, check=False)
+    return done.returncode, (done.stdout + done.stderr).decode().strip()
+
+
+async def test_hosts_check_says_what_is_missing_or_differs(tmp_path: Path, sshd: Sshd) -> None:
+    with trio.fail_after(90):
+        write_config(tmp_path / "good", ssh_profile(sshd))
+        assert await hosts_check(tmp_path / "good") == (
+            0, f"{sshd.destination}:{sshd.port}: Turnvisor {turnvisor_version()}, as here")
+        write_config(tmp_path / "missing",
+                     ssh_profile(sshd, remote_turnvisor="/nowhere/bin/turnvisor"))
+        code, line = await hosts_check(tmp_path / "missing")
+        assert code == 1 and "'/nowhere/bin/turnvisor' is not found on the host" in line, line
+        write_config(tmp_path / "older", ssh_profile(
+            sshd, remote_turnvisor=["sh", "-c", "echo turnvisor 0.0.1", "sh"]))
+        code, line = await hosts_check(tmp_path / "older")
+        assert (code, line) == (1, f"{sshd.destination}:{sshd.port}: the host runs Turnvisor "
+                                   f"0.0.1, this backend {turnvisor_version()}")
+        (tmp_path / "empty_known_hosts").write_text("")
+        write_config(tmp_path / "unknown", ssh_profile(
+            sshd, ssh_known_hosts=str(tmp_path / "empty_known_hosts")))
+        code, line = await hosts_check(tmp_path / "unknown")
+        assert code == 1 and "host key verification failed" in line, line
+        write_config(tmp_path / "local", {"executor": "local"})
+        code, line = await hosts_check(tmp_path / "local")
+        assert code == 1 and "is not executor = \"ssh\"" in line, line
