@@ -74,6 +74,7 @@ __all__ = [
     "CONTROL_TYPES",
     "EVENT_TYPES",
     "TOKEN_ENV",
+    "TOKEN_HEADER",
     "Control",
     "Frame",
     "Heartbeat",
@@ -87,6 +88,10 @@ __all__ = [
 
 #: The environment variable both sides read the bearer token from.
 TOKEN_ENV: Final = "TURNVISOR_AGENTCTL_TOKEN"
+#: Where agentctl also takes its token (``Bearer <token>``) when a relay in
+#: between authenticates with ``Authorization`` itself and consumes it (the
+#: Kubernetes API server's Pod proxy deletes it once it has authenticated).
+TOKEN_HEADER: Final = "X-Turnvisor-Agentctl-Token"
 #: WebSocket close codes (4000-4999 are the application's).
 CLOSE_FELL_BEHIND: Final = 4001
 CLOSE_GOING_AWAY: Final = 1001

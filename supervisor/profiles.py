@@ -20,6 +20,7 @@ in the data dir adds or overrides profiles (DESIGN.md §7)::
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,11 +30,23 @@ from protocols.adapters import AcpVersion, McpServer, ProtocolName
 
 from .ssh_target import SSH_KEYS, SshTarget, parse_docker_host, parse_ssh
 
-__all__ = ["BUILTIN_PROFILES", "AgentProfile", "ProfileError", "parse_profiles"]
+__all__ = ["BUILTIN_PROFILES", "AgentProfile", "KubeSettings", "ProfileError",
+           "parse_profiles"]
 
 
 class ProfileError(ValueError):
     pass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KubeSettings:
+    """A ``kubernetes`` profile's Pod settings (``executor = "kubernetes"``)."""
+
+    namespace: str | None = None
+    resources: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    service_account: str | None = None
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    kubeconfig: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,6 +73,10 @@ class AgentProfile:
     sandbox: str | None = None
     #: Paths the sandboxed agent may write besides its cwd, its own /tmp and its homes.
     sandbox_writable: tuple[str, ...] = ()
+    #: ``kubernetes``: the Pod's namespace, resources (``{requests = {cpu = "500m"},
+    #: limits = {memory = "1Gi"}}``), service account and node selector, and the
+    #: kubeconfig to use (None: in-cluster config).  docs/deploy.md.
+    kube: KubeSettings | None = None
     #: ``ssh``: the host (and how to reach it and run Turnvisor there;
     #: supervisor/ssh_target.py); a ``container`` profile's ``ssh://`` engine's keys.
     ssh: SshTarget | None = None
@@ -165,10 +182,15 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
     ),
 }
 
+_KUBE_KEYS = ("namespace", "resources", "service_account", "node_selector", "kubeconfig")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+#: A Kubernetes quantity ("500m", "1.5", "2Gi", "1e3").
+_QUANTITY = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE])?")
 _KEYS = {"protocol", "command", "env", "cwd", "thread_params", "executor", "agentctl_url",
          "agentctl_token", "sandbox", "sandbox_writable", "image", "cpus", "memory", "pids",
-         "acp_version", "home_binds", "network", "host_ports", *SSH_KEYS}
-_EXECUTORS = ("local", "agentctl", "container", "ssh")
+         "acp_version", "home_binds", "network", "host_ports", *_KUBE_KEYS, *SSH_KEYS}
+_EXECUTORS = ("local", "agentctl", "container", "kubernetes", "ssh")
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 
 
@@ -261,6 +283,7 @@ def parse_profiles(
         if not isinstance(ports, list | tuple) or not all(
                 isinstance(p, int) and not isinstance(p, bool) and 0 < p < 65536 for p in ports):
             raise ProfileError(f"[agents.{name}]: host_ports must be a list of port numbers")
+        kube = _kube(name, raw, prev.kube if prev else None, executor)
         try:
             ssh = parse_ssh(name, raw, prev.ssh if prev else None, executor)
             docker_host = parse_docker_host(name, raw, prev.docker_host if prev else None,
@@ -273,9 +296,57 @@ def parse_profiles(
             agentctl_token=token, sandbox=sandbox, sandbox_writable=tuple(writable),
             image=image, cpus=None if cpus is None else float(cpus), memory=memory, pids=pids,
             acp_version=acp_version, home_binds=home_binds, network=network,
-            host_ports=tuple(ports), ssh=ssh, docker_host=docker_host,
+            host_ports=tuple(ports), kube=kube, ssh=ssh, docker_host=docker_host,
         )
     return out
+
+
+def _kube(name: str, raw: Mapping[str, Any], prev: KubeSettings | None,
+          executor: str) -> KubeSettings | None:
+    """The ``kubernetes`` keys, refused on any other executor (a typo'd executor
+    would otherwise run the agent here, silently)."""
+    given = [k for k in _KUBE_KEYS if k in raw]
+    if executor != "kubernetes":
+        if given:
+            raise ProfileError(f"[agents.{name}]: {', '.join(given)} only apply to "
+                               "executor = \"kubernetes\"")
+        return None
+    base = prev or KubeSettings()
+    namespace = raw.get("namespace", base.namespace)
+    if namespace is not None and not (isinstance(namespace, str)
+                                      and _DNS_LABEL.fullmatch(namespace)):
+        raise ProfileError(f"[agents.{name}]: namespace must be a DNS label "
+                           "(lowercase letters, digits, '-'; at most 63)")
+    account = raw.get("service_account", base.service_account)
+    if account is not None and not (isinstance(account, str) and _DNS_NAME.fullmatch(account)):
+        raise ProfileError(f"[agents.{name}]: service_account must be a DNS name")
+    selector = raw.get("node_selector", base.node_selector)
+    if not isinstance(selector, Mapping) or not all(
+            isinstance(k, str) and k and isinstance(v, str) for k, v in selector.items()):
+        raise ProfileError(f"[agents.{name}]: node_selector must be a table of strings")
+    kubeconfig = raw.get("kubeconfig", base.kubeconfig)
+    if kubeconfig is not None and not (isinstance(kubeconfig, str)
+                                       and kubeconfig.startswith(("/", "~/"))):
+        raise ProfileError(f"[agents.{name}]: kubeconfig must be an absolute path (or ~/...)")
+    resources = raw.get("resources", base.resources)
+    problem = (f"[agents.{name}]: resources must be {{requests = {{...}}, limits = {{...}}}} "
+               "with quantities (cpu = \"500m\", memory = \"1Gi\")")
+    if not isinstance(resources, Mapping) or not set(resources) <= {"requests", "limits"}:
+        raise ProfileError(problem)
+    checked: dict[str, dict[str, str]] = {}
+    for kind, table in resources.items():
+        if not isinstance(table, Mapping):
+            raise ProfileError(problem)
+        checked[kind] = {}
+        for resource, amount in table.items():
+            text = str(amount) if isinstance(amount, int | float) and not isinstance(
+                amount, bool) else amount
+            if not (isinstance(resource, str) and resource and isinstance(text, str)
+                    and _QUANTITY.fullmatch(text)):
+                raise ProfileError(problem)
+            checked[kind][resource] = text
+    return KubeSettings(namespace=namespace, resources=checked, service_account=account,
+                        node_selector=dict(selector), kubeconfig=kubeconfig)
 
 
 def _home_binds(name: str, raw: Any,

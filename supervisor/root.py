@@ -39,6 +39,7 @@ from .config import Config
 from .errors import StartError
 from .executors import Launcher, default_launcher, outlives_backend
 from .executors.container import sweep_containers
+from .executors.kube import sweep_kube
 from .executors.ssh import sweep_ssh
 from .notify import Notifier
 from .orchestrator import Caller, Orchestrator
@@ -148,6 +149,7 @@ async def open_supervisor(
         await check_git_fence()
         await sweep_containers(config)  # container profiles only: no engine contacted otherwise
         await sweep_ssh(config)  # ssh profiles only: no host contacted otherwise
+        await sweep_kube(config)  # kubernetes profiles only: no cluster contacted otherwise
         t = config.timeouts
         retries = Retries(t.store_retry_s)
         gate = QueueGate()

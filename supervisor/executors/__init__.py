@@ -6,6 +6,8 @@
   local one spawned per execution), driven over HTTP and a WebSocket;
 - ``container``: an agentctl in a container of its own per execution, on
   Podman or Docker (``engine_api``: the Docker Engine API over httpx);
+- ``kube``: an agentctl in a Pod of its own per execution, reached through
+  the Kubernetes API server's Pod proxy (``kube_api``, ``kube_pod``);
 - ``ssh``: an agentctl per execution on an SSH host, reached through a
   forwarded unix socket over one shared connection (``ssh_host``);
 - ``environment``: the environment agents get (never Turnvisor's secrets).
@@ -24,11 +26,12 @@ from ..profiles import AgentProfile
 from .agentctl import launch_agentctl
 from .base import LaunchedAgent, Launcher, TurnHandover
 from .container import launch_container
+from .kube import launch_kube
 from .local import launch_local
 from .ssh import SshHosts, launch_ssh
 
 __all__ = ["LaunchedAgent", "Launcher", "TurnHandover", "default_launcher", "launch_agentctl",
-           "launch_container", "launch_local", "outlives_backend"]
+           "launch_container", "launch_kube", "launch_local", "outlives_backend"]
 
 
 def outlives_backend(profile: AgentProfile) -> bool:
@@ -56,6 +59,8 @@ def default_launcher(config: Config) -> Launcher:
             return launch_container(config, profile, cwd, owner=session_id)
         if profile.executor == "ssh":
             return launch_ssh(ssh_hosts, profile, cwd, owner=session_id)
+        if profile.executor == "kubernetes":
+            return launch_kube(config, profile, cwd, owner=session_id)
         return launch_local(config, profile, cwd)
 
     return launch

@@ -52,7 +52,7 @@ from protocols.prompt_parts import PartRefused, PromptPart
 from protocols.transport import AgentClosed, AgentRefused, AgentTimeout
 
 from ..config import Timeouts
-from .agentctl_link import AgentctlLink, PendingTurn, first_set
+from .agentctl_link import AgentctlLink, PendingTurn, Route, first_set
 
 __all__ = ["AgentctlAdapter"]
 
@@ -70,10 +70,12 @@ class AgentctlAdapter:
 
     def __init__(self, url: str, token: str, *, owner: str | None = None,
                  session_cwd: str | None = None, protocol: str | None = None,
-                 timeouts: Timeouts | None = None, uds: str | None = None) -> None:
+                 timeouts: Timeouts | None = None, route: Route | None = None,
+                 uds: str | None = None) -> None:
         self.timeouts = timeouts or Timeouts()
         self.connection = AgentctlLink(url, token, self.timeouts, owner=owner,
-                                       on_subagent=self._subagent_changed, uds=uds)
+                                       on_subagent=self._subagent_changed, route=route,
+                                       uds=uds)
         self.owner = owner
         self.session_cwd = session_cwd
         self.protocol = protocol

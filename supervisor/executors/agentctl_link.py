@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import ssl
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
 from urllib.parse import quote, urlsplit
@@ -44,6 +44,7 @@ from trio_websocket import (
 )
 
 from protocols.agentctl_wire import (
+    TOKEN_HEADER,
     Control,
     Frame,
     Hello,
@@ -57,11 +58,23 @@ from protocols.transport import AgentClosed, AgentRefused, AgentTimeout
 
 from ..config import Timeouts
 
-__all__ = ["AgentctlLink", "PendingTurn", "first_set"]
+__all__ = ["AgentctlLink", "PendingTurn", "Route", "first_set"]
 
 log = logging.getLogger(__name__)
 
 _MAX_FRAME: Final = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Route:
+    """How to reach an agentctl behind a relay that authenticates requests
+    itself (the Kubernetes API server's Pod proxy, supervisor/executors/kube.py):
+    its credential in ``headers`` (``Authorization`` is the relay's, so the
+    agentctl token travels in ``TOKEN_HEADER``), and the TLS context that
+    trusts it (its CA, and a client certificate if it asks for one)."""
+
+    headers: Mapping[str, str] = field(default_factory=dict)
+    ssl_context: ssl.SSLContext | None = None
 
 
 @dataclass(eq=False)
@@ -84,8 +97,9 @@ class AgentctlLink:
     def __init__(self, url: str, token: str, timeouts: Timeouts, *,
                  owner: str | None = None, event_buffer: int = 1024,
                  on_subagent: Callable[[SubagentChanged], None] | None = None,
-                 uds: str | None = None) -> None:
+                 route: Route | None = None, uds: str | None = None) -> None:
         self.url = url.rstrip("/")
+        self.route = route
         #: A unix socket that reaches agentctl (the ssh executor's forwarded
         #: socket): HTTP and the event stream connect there, ``url`` names the host.
         self.uds = uds
@@ -123,9 +137,16 @@ class AgentctlLink:
         self.read_seq: int | None = None
         self._advanced = trio.Event()
         self.http = httpx.AsyncClient(
-            base_url=self.url, headers={"Authorization": f"Bearer {token}"},
+            base_url=self.url, headers=self._headers(),
             transport=httpx.AsyncHTTPTransport(uds=uds) if uds else None,
+            verify=route.ssl_context if route and route.ssl_context else True,
             timeout=httpx.Timeout(timeouts.agent_request_s))
+
+    def _headers(self) -> dict[str, str]:
+        bearer = f"Bearer {self._token}"
+        if self.route is None:
+            return {"Authorization": bearer}
+        return {**self.route.headers, TOKEN_HEADER: bearer}
 
     # -- the reader -----------------------------------------------------------------
 
@@ -180,12 +201,16 @@ class AgentctlLink:
                                else await trio.open_tcp_stream(host, port))
                         stream = tcp
                         if secure:
-                            stream = trio.SSLStream(tcp, ssl.create_default_context(),
+                            context = (self.route.ssl_context if self.route
+                                       and self.route.ssl_context
+                                       else ssl.create_default_context())
+                            stream = trio.SSLStream(tcp, context,
                                                     server_hostname=host,
                                                     https_compatible=True)
                         ws = await wrap_client_stream(
                             nursery, stream, parts.netloc, resource,
-                            extra_headers=[(b"authorization", f"Bearer {self._token}".encode())],
+                            extra_headers=[(k.lower().encode(), v.encode())
+                                           for k, v in self._headers().items()],
                             max_message_size=_MAX_FRAME)
                     try:
                         return await self._read(ws)

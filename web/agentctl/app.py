@@ -1,8 +1,10 @@
 """agentctl's Quart-Trio app: thin routes over ``AgentHost``.
 
 Every route but ``GET /api/v1/health`` needs ``Authorization: Bearer <token>``
-(compared in constant time, never logged: the access log is off).  Browsers
-are not clients: a WebSocket upgrade carrying an ``Origin`` is refused.
+(or the same in ``X-Turnvisor-Agentctl-Token``, for a relay that takes
+``Authorization`` for itself; compared in constant time, never logged: the
+access log is off).  Browsers are not clients: a WebSocket upgrade carrying
+an ``Origin`` is refused.
 Answers are JSON; a refusal is ``{"success": false, "error": ...}`` with the
 status ``HostError`` chose, and no traceback ever reaches a client.
 
@@ -32,7 +34,7 @@ from quart import Response, request, websocket
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
-from protocols.agentctl_wire import CLOSE_FELL_BEHIND, CLOSE_GOING_AWAY
+from protocols.agentctl_wire import CLOSE_FELL_BEHIND, CLOSE_GOING_AWAY, TOKEN_HEADER
 
 from ..listener import close_after_refusals
 from .host import AgentHost, HostError, Subscriber, valid_turn_id
@@ -69,9 +71,11 @@ def create_app(host: AgentHost, token: str, *, heartbeat_s: float = HEARTBEAT_S)
     close_after_refusals(app)
     known = token.encode()
 
-    def authorized(header: str | None) -> bool:
-        given = _bearer(header)
-        return given is not None and hmac.compare_digest(known, given.encode())
+    def authorized(*headers: str | None) -> bool:
+        # Either header may carry it (TOKEN_HEADER: behind a relay that consumes
+        # Authorization, or sees its own credential there).
+        return any((given := _bearer(h)) is not None
+                   and hmac.compare_digest(known, given.encode()) for h in headers)
 
     async def body() -> dict[str, Any]:
         raw = await request.get_data(as_text=True)
@@ -109,7 +113,7 @@ def create_app(host: AgentHost, token: str, *, heartbeat_s: float = HEARTBEAT_S)
     @app.before_request
     async def require_token() -> Response | None:
         if request.path != "/api/v1/health" and not authorized(
-                request.headers.get("Authorization")):
+                request.headers.get("Authorization"), request.headers.get(TOKEN_HEADER)):
             return _refuse(401, "a valid token is required (Authorization: Bearer)")
         return None
 
@@ -198,7 +202,8 @@ def create_app(host: AgentHost, token: str, *, heartbeat_s: float = HEARTBEAT_S)
     async def events() -> Response | None:
         if websocket.headers.get("Origin") is not None:
             return Response("agentctl does not serve browsers", 403)
-        if not authorized(websocket.headers.get("Authorization")):
+        if not authorized(websocket.headers.get("Authorization"),
+                          websocket.headers.get(TOKEN_HEADER)):
             return Response("unauthorized", 401)
         after: int | None = None
         if "after" in websocket.args:

@@ -1,0 +1,160 @@
+"""The kubernetes executor: each session's agent behind its own agentctl, in a Pod.
+
+Per execution (``launch_kube``)::
+
+    create   a Secret with a fresh agentctl token, then the Pod (kube_pod.py):
+             the container executor's image running agentctl, labelled
+             ``turnvisor.workspace`` (this Turnvisor) and ``turnvisor.session``
+    ready    watch the Pod until its readiness probe (agentctl's /health)
+             passes, bounded by Timeouts.agent_start_s; a Pod that never gets
+             there fails the start with its events and its containers'
+             waiting reasons, and is deleted
+    connect  an AgentctlAdapter through the API server's Pod proxy
+             (``.../pods/NAME:8765/proxy``; ``Route``: the cluster's credential
+             in Authorization, agentctl's token in its own header), the same
+             cancel path as every agentctl
+    teardown close the adapter; delete the Pod (grace: term_grace_s; agentctl
+             stops its agent on SIGTERM) and its Secret, shielded, bounded
+
+``sweep_kube`` is the startup sweep: this Turnvisor's labelled Pods and
+Secrets in each kubernetes profile's namespace are deleted; another
+Turnvisor's (another ``turnvisor.workspace``) are never touched.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import AsyncIterator, Collection
+from contextlib import asynccontextmanager
+from typing import cast
+
+import trio
+from lightkube import AsyncClient
+from lightkube.resources.core_v1 import Pod, Secret
+
+from ..config import Config
+from ..profiles import AgentProfile
+from . import kube_api
+from .agentctl_adapter import AgentctlAdapter
+from .agentctl_strays import AgentctlStrays
+from .base import LaunchedAgent
+from .container import AGENTCTL_PORT
+from .kube_api import Cluster, KubeError, load_cluster
+from .kube_pod import LABEL_SESSION, label_value, pod_manifest, secret_manifest, workspace_labels
+
+__all__ = ["launch_kube", "sweep_kube"]
+
+log = logging.getLogger(__name__)
+
+
+def _name(owner: str | None) -> str:
+    return f"turnvisor-{label_value((owner or 'x')[:12]).lower() or 'x'}-{secrets.token_hex(3)}"
+
+
+@asynccontextmanager
+async def launch_kube(config: Config, profile: AgentProfile, cwd: str, *,
+                      owner: str | None) -> AsyncIterator[LaunchedAgent]:
+    """The executor for ``executor = "kubernetes"`` profiles (module doc)."""
+    t = config.timeouts
+    cluster = load_cluster(profile)
+    token = secrets.token_urlsafe(32)
+    name = _name(owner)
+    async with cluster.client(t.agent_request_s) as client:
+        try:
+            with trio.fail_after(t.agent_start_s):
+                await kube_api.create(client, cast(Secret, Secret.from_dict(
+                    secret_manifest(config, profile, name, token, owner=owner))))
+        except trio.TooSlowError:
+            raise KubeError(f"{cluster.server} did not take Secret {name} within "
+                            f"{t.agent_start_s:g}s") from None
+        try:
+            await _start(client, cluster, config, profile, cwd, name, owner)
+            adapter = AgentctlAdapter(cluster.proxy_url(name, AGENTCTL_PORT), token,
+                                      owner=owner, session_cwd=cwd,
+                                      protocol=profile.protocol, timeouts=t,
+                                      route=cluster.route)
+            try:
+                yield LaunchedAgent(adapter=adapter, strays=AgentctlStrays(adapter.connection))
+            finally:
+                await adapter.aclose()
+        finally:
+            bound = t.term_grace_s + 2 * t.agent_request_s
+            with trio.CancelScope(shield=True), trio.move_on_after(bound) as scope:
+                await _discard(client, name, grace_s=t.term_grace_s)
+            if scope.cancelled_caught:
+                log.warning("Pod %s: not deleted within %gs (the startup sweep will)",
+                            name, bound)
+
+
+async def _start(client: AsyncClient, cluster: Cluster, config: Config, profile: AgentProfile,
+                 cwd: str, name: str, owner: str | None) -> None:
+    """Create the Pod and wait until it is ready (module doc)."""
+    start_s = config.timeouts.agent_start_s
+    where = f"Pod {name} in {cluster.namespace} on {cluster.server}"
+    with trio.move_on_after(start_s) as scope:
+        await kube_api.create(client, cast(Pod, Pod.from_dict(
+            pod_manifest(config, profile, cwd, name, owner=owner))))
+        try:
+            await kube_api.watch_ready(client, name)
+        except KubeError as exc:
+            raise KubeError(f"{where} did not start: {exc}\n"
+                            + "\n".join(await _events(client, name, config))) from None
+    if scope.cancelled_caught:
+        raise KubeError(f"{where} was not ready within {start_s:g}s; its events:\n"
+                        + "\n".join(await _events(client, name, config)))
+
+
+async def _events(client: AsyncClient, name: str, config: Config) -> list[str]:
+    with trio.move_on_after(config.timeouts.agent_request_s):
+        return await kube_api.pod_events(client, name) or ["(none)"]
+    return ["(its events could not be read in time)"]
+
+
+async def _discard(client: AsyncClient, name: str, *, grace_s: float) -> None:
+    for kind, grace in ((Pod, grace_s), (Secret, None)):
+        try:
+            await kube_api.delete(client, kind, name, grace_s=grace)
+        except KubeError as exc:
+            log.warning("%s", exc)
+
+
+async def sweep_kube(config: Config, *, live: Collection[str] = ()) -> int:
+    """Delete this Turnvisor's labelled Pods and Secrets whose session is not in
+    ``live`` (at startup: all of them), in each kubernetes profile's cluster
+    and namespace.  Without such a profile no cluster is contacted; one that
+    cannot be reached is logged, not fatal.  Returns how many Pods went."""
+    t = config.timeouts
+    clusters: dict[tuple[str, str], Cluster] = {}
+    for profile in config.profiles.values():
+        if profile.executor != "kubernetes":
+            continue
+        try:
+            cluster = load_cluster(profile)
+        except KubeError as exc:
+            log.warning("startup sweep of Pods skipped for %s", exc)
+            continue
+        clusters.setdefault((cluster.server, cluster.namespace), cluster)
+    mine = workspace_labels(config)
+    live_labels = {label_value(s) for s in live}
+    removed = 0
+    for cluster in clusters.values():
+        with trio.move_on_after(t.agent_start_s) as scope:
+            try:
+                async with cluster.client(t.agent_request_s) as client:
+                    for kind in (Pod, Secret):
+                        for name, labels in await kube_api.labelled(client, kind, mine):
+                            if labels.get(LABEL_SESSION) in live_labels:
+                                continue
+                            if await kube_api.delete(client, kind, name, grace_s=0) \
+                                    and kind is Pod:
+                                removed += 1
+                                log.info("startup sweep: deleted Pod %s (session %s)", name,
+                                         labels.get(LABEL_SESSION))
+            except KubeError as exc:
+                log.warning("startup sweep of Pods in %s on %s skipped: %s",
+                            cluster.namespace, cluster.server, exc)
+        if scope.cancelled_caught:
+            log.warning("startup sweep of Pods in %s on %s: not done within %gs",
+                        cluster.namespace, cluster.server, t.agent_start_s)
+    return removed
