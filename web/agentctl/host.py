@@ -1,6 +1,7 @@
 """The agent host: exactly one agent process, its turns, its cancel, its event log.
 
-Nursery tree (``serve_agentctl`` in ``server.py`` owns the root)::
+Nursery tree (``serve_agentctl`` in ``server.py`` owns the root; the process
+itself, its sandbox and its teardown are ``hosted.py``)::
 
     AgentHost.run                 host nursery: owns the agent incarnation
     ├── warm_up                   (worker thread) the protocol core's one-time import
@@ -34,40 +35,27 @@ No lock is held across agent I/O: concurrent requests are refused by state
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
-import sys
 import uuid
-from dataclasses import dataclass, field
-from enum import StrEnum
-from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 import trio
 
-from protocols.acp import load_schema
 from protocols.adapters import (
-    AgentAdapter,
     AgentClosed,
     AgentRequestError,
     AgentTimeout,
-    ProtocolName,
     make_adapter,
 )
 from protocols.agentctl_wire import event_frame
 from protocols.events import AgentEvent, AgentNotice, TurnEnded
-from protocols.fence_paths import open_by_identity
 from protocols.jsonrpc import LocalProtocolError
-from protocols.netns import resolve_network
-from protocols.process import drain_stderr, terminate_group
-from protocols.sandbox import HomeBind, resolve_mode, wrap
+from protocols.process import drain_stderr
 from protocols.scopes import shielded_for
-from supervisor.executors.environment import agent_environment, private_home
 from supervisor.turn.turn_end import TURN_ERRORS, left_to_us, turn_error
 
-from . import launcher
 from .eventlog import EventLog, Subscriber
 from .hostconfig import AgentctlConfig, HostError, not_running
+from .hosted import AgentState, HostedAgent, HostedTurn, spawn_agent, valid_turn_id, warm_up
 
 __all__ = [
     "AgentHost",
@@ -76,63 +64,19 @@ __all__ = [
     "EventLog",
     "HostError",
     "Subscriber",
+    "valid_turn_id",
+    "warm_up",
 ]
 
 log = logging.getLogger(__name__)
 
-_MAX_TURN_ID: Final = 128
-
-
-# -- the agent --------------------------------------------------------------------
-
-
-class AgentState(StrEnum):
-    #: Spawned, ``initialize`` not answered yet.
-    STARTING = "starting"
-    #: Initialized; a session can be started.
-    READY = "ready"
-    #: ``initialize`` failed or the process could not start.
-    FAILED = "failed"
-    #: The process has exited (and its group is gone).
-    EXITED = "exited"
-
-
-@dataclass(eq=False)
-class _Turn:
-    id: str
-    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
-    done: trio.Event = field(default_factory=trio.Event)
-    ended: TurnEnded | None = None
-    cancel_requested: bool = False
-    #: Set when the turn's task has returned (the adapter takes a prompt again).
-    finished: trio.Event = field(default_factory=trio.Event)
-
-
-@dataclass(eq=False)
-class _Agent:
-    process: trio.Process
-    adapter: AgentAdapter
-    nursery: trio.Nursery
-    state: AgentState = AgentState.STARTING
-    error: str | None = None
-    #: Set once ``state`` leaves STARTING.
-    settled: trio.Event = field(default_factory=trio.Event)
-    pumped: trio.Event = field(default_factory=trio.Event)
-    exited: trio.Event = field(default_factory=trio.Event)
-    session_id: str | None = None
-    owner: str | None = None
-    turn: _Turn | None = None
-
-    @property
-    def alive(self) -> bool:
-        return self.state in (AgentState.STARTING, AgentState.READY)
 
 
 class AgentHost:
     def __init__(self, config: AgentctlConfig) -> None:
         self.config = config
         self.log = EventLog(buffer=config.subscriber_buffer, replay=config.replay_events)
-        self.agent: _Agent | None = None
+        self.agent: HostedAgent | None = None
         self.started_agents = 0
         self._nursery: trio.Nursery | None = None
         self._session_starting = False
@@ -164,103 +108,73 @@ class AgentHost:
         finally:
             self._warmed.set()
 
-    async def _start_agent(self) -> _Agent:
+    async def _start_agent(self) -> HostedAgent:
         assert self._nursery is not None, "AgentHost.run is not running"
-        agent: _Agent = await self._nursery.start(self._run_agent)
+        agent: HostedAgent = await self._nursery.start(self._run_agent)
         return agent
 
-    async def _run_agent(self, task_status: trio.TaskStatus[_Agent] = trio.TASK_STATUS_IGNORED,
+    async def _run_agent(self, task_status: trio.TaskStatus[HostedAgent] = trio.TASK_STATUS_IGNORED,
                          ) -> None:
         cfg = self.config
-        env = agent_environment(cfg.env)
-        # The same sandbox as the backend's local agents (the launcher stays
-        # outside it, as the group leader that ties the agent to agentctl).
-        mode = await trio.to_thread.run_sync(resolve_mode, cfg.sandbox)
-        binds: list[HomeBind] = []
-        if mode == "bwrap" and cfg.home is not None:
-            # Its own HOME, never the person's (which holds the data dir).
-            os.close(open_by_identity(cfg.home, create=True).fd)
-            env, binds = private_home(env, cfg.env, cfg.home, cfg.home_binds)
-        lifeline_r, lifeline_w = os.pipe()
+        agent: HostedAgent | None = None
         try:
-            with wrap(cfg.command, mode, cwd=cfg.cwd, env=env, hide=cfg.hide,
-                      extra_writable=cfg.sandbox_writable, home_binds=binds,
-                      network=resolve_network(cfg.network),
-                      host_ports=cfg.host_ports) as command:
-                # The sandbox's descriptors go on through the launcher to bwrap.
-                keep = [a for fd in command.pass_fds for a in ("--keep-fd", str(fd))]
-                proc = await trio.lowlevel.open_process(
-                    [sys.executable, str(Path(launcher.__file__)), "--lifeline",
-                     str(lifeline_r), *keep, "--", *command.argv],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                    env=env, cwd=cfg.cwd, start_new_session=True,
-                    pass_fds=(lifeline_r, *command.pass_fds),
+            async with spawn_agent(cfg) as proc:
+                assert proc.stdin is not None and proc.stdout is not None
+                assert proc.stderr is not None
+                adapter = make_adapter(
+                    cfg.protocol, proc.stdin, proc.stdout,
+                    timeouts=cfg.timeouts.adapter(),
+                    max_line_bytes=cfg.max_line_bytes, thread_params=dict(cfg.thread_params),
                 )
-                # The sandbox's own lifeline goes with agentctl's (below).
-                sandbox_lifeline = command.take_lifeline()
-        except BaseException:
-            os.close(lifeline_w)
-            raise
-        finally:
-            os.close(lifeline_r)
-        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-        adapter = make_adapter(
-            cfg.protocol, proc.stdin, proc.stdout,
-            timeouts=cfg.timeouts.adapter(),
-            max_line_bytes=cfg.max_line_bytes, thread_params=dict(cfg.thread_params),
-        )
-        agent: _Agent | None = None
-        try:
-            async with trio.open_nursery() as nursery:
-                agent = _Agent(process=proc, adapter=adapter, nursery=nursery)
-                self.agent = agent
-                self.started_agents += 1
-                nursery.start_soon(adapter.connection.run)
-                nursery.start_soon(self._drain_stderr, proc.stderr)
-                nursery.start_soon(self._pump, agent)
-                self.log.publish({"type": "AgentStarted", "pid": proc.pid}, turn=None)
-                log.info("agent %r started (pid %d)", cfg.command[0], proc.pid)
-                task_status.started(agent)
-                try:
-                    with trio.fail_after(cfg.timeouts.agent_start_s):
-                        await adapter.initialize()
-                except (AgentClosed, AgentTimeout, AgentRequestError, trio.TooSlowError) as exc:
-                    agent.state = AgentState.FAILED
-                    agent.error = f"initialize failed: {exc or type(exc).__name__}"
+                async with trio.open_nursery() as nursery:
+                    agent = HostedAgent(process=proc, adapter=adapter, nursery=nursery)
+                    self.agent = agent
+                    self.started_agents += 1
+                    nursery.start_soon(adapter.connection.run)
+                    nursery.start_soon(self._drain_stderr, proc.stderr)
+                    nursery.start_soon(self._pump, agent)
+                    self.log.publish({"type": "AgentStarted", "pid": proc.pid}, turn=None)
+                    log.info("agent %r started (pid %d)", cfg.command[0], proc.pid)
+                    task_status.started(agent)
+                    try:
+                        with trio.fail_after(cfg.timeouts.agent_start_s):
+                            await adapter.initialize()
+                    except (AgentClosed, AgentTimeout, AgentRequestError,
+                            trio.TooSlowError) as exc:
+                        agent.state = AgentState.FAILED
+                        agent.error = f"initialize failed: {exc or type(exc).__name__}"
+                        agent.settled.set()
+                        log.error("agent %r: %s", cfg.command[0], agent.error)
+                        nursery.cancel_scope.cancel()
+                        return
+                    agent.state = AgentState.READY
                     agent.settled.set()
-                    log.error("agent %r: %s", cfg.command[0], agent.error)
+                    # The pump ends when the agent's stdout does; then nothing is left to run.
+                    await adapter.connection.closed.wait()
+                    with trio.move_on_after(cfg.timeouts.cancel_cleanup_s):
+                        await agent.pumped.wait()
                     nursery.cancel_scope.cancel()
-                    return
-                agent.state = AgentState.READY
-                agent.settled.set()
-                # The pump ends when the agent's stdout does; then nothing is left to run.
-                await adapter.connection.closed.wait()
-                with trio.move_on_after(cfg.timeouts.cancel_cleanup_s):
-                    await agent.pumped.wait()
-                nursery.cancel_scope.cancel()
         finally:
-            await terminate_group(proc, grace_s=cfg.timeouts.term_grace_s)
-            os.close(lifeline_w)
-            if sandbox_lifeline is not None:
-                os.close(sandbox_lifeline)
+            # The group is gone (``spawn_agent`` tore it down) before this is said.
             if agent is not None:
+                code = agent.process.returncode
                 if agent.state is not AgentState.FAILED:
                     agent.state = AgentState.EXITED
                 if agent.turn is not None:
                     self._end_turn(agent, agent.turn, TurnEnded(
-                        stop_reason="error", error=f"agent exited (status {proc.returncode})"))
+                        stop_reason="error", error=f"agent exited (status {code})"))
                 agent.settled.set()
-                self.log.publish({"type": "AgentExited", "returncode": proc.returncode,
+                self.log.publish({"type": "AgentExited", "returncode": code,
                                   "error": agent.error, "session_id": agent.session_id},
                                  turn=None)
                 agent.exited.set()
-            log.info("agent %r (pid %d) exited with %s", cfg.command[0], proc.pid,
-                     proc.returncode)
+                log.info("agent %r (pid %d) exited with %s", cfg.command[0],
+                         agent.process.pid, code)
 
     async def _drain_stderr(self, stream: trio.abc.ReceiveStream) -> None:
         await drain_stderr(stream, lambda line: log.info("agent stderr: %s", line))
 
-    async def _pump(self, agent: _Agent) -> None:
+    async def _pump(self, agent: HostedAgent) -> None:
         """adapter.events → the log, in order, each stamped with its turn."""
         try:
             async for ev in agent.adapter.events:
@@ -279,10 +193,10 @@ class AgentHost:
                     else "agent closed its output"))
             agent.pumped.set()
 
-    def _publish(self, ev: AgentEvent, turn: _Turn | None) -> int:
+    def _publish(self, ev: AgentEvent, turn: HostedTurn | None) -> int:
         return self.log.publish(event_frame(ev), turn=turn.id if turn is not None else None)
 
-    def _end_turn(self, agent: _Agent, turn: _Turn, ended: TurnEnded) -> None:
+    def _end_turn(self, agent: HostedAgent, turn: HostedTurn, ended: TurnEnded) -> None:
         """Publish the turn's end exactly once and free the agent for the next turn."""
         if agent.turn is not turn:
             return
@@ -291,7 +205,7 @@ class AgentHost:
         self._publish(ended, turn)
         turn.done.set()
 
-    def _abandon(self, agent: _Agent, turn: _Turn, why: str) -> None:
+    def _abandon(self, agent: HostedAgent, turn: HostedTurn, why: str) -> None:
         """Forget a turn without its end (the client gave up on it): no TurnEnded
         is published for it, a late answer from the agent is only a notice."""
         if agent.turn is not turn:
@@ -302,14 +216,14 @@ class AgentHost:
         self._publish(AgentNotice(message=f"turn {turn.id} abandoned: {why}", level="info"), None)
         turn.done.set()
 
-    async def _run_turn(self, agent: _Agent, turn: _Turn, text: str,
+    async def _run_turn(self, agent: HostedAgent, turn: HostedTurn, text: str,
                         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         try:
             await self._turn_body(agent, turn, text, task_status)
         finally:
             turn.finished.set()
 
-    async def _turn_body(self, agent: _Agent, turn: _Turn, text: str,
+    async def _turn_body(self, agent: HostedAgent, turn: HostedTurn, text: str,
                          task_status: trio.TaskStatus[None]) -> None:
         ended: TurnEnded
         with turn.scope:
@@ -334,13 +248,13 @@ class AgentHost:
 
     # -- requests -----------------------------------------------------------------
 
-    def _live(self) -> _Agent:
+    def _live(self) -> HostedAgent:
         agent = self.agent
         if agent is None or not agent.alive or agent.adapter.connection.closed.is_set():
             raise not_running(agent.error if agent is not None else None)
         return agent
 
-    def _check_session(self, agent: _Agent, session_id: str | None) -> None:
+    def _check_session(self, agent: HostedAgent, session_id: str | None) -> None:
         if session_id is not None and session_id != agent.session_id:
             raise HostError(404, "session not found", session_id=session_id)
 
@@ -401,21 +315,21 @@ class AgentHost:
         finally:
             self._session_starting = False
 
-    def _abandoned_by_owner(self, agent: _Agent, owner: str | None) -> bool:
+    def _abandoned_by_owner(self, agent: HostedAgent, owner: str | None) -> bool:
         """Whether another owner may take ``agent`` over: both have owners, and
         the current one has no event stream open (its backend is gone)."""
         if owner is None or agent.owner is None:
             return False
         return not any(sub.owner == agent.owner for sub in self.log.subscribers)
 
-    def _session_info(self, agent: _Agent, *, attached: bool) -> dict[str, Any]:
+    def _session_info(self, agent: HostedAgent, *, attached: bool) -> dict[str, Any]:
         return {"success": True, "session_id": agent.session_id, "attached": attached,
                 "protocol": self.config.protocol,
                 "wire_protocol": agent.adapter.wire_protocol,
                 "turn_id": agent.turn.id if agent.turn is not None else None,
                 "seq": self.log.last_seq}
 
-    async def _stop_agent(self, agent: _Agent) -> None:
+    async def _stop_agent(self, agent: HostedAgent) -> None:
         agent.nursery.cancel_scope.cancel()
         with trio.move_on_after(self.config.timeouts.stop_s):
             await agent.exited.wait()
@@ -437,7 +351,7 @@ class AgentHost:
             raise HostError(409, "a turn is already running", turn_id=agent.turn.id)
         if agent.adapter.turn_running:
             raise HostError(409, "the agent is still finishing its previous turn")
-        turn = _Turn(id=turn_id or uuid.uuid4().hex)
+        turn = HostedTurn(id=turn_id or uuid.uuid4().hex)
         agent.turn = turn
         seq = self.log.last_seq
         self.log.publish({"type": "TurnStarted"}, turn=turn.id)
@@ -582,19 +496,3 @@ class AgentHost:
             "turn_running": agent.adapter.turn_running if agent.alive else False,
             "operation_id": agent.adapter.operation_id if agent.alive else None,
         }
-
-
-def warm_up(protocol: ProtocolName) -> None:
-    """Pay the protocol core's one-time costs early, on a worker thread.
-
-    The ACP core's pydantic schema models take about a second of CPU to
-    build: paid on the Trio thread in the middle of a turn (its first tool
-    call, or its end), it would stall the event loop, and a cancel arriving
-    then, for that long."""
-    if protocol != "acp":
-        return
-    load_schema()
-
-
-def valid_turn_id(value: object) -> bool:
-    return isinstance(value, str) and 0 < len(value) <= _MAX_TURN_ID and value.isprintable()
