@@ -90,6 +90,17 @@ async def test_cookie_requests_are_unauthenticated(tmp_path: Path,
             assert r.status_code == 401, r.text
             r = await h.get("/api/v1/tasks", headers=sent)
             assert r.status_code == 401, r.text
+            # The routes of the stop levels and the attachments, the same.
+            for path in ("/api/v1/stop-all", "/api/v1/task-sessions/nope/kill-strays"):
+                r = await h.post(path, headers=sent, content=b"{}")
+                assert r.status_code == 401, (path, r.text)
+            r = await h.post("/api/v1/attachments?name=x.png", content=b"\x89PNG",
+                             headers=sent | {"Content-Type": "image/png"})
+            assert r.status_code == 401, r.text
+            for path in ("/api/v1/attachments/nope",
+                         "/api/v1/task-sessions/nope/turns/nope/receipt"):
+                r = await h.get(path, headers=sent)
+                assert r.status_code == 401, (path, r.text)
             assert (await h.get("/api/v1/tasks", headers=srv.auth)).json()["tasks"] == []
 
 
