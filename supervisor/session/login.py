@@ -117,7 +117,9 @@ class Logins:
         self.notify.offers.set_auth(session.id, {"required": True, "methods": [
             m.dto() | {"command": _command(m, profile.command if profile else (),
                                             profile.protocol if profile else "acp", home)}
-            for m in methods], "error": exc.detail or None})
+            for m in methods],
+            # Why a login the person chose did not work (the agent's first ask is no error).
+            "error": exc.detail if session.id in self._pending else None})
         changed = await states.login_needed(self.store, session.id)
         self.notify.state_changed(changed or session)
         return exc

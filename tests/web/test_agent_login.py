@@ -78,6 +78,7 @@ async def test_login_with_a_key(tmp_path: Path, agent: str,
             # Waiting for a login, not failed; its methods said.
             assert dto["state"] == "WAITING_FOR_INPUT"
             assert dto["auth"]["required"] is True
+            assert dto["auth"]["error"] is None  # asked for, not failed
             methods = {m["id"]: m for m in dto["auth"]["methods"]}
             key_id = "apiKey" if agent == "mock-login-codex" else "mock-key"
             assert methods[key_id]["kind"] == "key"

@@ -96,6 +96,8 @@ export function sessionStatus(state, sessionId) {
       return { key: "failed", label: "Failed", tone: "error", reason: humanizeError(err?.content), retry: true };
     }
     case "WAITING_FOR_INPUT": {
+      // DESIGN.md §19: the agent asked for a login first (the login card says how).
+      if (row.auth?.required) return { key: "login", label: "Needs login", tone: "attention", reason: null };
       const err = lastTurnError(messages);
       if (err) return { key: "turn-failed", label: "Last turn failed", tone: "error", reason: humanizeError(err.content) };
       // Messages not held (another session): the backend's attention says its turn failed.

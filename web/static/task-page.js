@@ -27,6 +27,7 @@ import { createEscalationCountdown, createWorkingIndicator } from "./working-ind
 import { createPageAttention } from "./page-attention.js";
 import { taskPageEntries } from "./attention.js";
 import { createFailedStartHelp, FAILED_EMPTY, failedComposerView, withoutRepeatedFailure } from "./failed-start.js";
+import { createLoginCard } from "./login-card.js";
 import { createSeenSender } from "./seen.js";
 import { createPhoneMenu } from "./phone-menu.js";
 import { humanizeError, sessionStatus, stallNotice, titleMark } from "./status.js";
@@ -128,10 +129,10 @@ export function mountTaskPage(root, boot, env = globalThis) {
     const row = state.sessions[state.selectedSessionId];
     if (row) launcher.launch(row.agent, null, { worktree: Boolean(row.worktree) || worktreeWanted() });
   });
-  // DESIGN.md §15: what needs the person (the backend's attention), and what to do when an agent
-  // did not start (issue 41).
+  // DESIGN.md §15: what needs the person (the backend's attention); issue 41 and §19: what to do when an agent did not start, or needs a login.
   const attention = createPageAttention({ env, onOpen: (sid) => select(sid, { push: true }) });
   const failedHelp = createFailedStartHelp();
+  const loginCard = createLoginCard({ request: (action, payload, options) => ws.request(action, payload, options) });
   const messageList = createMessageList({
     onPermission: (requestId, optionId) => actions.respondPermission(requestId, optionId),
     renderTurnChanges: (message) => renderTurnChanges(message, changes.cardContext), // diffs, revert, undo
@@ -193,7 +194,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
         h(
           "main",
           { class: "chat" },
-          h("div", { class: "chat-header" }, h("div", { class: "chat-heading" }, chatTitle, chatState, changesView.button, menuSlot), workDir.el, h("div", { class: "chat-reason-row" }, chatReason, retryButton, failedHelp.el)),
+          h("div", { class: "chat-header" }, h("div", { class: "chat-heading" }, chatTitle, chatState, changesView.button, menuSlot), workDir.el, h("div", { class: "chat-reason-row" }, chatReason, retryButton, failedHelp.el), loginCard.el),
           changesView.el,
           messageList.el,
           working.el,
@@ -282,7 +283,7 @@ export function mountTaskPage(root, boot, env = globalThis) {
     chatReason.dataset.tone = status?.tone ?? "neutral"; // an asleep agent is no error
     retryButton.hidden = !status?.retry || Boolean(state.launching);
     retryButton.disabled = offline;
-    failedHelp.update(row, state.messages[sid]);
+    failedHelp.update(row, state.messages[sid]); loginCard.update(row, offline);
 
     workDir.update(C.workplace(row, state.task));
     changesView.update(row ? sid : null);
