@@ -16,6 +16,8 @@ from supervisor.executors.kube_api import KubeError
 from supervisor.executors.kube_pod import LABEL_SESSION, LABEL_WORKSPACE
 from tests.kube.kube_support import NAMESPACE, cluster, kube_profiles, pod_names, post
 from tests.support.server import running_server
+from tests.support.ws import ws_client
+from tests.web.support import new_task
 
 
 def _config(tmp_path: Path, kubeconfig: Path, **extra: Any) -> Config:
@@ -61,7 +63,7 @@ async def test_startup_sweeps_this_workspaces_leftovers_and_no_one_elses(
                          _leftover("mine-1", mine, "s1", "Secret"),
                          _leftover("theirs-1", "another-turnvisor", "s1"),
                          _leftover("theirs-1", "another-turnvisor", "s1", "Secret"),
-                         _leftover("unlabelled", "", "")):
+                         _leftover("blank-labels", "", "")):
                 plural = "secrets" if body["kind"] == "Secret" else "pods"
                 assert (await post(c, plural, body)).status_code == 201
             # Same labels in another namespace: another profile's, untouched.
@@ -69,7 +71,7 @@ async def test_startup_sweeps_this_workspaces_leftovers_and_no_one_elses(
                                namespace="other")).status_code == 201
             async with running_server(data, profiles=kube_profiles(c.kubeconfig)):
                 pass
-            assert pod_names(c) == {"theirs-1", "unlabelled"}
+            assert pod_names(c) == {"theirs-1", "blank-labels"}
             assert {n for (k, ns, n) in c.standin.objects if k == "Secret"} == {"theirs-1"}
             assert pod_names(c, "other") == {"elsewhere"}
             deleted = {path.rsplit("/", 1)[1] for method, path in c.standin.calls
@@ -84,3 +86,23 @@ async def test_the_sweep_contacts_no_cluster_without_a_kubernetes_profile(
     config = Config.from_mapping(tmp_path / "data", {})
     with trio.fail_after(10):
         assert await sweep_kube(config) == 0
+
+
+async def test_through_the_ws_api_a_start_that_never_gets_ready_says_why(
+        tmp_path: Path) -> None:
+    with trio.fail_after(60):
+        async with cluster(tmp_path) as c, running_server(
+                tmp_path / "data", timeouts={"agent_start_s": 3},
+                profiles=kube_profiles(c.kubeconfig, node_selector={"disktype": "ssd"}),
+        ) as srv, ws_client(srv) as ws:
+            task_id = await new_task(ws)
+            frame = await ws.request("session.launch", {"task_id": task_id, "agent": "kmock"},
+                                     timeout=30)
+            assert frame["type"] == "error", frame
+            message = frame["payload"]["message"]
+            assert message.startswith("agent 'kmock' cannot start: Pod turnvisor-"), message
+            assert "was not ready within 3s; its events:\nWarning FailedScheduling: 0/1 nodes " \
+                "are available: 1 node(s) didn't match Pod's node affinity/selector." in message
+            with trio.fail_after(10):
+                while c.standin.objects:
+                    await trio.sleep(0.05)
