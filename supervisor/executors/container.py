@@ -25,8 +25,14 @@ hides its environment from processes without CAP_SYS_PTRACE (which containers
 lack), strips the token from the agent's environment, handles SIGTERM itself
 (stop is prompt), and its launcher reaps orphaned descendants.
 
+An engine on another host (``ssh://``, as ``DOCKER_HOST`` or the profile's
+``docker_host``; ssh_engine.py) is reached through a local socket forwarded
+over SSH, and so is the container's agentctl: published on that host's
+loopback, forwarded to a local unix socket over the same connection.
+
 ``sweep_containers`` is the container version of the process-group sweep: at
-startup, containers labelled with this backend instance's id are removed.
+startup, containers labelled with this backend instance's id are removed
+(on each engine the container profiles name).
 """
 
 from __future__ import annotations
@@ -50,7 +56,8 @@ from ..profiles import AgentProfile
 from .agentctl_adapter import AgentctlAdapter
 from .agentctl_strays import AgentctlStrays
 from .base import LaunchedAgent
-from .engine_api import ContainerSpec, EngineClient, EngineError, engine_address
+from .engine_api import ContainerSpec, EngineClient, EngineError
+from .ssh_engine import Reached, profile_engine, reach_engine
 
 __all__ = [
     "AGENTCTL_PORT",
@@ -111,13 +118,22 @@ def container_spec(config: Config, profile: AgentProfile, cwd: str, token: str, 
 async def launch_container(config: Config, profile: AgentProfile, cwd: str, *,
                            owner: str | None) -> AsyncIterator[LaunchedAgent]:
     """The executor for ``executor = "container"`` profiles (module doc)."""
-    t = config.timeouts
     try:
-        address = engine_address()
+        async with reach_engine(config, profile) as reached, \
+                _launch(config, profile, cwd, owner, reached) as agent:
+            yield agent
     except EngineError as exc:
         raise OSError(f"profile {profile.name!r}: {exc}") from None
+
+
+@asynccontextmanager
+async def _launch(config: Config, profile: AgentProfile, cwd: str, owner: str | None,
+                  reached: Reached) -> AsyncIterator[LaunchedAgent]:
+    t = config.timeouts
+    address = reached.address
     token = secrets.token_urlsafe(32)
-    # A remote engine publishes on all its interfaces (its loopback is not ours).
+    # A TCP engine publishes on all its interfaces (its loopback is not ours); an
+    # engine over SSH on its loopback, forwarded here.
     spec = container_spec(config, profile, cwd, token, owner=owner,
                           publish_ip="127.0.0.1" if address.local else "0.0.0.0")
     async with EngineClient(address, timeout_s=t.agent_start_s) as engine:
@@ -128,10 +144,10 @@ async def launch_container(config: Config, profile: AgentProfile, cwd: str, *,
             raise OSError(f"profile {profile.name!r}: cannot create a container of "
                           f"{spec.image} on {address}: {exc}") from None
         try:
-            url = await _start(engine, cid, address.host, t.agent_start_s)
+            url, uds = await _start(engine, cid, reached, t.agent_start_s)
             adapter = AgentctlAdapter(url, token, owner=owner, session_cwd=cwd,
                                       protocol=profile.protocol,
-                                      timeouts=t)
+                                      timeouts=t, uds=uds)
             try:
                 # agentctl (the container's PID 1) scans its agent's group.
                 yield LaunchedAgent(adapter=adapter, strays=AgentctlStrays(adapter.connection))
@@ -146,8 +162,10 @@ async def launch_container(config: Config, profile: AgentProfile, cwd: str, *,
                             cid[:12], t.term_grace_s + t.agent_request_s)
 
 
-async def _start(engine: EngineClient, cid: str, host: str, start_s: float) -> str:
-    """Start the container; agentctl's URL once its /health answers."""
+async def _start(engine: EngineClient, cid: str, reached: Reached,
+                 start_s: float) -> tuple[str, str | None]:
+    """Start the container; agentctl's URL (and the local socket that reaches it,
+    for an engine over SSH) once its /health answers."""
     with trio.move_on_after(start_s):
         try:
             await engine.start(cid)
@@ -157,13 +175,17 @@ async def _start(engine: EngineClient, cid: str, host: str, start_s: float) -> s
         port = info.ports.get(f"{AGENTCTL_PORT}/tcp")
         if port is None:
             raise OSError(f"container {cid[:12]}: the engine published no port for agentctl")
-        url = f"http://{host}:{port}"
-        async with httpx.AsyncClient(timeout=httpx.Timeout(2.0)) as http:
+        url, uds = f"http://{reached.address.host}:{port}", None
+        if reached.remote:
+            url, uds = "http://agentctl", str(await reached.forward_port(port))
+        async with httpx.AsyncClient(
+                timeout=httpx.Timeout(2.0),
+                transport=httpx.AsyncHTTPTransport(uds=uds) if uds else None) as http:
             while True:
                 try:
                     resp = await http.get(url + "/api/v1/health")
                     if resp.status_code == 200:
-                        return url
+                        return url, uds
                 except httpx.HTTPError:
                     pass
                 info = await engine.inspect(cid)
@@ -192,22 +214,28 @@ async def sweep_containers(config: Config, *, live: Collection[str] = ()) -> int
     (at startup: all of them).  Without a container profile, nothing is done and
     no engine is contacted; an unreachable engine is logged, not fatal.  Returns
     how many were removed."""
-    if not any(p.executor == "container" for p in config.profiles.values()):
-        return 0
+    # One sweep per engine (the first profile naming it lends its ssh keys).
+    engines: dict[str, AgentProfile] = {}
+    for profile in config.profiles.values():
+        if profile.executor == "container":
+            engines.setdefault(profile.docker_host or "", profile)
     t = config.timeouts
     removed = 0
-    with trio.move_on_after(t.agent_start_s) as scope:
-        try:
-            async with EngineClient(engine_address(), timeout_s=t.agent_request_s) as engine:
-                for c in await engine.list({LABEL_BACKEND: backend_instance(config)}):
-                    if c.labels.get(LABEL_SESSION) in live:
-                        continue
-                    await engine.remove(c.id, force=True)
-                    removed += 1
-                    log.info("startup sweep: removed container %s (session %s)", c.name,
-                             c.labels.get(LABEL_SESSION))
-        except EngineError as exc:
-            log.warning("startup sweep of containers skipped: %s", exc)
-    if scope.cancelled_caught:
-        log.warning("startup sweep of containers: not done within %gs", t.agent_start_s)
+    for profile in engines.values():
+        with trio.move_on_after(t.agent_start_s) as scope:
+            try:
+                address = profile_engine(profile)
+                async with reach_engine(config, profile, address) as reached, \
+                        EngineClient(reached.address, timeout_s=t.agent_request_s) as engine:
+                    for c in await engine.list({LABEL_BACKEND: backend_instance(config)}):
+                        if c.labels.get(LABEL_SESSION) in live:
+                            continue
+                        await engine.remove(c.id, force=True)
+                        removed += 1
+                        log.info("startup sweep: removed container %s (session %s) on %s",
+                                 c.name, c.labels.get(LABEL_SESSION), address)
+            except EngineError as exc:
+                log.warning("startup sweep of containers skipped: %s", exc)
+        if scope.cancelled_caught:
+            log.warning("startup sweep of containers: not done within %gs", t.agent_start_s)
     return removed

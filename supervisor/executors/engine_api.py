@@ -9,7 +9,10 @@ The engine is chosen like the docker CLI chooses it, from ``DOCKER_HOST``:
   (the engine's certificate checked against ``ca.pem``, the client's own
   ``cert.pem``/``key.pem`` presented; all three in ``DOCKER_CERT_PATH``, default
   ``~/.docker``);
-- ``ssh://`` is refused with the way round it (forward the engine's socket).
+- ``ssh://user@host[:port][/path/to/socket]``: the engine of another host,
+  reached over SSH (supervisor/executors/ssh_engine.py forwards its socket to
+  a local one and this client speaks to that; without a path, the host's
+  ``/var/run/docker.sock`` or ``/run/podman/podman.sock``, whichever exists).
 
 Only what the container executor needs: ping, create, start, inspect, stop,
 remove, list by label, wait, logs.  Every call is bounded by the client's
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +41,7 @@ __all__ = [
     "EngineAddress",
     "EngineClient",
     "EngineError",
+    "SshEngine",
     "engine_address",
 ]
 
@@ -54,11 +59,21 @@ class EngineError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class SshEngine:
+    """An engine behind ``ssh://``: the host, and its socket there (None: look)."""
+
+    destination: str
+    port: int | None = None
+    socket: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class EngineAddress:
-    kind: Literal["unix", "tcp"]
-    #: The socket's path (unix) or ``host:port`` (tcp).
+    kind: Literal["unix", "tcp", "ssh"]
+    #: The socket's path (unix), ``host:port`` (tcp) or the URL (ssh).
     where: str
     tls: ssl.SSLContext | None = None
+    ssh: SshEngine | None = None
 
     @property
     def host(self) -> str:
@@ -72,6 +87,8 @@ class EngineAddress:
         return self.kind == "unix"
 
     def __str__(self) -> str:
+        if self.kind == "ssh":
+            return self.where
         return f"unix://{self.where}" if self.kind == "unix" else (
             f"{'https' if self.tls else 'tcp'}://{self.where}")
 
@@ -98,11 +115,25 @@ def engine_address(env: Mapping[str, str] | None = None) -> EngineAddress:
             return EngineAddress("tcp", where, _tls_context(env))
         return EngineAddress("tcp", where)
     if parts.scheme == "ssh":
-        raise EngineError(
-            f"DOCKER_HOST={raw}: ssh:// is not supported; forward the engine's socket "
-            "(ssh -N -L /tmp/engine.sock:/run/podman/podman.sock HOST) and set "
-            "DOCKER_HOST=unix:///tmp/engine.sock")
-    raise EngineError(f"DOCKER_HOST={raw}: want unix://, tcp:// (ssh:// is not supported)")
+        return EngineAddress("ssh", raw, ssh=_ssh_engine(raw))
+    raise EngineError(f"DOCKER_HOST={raw}: want unix://, tcp:// or ssh://")
+
+
+_SSH_DESTINATION = re.compile(r"([A-Za-z0-9_][A-Za-z0-9._-]*@)?[A-Za-z0-9_][A-Za-z0-9._-]*")
+
+
+def _ssh_engine(raw: str) -> SshEngine:
+    """``ssh://user@host[:port][/path/to/socket]``; never an ssh option."""
+    parts = urlsplit(raw)
+    netloc = parts.netloc
+    destination, _, port_text = netloc.partition(":")
+    if not _SSH_DESTINATION.fullmatch(destination) or parts.query or parts.fragment or (
+            port_text and not port_text.isdigit()):
+        raise EngineError(f"DOCKER_HOST={raw}: want ssh://user@host[:port][/path/to/socket]")
+    port = int(port_text) if port_text else None
+    if port is not None and not 0 < port < 65536:
+        raise EngineError(f"DOCKER_HOST={raw}: port {port} is not a port")
+    return SshEngine(destination, port, parts.path or None)
 
 
 def _tls_context(env: Mapping[str, str]) -> ssl.SSLContext:
@@ -188,6 +219,9 @@ class EngineClient:
     def __init__(self, address: EngineAddress, *, timeout_s: float = 30.0) -> None:
         self.address = address
         self.timeout_s = timeout_s
+        if address.kind == "ssh":
+            raise EngineError(f"{address}: open it with ssh_engine.reach_engine (a local "
+                              "socket forwarded to it)")
         if address.kind == "unix":
             transport = httpx.AsyncHTTPTransport(uds=address.where)
             base = f"http://engine/{API_VERSION}"

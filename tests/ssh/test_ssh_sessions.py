@@ -91,9 +91,10 @@ async def test_a_turn_and_a_cancel_over_ssh(tmp_path: Path, sshd: Sshd) -> None:
             await ws.wait_for(is_state(sid, "RUNNING"), timeout=20)
             await ws.wait_for(is_state(sid, "WAITING_FOR_INPUT"), timeout=30)
             assert [r["pid"] for r in remote_runs(sshd, srv)] == [pid]
-        # The backend stopped: the host's agentctl (and its agent) with it.
-        with trio.fail_after(30):
-            while process_identity(pid) is not None:
+            # The session deleted: the host's agentctl (and its agent) stopped,
+            # its run directory gone.
+            await ws.call("session.delete", {"session_id": sid})
+            while process_identity(pid) is not None or remote_runs(sshd, srv):
                 await trio.sleep(0.1)
 
 

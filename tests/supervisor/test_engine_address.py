@@ -11,7 +11,13 @@ import pytest
 
 from supervisor.config import Config, ConfigError
 from supervisor.executors.container import backend_instance, container_spec
-from supervisor.executors.engine_api import ContainerSpec, EngineError, _demux, engine_address
+from supervisor.executors.engine_api import (
+    ContainerSpec,
+    EngineError,
+    SshEngine,
+    _demux,
+    engine_address,
+)
 
 
 def test_unix_and_tcp_addresses() -> None:
@@ -24,11 +30,20 @@ def test_unix_and_tcp_addresses() -> None:
     assert str(b) == "tcp://10.1.2.3:2375"
 
 
+def test_ssh_addresses() -> None:
+    a = engine_address({"DOCKER_HOST": "ssh://me@box:2222/run/podman/podman.sock"})
+    assert (a.kind, a.local, a.ssh, str(a)) == (
+        "ssh", False, SshEngine("me@box", 2222, "/run/podman/podman.sock"),
+        "ssh://me@box:2222/run/podman/podman.sock")
+    assert engine_address({"DOCKER_HOST": "ssh://box"}).ssh == SshEngine("box", None, None)
+
+
 @pytest.mark.parametrize(("value", "message"), [
-    ("ssh://me@host", "ssh:// is not supported"),
+    ("ssh://-oProxyCommand=x@host", "want ssh://user@host"),
+    ("ssh://me@host:99999/s", "is not a port"),
     ("tcp://host", "want tcp://HOST:PORT"),
     ("unix://", "no socket path"),
-    ("npipe:////./pipe/docker_engine", "want unix://"),
+    ("npipe:////./pipe/docker_engine", "want unix://, tcp:// or ssh://"),
 ])
 def test_unsupported_addresses_say_why(value: str, message: str) -> None:
     with pytest.raises(EngineError, match=message):
@@ -116,7 +131,7 @@ async def test_sweep_without_container_profiles_contacts_no_engine(
     from supervisor.executors.container import sweep_containers
 
     # An address that would raise if it were even parsed.
-    monkeypatch.setenv("DOCKER_HOST", "ssh://nowhere")
+    monkeypatch.setenv("DOCKER_HOST", "ssh://-oProxyCommand=x@nowhere")
     assert await sweep_containers(Config.from_mapping(tmp_path, {})) == 0
 
 
