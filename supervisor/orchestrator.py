@@ -144,7 +144,9 @@ class Orchestrator:
         try:
             await self.lifecycle.ensure_execution(session)
         except AgentLoginRequired:
-            # DESIGN.md §19: the session is made, and shows the login its agent asked for.
+            # DESIGN.md §19: the session is made, and shows the login its agent asked for;
+            # its first prompt goes once it is logged in (agent.login).
+            self.lifecycle.execution.logins.keep_prompt(session.id, prompt)
             return self.notify.session_dto(await self._refresh(session))
         if prompt:
             await self.send_message(caller, session.id, prompt)

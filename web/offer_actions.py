@@ -32,8 +32,11 @@ async def agent_login(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dic
     req = parse(rq.AgentLogin, p, sup.config.limits)
     session = await sup.orchestrator.session(caller, req.session_id)  # the caller's, else 404
     lifecycle = sup.lifecycle
-    await lifecycle.execution.logins.login(lifecycle.execution, session, req.method_id,
-                                           req.key)
+    logins = lifecycle.execution.logins
+    await logins.login(lifecycle.execution, session, req.method_id, req.key)
+    prompt = logins.take_prompt(session.id)
+    if prompt is not None:  # the launch's first prompt, kept for after the login
+        await sup.orchestrator.send_message(caller, session.id, prompt)
     fresh = await sup.orchestrator.session(caller, req.session_id)
     return {"success": True, "session_id": session.id, "method_id": req.method_id,
             "session": sup.notify.session_dto(fresh)}

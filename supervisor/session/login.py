@@ -31,8 +31,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from protocols.acp_auth import AuthMethod
+from protocols.acp_auth import AuthMethod, AuthRequired
 from protocols.adapters import AgentAdapter, AgentRequestError
+from protocols.events import TurnEnded
 
 from ..config import Config
 from ..errors import AgentStartError, Conflict, InvalidRequest
@@ -76,6 +77,16 @@ class Logins:
         self._required: dict[str, tuple[AuthMethod, ...]] = {}
         #: The login chosen for the start running now (its key only until then).
         self._pending: dict[str, _Pending] = {}
+        #: A launch's first prompt, sent once the agent is logged in (memory only).
+        self._prompts: dict[str, str] = {}
+
+    def keep_prompt(self, session_id: str, prompt: str | None) -> None:
+        if prompt:
+            self._prompts[session_id] = prompt
+
+    def take_prompt(self, session_id: str) -> str | None:
+        """The launch's prompt kept for after the login (once)."""
+        return self._prompts.pop(session_id, None)
 
     def required(self, session_id: str) -> tuple[AuthMethod, ...] | None:
         return self._required.get(session_id)
@@ -104,6 +115,16 @@ class Logins:
             said = exc.details or exc.message if isinstance(exc, AgentRequestError) else exc
             raise AgentLoginRequired(self._required.get(session_id, (pending.method,)),
                                      f"{pending.method.name}: {said}") from None
+
+    async def asked_at_restore(self, session_id: str, exc: AuthRequired) -> TurnEnded:
+        """A restored agent asked for a login (it was logged out since): its turn
+        ends with that said, and the session waits for a login (the agent is
+        replaced before the next start: the restore left it unknown)."""
+        session = await self.store.get_session(session_id)
+        if session is not None:
+            await self.needed(session, AgentLoginRequired(exc.methods, str(exc)))
+        return TurnEnded(stop_reason="error",
+                         error=str(AgentLoginRequired(exc.methods, str(exc))))
 
     async def needed(self, session: Session, exc: AgentLoginRequired) -> AgentLoginRequired:
         """The agent asked for a login: the session waits for one (not failed)."""

@@ -20,6 +20,7 @@ from typing import Any
 
 import trio
 
+from protocols.acp_auth import AuthRequired
 from protocols.adapters import AgentClosed, AgentRefused, AgentRequestError, AgentTimeout
 from protocols.events import TurnEnded
 from protocols.jsonrpc import LocalProtocolError
@@ -194,6 +195,8 @@ class Turns:
                 ended = await ex.adapter.prompt(text, parts)
             except TURN_ERRORS as exc:
                 ended = turn_error(exc)
+            except AuthRequired as exc:  # DESIGN.md §19: at the restore, logged out since
+                ended = await self.executions.logins.asked_at_restore(ex.session_id, exc)
             except AgentClosed:
                 return  # the pump ends the turn when the agent's output ends
         if turn.scope.cancelled_caught or ended is None or ex.detached:

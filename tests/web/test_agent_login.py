@@ -154,3 +154,52 @@ def test_the_contract_declares_agent_login() -> None:
     text = json.dumps(doc)
     for name in ("AgentLogin", "LoginAnswer", "AuthDTO", "AuthMethodDTO"):
         assert name in text
+
+
+@pytest.mark.parametrize("agent", DIALECTS)
+async def test_a_launch_prompt_waits_for_the_login(tmp_path: Path, agent: str) -> None:
+    key_id = "apiKey" if agent == "mock-login-codex" else "mock-key"
+    with trio.fail_after(90):
+        async with running_server(tmp_path / "data") as srv, ws_client(srv) as ws:
+            task_id = await new_task(ws)
+            dto = await ws.call("session.launch", {"task_id": task_id, "agent": agent,
+                                                   "prompt": "first words"})
+            sid = dto["id"]
+            assert dto["auth"]["required"] is True
+            await ws.call("session.subscribe", {"session_id": sid})
+            await ws.call("agent.login", {"session_id": sid, "method_id": key_id, "key": SECRET})
+            await ws.wait_for(lambda f: f["action"] == "session.turn.completed"
+                              and f["payload"]["session_id"] == sid)
+            msgs = (await ws.call("message.list", {"session_id": sid}))["messages"]
+            assert [m["content"] for m in msgs if m["role"] == "user"] == ["first words"]
+            assert "first words" in "".join(m["content"] for m in msgs if m["role"] == "agent")
+
+
+@pytest.mark.parametrize("agent", DIALECTS)
+async def test_logged_out_at_a_restore(tmp_path: Path, agent: str) -> None:
+    key_id = "apiKey" if agent == "mock-login-codex" else "mock-key"
+    with trio.fail_after(90):
+        async with running_server(tmp_path / "data") as srv, ws_client(srv) as ws:
+            task_id = await new_task(ws)
+            sid = await launch(ws, task_id, agent)
+            await ws.call("session.subscribe", {"session_id": sid})
+            await ws.call("agent.login", {"session_id": sid, "method_id": key_id, "key": SECRET})
+            assert "one" in await _turn_text(ws, sid, "one")
+            # Logged out behind Turnvisor's back, and its agent stopped: the next turn's
+            # restore is refused auth_required.
+            ((await _home(srv, agent)) / MARKER).unlink()
+            await srv.sup.lifecycle.stop_execution(sid)
+            answer = await ws.call("message.add", {"session_id": sid, "content": "two"})
+            done = await ws.wait_for(lambda f: f["action"] == "session.turn.completed"
+                                     and f["payload"]["turn_id"] == answer["turn_id"])
+            assert done["payload"]["stop_reason"] == "error"
+            msgs = (await ws.call("message.list", {"session_id": sid}))["messages"]
+            assert "needs a login" in json.dumps([m for m in msgs
+                                                  if m["turn_id"] == answer["turn_id"]])
+            dto = await _dto(ws, task_id, sid)
+            assert dto["auth"]["required"] is True and dto["state"] == "WAITING_FOR_INPUT"
+            said = await _refused(ws, "message.add", {"session_id": sid, "content": "three"})
+            assert said["code"] == "CONFLICT" and "agent.login" in said["message"]
+            await ws.call("agent.login", {"session_id": sid, "method_id": key_id, "key": SECRET})
+            # Logged in again, the conversation goes on in the agent's restored session.
+            assert "recall: one" in await _turn_text(ws, sid, "/recall")
