@@ -80,7 +80,8 @@ def parse_ssh(name: str, raw: Mapping[str, Any], prev: SshTarget | None,
     if executor not in ("ssh", "container"):
         given += [k for k in ("ssh_port", "ssh_identity", "ssh_known_hosts") if k in raw]
     if executor != "ssh" and given:
-        raise ValueError(f"[agents.{name}]: {', '.join(given)} only apply to executor = \"ssh\""
+        verb = "applies" if len(given) == 1 else "apply"
+        raise ValueError(f"[agents.{name}]: {', '.join(given)} only {verb} to executor = \"ssh\""
                          + (" (and ssh_* to a container's ssh:// engine)"
                             if executor != "container" else ""))
     destination = raw.get("ssh", prev.destination if prev else None)
