@@ -24,6 +24,7 @@ Turnvisor's (another ``turnvisor.workspace``) are never touched.
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
@@ -49,7 +50,9 @@ log = logging.getLogger(__name__)
 
 
 def _name(owner: str | None) -> str:
-    return f"turnvisor-{label_value((owner or 'x')[:12]).lower() or 'x'}-{secrets.token_hex(3)}"
+    """A fresh Pod (and Secret) name: DNS-1123, the session's id in it for people."""
+    part = re.sub(r"[^a-z0-9-]", "-", (owner or "x")[:12].lower()).strip("-") or "x"
+    return f"turnvisor-{part}-{secrets.token_hex(3)}"
 
 
 @asynccontextmanager

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from supervisor.profiles import AgentProfile, parse_profiles
-from tests.support.kube_kubelet import Kubelet
+from tests.support.kube_kubelet import STANDIN_LABEL, Kubelet
 from tests.support.kube_standin import KubeStandin, kube_standin, kubeconfig
 
 #: The stand-in's bearer token (the kubeconfig's user).
@@ -70,10 +70,15 @@ def pod_names(c: Cluster, namespace: str = NAMESPACE) -> set[str]:
     return {p["metadata"]["name"] for p in c.standin.pods(namespace)}
 
 
-def remove_standin_containers(podman: str, label: str) -> None:
+def standin_containers(podman: str, label: str = STANDIN_LABEL) -> list[str]:
+    """The ids of the containers the stand-in's kubelet made (running or not)."""
     out = subprocess.run([podman, "ps", "-a", "--format", "json", f"--filter=label={label}"],
-                         capture_output=True, text=True, check=False, timeout=60).stdout
-    ids = [c["Id"] for c in json.loads(out or "[]")]
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    return [str(c["Id"]) for c in json.loads(out or "[]")]
+
+
+def remove_standin_containers(podman: str, label: str = STANDIN_LABEL) -> None:
+    ids = standin_containers(podman, label)
     if ids:
         subprocess.run([podman, "rm", "-f", *ids], capture_output=True, check=False,
                        timeout=120)

@@ -11,7 +11,14 @@ import pytest
 import trio
 
 from supervisor.executors.kube_pod import LABEL_SESSION, LABEL_WORKSPACE
-from tests.kube.kube_support import NAMESPACE, AgentImage, cluster, kube_profiles, pod_names
+from tests.kube.kube_support import (
+    NAMESPACE,
+    AgentImage,
+    cluster,
+    kube_profiles,
+    pod_names,
+    standin_containers,
+)
 from tests.support.server import running_server
 from tests.support.ws import is_cancellation, is_state, ws_client
 from tests.web.support import new_task, start_turn
@@ -73,6 +80,7 @@ async def test_a_session_in_a_pod_runs_a_turn_and_its_cancel_lands(
                         c.standin.objects:
                     await trio.sleep(0.05)
             assert c.standin.ports == {}
+            assert standin_containers(agent_image.podman) == []
 
         # Every object Turnvisor sent fits Kubernetes' own schema (the stand-in
         # refuses one that does not, with 422: checked again here).
@@ -81,3 +89,25 @@ async def test_a_session_in_a_pod_runs_a_turn_and_its_cancel_lands(
         for _, body in c.standin.created:
             kubernetes_validate.validate(body, kubernetes_validate.latest_version(),
                                          strict=True)
+
+
+async def test_a_backend_that_stops_deletes_its_pods(tmp_path: Path,
+                                                      agent_image: AgentImage) -> None:
+    with trio.fail_after(TEST_S):
+        async with cluster(tmp_path, agent_image) as c:
+            async with running_server(
+                    tmp_path / "data", timeouts={"agent_start_s": 60},
+                    profiles=kube_profiles(c.kubeconfig, agent_image.image)) as srv, \
+                    ws_client(srv) as ws:
+                task_id = await new_task(ws)
+                for _ in range(2):
+                    await ws.call("session.launch", {"task_id": task_id, "agent": "kmock"},
+                                  timeout=70)
+                assert len(pod_names(c)) == 2
+            # The server has stopped: each Pod went with its execution (none left
+            # for the next start's sweep), its container and its Secret too.
+            with trio.fail_after(30):
+                while c.standin.objects:
+                    await trio.sleep(0.05)
+            assert c.standin.ports == {}
+            assert standin_containers(agent_image.podman) == []

@@ -112,6 +112,10 @@ class Kubelet:
                             f'Container image "{image}" already present on machine')
         waiting("ContainerCreating", "")
         cid = await self._start(pod, container, env)
+        if ("Pod", ns, name) not in server.objects or "deletionTimestamp" in meta:
+            # Deleted while its container was being made: no one else will remove it.
+            await self.stop(pod, 0)
+            return
         server.record_event(pod, "Created", f"Created container {cname}")
         server.record_event(pod, "Started", f"Started container {cname}")
         ports: dict[int, int] = {}

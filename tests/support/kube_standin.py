@@ -212,20 +212,39 @@ class KubeStandin:
         return _ok(body, 201)
 
     async def delete(self, kind: str, namespace: str, name: str) -> Response:
-        obj = self.objects.pop((kind, namespace, name), None)
+        """A Pod is answered at once, Terminating (``deletionTimestamp``), and goes
+        (DELETED) once its kubelet has stopped its container; the rest go at once."""
+        obj = self.objects.get((kind, namespace, name))
         if obj is None:
             return status(404, "NotFound", f'{kind.lower()}s "{name}" not found')
-        if kind == "Pod" and self.stop_pod is not None:
-            grace = request.args.get("gracePeriodSeconds")
-            body = await request.get_data(as_text=True)
-            if grace is None and body.strip():
-                grace = json.loads(body).get("gracePeriodSeconds")
-            await self.stop_pod(obj, int(grace) if grace is not None else
-                                obj["spec"].get("terminationGracePeriodSeconds", 30))
-            self.ports.pop((namespace, name), None)
-        obj["metadata"]["resourceVersion"] = self.next_version()
-        self.notify(kind, "DELETED", obj)
+        meta = obj["metadata"]
+        if kind != "Pod" or self.stop_pod is None or self.nursery is None:
+            del self.objects[(kind, namespace, name)]
+            meta["resourceVersion"] = self.next_version()
+            self.notify(kind, "DELETED", obj)
+            return _ok(obj)
+        if "deletionTimestamp" in meta:
+            return _ok(obj)
+        grace = request.args.get("gracePeriodSeconds")
+        body = await request.get_data(as_text=True)
+        if grace is None and body.strip():
+            grace = json.loads(body).get("gracePeriodSeconds")
+        seconds = int(grace) if grace is not None else int(
+            obj["spec"].get("terminationGracePeriodSeconds", 30))
+        meta.update(deletionTimestamp=now(), deletionGracePeriodSeconds=seconds,
+                    resourceVersion=self.next_version())
+        self.notify(kind, "MODIFIED", obj)
+        self.nursery.start_soon(self._terminate, obj, seconds)
         return _ok(obj)
+
+    async def _terminate(self, pod: dict[str, Any], grace_s: int) -> None:
+        assert self.stop_pod is not None
+        meta = pod["metadata"]
+        await self.stop_pod(pod, grace_s)
+        self.ports.pop((meta["namespace"], meta["name"]), None)
+        self.objects.pop(("Pod", meta["namespace"], meta["name"]), None)
+        meta["resourceVersion"] = self.next_version()
+        self.notify("Pod", "DELETED", pod)
 
     def listing(self, kind: str, namespace: str) -> list[dict[str, Any]]:
         labels = request.args.get("labelSelector", "")
