@@ -145,7 +145,11 @@ async def launch_ssh(hosts: SshHosts, profile: AgentProfile, cwd: str, *,
     await host.ensure_master()
     name = run_name(config, owner)
     token = hosts.tokens.setdefault(name, secrets.token_urlsafe(32))
-    remote, attached = await start_remote(host, config, profile, cwd, name, token)
+    try:
+        remote, attached = await start_remote(host, config, profile, cwd, name, token)
+    except BaseException:
+        hosts.tokens.pop(name, None)
+        raise
     if attached:
         log.info("ssh: re-attaching to agentctl %s on %s", name, target)
     local = host.sockets / f"f-{hashlib.sha256(name.encode()).hexdigest()[:16]}.sock"

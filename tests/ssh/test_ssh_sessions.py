@@ -59,14 +59,25 @@ def adapter_of(srv: Server, sid: str) -> AgentctlAdapter:
     return adapter
 
 
+async def sample_cmdlines(seen: set[str], done: trio.Event) -> None:
+    """Every command line on this machine (both ends of the ssh) until ``done``."""
+    while not done.is_set():
+        seen.update(cmdlines().values())
+        await trio.sleep(0.005)
+
+
 async def test_a_turn_and_a_cancel_over_ssh(tmp_path: Path, sshd: Sshd) -> None:
+    seen: set[str] = set()
+    started = trio.Event()
     with trio.fail_after(120):
         async with running_server(tmp_path / "data", profiles=profiles(sshd)) as srv, \
-                ws_client(srv) as ws:
+                ws_client(srv) as ws, trio.open_nursery() as sampler:
+            sampler.start_soon(sample_cmdlines, seen, started)
             sid = await launch(ws, await new_task(ws), "mock")
             await ws.call("session.subscribe", {"session_id": sid})
             await ws.call("message.add", {"session_id": sid, "content": "hello over ssh"})
             await ws.wait_for(is_turn_completed(sid), timeout=30)
+            started.set()
             adapter = adapter_of(srv, sid)
             assert adapter.connection.uds is not None
             [run] = remote_runs(sshd, srv)
@@ -78,7 +89,10 @@ async def test_a_turn_and_a_cancel_over_ssh(tmp_path: Path, sshd: Sshd) -> None:
             lines = cmdlines()
             assert "web.agentctl.detached" in lines[pid], lines[pid]
             assert any("protocols.mock_agent" in c for c in lines.values())
-            assert [c for c in lines.values() if token in c] == []
+            # Sampled through the start: the ssh that started agentctl on the host
+            # (its command for the host's shell, that shell) held no token either.
+            assert any("agentctl --detach" in c for c in seen), sorted(seen)
+            assert [c for c in (*seen, *lines.values()) if token in c] == []
 
             await start_turn(ws, sid, "/delay 20000")
             start = trio.current_time()
