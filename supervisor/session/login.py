@@ -134,7 +134,10 @@ class Logins:
         methods = self._required[session.id]
         log.info("session %s: agent %s needs a login (%s)", session.id, session.agent,
                  exc.detail)
-        home = str(agent_home(self.config, session.workspace_id, session.agent))
+        # Where a login done in a terminal lands for the agent: its private home, unless
+        # it sees its login in yours (``home_binds``: then your home, as you run it).
+        home = (None if profile is None or profile.home_binds else
+                str(agent_home(self.config, session.workspace_id, session.agent)))
         self.notify.offers.set_auth(session.id, {"required": True, "methods": [
             m.dto() | {"command": _command(m, profile.command if profile else (),
                                             profile.protocol if profile else "acp", home)}
@@ -177,12 +180,12 @@ class Logins:
 
 
 def _command(method: AuthMethod, command: tuple[str, ...] | list[str], protocol: str,
-             home: str) -> str | None:
+             home: str | None) -> str | None:
     """What the person runs for a ``terminal`` method: the agent's command with
     the method's arguments (Codex: its program with them, ``codex login``), in
-    the agent's private home."""
+    the agent's private ``home`` (None: the person's own)."""
     if method.kind != "terminal" or not command:
         return None
     argv: list[Any] = ([command[0]] if protocol == "codex" else list(command))
-    env = [f"{k}={v}" for k, v in (("HOME", home), *method.env)]
-    return shlex.join(["env", *env, *argv, *method.args])
+    env = [f"{k}={v}" for k, v in ((("HOME", home),) if home else ()) + method.env]
+    return shlex.join([*(["env", *env] if env else []), *argv, *method.args])

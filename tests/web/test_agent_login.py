@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,10 @@ async def test_login_with_a_key(tmp_path: Path, agent: str,
             methods = {m["id"]: m for m in dto["auth"]["methods"]}
             key_id = "apiKey" if agent == "mock-login-codex" else "mock-key"
             assert methods[key_id]["kind"] == "key"
+            if agent == "mock-login-codex":  # ChatGPT's sign-in: Codex's own `codex login`
+                home = await _home(srv, agent)
+                assert methods["chatgpt"]["command"] == shlex.join(
+                    ["env", f"HOME={home}", sys.executable, "login"])
             # A message meanwhile: refused at once, saying what to do.
             said = await _refused(ws, "message.add", {"session_id": sid, "content": "hi"})
             assert said["code"] == "CONFLICT" and "agent.login" in said["message"]
@@ -101,10 +106,15 @@ async def test_login_with_a_key(tmp_path: Path, agent: str,
             dto = await _dto(ws, task_id, sid)
             assert dto["auth"]["required"] and "not valid" in dto["auth"]["error"]
 
+            heard = len(ws.notifications)
             answer = await ws.call("agent.login", {"session_id": sid, "method_id": key_id,
                                                    "key": SECRET})
             assert answer["session"]["auth"] is None
             assert answer["session"]["agent_live"] is True
+            # The workspace heard it: the session's DTO without auth.
+            await ws.wait_for(lambda f: f["action"] == "session.changed"
+                              and f["payload"]["session"]["id"] == sid
+                              and f["payload"]["session"]["auth"] is None, after=heard)
             assert (await _dto(ws, task_id, sid))["auth"] is None
             assert "hello" in await _turn_text(ws, sid, "hello")
             # The agent got the key (its home keeps its hash)...
