@@ -106,3 +106,15 @@ async def test_through_the_ws_api_a_start_that_never_gets_ready_says_why(
             with trio.fail_after(10):
                 while c.standin.objects:
                     await trio.sleep(0.05)
+
+
+async def test_an_unreachable_cluster_does_not_stop_the_start(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    async with cluster(tmp_path) as c:
+        pass  # its port is closed now
+    with trio.fail_after(60):
+        async with running_server(tmp_path / "data", timeouts={"agent_start_s": 5},
+                                  profiles=kube_profiles(c.kubeconfig)) as srv:
+            assert srv.url
+    assert any("startup sweep of Pods in agents" in r.getMessage() and "skipped" in
+               r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
