@@ -87,7 +87,7 @@ async def test_a_turn_and_a_cancel_over_ssh(tmp_path: Path, sshd: Sshd) -> None:
             token = adapter.connection._token
             assert len(token) >= 32
             lines = cmdlines()
-            assert "web.agentctl.detached" in lines[pid], lines[pid]
+            assert "web.agentctl.daemon" in lines[pid], lines[pid]
             assert any("protocols.mock_agent" in c for c in lines.values())
             # Sampled through the start: the ssh that started agentctl on the host
             # (its command for the host's shell, that shell) held no token either.

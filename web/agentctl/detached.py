@@ -142,8 +142,7 @@ def start_detached(args: argparse.Namespace, data_dir: Path) -> int:
     with (run / LOG_FILE).open("ab") as log:
         os.chmod(run / LOG_FILE, 0o600)
         child = subprocess.Popen(
-            [sys.executable, "-c", "from web.agentctl.detached import _daemon; _daemon()",
-             str(ready_w)],
+            [sys.executable, "-m", "web.agentctl.daemon", str(ready_w)],
             stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(ready_w,),
             start_new_session=True, env={**os.environ, **env}, close_fds=True)
     os.close(ready_w)
@@ -180,18 +179,6 @@ def start_detached(args: argparse.Namespace, data_dir: Path) -> int:
         return 1
     print(json.dumps({"socket": str(sock), "pid": child.pid, "attached": False}), flush=True)
     return 0
-
-
-def _daemon() -> None:
-    """The detached agentctl itself: its arguments and token from stdin."""
-    from .cli import run_agentctl
-
-    ready_fd = int(sys.argv[1])
-    given = json.loads(sys.stdin.read())
-    sys.stdin.close()
-    args = argparse.Namespace(**{**given["args"], "token": given["token"],
-                                 "ready_fd": ready_fd})
-    sys.exit(run_agentctl(args, Path(given["data_dir"])))
 
 
 def _stop(run: Path, grace_s: float = _STOP_GRACE_S) -> bool:
