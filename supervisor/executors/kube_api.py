@@ -26,7 +26,6 @@ from pathlib import Path
 
 import httpx2
 import trio
-import trio.lowlevel
 from lightkube import ApiError, AsyncClient, ConfigError, KubeConfig
 from lightkube.config.client_adapter import verify_cluster
 from lightkube.config.kubeconfig import SingleConfig
@@ -85,7 +84,11 @@ def load_cluster(profile: AgentProfile) -> Cluster:
     if user is not None:
         token = user.token
         if user.token_file:
-            token = Path(config.abs_file(user.token_file)).read_text().strip()
+            try:
+                token = Path(config.abs_file(user.token_file)).read_text().strip()
+            except OSError as exc:
+                raise KubeError(f"profile {profile.name!r}: {where}: cannot read its token "
+                                f"file: {exc}") from None
         if token:
             headers["Authorization"] = f"Bearer {token.strip()}"
         elif user.username and user.password:

@@ -138,3 +138,14 @@ async def test_a_refused_credential_fails_the_start_plainly(tmp_path: Path) -> N
                 async with launch_kube(config, config.profiles["kmock"], "/w", owner="s"):
                     pytest.fail("the API server refused the token")
             assert c.standin.objects == {}
+
+
+def test_an_unreadable_token_file_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:6443"}}],
+        "users": [{"name": "u", "user": {"tokenFile": "gone"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    with pytest.raises(KubeError, match=r"cannot read its token file: .*gone"):
+        load_cluster(_profile(kubeconfig=str(path)))
