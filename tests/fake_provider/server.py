@@ -97,6 +97,8 @@ class FakeProvider:
         self.streams: list[StreamRecord] = []
         #: Every request: (method, path, parsed JSON body or None).
         self.requests: list[tuple[str, str, Any]] = []
+        #: Every POST's ``Authorization`` header (None: none sent): the key an agent used.
+        self.credentials: list[str | None] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._server = _Server(("127.0.0.1", 0), _Handler)
@@ -299,6 +301,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = self._body()
         self.provider._log("POST", self.path, body)
+        with self.provider._lock:
+            self.provider.credentials.append(self.headers.get("Authorization"))
         path = urlsplit(self.path).path
         try:
             if path.endswith("/chat/completions"):
