@@ -7,7 +7,7 @@ kept below both, so that building a DTO calls nothing above it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import trio
 
@@ -24,6 +24,9 @@ class AgentStatus:
         #: What each session's agent last negotiated in this backend (kept
         #: after the agent stops: the next one speaks what its profile allows).
         self.protocols: dict[str, str] = {}
+        #: DESIGN.md §20: whether a remote agent's host answers, per session
+        #: whose link survives a cut (registered with its execution).
+        self._reach: dict[str, Callable[[], bool]] = {}
 
     def up(self, session_id: str, protocol: str, closed: trio.Event) -> None:
         """The session's agent runs, speaking ``protocol``, until ``closed``."""
@@ -34,6 +37,17 @@ class AgentStatus:
         """That agent's execution ended (a newer one's registration stays)."""
         if self._closed.get(session_id) is closed:
             del self._closed[session_id]
+            self._reach.pop(session_id, None)
+
+    def reach(self, session_id: str, reachable: Callable[[], bool]) -> None:
+        """The session's agent is remote: ``reachable`` says whether its host answers."""
+        self._reach[session_id] = reachable
+
+    def reachable(self, session_id: str) -> bool:
+        """False while the session's remote agent's host does not answer: its
+        turn is then not known to run (DESIGN.md §20)."""
+        reach = self._reach.get(session_id)
+        return reach is None or reach()
 
     def agent_live(self, session_id: str) -> bool:
         """Whether the session's agent process is running: false before its

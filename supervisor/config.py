@@ -116,6 +116,10 @@ class Timeouts:
     #: turn over (re-attach, replay of what the agent did meanwhile) must be done
     #: within this long; otherwise the turn is interrupted as any other.
     agentctl_takeover_s: float = 15.0
+    #: A cancel met by a remote agent's link that is down waits for it this
+    #: long (pending, phase ``link_down``), then is answered as failed and
+    #: stays held: sent first whenever the link returns (DESIGN.md §20).
+    link_down_cancel_s: float = 900.0
 
     #: The window of ``[limits] auth_failures_per_peer``.
     auth_failure_window_s: float = 60.0

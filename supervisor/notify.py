@@ -88,6 +88,7 @@ class Notifier:
             "needs_approval": bool(self._asking.get(session.id)),
             "attention": self.attention_of(session.id),
             "cancel_progress": self._phases.get(session.id) if progress.pending else None,
+            "reachable": self._agents.reachable(session.id),
             **self.offers.dto(session.id, session.options, live),
             "subagents": self._subagents.dtos(session.id)}
 
@@ -329,5 +330,6 @@ def _state_of(dto: dict[str, Any]) -> dict[str, Any]:
         "session_id": dto["id"], "task_id": dto["task_id"], "new_state": dto["state"],
         "updated_at": dto["updated_at"], "cancellation_pending": dto["cancellation_pending"],
         "cancellation_revision": dto["cancellation_revision"], "agent_live": dto["agent_live"],
+        "reachable": dto["reachable"],
         "current_turn_id": dto["current_turn_id"],
     }

@@ -99,8 +99,11 @@ async def launch_agentctl(config: Config, profile: AgentProfile, cwd: str, *,
         if not token:
             raise OSError(f"profile {profile.name!r}: no agentctl token "
                           f"(agentctl_token, or {TOKEN_ENV} in env)")
+        # Reached over a network: a cut is waited out, not taken for a crash
+        # (DESIGN.md §20).
         adapter = AgentctlAdapter(url, token, owner=owner, session_cwd=profile.cwd,
-                                  protocol=profile.protocol, timeouts=timeouts)
+                                  protocol=profile.protocol, timeouts=timeouts,
+                                  reconnect=True)
         try:
             yield LaunchedAgent(adapter=adapter, handover=adapter,
                                 strays=AgentctlStrays(adapter.connection))

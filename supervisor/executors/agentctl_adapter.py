@@ -53,6 +53,7 @@ from protocols.transport import AgentClosed, AgentRefused, AgentTimeout
 
 from ..config import Timeouts
 from .agentctl_link import AgentctlLink, PendingTurn, Route, first_set
+from .link_hold import LinkDown, LinkHold
 
 __all__ = ["AgentctlAdapter"]
 
@@ -71,11 +72,14 @@ class AgentctlAdapter:
     def __init__(self, url: str, token: str, *, owner: str | None = None,
                  session_cwd: str | None = None, protocol: str | None = None,
                  timeouts: Timeouts | None = None, route: Route | None = None,
-                 uds: str | None = None) -> None:
+                 uds: str | None = None, reconnect: bool = False) -> None:
         self.timeouts = timeouts or Timeouts()
         self.connection = AgentctlLink(url, token, self.timeouts, owner=owner,
                                        on_subagent=self._subagent_changed, route=route,
-                                       uds=uds)
+                                       uds=uds, reconnect=reconnect)
+        self.connection.on_return = self._on_return
+        #: The turn whose cancel met a link that was down: sent first on its return.
+        self._cancel_owed: str | None = None
         self.owner = owner
         self.session_cwd = session_cwd
         self.protocol = protocol
@@ -119,6 +123,11 @@ class AgentctlAdapter:
     def agent_session_id(self) -> str | None:
         """The agent's session, as agentctl started it."""
         return self._session_id
+
+    @property
+    def link_hold(self) -> LinkHold | None:
+        """The link, when it survives a cut (DESIGN.md §20); else None."""
+        return self.connection if self.connection.reconnect else None
 
     @property
     def turn_running(self) -> bool:
@@ -335,11 +344,41 @@ class AgentctlAdapter:
                 await turn.answered.wait()
             if self._turn is not turn or turn.done.is_set():
                 return
-        data = await self._call("POST", "/api/v1/acp/cancel",
-                                {"session_id": self._session_id, "join_s": 0},
-                                timeout_s=self.timeouts.agent_request_s, expect=(200, 504))
+        link = self.connection
+        if not link.reachable:
+            # Held, never lost: the link's return sends it before anything else.
+            self._owe(turn)
+            raise link.link_down()
+        try:
+            data = await self._call("POST", "/api/v1/acp/cancel",
+                                    {"session_id": self._session_id, "join_s": 0},
+                                    timeout_s=self.timeouts.agent_request_s, expect=(200, 504))
+        except LinkDown:
+            self._owe(turn)
+            raise
         if not data.get("success"):
             raise AgentTimeout(str(data.get("error") or "agentctl could not write the cancel"))
+
+    def _owe(self, turn: PendingTurn) -> None:
+        self._cancel_owed = turn.id
+        self.connection.owed_sent_at = None
+
+    async def _on_return(self) -> None:
+        """The link is back: a held cancel goes first, before the link is
+        reachable for anything else.  A turn that ended meanwhile: agentctl
+        answers that none runs, and its end comes with the replayed events."""
+        owed, turn = self._cancel_owed, self._turn
+        if owed is None or turn is None or turn.id != owed or turn.done.is_set():
+            self._cancel_owed = None
+            return
+        await self.connection.request("POST", "/api/v1/acp/cancel",
+                                      {"session_id": self._session_id, "join_s": 0},
+                                      timeout_s=self.timeouts.agent_request_s,
+                                      expect=(200, 504), held=True)
+        self._cancel_owed = None
+        self.connection.owed_sent_at = trio.current_time()
+        log.info("agentctl %s: the cancel held while the link was down is sent (turn %s)",
+                 self.connection.url, owed)
 
     def cancel_now(self) -> bool:
         """Never: agentctl's cancel is an HTTP request (``cancel`` makes it)."""

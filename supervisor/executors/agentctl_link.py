@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import ssl
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
 from urllib.parse import quote, urlsplit
@@ -57,6 +57,7 @@ from protocols.scopes import shielded_for
 from protocols.transport import AgentClosed, AgentRefused, AgentTimeout
 
 from ..config import Timeouts
+from .link_hold import LinkDown
 
 __all__ = ["AgentctlLink", "PendingTurn", "Route", "first_set"]
 
@@ -97,8 +98,26 @@ class AgentctlLink:
     def __init__(self, url: str, token: str, timeouts: Timeouts, *,
                  owner: str | None = None, event_buffer: int = 1024,
                  on_subagent: Callable[[SubagentChanged], None] | None = None,
-                 route: Route | None = None, uds: str | None = None) -> None:
+                 route: Route | None = None, uds: str | None = None,
+                 reconnect: bool = False) -> None:
         self.url = url.rstrip("/")
+        #: A lost event stream is opened again (after the last seq read) instead
+        #: of closing the link: an agentctl at a configured URL outlives a cut
+        #: (DESIGN.md §20).  A refused token, a gone agent, lost events still close.
+        self.reconnect = reconnect
+        #: While the stream is down: False, and since when; ``_reach`` is
+        #: replaced (set) at each change.
+        self.reachable = True
+        self.down_since: float | None = None
+        self._reach = trio.Event()
+        #: Run on the stream's return, before anything else is read or sent
+        #: (the adapter's held cancel goes first).
+        self.on_return: Callable[[], Awaitable[None]] | None = None
+        #: When a cancel held while the link was down went out (``LinkHold``):
+        #: written by the adapter's ``on_return``.
+        self.owed_sent_at: float | None = None
+        self._lost = False
+        self._returning = False
         self.route = route
         #: A unix socket that reaches agentctl (the ssh executor's forwarded
         #: socket): HTTP and the event stream connect there, ``url`` names the host.
@@ -169,6 +188,17 @@ class AgentctlLink:
                     reason = str(exc)
                     return
                 reason = await self._stream()
+                backoff = 0.2
+                while self.reconnect and self._lost and not self.closed.is_set():
+                    self._went_down(reason)
+                    await trio.sleep(backoff)
+                    backoff = min(backoff * 2, 2.0)
+                    if self.read_seq is not None:
+                        self.after = self.read_seq
+                    self._returning = True
+                    reason = await self._stream()
+                    if self.reachable:
+                        backoff = 0.2
         except trio.Cancelled:
             # Its owner stopped it (the execution ends): not a loss worth a warning.
             reason, quiet = "agentctl client stopped", True
@@ -192,6 +222,8 @@ class AgentctlLink:
         resource = (parts.path.rstrip("/") + "/api/v1/events"
                     + ("?" + "&".join(query) if query else ""))
         stream: trio.SocketStream | trio.SSLStream[trio.SocketStream] | None = None
+        # Set again by every way the network (not agentctl) ends the stream.
+        self._lost = True
         try:
             async with trio.open_nursery() as nursery:
                 # Errors are caught inside: the nursery would wrap them in a group.
@@ -213,6 +245,7 @@ class AgentctlLink:
                                            for k, v in self._headers().items()],
                             max_message_size=_MAX_FRAME)
                     try:
+                        self._lost = False
                         return await self._read(ws)
                     finally:
                         # Say goodbye if the socket still takes it (briefly).
@@ -223,8 +256,10 @@ class AgentctlLink:
                     return (f"agentctl at {self.url} did not open its event stream within "
                             f"{connect_s:g}s")
                 except ConnectionClosed as exc:
+                    self._lost = True
                     return f"agentctl event stream closed: {_close_reason(exc)}"
                 except (HandshakeError, OSError, trio.BrokenResourceError) as exc:
+                    self._lost = True
                     return f"agentctl's event stream at {self.url} failed: {_describe(exc)}"
                 finally:
                     nursery.cancel_scope.cancel()  # the connection's reader task
@@ -247,6 +282,7 @@ class AgentctlLink:
             with trio.move_on_after(bound) as silent:
                 message = await ws.get_message()
             if silent.cancelled_caught:
+                self._lost = True
                 if first:
                     return (f"agentctl at {self.url} did not open its event stream within "
                             f"{bound:g}s")
@@ -269,6 +305,12 @@ class AgentctlLink:
 
     async def _on_frame(self, frame: Frame) -> str | None:
         match frame:
+            case Hello(status=status, resumed=resumed) if self._returning:
+                if resumed is False:
+                    return (f"agentctl no longer has the events of the outage (after seq "
+                            f"{self.after})")
+                self.hello = status
+                await self._came_back()
             case Hello(status=status, resumed=resumed):
                 self.hello = status
                 self.position = self.read_seq
@@ -299,6 +341,36 @@ class AgentctlLink:
                     self.on_subagent(event)
                 await self._emit(event, seq)
         return None  # Heartbeat, other Control entries
+
+    # -- reachability (DESIGN.md §20) ---------------------------------------------------
+
+    def _went_down(self, reason: str) -> None:
+        if not self.reachable:
+            return
+        log.warning("agentctl %s: link down (%s); re-connecting", self.url, reason)
+        self.reachable = False
+        self.down_since = trio.current_time()
+        self._reach.set()
+        self._reach = trio.Event()
+
+    async def _came_back(self) -> None:
+        """The stream is open again: the held work first (bounded by its own
+        requests), then the link is reachable for everyone else."""
+        log.info("agentctl %s: link back after %.1fs", self.url,
+                 trio.current_time() - (self.down_since or trio.current_time()))
+        if self.on_return is not None:
+            try:
+                await self.on_return()
+            except (AgentTimeout, AgentRefused) as exc:
+                log.warning("agentctl %s: on the link's return: %s", self.url, exc)
+        self.reachable = True
+        self.down_since = None
+        self._reach.set()
+        self._reach = trio.Event()
+
+    async def until_changed(self) -> None:
+        """Return at the next change of ``reachable``, or when the link closes."""
+        await first_set(self._reach, self.closed)
 
     async def _emit(self, event: AgentEvent, seq: int) -> None:
         # Paired with its seq (``take``): one producer, so the order is the channel's.
@@ -332,11 +404,23 @@ class AgentctlLink:
 
     async def request(self, method: str, path: str, body: dict[str, Any] | None, *,
                       timeout_s: float, expect: tuple[int, ...] = (200,),
-                      ) -> tuple[int, dict[str, Any]]:
+                      held: bool = False) -> tuple[int, dict[str, Any]]:
         """One bounded request; a status in ``expect`` is returned with its body,
-        any other becomes ``AgentClosed`` (the link is closed) or ``AgentTimeout``."""
+        any other becomes ``AgentClosed`` (the link is closed) or ``AgentTimeout``.
+
+        A re-connecting link that is down waits for its return (within the
+        bound), then raises ``LinkDown``; ``held``: the request is the link's
+        own return's (it goes before the link is reachable again)."""
         if self.closed.is_set():
             raise AgentClosed(self.close_reason)
+        if not self.reachable and not held:
+            with trio.move_on_after(timeout_s):
+                while not self.reachable and not self.closed.is_set():
+                    await self.until_changed()
+            if self.closed.is_set():
+                raise AgentClosed(self.close_reason)
+            if not self.reachable:
+                raise self.link_down()
         try:
             with trio.fail_after(timeout_s):
                 resp = await self.http.request(method, path, json=body,
@@ -345,6 +429,9 @@ class AgentctlLink:
             raise AgentTimeout(f"agentctl did not answer {method} {path} within "
                                f"{timeout_s:g}s") from None
         except httpx.HTTPError as exc:
+            if self.reconnect:
+                # Perhaps a cut: the stream's reader tells (and re-connects).
+                raise self.link_down(_describe(exc)) from None
             self.close(f"agentctl at {self.url} is unreachable: {_describe(exc)}")
             raise AgentClosed(self.close_reason) from None
         try:
@@ -368,6 +455,11 @@ class AgentctlLink:
         else:
             raise AgentTimeout(f"agentctl {method} {path} failed ({resp.status_code}): {error}")
         raise AgentClosed(self.close_reason)
+
+    def link_down(self, why: str = "") -> LinkDown:
+        """What a request meets while the host does not answer."""
+        return LinkDown(f"the agent's host ({self.url}) does not answer"
+                        + (f": {why}" if why else ""), self)
 
     # -- state ------------------------------------------------------------------------
 

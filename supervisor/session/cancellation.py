@@ -35,6 +35,8 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import math
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -44,6 +46,7 @@ from protocols.events import TurnEnded
 from ..bus import Note
 from ..config import Timeouts
 from ..errors import CancelFailed, NotFound, SupervisorError
+from ..executors.link_hold import LinkDown
 from ..models import SessionState
 from ..notify import Notifier
 from ..storage.db import StoreError
@@ -191,6 +194,7 @@ class Cancellations:
             self.timeouts.after_step_timeout_s if op.when is StopWhen.AFTER_STEP else 0.0)
         try:
             with trio.move_on_after(bound) as scope:
+                op.scope = scope
                 if op.done.is_set():
                     # Written at admission, and the turn's close settled it
                     # before this task ran: nothing is left to do.
@@ -254,9 +258,13 @@ class Cancellations:
             self._publish(turn)
         if turn.cancel_phase is CancelPhase.AFTER_STEP:
             await self._after_step(ex, turn)
-        if turn.cancel_phase is None:
+        if turn.cancel_phase is CancelPhase.LINK_DOWN:
+            await self._link_down(ex, turn, op, None)
+        elif turn.cancel_phase is None:
             try:
                 await self._write(ex, turn)
+            except LinkDown as down:
+                await self._link_down(ex, turn, op, down)
             except AgentClosed:
                 # The agent is going away; its turn ends with the pump.
                 with trio.move_on_after(self.timeouts.cancel_cleanup_s):
@@ -286,6 +294,51 @@ class Cancellations:
                             ex.session_id, self.timeouts.cancel_join_s)
                 self._set_phase(turn, row.then)
         return self._result(turn)
+
+    # -- a link that is down (DESIGN.md §20) -------------------------------------------
+
+    async def _link_down(self, ex: Execution, turn: TurnHandle, op: CancelOperation | None,
+                         down: LinkDown | None) -> None:
+        """The cancel met a remote agent's link that is down: held by the
+        adapter (sent first when the link returns), pending with phase
+        ``link_down``.  No escalation while it waits: the operation's own
+        bound is lifted, ``link_down_cancel_s`` bounds the wait instead; past
+        it the operation fails (pending clears) and the cancel stays held.
+        On the link's return the cancel is SENT, its bounds counting from then."""
+        if down is not None:
+            turn.link_hold = down.hold
+        hold = turn.link_hold
+        assert hold is not None
+        self._set_phase(turn, CancelPhase.LINK_DOWN)
+        scope = op.scope if op is not None else None
+        if scope is not None:
+            scope.deadline = math.inf
+        bound = self.timeouts.link_down_cancel_s
+        try:
+            with trio.move_on_after(bound):
+                while not turn.done.is_set() and (not hold.reachable
+                                                  or hold.owed_sent_at is None):
+                    if hold.reachable:
+                        # Back, but the held cancel did not go out: now, as usual.
+                        try:
+                            await ex.adapter.cancel()
+                            break
+                        except LinkDown:
+                            continue
+                    await _first(hold.until_changed, turn.done.wait)
+        finally:
+            if scope is not None:
+                scope.deadline = trio.current_time() + self.timeouts.cancel_operation_s
+        if turn.done.is_set():
+            return
+        if not hold.reachable:
+            raise CancelFailed(
+                f"the agent's host has not answered for {bound:g}s; the stop stays held "
+                "and is sent first when it answers (try again to wait on)")
+        now = trio.current_time()
+        turn.cancel_began_at = now
+        turn.cancel_sent_at = hold.owed_sent_at or now
+        self._set_phase(turn, CancelPhase.SENT)
 
     # -- stop after the step (DESIGN.md §18) -------------------------------------------
 
@@ -517,3 +570,13 @@ class Cancellations:
         ):
             raise CancelFailed("the session is still running after reconciliation")
         return CancelResult(result.outcome, turn_id, result.sent_at, result.answered_at)
+
+
+async def _first(*waits: Callable[[], Awaitable[object]]) -> None:
+    """Return once any of ``waits`` returns."""
+    async with trio.open_nursery() as nursery:
+        async def wait(fn: Callable[[], Awaitable[object]]) -> None:
+            await fn()
+            nursery.cancel_scope.cancel()
+        for fn in waits:
+            nursery.start_soon(wait, fn)

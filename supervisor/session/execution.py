@@ -84,6 +84,7 @@ from . import states
 from .cancellation import Cancellations
 from .login import AgentLoginRequired, Logins
 from .offers import Offers
+from .reach import watch_reach
 from .start_text import leaf as _leaf
 from .start_text import stderr_tail as _tail
 
@@ -273,6 +274,8 @@ class Executions:
                 self.agents.status.up(session_id, adapter.wire_protocol,
                                       adapter.connection.closed)
                 nursery.start_soon(self._stop_when_idle, ex)
+                nursery.start_soon(watch_reach, self.agents.status, self.store, self.notify,
+                                   session_id, adapter)  # a remote host's cuts (§20)
                 if ex.turn is not None:
                     nursery.start_soon(self.watchdog.watch, ex, ex.turn)  # a turn taken over
                 task_status.started(ex)

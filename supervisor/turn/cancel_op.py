@@ -55,6 +55,9 @@ class CancelOperation:
     pending: bool = False
     #: DESIGN.md §18: what the stop did (set when it settled a turn's stop).
     receipt: dict[str, Any] | None = None
+    #: The bound of its task (``cancel_operation_s``): lifted while its cancel
+    #: is held on a link that is down, which has its own (DESIGN.md §20).
+    scope: trio.CancelScope | None = None
 
     @property
     def outcome(self) -> CancelOutcome | None:

@@ -28,6 +28,7 @@ from protocols.events import (
 from ..agent_status import AgentStatus
 from ..config import Config
 from ..executors import LaunchedAgent
+from ..executors.link_hold import LinkHold
 from ..models import AgentSessionRef, Message, StopReason
 from ..profiles import AgentProfile
 from ..storage.store import Store
@@ -116,6 +117,9 @@ class TurnHandle:
     #: from here), and when the protocol cancel was written to the agent.
     cancel_began_at: float | None = None
     cancel_sent_at: float | None = None
+    #: DESIGN.md §20: the link its cancel was held on while down (phase
+    #: ``link_down``; it says when the held cancel went out), else None.
+    link_hold: LinkHold | None = None
     #: The cancel operation waiting for this turn's close.
     cancel: CancelOperation | None = None
     #: Checkpointed before its prompt and after its end (a session with a project).

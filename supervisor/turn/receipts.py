@@ -100,9 +100,19 @@ def receipt_of(op: CancelOperation, turn: TurnHandle | None, *, queue_parked: in
         "files_changed": None, "revertible": False, "strays": None,
         "agent_version": agent_version,
         "resent": 0 if turn is None else turn.cancel_resends,
+        # DESIGN.md §20: from acceptance to the held cancel's send on the link's return.
+        "link_down_ms": _link_down_ms(op, turn),
         # The second step (strays, files) is still to come.
         "complete": False,
     }
+
+
+def _link_down_ms(op: CancelOperation, turn: TurnHandle | None) -> float | None:
+    """How late a cancel held on a link that was down went out (None: it
+    was never held, or never sent)."""
+    hold = None if turn is None else turn.link_hold
+    sent = None if hold is None else hold.owed_sent_at
+    return None if sent is None else round((sent - op.received) * 1000, 1)
 
 
 class Receipts:

@@ -88,6 +88,9 @@ class CancelPhase(StrEnum):
     AFTER_STEP = "after_step"
     #: Before the prompt was written: the prompt is withheld, nothing is sent.
     WITHHELD = "withheld"
+    #: The remote agent's link is down: the cancel is held, and sent first
+    #: when the link returns (DESIGN.md §20).  No escalation meanwhile.
+    LINK_DOWN = "link_down"
     #: The protocol cancel is written to the agent (DESIGN.md §9 "sent").
     SENT = "sent"
     #: The join window passed without the turn's end.
@@ -150,6 +153,14 @@ PHASES: Final[dict[CancelPhase, PhaseRow]] = {
     # Before the prompt was written: nothing was sent, the turn ends unprompted.
     CancelPhase.WITHHELD: PhaseRow(False, CancelOutcome.ACKNOWLEDGED, False,
                                    "cancel_join_s", CancelPhase.ESCALATED),
+    # The link to a remote agent is down: the cancel waits for it, bounded by
+    # its own field counted from when it was found down (not from acceptance);
+    # on the link's return it is sent (SENT, its bounds counting from then);
+    # past the bound the operation is answered failed and the cancel stays held
+    # (no phase follows: nothing escalates an agent that cannot be reached).
+    # A turn that ends in it ended with the cancel held: the user's stop.
+    CancelPhase.LINK_DOWN: PhaseRow(True, CancelOutcome.ACKNOWLEDGED, True,
+                                    "link_down_cancel_s", None),
     CancelPhase.SENT: PhaseRow(True, CancelOutcome.ACKNOWLEDGED, True,
                                "cancel_join_s", CancelPhase.LATE),
     CancelPhase.LATE: PhaseRow(True, CancelOutcome.LATE, True,

@@ -104,7 +104,7 @@ class CancelProgressDTO(DTO):
     """DESIGN.md §18: the last published phase of a pending cancel."""
 
     turn_id: str
-    phase: Literal["after_step", "sent", "late", "escalated"]
+    phase: Literal["after_step", "link_down", "sent", "late", "escalated"]
     #: ``after_step``: the tool calls it waits for, and the running tool's title.
     tool_call_ids: list[str] | None = None
     title: str | None = None
@@ -151,6 +151,9 @@ class ReceiptDTO(DTO):
     agent_version: str | None = None
     #: How often the cancel was sent again (the agent dropped it at first).
     resent: int = 0
+    #: DESIGN.md §20: a cancel held while the remote agent's link was down,
+    #: from its acceptance to its send on the link's return (null: not held).
+    link_down_ms: float | None = None
     #: Its second step is in: what is still null (files without checkpoints,
     #: strays an executor cannot see) stays null.
     complete: bool = False
@@ -240,6 +243,9 @@ class SessionDTO(DTO):
     archived: bool
     #: The session's agent process is running (the next prompt starts one if not).
     agent_live: bool
+    #: DESIGN.md §20: false while its remote agent's host does not answer
+    #: (its link is down and re-connecting): its turn is not known to run.
+    reachable: bool = True
     #: The wire protocol its agent speaks (DESIGN.md §13); null before an
     #: ``auto`` profile's agent first started in this backend.
     protocol: Literal["acp/1", "acp/2", "codex"] | None

@@ -393,6 +393,8 @@ class StateChanged(DTO):
     cancellation_pending: bool
     cancellation_revision: int
     agent_live: bool
+    #: DESIGN.md §20: false while a remote agent's host does not answer.
+    reachable: bool = True
     current_turn_id: str | None
 
 
@@ -469,7 +471,7 @@ class TurnCompleted(DTO):
 class CancelProgress(DTO):
     session_id: str
     turn_id: str
-    phase: Literal["after_step", "sent", "late", "escalated"]
+    phase: Literal["after_step", "link_down", "sent", "late", "escalated"]
     #: ``after_step`` (DESIGN.md §18): the tool calls it waits for, the running tool's title.
     tool_call_ids: list[str] | None = None
     title: str | None = None

@@ -1,0 +1,151 @@
+"""A stop that survives a lost link (DESIGN.md §20), through a real server.
+
+``turnvisor serve`` runs as a subprocess with an agentctl profile whose URL is
+a TCP proxy this test controls (cut_proxy.py): the link to agentctl is cut and
+restored while agentctl and its agent run on untouched.  A cancel pressed
+during the cut is accepted and pending with phase ``link_down``, the session
+says ``reachable: false``, and once the link returns the cancel is sent first,
+the agent's turn ends cancelled and the receipt says how late it went out.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import trio
+from agentctl_support import TOKEN, AgentctlFactory
+from cut_proxy import CutProxy, cut_proxy
+
+from tests.support.serverproc import server_process
+from tests.support.ws import WsClient, ws_client
+from tests.web.support import launch, new_task
+
+
+def _toml(url: str, *, link_down_cancel_s: float = 900) -> str:
+    return (f"[timeouts]\nlink_down_cancel_s = {link_down_cancel_s}\n"
+            f'[agents.remote]\nprotocol = "acp"\nexecutor = "agentctl"\n'
+            f'agentctl_url = "{url}"\nagentctl_token = "{TOKEN}"\n'
+            f'command = ["{sys.executable}", "-m", "protocols.mock_agent"]\n')
+
+
+async def _session(ws: WsClient, task_id: str) -> dict[str, Any]:
+    listed = await ws.call("session.list", {"task_id": task_id})
+    session: dict[str, Any] = listed["sessions"][0]
+    return session
+
+
+async def _until(ws: WsClient, task_id: str, what: str, pred: Any,
+                 within: float = 30) -> dict[str, Any]:
+    with trio.fail_after(within):
+        while True:
+            session = await _session(ws, task_id)
+            if pred(session):
+                return session
+            await trio.sleep(0.05)
+
+
+async def _streaming(ws: WsClient, sid: str, turn_id: str) -> None:
+    with trio.fail_after(20):
+        while True:
+            listed = await ws.call("message.list", {"session_id": sid})
+            if any(m["turn_id"] == turn_id and m["role"] == "agent" for m in listed["messages"]):
+                return
+            await trio.sleep(0.05)
+
+
+async def _running_turn(ws: WsClient, task_id: str) -> tuple[str, str]:
+    sid = await launch(ws, task_id, "remote")
+    await ws.call("session.subscribe", {"session_id": sid})
+    msg = await ws.call("message.add", {"session_id": sid, "content": "/delay 60000"})
+    await _streaming(ws, sid, msg["turn_id"])
+    return sid, str(msg["turn_id"])
+
+
+async def _cut(proxy: CutProxy, ws: WsClient, task_id: str) -> None:
+    proxy.cut()
+    await _until(ws, task_id, "unreachable", lambda s: s["reachable"] is False)
+
+
+async def test_a_cancel_during_a_cut_is_held_and_sent_first_on_return(
+    tmp_path: Path, agentctl: AgentctlFactory
+) -> None:
+    with trio.fail_after(120):
+        async with agentctl("acp") as ctl, cut_proxy(ctl.url) as proxy, \
+                server_process(tmp_path / "data", toml=_toml(proxy.url)) as srv, \
+                ws_client(srv) as ws:
+            task_id = await new_task(ws)
+            sid, turn_id = await _running_turn(ws, task_id)
+            assert (await _session(ws, task_id))["reachable"] is True
+            await _cut(proxy, ws, task_id)
+            down = await _session(ws, task_id)
+            # Not shown as simply running: the host does not answer.
+            assert down["state"] == "RUNNING" and down["reachable"] is False
+            cancel = await ws.send("agent.cancel", {"session_id": sid})
+            held = await _until(ws, task_id, "link_down", lambda s: (
+                s["cancellation_pending"] and (s["cancel_progress"] or {}).get("phase")
+                == "link_down"))
+            assert held["cancel_progress"]["turn_id"] == turn_id
+            await trio.sleep(1.5)  # the cut lasts: nothing escalates, nothing settles
+            assert not cancel.done.is_set()
+            assert (await ctl.status())["turn"]["id"] == turn_id  # it runs on, unreached
+            assert (await _session(ws, task_id))["cancellation_pending"] is True
+            proxy.restore()
+            frame = await cancel.wait(30)
+            assert frame["type"] == "response", frame
+            answer = frame["payload"]
+            assert answer["outcome"] == "cancelled", answer
+            receipt = answer["receipt"]
+            assert receipt["link_down_ms"] is not None and receipt["link_down_ms"] >= 1500
+            after = await _until(ws, task_id, "settled", lambda s: (
+                not s["cancellation_pending"] and s["state"] == "WAITING_FOR_INPUT"))
+            assert after["reachable"] is True and after["cancel_progress"] is None
+            status = await ctl.status()
+            assert not (status.get("turn") or {}).get("id"), status
+            listed = await ws.call("message.list", {"session_id": sid})
+            states = [m["content"] for m in listed["messages"] if m["kind"] == "status"]
+            assert any("cancelled" in s.lower() for s in states), states
+            progress = [p["phase"] for p in ws.of("session.cancel.progress", sid)]
+            assert progress[0] == "link_down" and "sent" in progress, progress
+
+
+async def test_a_held_cancel_past_its_bound_clears_pending_and_still_goes_out(
+    tmp_path: Path, agentctl: AgentctlFactory
+) -> None:
+    with trio.fail_after(120):
+        async with agentctl("acp") as ctl, cut_proxy(ctl.url) as proxy, \
+                server_process(tmp_path / "data",
+                               toml=_toml(proxy.url, link_down_cancel_s=1)) as srv, \
+                ws_client(srv) as ws:
+            task_id = await new_task(ws)
+            sid, turn_id = await _running_turn(ws, task_id)
+            await _cut(proxy, ws, task_id)
+            frame = await ws.request("agent.cancel", {"session_id": sid}, timeout=30)
+            # Every exit path clears pending: past its bound the answer is an error ...
+            assert frame["type"] == "error", frame
+            assert "has not answered" in frame["payload"]["message"], frame
+            settled = await _until(ws, task_id, "not pending",
+                                   lambda s: not s["cancellation_pending"])
+            assert settled["state"] == "RUNNING" and settled["reachable"] is False
+            assert (await ctl.status())["turn"]["id"] == turn_id
+            # ... and the stop stays held: it goes out first when the link returns.
+            proxy.restore()
+            await _until(ws, task_id, "cancelled", lambda s: s["state"] == "WAITING_FOR_INPUT")
+            status = await ctl.status()
+            assert not (status.get("turn") or {}).get("id"), status
+
+
+async def test_delete_during_a_cut_is_bounded(tmp_path: Path, agentctl: AgentctlFactory) -> None:
+    with trio.fail_after(120):
+        async with agentctl("acp") as ctl, cut_proxy(ctl.url) as proxy, \
+                server_process(tmp_path / "data", toml=_toml(proxy.url)) as srv, \
+                ws_client(srv) as ws:
+            task_id = await new_task(ws)
+            sid, _turn_id = await _running_turn(ws, task_id)
+            await _cut(proxy, ws, task_id)
+            with trio.fail_after(20):
+                await ws.call("session.delete", {"session_id": sid})
+            listed = await ws.call("session.list", {"task_id": task_id})
+            assert all(s["id"] != sid for s in listed["sessions"])
+            assert ctl.process.returncode is None  # agentctl itself is not ours to stop
