@@ -94,6 +94,12 @@ class Catalog:
 
     async def _stop(self, caller: Caller, session: Session) -> None:
         """Cancel its running turn (or join the cancel under way), then stop its agent."""
+        if not self.lifecycle.reachable(session.id):
+            # DESIGN.md §20: its host does not answer, so no cancel reaches it
+            # now; waiting for one would hold the delete for link_down_cancel_s.
+            # Its execution ends (the turn closes, a held cancel settles with it).
+            await self.lifecycle.stop_execution(session.id)
+            return
         if (session.state is SessionState.RUNNING
                 or session.id in self.orchestrator.operations):
             await self.orchestrator.cancel(caller, session.id)

@@ -100,6 +100,10 @@ class LifecycleManager:
     def agent_live(self, session_id: str) -> bool:
         return self.agents.agent_live(session_id)
 
+    def reachable(self, session_id: str) -> bool:
+        """False while the session's remote agent's host does not answer (§20)."""
+        return self.agents.status.reachable(session_id)
+
     def turn_running(self, session_id: str) -> bool:
         return self.agents.turn_running(session_id)
 
