@@ -25,6 +25,7 @@ adapter's ``session_s``) for the agent to report the outcome.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shlex
 from collections.abc import Mapping
@@ -168,11 +169,15 @@ class Logins:
         self._pending[session.id] = _Pending(method, key)
         try:
             await executions.stop_execution(session.id)
-            await executions.ensure_execution(session)
+            ex = await executions.ensure_execution(session)
         except AgentLoginRequired as exc:
             raise Conflict(f"not logged in: {exc.detail}") from None
         finally:
             del self._pending[session.id]  # the key with it
+        if method.var_name is not None:
+            # Its running agent's profile drops the key too: only that start needed it.
+            ex.profile = dataclasses.replace(ex.profile, env={
+                k: v for k, v in ex.profile.env.items() if k != method.var_name})
         self._required.pop(session.id, None)
         self.notify.offers.set_auth(session.id, None)
         fresh = await self.store.get_session(session.id)

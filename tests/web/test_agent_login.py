@@ -116,6 +116,12 @@ async def test_login_with_a_key(tmp_path: Path, agent: str,
                               and f["payload"]["session"]["id"] == sid
                               and f["payload"]["session"]["auth"] is None, after=heard)
             assert (await _dto(ws, task_id, sid))["auth"] is None
+            # The running agent's profile holds the key no longer (only its start needed it).
+            ex = srv.sup.lifecycle.agents.running(sid)
+            assert ex is not None and SECRET not in repr(ex.profile)
+            said = await _refused(ws, "agent.login", {"session_id": sid, "method_id": key_id,
+                                                      "key": SECRET})
+            assert said["code"] == "CONFLICT" and "has not asked" in said["message"]
             assert "hello" in await _turn_text(ws, sid, "hello")
             # The agent got the key (its home keeps its hash)...
             marker = json.loads(((await _home(srv, agent)) / MARKER).read_text())
