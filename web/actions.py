@@ -51,7 +51,7 @@ Handler = Callable[[Supervisor, Caller, dict[str, Any]], Awaitable[dict[str, Any
 _LIMITS = Limits()
 #: What ``server.info`` offers beyond DESIGN.md §4 (a client may test for these).
 FEATURES = ("text_appends", "queue", "steer", "schema", "projects", "checkpoints",
-            "subagents", "attention", "stop_levels", "session_options")
+            "subagents", "attention", "stop_levels", "session_options", "agent_login")
 
 
 async def task_create(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:

@@ -72,6 +72,7 @@ async def test_login_with_a_key(tmp_path: Path, agent: str,
     with trio.fail_after(90):
         async with running_server(tmp_path / "data", workspaces={"b": OTHER_TOKEN}) as srv, \
                 ws_client(srv) as ws, ws_client(srv, token=OTHER_TOKEN) as other:
+            assert "agent_login" in (await ws.call("server.info"))["features"]
             task_id = await new_task(ws)
             sid = await launch(ws, task_id, agent)
             await ws.call("session.subscribe", {"session_id": sid})
