@@ -49,7 +49,7 @@ from .codex import CodexClient
 from .events import AgentEvent, SubagentChanged, TurnEnded
 from .framing import DEFAULT_MAX_LINE_BYTES
 from .mcp import McpServer, McpUnsupported, codex_config
-from .prompt_parts import PromptPart, acp_prompt_caps, acp_refusal, codex_refusal
+from .prompt_parts import Line, PromptPart, acp_prompt_caps, acp_refusal, codex_refusal, streamed
 from .transport import (
     AgentClosed,
     AgentConnection,
@@ -238,7 +238,7 @@ class _Base:
         # turn per execution is what users see.
         if self._prompting:
             raise RuntimeError("a prompt is already running on this adapter")
-        return await self._run_turn(self._start_turn(text, parts))
+        return await self._run_turn(streamed(lambda p: self._start_turn(text, p), parts))
 
     def cancel_now(self) -> bool:
         """The protocol cancel written in the caller's step, without yielding,
@@ -295,7 +295,7 @@ class _Base:
         if self.connection.closed.is_set():
             raise AgentClosed(self.connection.close_reason)
 
-    async def _run_turn(self, data: bytes) -> TurnEnded:
+    async def _run_turn(self, data: Line) -> TurnEnded:
         # Set before the first checkpoint after the core started the turn.
         self._prompt_written = written = trio.Event()
         self._prompting = True

@@ -174,6 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="need a login before a session (protocols/mock/login.py)")
     parser.add_argument("--sign-in", action="store_true",
                         help="sign in (the --login terminal method) in this home, and exit")
+    parser.add_argument("--no-offers", action="store_true",
+                        help="ACP: offer no options and no commands (a bench baseline)")
     parser.add_argument("--no-images", action="store_true",
                         help="ACP: do not advertise image prompts (promptCapabilities.image)")
     return parser
@@ -187,7 +189,8 @@ def machine(args: argparse.Namespace,
     return MockMachine(args.protocol, SessionStore.from_environment(), restore=restore,
                        steering=args.steering, acp_max_version=args.acp_version, extra=extra,
                        spawn=stdio.spawn, legacy_options=args.legacy_options,
-                       images=not args.no_images, login=args.login)
+                       images=not args.no_images, login=args.login,
+                       offers=not args.no_offers)
 
 
 def main(argv: list[str] | None = None) -> int:

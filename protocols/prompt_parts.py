@@ -17,17 +17,27 @@ Pure values and the wire shapes each dialect takes, built here so both cores
 
 ``PartRefused`` (a ValueError) names what the agent cannot take, before
 anything is sent.
+
+A large image or binary file is not base64-encoded into the prompt's JSON line at
+once (its bytes, their base64, the JSON text and its UTF-8 would each be a copy of
+it: 7 times an image's size at peak, measured by bench/attachments.py). ``streamed``
+has the core build the line around a stand-in (random bytes of its own, whose
+base64 is a token found once in the line), and the result, a ``Spliced``, yields
+the line's pieces with each token replaced by the real base64, encoded a chunk at
+a time as the transport writes it (protocols/transport.py ``send``).
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import secrets
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
-__all__ = ["FilePart", "ImagePart", "MentionPart", "PartRefused", "PromptPart",
-           "acp_blocks", "acp_prompt_caps", "acp_refusal", "codex_input", "codex_refusal"]
+__all__ = ["FilePart", "ImagePart", "Line", "MentionPart", "PartRefused", "PromptPart",
+           "Spliced", "acp_blocks", "acp_prompt_caps", "acp_refusal", "codex_input",
+           "codex_refusal", "streamed"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -143,3 +153,76 @@ def acp_prompt_caps(agent_capabilities: Mapping[str, Any]) -> Mapping[str, Any]:
     if not isinstance(caps, dict) and isinstance(session, dict):
         caps = session.get("prompt")
     return caps if isinstance(caps, dict) else {}
+
+
+#: A part's bytes up to this size go into the line as they are (one write, whole).
+SPLICE_MIN_BYTES = 64 * 1024
+#: Raw bytes base64-encoded per piece (a multiple of 3: no padding inside the line).
+SPLICE_CHUNK = 48 * 1024
+_STAND_IN_BYTES = 24
+
+
+@dataclass(frozen=True, slots=True)
+class _Blob:
+    token: bytes  # the base64 of the stand-in, as it appears in the line
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Spliced:
+    """A JSON line whose blobs' base64 is written as it is encoded: iterate for its
+    pieces, in order (each at most ``SPLICE_CHUNK * 4 / 3`` bytes of base64)."""
+
+    line: bytes
+    blobs: tuple[_Blob, ...]
+
+    def __iter__(self) -> Iterator[bytes]:
+        at = 0
+        for blob in sorted(self.blobs, key=lambda b: self.line.index(b.token)):
+            start = self.line.index(blob.token)
+            yield self.line[at:start]
+            view = memoryview(blob.data)
+            for i in range(0, len(view), SPLICE_CHUNK):
+                yield base64.b64encode(view[i:i + SPLICE_CHUNK])
+            at = start + len(blob.token)
+        yield self.line[at:]
+
+    def __len__(self) -> int:
+        """The bytes written: the line's, with each token's base64 for its data."""
+        return len(self.line) + sum(4 * ((len(b.data) + 2) // 3) - len(b.token)
+                                    for b in self.blobs)
+
+
+#: What a core's prompt is to the transport: its bytes, or a line with blobs spliced in.
+Line = bytes | Spliced
+
+
+def _deferred(part: PromptPart) -> bool:
+    if isinstance(part, ImagePart):
+        return len(part.data) > SPLICE_MIN_BYTES
+    # A text file is embedded as text (escaped in the JSON), not base64.
+    return (isinstance(part, FilePart) and not part.mime.startswith("text/")
+            and len(part.data) > SPLICE_MIN_BYTES)
+
+
+def streamed(build: Callable[[tuple[PromptPart, ...]], bytes],
+             parts: Sequence[PromptPart]) -> Line:
+    """``build(parts)`` (a core's prompt bytes), with each large image or binary file
+    standing in by a few random bytes; the line with the real bytes to splice in."""
+    stand_ins: list[PromptPart] = []
+    blobs: list[_Blob] = []
+    for part in parts:
+        if isinstance(part, ImagePart | FilePart) and _deferred(part):
+            stand_in = secrets.token_bytes(_STAND_IN_BYTES)
+            stand_ins.append(replace(part, data=stand_in))
+            blobs.append(_Blob(token=base64.b64encode(stand_in), data=part.data))
+        else:
+            stand_ins.append(part)
+    line = build(tuple(stand_ins))
+    if not blobs:
+        return line
+    for blob in blobs:
+        # 32 random base64 characters: found once, or the line is not what was built.
+        if line.count(blob.token) != 1:
+            raise RuntimeError("a prompt part's stand-in is not once in its line")
+    return Spliced(line=line, blobs=tuple(blobs))

@@ -26,7 +26,7 @@ import math
 import os
 import select
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -34,6 +34,7 @@ import trio
 
 from .events import AgentEvent, AgentNotice, TurnEnded
 from .jsonrpc import JSON, ErrorResponse, NeedData, PeerClosed, Response, error_details, error_text
+from .prompt_parts import Line
 
 __all__ = [
     "AgentClosed",
@@ -153,9 +154,11 @@ class AgentConnection:
             return False
         return self._write_now(data) == len(data)
 
-    async def send(self, data: bytes, *, timeout_s: float | None = None) -> None:
+    async def send(self, data: Line, *, timeout_s: float | None = None) -> None:
         """Write ``data`` whole or not at all, within ``timeout_s`` (default
-        ``write_timeout_s``).
+        ``write_timeout_s``).  A ``Spliced`` line (a prompt with large images,
+        protocols/prompt_parts.py) is written piece by piece as it is encoded, under
+        the same rules.
 
         A cancel can take the caller only before the first byte is written
         (while it waits for the pipe).  Once a byte is on the agent's stdin the
@@ -169,6 +172,9 @@ class AgentConnection:
         if self.closed.is_set():
             raise AgentClosed(self.close_reason)
         self._check_not_cut()
+        if not isinstance(data, bytes):
+            await self._send_pieces(data, timeout_s)
+            return
         sent = self._write_now(data)
         if sent == len(data):
             # Written before any other task ran (a cancel reaches the agent
@@ -196,6 +202,29 @@ class AgentConnection:
         finally:
             self._write_lock.release()
         self._check_not_cut()
+
+    async def _send_pieces(self, pieces: Iterable[bytes], timeout_s: float | None) -> None:
+        """``send`` of a line made of pieces: the pipe is taken before the first
+        byte (a cancel while waiting for it loses nothing), then each piece is
+        written shielded, all within the one bound; no other frame between them."""
+        timeout_s = self.write_timeout_s if timeout_s is None else timeout_s
+        deadline = trio.current_time() + timeout_s
+        try:
+            self._write_lock.acquire_nowait()
+        except trio.WouldBlock:
+            with trio.move_on_at(deadline) as waited:
+                await self._write_lock.acquire()
+            if waited.cancelled_caught:
+                raise AgentTimeout(f"agent did not read its stdin for {timeout_s}s") from None
+        try:
+            self._check_not_cut()
+            for piece in pieces:
+                await self._write_rest(piece, deadline, timeout_s)
+                self._check_not_cut()
+        finally:
+            self._write_lock.release()
+        # (As ``send``: a checkpoint, one that cannot lose the write.)
+        await trio.lowlevel.cancel_shielded_checkpoint()
 
     async def _write_rest(self, rest: bytes, deadline: float, timeout_s: float) -> None:
         """The write itself: shielded, so a cancel cannot cut it, with a

@@ -39,8 +39,9 @@ class Acp1Wire(Wire):
                 agent.open_session(agent.session_id, params.get("cwd"))
                 agent.respond(rid, {"sessionId": agent.session_id} | self.offer())
                 # As claude-agent-acp and gemini do, right after the session's answer.
-                self.update({"sessionUpdate": "available_commands_update",
-                             "availableCommands": available_commands()})
+                if agent.offers:
+                    self.update({"sessionUpdate": "available_commands_update",
+                                 "availableCommands": available_commands()})
             case "session/set_config_option" if not self.legacy:
                 self.set_config_option(rid, params)
             case "session/set_mode" | "session/set_model" if self.legacy:
@@ -82,6 +83,8 @@ class Acp1Wire(Wire):
         return self.agent.legacy_options and self.version == 1
 
     def offer(self) -> dict[str, Any]:
+        if not self.agent.offers:  # --no-offers: an agent offering no options
+            return {}
         return options.offer(self.agent.options, self.version, self.agent.legacy_options)
 
     def set_config_option(self, rid: int | str, params: dict[str, Any]) -> None:

@@ -171,6 +171,8 @@ class Agent(Protocol):
     children: dict[str, Child]
     spawn: Spawn | None
     legacy_options: bool
+    #: ACP: it offers its options and commands (``--no-offers``: neither).
+    offers: bool
     options: dict[str, str]
     turn_settings: dict[str, object]
     #: The MCP servers the session was given (protocols/mock/mcp.py).

@@ -63,7 +63,8 @@ class MockMachine:
     protocols/mock/stdio.py); None: there is no process of its own to start one in.
     ``legacy_options``: ACP v1 offers its options as the legacy ``modes``/``models``
     (protocols/mock/options.py).  ``images``: ACP advertises image prompts
-    (protocols/mock/attachments.py)."""
+    (protocols/mock/attachments.py).  ``offers`` False: ACP offers no options and no
+    commands (the bench's baseline for the cancel with them)."""
 
     def __init__(self, protocol: str, store: Store, *, restore: frozenset[str] = RESTORE_BOTH,
                  steering: bool = False, acp_max_version: int = 1,
@@ -71,7 +72,7 @@ class MockMachine:
                  answer_restore: Callable[[], bool] = _answer_restores,
                  extra: Mapping[str, Script] | None = None, cwd: str | None = None,
                  spawn: Spawn | None = None, legacy_options: bool = False,
-                 images: bool = True, login: bool = False) -> None:
+                 images: bool = True, login: bool = False, offers: bool = True) -> None:
         acp = protocol == "acp"
         self.rpc = RpcConnection(Dialect.JSONRPC2 if acp else Dialect.CODEX,
                                  first_id=0 if acp else 100)
@@ -87,6 +88,7 @@ class MockMachine:
         self.legacy_options = legacy_options
         self.images = images
         self.login = login
+        self.offers = offers
         #: What the last prompt carried beside its text (``/attachments``).
         self.prompt_parts: list[str] = []
         #: The session's option values (mode, model), kept with the session.
