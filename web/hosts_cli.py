@@ -54,46 +54,62 @@ def _hosts(args: argparse.Namespace) -> int:
         from .agentctl.detached import sweep_detached
 
         return sweep_detached(data_dir, args.prefix, args.keep)
-    ok, line = trio.run(check_host, data_dir, args.profile)
-    print(line, file=sys.stdout if ok else sys.stderr)
-    return 0 if ok else 1
+    problems, line = trio.run(check_host, data_dir, args.profile)
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if not problems:
+        print(line)
+    return 1 if problems else 0
 
 
-async def check_host(data_dir: Path, profile_name: str) -> tuple[bool, str]:
-    """Whether ``profile_name``'s host is ready, and one line saying so (or what is not)."""
+async def check_host(data_dir: Path, profile_name: str) -> tuple[list[str], str]:
+    """What keeps ``profile_name``'s host from running its agents (one line
+    each; none: ready), and the line that says it is ready."""
     from supervisor.config import Config, ConfigError
     from supervisor.executors.ssh_host import SshHost, control_dir, ssh_error
 
     try:
         config = Config.load(data_dir)
     except ConfigError as exc:
-        return False, f"turnvisor hosts check: configuration error: {exc}"
+        return [f"turnvisor hosts check: configuration error: {exc}"], ""
     profile = config.profiles.get(profile_name)
     if profile is None:
-        return False, f"turnvisor hosts check: unknown profile {profile_name!r}"
+        return [f"turnvisor hosts check: unknown profile {profile_name!r}"], ""
     target = profile.ssh
     if profile.executor != "ssh" or target is None:
-        return False, (f"turnvisor hosts check: profile {profile_name!r} is not "
-                       f"executor = \"ssh\" (it is {profile.executor!r})")
+        return [f"turnvisor hosts check: profile {profile_name!r} is not executor = \"ssh\" "
+                f"(it is {profile.executor!r})"], ""
     host = SshHost(target, control_dir(config.data_dir),
                    connect_s=config.timeouts.agentctl_connect_s)
     command = " ".join(target.remote_turnvisor)
+    bound = config.timeouts.agentctl_connect_s + 10
     try:
-        done = await host.run([*target.remote_turnvisor, "--version"],
-                              timeout_s=config.timeouts.agentctl_connect_s + 10)
+        done = await host.run([*target.remote_turnvisor, "--version"], timeout_s=bound)
     except OSError as exc:
-        return False, str(exc)
+        return [str(exc)], ""
     if done.returncode == 255:
-        return False, ssh_error(target, done.stderr, done.returncode)
-    if done.returncode == 127:
-        return False, (f"{target}: {command!r} is not found on the host (install Turnvisor "
-                       "there, or set remote_turnvisor to the command that runs it)")
+        return [ssh_error(target, done.stderr, done.returncode)], ""
+    problems = []
     out = (done.stdout + done.stderr).decode(errors="replace").strip()
     words = out.split()
-    if done.returncode != 0 or len(words) < 2 or words[0] != "turnvisor":
-        return False, (f"{target}: {command!r} --version did not answer as Turnvisor does "
-                       f"(exit status {done.returncode}): {out[-300:]}")
     here = turnvisor_version()
-    if words[1] != here:
-        return False, f"{target}: the host runs Turnvisor {words[1]}, this backend {here}"
-    return True, f"{target}: Turnvisor {here}, as here"
+    if done.returncode == 127:
+        problems.append(f"{target}: {command!r} is not found on the host (install Turnvisor "
+                        "there, or set remote_turnvisor to the command that runs it)")
+    elif done.returncode != 0 or len(words) < 2 or words[0] != "turnvisor":
+        problems.append(f"{target}: {command!r} --version did not answer as Turnvisor does "
+                        f"(exit status {done.returncode}): {out[-300:]}")
+    elif words[1] != here:
+        problems.append(f"{target}: the host runs Turnvisor {words[1]}, this backend {here}")
+    # What agentctl's sandbox needs there (unless the profile does without).
+    tools = await host.run(["sh", "-c", "for t in bwrap pasta; do command -v $t >/dev/null "
+                            "&& echo $t; done; true"], timeout_s=bound)
+    found = tools.stdout.decode(errors="replace").split()
+    if profile.sandbox != "none" and "bwrap" not in found:
+        problems.append(f"{target}: bwrap (bubblewrap) is missing on the host: agentctl there "
+                        "cannot sandbox the agent (apt-get install bubblewrap, or sandbox = "
+                        "\"none\")")
+    if profile.network == "isolated" and "pasta" not in found:
+        problems.append(f"{target}: pasta (passt) is missing on the host: network = "
+                        "\"isolated\" cannot be set up there (apt-get install passt)")
+    return problems, f"{target}: Turnvisor {here}, as here"

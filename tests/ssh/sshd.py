@@ -69,7 +69,8 @@ def _free_port() -> int:
 
 
 @contextmanager
-def running_sshd(tmp: Path) -> Iterator[Sshd]:
+def running_sshd(tmp: Path, env: dict[str, str] | None = None) -> Iterator[Sshd]:
+    """``env``: more variables the server sets for every login (``SetEnv``)."""
     if not os.access(SSHD, os.X_OK):
         _fail(f"{SSHD} is not installed")
     # sshd insists on its privilege separation directory.
@@ -103,7 +104,7 @@ AllowStreamLocalForwarding yes
 X11Forwarding no
 MaxSessions 200
 MaxStartups 200
-SetEnv TURNVISOR_DATA_DIR={remote_data}
+SetEnv TURNVISOR_DATA_DIR={remote_data} {" ".join(f"{k}={v}" for k, v in (env or {}).items())}
 LogLevel VERBOSE
 """)
     with (tmp / "sshd.log").open("wb") as log:

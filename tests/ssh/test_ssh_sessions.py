@@ -21,7 +21,7 @@ from supervisor.executors.container import backend_instance
 from supervisor.executors.ssh import start_remote
 from supervisor.executors.ssh_host import SshHost, control_dir
 from supervisor.profiles import parse_profiles
-from tests.ssh.sshd import Sshd, ssh_profile
+from tests.ssh.sshd import Sshd, running_sshd, ssh_profile
 from tests.support.server import Server, running_server
 from tests.support.ws import RequestFailed, is_state, is_turn_completed, ws_client
 from tests.web.support import launch, new_task, start_turn
@@ -239,3 +239,23 @@ async def test_hosts_check_says_what_is_missing_or_differs(tmp_path: Path, sshd:
         write_config(tmp_path / "local", {"executor": "local"})
         code, line = await hosts_check(tmp_path / "local")
         assert code == 1 and "is not executor = \"ssh\"" in line, line
+
+
+async def test_hosts_check_says_the_sandbox_is_missing_on_the_host(tmp_path: Path) -> None:
+    # A host whose PATH has a shell and nothing else: no bwrap, no pasta.
+    bare = tmp_path / "bare-bin"
+    bare.mkdir()
+    (bare / "sh").symlink_to("/bin/sh")
+    with running_sshd(tmp_path / "sshd", env={"PATH": str(bare)}) as sshd, \
+            trio.fail_after(60):
+        write_config(tmp_path / "sandboxed", ssh_profile(sshd, network="isolated"))
+        code, text = await hosts_check(tmp_path / "sandboxed")
+        where = f"{sshd.destination}:{sshd.port}"
+        assert (code, text.splitlines()) == (1, [
+            f"{where}: bwrap (bubblewrap) is missing on the host: agentctl there cannot "
+            "sandbox the agent (apt-get install bubblewrap, or sandbox = \"none\")",
+            f"{where}: pasta (passt) is missing on the host: network = \"isolated\" cannot "
+            "be set up there (apt-get install passt)"]), text
+        write_config(tmp_path / "bare", ssh_profile(sshd, sandbox="none"))
+        assert await hosts_check(tmp_path / "bare") == (
+            0, f"{where}: Turnvisor {turnvisor_version()}, as here")
