@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import getpass
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -80,6 +82,10 @@ def running_sshd(tmp: Path, env: dict[str, str] | None = None) -> Iterator[Sshd]
         except OSError as exc:
             _fail(f"/run/sshd is missing and cannot be made: {exc}")
     tmp.mkdir(parents=True, exist_ok=True)
+    # The socket directories the clients make under the temporary directory (a
+    # test's data dir is too deep for a socket path): the new ones go at the end.
+    litter = Path(tempfile.gettempdir()).glob(f"turnvisor-ssh-{os.getuid()}-*")
+    before = set(litter)
     host_pub = _keygen(tmp / "host_key")
     client_pub = _keygen(tmp / "id_client")
     (tmp / "authorized_keys").write_text(client_pub + "\n")
@@ -136,6 +142,9 @@ LogLevel VERBOSE
             proc.kill()
             proc.wait()
         kill_tree(tree - {proc.pid})
+        for made in set(Path(tempfile.gettempdir()).glob(
+                f"turnvisor-ssh-{os.getuid()}-*")) - before:
+            shutil.rmtree(made, ignore_errors=True)
 
 
 def ssh_profile(sshd: Sshd, **extra: Any) -> dict[str, Any]:
