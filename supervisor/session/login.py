@@ -30,7 +30,7 @@ import logging
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from protocols.acp_auth import AuthMethod, AuthRequired
 from protocols.adapters import AgentAdapter, AgentRequestError
@@ -41,15 +41,20 @@ from ..errors import AgentStartError, Conflict, InvalidRequest
 from ..models import Session
 from ..notify import Notifier
 from ..storage.store import Store
+from ..turn.execution_state import Execution
 from ..workspace.sandboxing import agent_home
 from . import states
-
-if TYPE_CHECKING:
-    from .execution import Executions
 
 __all__ = ["AgentLoginRequired", "Logins"]
 
 log = logging.getLogger(__name__)
+
+
+class Starts(Protocol):
+    """What a login needs of ``Executions`` (supervisor/session/execution.py)."""
+
+    async def stop_execution(self, session_id: str) -> None: ...
+    async def ensure_execution(self, session: Session) -> Execution: ...
 
 
 class AgentLoginRequired(AgentStartError):
@@ -149,7 +154,7 @@ class Logins:
         self.notify.state_changed(changed or session)
         return exc
 
-    async def login(self, executions: Executions, session: Session, method_id: str,
+    async def login(self, executions: Starts, session: Session, method_id: str,
                     key: str | None) -> None:
         """The person's login: the agent started again with it (bounded by the
         start's own bounds); ``Conflict`` saying why when it is still not in."""

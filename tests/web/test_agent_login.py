@@ -131,6 +131,9 @@ async def test_login_with_a_key(tmp_path: Path, agent: str,
             stored = _stored(srv)
             assert SECRET.encode() not in stored
             assert b"wrong-key" not in stored
+            # ...nor any event it published (what every subscriber heard).
+            heard_all = json.dumps(ws.notifications)
+            assert SECRET not in heard_all and "wrong-key" not in heard_all
     assert caplog.records, "the log was captured"
     assert SECRET not in caplog.text and "wrong-key" not in caplog.text
 
