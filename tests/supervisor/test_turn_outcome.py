@@ -110,7 +110,15 @@ def test_the_children_a_cancel_stopped_are_counted_in_its_status() -> None:
 
 
 def test_the_phases_lead_to_escalation_and_each_is_reported_as_it_ends() -> None:
+    # DESIGN.md §20: a cancel held on a link that is down never escalates (the
+    # agent cannot be reached); its own bound ends the operation, and the
+    # link's return leads it to SENT, from where the others follow.
+    held = PHASES[CancelPhase.LINK_DOWN]
+    assert held.then is None and held.until == "link_down_cancel_s" and held.published
+    assert result_of(CancelPhase.LINK_DOWN, "t", None, 2.0).outcome is CancelOutcome.ACKNOWLEDGED
     for phase in CancelPhase:
+        if phase is CancelPhase.LINK_DOWN:
+            continue
         seen = set()
         while PHASES[phase].then is not None:
             assert phase not in seen
