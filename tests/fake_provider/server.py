@@ -97,7 +97,8 @@ class FakeProvider:
         self.streams: list[StreamRecord] = []
         #: Every request: (method, path, parsed JSON body or None).
         self.requests: list[tuple[str, str, Any]] = []
-        #: Every POST's ``Authorization`` header (None: none sent): the key an agent used.
+        #: Every POST's key as the agent sent it (``Authorization``, else Gemini's
+        #: ``x-goog-api-key``; None: none sent).
         self.credentials: list[str | None] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -302,7 +303,8 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._body()
         self.provider._log("POST", self.path, body)
         with self.provider._lock:
-            self.provider.credentials.append(self.headers.get("Authorization"))
+            self.provider.credentials.append(self.headers.get("Authorization")
+                                             or self.headers.get("x-goog-api-key"))
         path = urlsplit(self.path).path
         try:
             if path.endswith("/chat/completions"):

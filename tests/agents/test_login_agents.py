@@ -1,9 +1,10 @@
-"""Codex's login through Turnvisor's adapter (DESIGN.md §19), with the pinned CLI and the fake
-provider: its app-server schema still has the account calls we send and read; a Codex whose
-provider needs OpenAI credentials and whose ``CODEX_HOME`` holds none says it is logged out
-(``account/read``), so its session is ``AuthRequired`` before a turn could fail; an API key
+"""Logins through Turnvisor's adapter (DESIGN.md §19), with the pinned CLIs and the fake
+provider.  Codex: its app-server schema still has the account calls we send and read; a Codex
+whose provider needs OpenAI credentials and whose ``CODEX_HOME`` holds none says it is logged
+out (``account/read``), so its session is ``AuthRequired`` before a turn could fail; an API key
 given with ``account/login/start`` is kept in its home, and its next turn reaches the provider
-with that key."""
+with that key.  Gemini: its ``gemini-api-key`` method takes the key as ``authenticate``'s
+``_meta["api-key"]``, and its next turn reaches the provider with it."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 import trio
 
 from protocols.acp_auth import AuthRequired
-from protocols.adapters import make_adapter
+from protocols.adapters import AcpAdapter, make_adapter
 from protocols.events import TurnEnded
 from protocols.process import start_agent_process, terminate_group
 from tests.fake_provider import FakeProvider
@@ -28,6 +29,7 @@ pytestmark = pytest.mark.agents
 
 CODEX = find_cli("codex")
 KEY = "sk-turnvisor-login-test-1f2e3d"
+GEMINI_KEY = "gk-turnvisor-login-test-9a8b7c"
 
 
 @pytest.fixture(scope="module")
@@ -92,3 +94,35 @@ async def test_login_with_an_api_key_reaches_the_provider(tmp_path: Path) -> Non
         # Codex kept the key in its own home; the model request carried it.
         assert KEY in (Path(spec.env["CODEX_HOME"]) / "auth.json").read_text()
         assert f"Bearer {KEY}" in provider.credentials, provider.credentials
+
+
+async def test_gemini_takes_its_key_as_authenticate_meta(tmp_path: Path) -> None:
+    with FakeProvider(n_tokens=3, token_interval_s=0.01) as provider:
+        spec = launch("gemini", provider.url, tmp_path)
+        if spec is None:
+            pytest.skip(f"gemini CLI is not installed in {AGENTS_DIR}")
+        # No key in its environment nor a sign-in chosen in its settings.
+        settings = Path(spec.env["HOME"]) / ".gemini" / "settings.json"
+        settings.write_text(json.dumps({**json.loads(settings.read_text()), "security": {}}))
+        env = {k: v for k, v in spec.env.items() if k != "GEMINI_API_KEY"}
+        proc = await start_agent_process(spec.command, env=env, cwd=spec.cwd)
+        try:
+            assert proc.stdin is not None and proc.stdout is not None
+            adapter = make_adapter("acp", proc.stdin, proc.stdout)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(adapter.connection.run)
+                with trio.fail_after(60):
+                    await adapter.initialize()
+                    assert isinstance(adapter, AcpAdapter)
+                    methods = {m.id: m for m in adapter.core.auth_methods}
+                    assert methods["gemini-api-key"].kind == "key"
+                    assert methods["gemini-api-key"].key_in_meta
+                    await adapter.login("gemini-api-key", GEMINI_KEY)
+                    await adapter.new_session(spec.cwd)
+                    ended = await adapter.prompt("hello")
+                    assert ended.stop_reason == "end_turn", ended
+                nursery.cancel_scope.cancel()
+        finally:
+            await terminate_group(proc, grace_s=2.0)
+        assert provider.credentials and provider.credentials[-1] == GEMINI_KEY, \
+            provider.credentials
