@@ -31,6 +31,10 @@ def test_the_login_card(server: Any, new_context: Any, view: str) -> None:
     expect(card).to_be_visible(timeout=15_000)
     expect(page.get_by_test_id("selected-session-state")).to_have_text("Needs login")
     expect(card.get_by_test_id("login-error")).to_be_hidden()  # asked for, nothing failed yet
+    # Nothing can be sent meanwhile: Send is off, and the composer says why.
+    person.chat_input.fill("too early")
+    expect(page.get_by_test_id("send-button")).to_be_disabled()
+    expect(page.get_by_text("Send is off until the agent is logged in")).to_be_visible()
     buttons = card.get_by_test_id("login-method")
     expect(buttons).to_have_count(2)
     key_button = card.locator('[data-testid="login-method"][data-method-id="mock-key"]')

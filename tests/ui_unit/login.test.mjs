@@ -4,7 +4,8 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { loginPayload, loginView, methodHint } from "../../web/static/login-card.js";
+import { failedComposerView } from "../../web/static/failed-start.js";
+import { loginComposerView, loginPayload, loginView, methodHint } from "../../web/static/login-card.js";
 import { emptyState } from "../../web/static/state.js";
 import { sessionStatus } from "../../web/static/status.js";
 
@@ -49,5 +50,19 @@ describe("sessionStatus", () => {
     assert.deepEqual(sessionStatus(state, "s"), { key: "login", label: "Needs login", tone: "attention", reason: null });
     state.sessions.s = { ...row, auth: null };
     assert.notEqual(sessionStatus(state, "s").key, "login");
+  });
+});
+
+describe("loginComposerView", () => {
+  it("turns Send off while the agent waits for a login, and only then", () => {
+    const view = { sendDisabled: false, error: "x", note: null };
+    const row = { id: "s", state: "WAITING_FOR_INPUT", auth: { required: true, methods: [KEY] } };
+    for (const made of [loginComposerView(view, row), failedComposerView(view, row)]) {
+      assert.equal(made.sendDisabled, true);
+      assert.equal(made.error, null);
+      assert.match(made.note, /logged in/);
+    }
+    assert.equal(loginComposerView(view, { ...row, auth: null }), view);
+    assert.equal(failedComposerView(view, { ...row, auth: null }), view);
   });
 });

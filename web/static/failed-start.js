@@ -5,6 +5,7 @@
 // login card of DESIGN.md §19 will take this place).
 
 import { h } from "./dom.js";
+import { loginComposerView } from "./login-card.js";
 
 // What docs/agents.md says of each built-in profile: its section, how to log in, where it is set up.
 const AGENTS = {
@@ -67,7 +68,7 @@ export function withoutRepeatedFailure(messages, row) {
 
 /** The composer's view for a failed session: Send is off, and the note says why in a few words. */
 export function failedComposerView(view, row) {
-  if (row?.state !== "FAILED") return view;
+  if (row?.state !== "FAILED") return loginComposerView(view, row); // §19: waits for a login
   return { ...view, sendDisabled: true, error: null, note: "Send is off: this session's agent did not start." };
 }
 

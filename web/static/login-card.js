@@ -17,6 +17,12 @@ export function loginView(row) {
   return { sessionId: row.id, methods, error: typeof auth.error === "string" && auth.error ? auth.error : null };
 }
 
+/** The composer's view while the agent waits for a login: Send is off, the note says why. */
+export function loginComposerView(view, row) {
+  if (!loginView(row)) return view;
+  return { ...view, sendDisabled: true, error: null, note: "Send is off until the agent is logged in (above)." };
+}
+
 /** The line under a method's name: what happens with it. */
 export function methodHint(method) {
   if (method.kind === "key") {
