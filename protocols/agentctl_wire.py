@@ -15,7 +15,8 @@ other than ``last + 1`` has missed events.  Types:
   dataclass (tuples become lists);
 - agentctl's own log entries (``CONTROL_TYPES``): ``AgentStarted {pid}``,
   ``AgentExited {returncode, error, session_id}``, ``SessionStarted {session_id, owner}``,
-  ``TurnStarted``;
+  ``TurnStarted``, ``OfflineCancel {turn_id, offline_s}`` (the turn cancelled
+  because no client was connected that long, DESIGN.md §20);
 - unnumbered frames, never in the log: ``Hello`` (first frame of every
   connection: ``last_seq``, ``oldest_seq``, the status), ``Gap`` (``from``,
   ``to``: a reconnecting client asked for events no longer kept) and
@@ -103,7 +104,8 @@ EVENT_TYPES: Final[dict[str, type[Any]]] = {
                 SubagentChanged, SubagentActivity, OptionsChanged, CommandsChanged, UsageUpdated,
                 TitleChanged)
 }
-CONTROL_TYPES: Final = frozenset({"AgentStarted", "AgentExited", "SessionStarted", "TurnStarted"})
+CONTROL_TYPES: Final = frozenset({"AgentStarted", "AgentExited", "SessionStarted", "TurnStarted",
+                                  "OfflineCancel"})
 
 
 class WireError(ValueError):

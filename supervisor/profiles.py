@@ -68,6 +68,9 @@ class AgentProfile:
     #: The agentctl bearer token (else ``TURNVISOR_AGENTCTL_TOKEN`` in ``env`` or
     #: in the backend's environment).
     agentctl_token: str | None = None
+    #: DESIGN.md §20: the agentctl Turnvisor starts for it cancels its running
+    #: turn once no backend has been connected this long (None: never).
+    offline_cancel_s: float | None = None
     #: ``bwrap`` (the agent in a bubblewrap sandbox that hides the data dir,
     #: protocols/sandbox.py), ``none``, or None: bwrap when it works here.
     sandbox: str | None = None
@@ -189,7 +192,8 @@ _DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 _QUANTITY = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE])?")
 _KEYS = {"protocol", "command", "env", "cwd", "thread_params", "executor", "agentctl_url",
          "agentctl_token", "sandbox", "sandbox_writable", "image", "cpus", "memory", "pids",
-         "acp_version", "home_binds", "network", "host_ports", *_KUBE_KEYS, *SSH_KEYS}
+         "acp_version", "home_binds", "network", "host_ports", "offline_cancel_s",
+         *_KUBE_KEYS, *SSH_KEYS}
 _EXECUTORS = ("local", "agentctl", "container", "kubernetes", "ssh")
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 
@@ -283,6 +287,11 @@ def parse_profiles(
         if not isinstance(ports, list | tuple) or not all(
                 isinstance(p, int) and not isinstance(p, bool) and 0 < p < 65536 for p in ports):
             raise ProfileError(f"[agents.{name}]: host_ports must be a list of port numbers")
+        offline = raw.get("offline_cancel_s", prev.offline_cancel_s if prev else None)
+        if offline is not None and (isinstance(offline, bool)
+                                    or not isinstance(offline, int | float) or offline <= 0):
+            raise ProfileError(f"[agents.{name}]: offline_cancel_s must be a number of "
+                               "seconds > 0")
         kube = _kube(name, raw, prev.kube if prev else None, executor)
         try:
             ssh = parse_ssh(name, raw, prev.ssh if prev else None, executor)
@@ -297,6 +306,7 @@ def parse_profiles(
             image=image, cpus=None if cpus is None else float(cpus), memory=memory, pids=pids,
             acp_version=acp_version, home_binds=home_binds, network=network,
             host_ports=tuple(ports), kube=kube, ssh=ssh, docker_host=docker_host,
+            offline_cancel_s=None if offline is None else float(offline),
         )
     return out
 

@@ -27,7 +27,7 @@ from .agentctl_strays import AgentctlStrays
 from .base import LaunchedAgent
 from .environment import agent_environment
 
-__all__ = ["agentctl_token", "launch_agentctl", "spawn_agentctl"]
+__all__ = ["agentctl_token", "launch_agentctl", "offline_args", "spawn_agentctl"]
 
 
 def agentctl_token(profile: AgentProfile) -> str | None:
@@ -35,6 +35,14 @@ def agentctl_token(profile: AgentProfile) -> str | None:
     ``env``, else in the backend's environment."""
     return (profile.agentctl_token or profile.env.get(TOKEN_ENV)
             or os.environ.get(TOKEN_ENV))
+
+
+def offline_args(profile: AgentProfile) -> list[str]:
+    """The profile's ``offline_cancel_s`` as agentctl's flag (DESIGN.md §20),
+    for every executor that starts an agentctl."""
+    if profile.offline_cancel_s is None:
+        return []
+    return ["--offline-cancel-s", f"{profile.offline_cancel_s:g}"]
 
 
 @asynccontextmanager
@@ -116,7 +124,7 @@ async def launch_agentctl(config: Config, profile: AgentProfile, cwd: str, *,
     # anew and checks it before each of its own launches).
     for hidden in config.hidden_dirs():
         hidden.check()
-    sandbox_args = ["--hide", str(config.data_dir),
+    sandbox_args = ["--hide", str(config.data_dir), *offline_args(profile),
                     *(["--sandbox", profile.sandbox] if profile.sandbox else []),
                     *(a for p in profile.sandbox_writable for a in ("--sandbox-writable", p)),
                     *(["--home", profile.private_home] if profile.private_home else []),

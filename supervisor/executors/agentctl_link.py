@@ -113,6 +113,9 @@ class AgentctlLink:
         #: Run on the stream's return, before anything else is read or sent
         #: (the adapter's held cancel goes first).
         self.on_return: Callable[[], Awaitable[None]] | None = None
+        #: Told of agentctl's ``OfflineCancel`` (the turn it cancelled itself
+        #: while no backend was connected), before that turn's end is read.
+        self.on_offline: Callable[[str], None] | None = None
         #: When a cancel held while the link was down went out (``LinkHold``):
         #: written by the adapter's ``on_return``.
         self.owed_sent_at: float | None = None
@@ -325,6 +328,8 @@ class AgentctlLink:
                 code = data.get("returncode")
                 return f"agent exited (status {code})" + (
                     f": {data['error']}" if data.get("error") else "")
+            case Control(kind="OfflineCancel", data=data) if self.on_offline is not None:
+                self.on_offline(str(data.get("turn_id")))
             case LoggedEvent(seq=seq, turn=turn, event=TurnEnded() as ended):
                 pending = self._turn
                 if pending is None or turn != pending.id:

@@ -11,6 +11,7 @@ a caller that knows nothing of link loss treats it as a slow agent).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from protocols.transport import AgentTimeout
@@ -34,6 +35,10 @@ class LinkHold(Protocol):
         """When the cancel held while the link was down was sent, first thing
         on its return (None: none was held, or it is still owed)."""
         ...
+
+    #: Told of a turn the agent's host cancelled by itself, no backend
+    #: connected for ``offline_cancel_s`` (its id), before the turn's end.
+    on_offline: Callable[[str], None] | None
 
     async def until_changed(self) -> None:
         """Return at the next change of ``reachable`` (or when the link closes)."""

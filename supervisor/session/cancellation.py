@@ -340,6 +340,18 @@ class Cancellations:
         turn.cancel_sent_at = hold.owed_sent_at or now
         self._set_phase(turn, CancelPhase.SENT)
 
+    def stopped_offline(self, ex: Execution, turn_id: str) -> None:
+        """The agent's host cancelled the turn itself, no backend connected for
+        ``offline_cancel_s`` (DESIGN.md §20): an operation by ``offline``
+        whose cancel is already sent; the turn's end (replayed next) settles it."""
+        turn = ex.turn
+        if turn is None or turn.id != turn_id or turn.done.is_set():
+            return
+        self.admit(ex.session_id, ex.owner, trio.current_time(), by="offline")
+        if turn.cancel_phase is None:
+            turn.cancel_sent_at = trio.current_time()
+            self._set_phase(turn, CancelPhase.SENT)
+
     # -- stop after the step (DESIGN.md §18) -------------------------------------------
 
     @staticmethod

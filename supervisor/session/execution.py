@@ -274,8 +274,7 @@ class Executions:
                 self.agents.status.up(session_id, adapter.wire_protocol,
                                       adapter.connection.closed)
                 nursery.start_soon(self._stop_when_idle, ex)
-                nursery.start_soon(watch_reach, self.agents.status, self.store, self.notify,
-                                   session_id, adapter)  # a remote host's cuts (§20)
+                nursery.start_soon(watch_reach, self.cancellations, ex)  # a remote host (§20)
                 if ex.turn is not None:
                     nursery.start_soon(self.watchdog.watch, ex, ex.turn)  # a turn taken over
                 task_status.started(ex)

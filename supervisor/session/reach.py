@@ -8,29 +8,29 @@ never shows the turn as simply running.
 
 from __future__ import annotations
 
+import functools
 import logging
 
-from protocols.adapters import AgentAdapter
-
-from ..agent_status import AgentStatus
 from ..executors.link_hold import LinkHold
-from ..notify import Notifier
 from ..storage.db import StoreError
-from ..storage.store import Store
+from ..turn.execution_state import Execution
+from .cancellation import Cancellations
 
 __all__ = ["watch_reach"]
 
 log = logging.getLogger(__name__)
 
 
-async def watch_reach(status: AgentStatus, store: Store, notify: Notifier, session_id: str,
-                      adapter: AgentAdapter) -> None:
-    """Register the adapter's link (if it survives a cut) and publish each
-    change of its reachability, until the link closes."""
-    hold: LinkHold | None = getattr(adapter, "link_hold", None)
+async def watch_reach(cancellations: Cancellations, ex: Execution) -> None:
+    """Register the execution's link (if it survives a cut), route the host's
+    offline cancels to the cancel path, and publish each change of its
+    reachability, until the link closes."""
+    hold: LinkHold | None = getattr(ex.adapter, "link_hold", None)
     if hold is None:
         return
-    status.reach(session_id, lambda: hold.reachable)
+    session_id, store, notify = ex.session_id, cancellations.store, cancellations.notify
+    cancellations.agents.status.reach(session_id, lambda: hold.reachable)
+    hold.on_offline = functools.partial(cancellations.stopped_offline, ex)
     seen = hold.reachable
     while True:
         await hold.until_changed()

@@ -149,3 +149,33 @@ async def test_delete_during_a_cut_is_bounded(tmp_path: Path, agentctl: Agentctl
             listed = await ws.call("session.list", {"task_id": task_id})
             assert all(s["id"] != sid for s in listed["sessions"])
             assert ctl.process.returncode is None  # agentctl itself is not ours to stop
+
+
+async def test_agentctl_cancels_by_itself_when_offline_and_says_so_on_return(
+    tmp_path: Path, agentctl: AgentctlFactory
+) -> None:
+    with trio.fail_after(120):
+        async with agentctl("acp", "--offline-cancel-s", "1") as ctl, \
+                cut_proxy(ctl.url) as proxy, \
+                server_process(tmp_path / "data", toml=_toml(proxy.url)) as srv, \
+                ws_client(srv) as ws:
+            task_id = await new_task(ws)
+            sid, turn_id = await _running_turn(ws, task_id)
+            await trio.sleep(1.5)  # connected: nothing is cancelled however long it runs
+            assert (await ctl.status())["turn"]["id"] == turn_id
+            cut_at = trio.current_time()
+            await _cut(proxy, ws, task_id)
+            with trio.fail_after(20):
+                while ((await ctl.status()).get("turn") or {}).get("id"):
+                    await trio.sleep(0.1)
+            assert trio.current_time() - cut_at >= 1.0  # not before offline_cancel_s
+            assert (await _session(ws, task_id))["state"] == "RUNNING"  # unreached yet
+            proxy.restore()
+            await _until(ws, task_id, "ended", lambda s: (
+                s["state"] == "WAITING_FOR_INPUT" and not s["cancellation_pending"]))
+            receipt = await ws.call("turn.receipt", {"session_id": sid, "turn_id": turn_id})
+            receipt = receipt.get("receipt", receipt)
+            assert receipt["by"] == "offline" and receipt["outcome"] == "cancelled", receipt
+            listed = await ws.call("message.list", {"session_id": sid})
+            states = [m for m in listed["messages"] if m["kind"] == "status"]
+            assert states and states[-1]["metadata"].get("cancelled"), states

@@ -69,6 +69,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="log entries kept for a client that reconnects, e.g. a backend that "
                         "restarted while the agent ran a turn (default 4096): a longer absence "
                         "during which the agent produced more loses that turn")
+    p.add_argument("--offline-cancel-s", type=float, default=None, metavar="SECONDS",
+                   help="cancel the running turn once no backend has been connected to the "
+                        "event stream for this long (default: never; DESIGN.md §20)")
     p.add_argument("--idle-timeout", type=float, default=60.0, metavar="SECONDS",
                    help="close a connection that sends nothing for this long (no request, "
                         "a stalled body; default 60); event streams are exempt")
@@ -218,7 +221,8 @@ def run_agentctl(args: argparse.Namespace, default_data_dir: Path) -> int:
                             else str(data_dir / "homes" / "agentctl"),
                             home_binds=tuple(home_binds),
                             network=network, host_ports=tuple(host_ports),
-                            replay_events=args.replay_events)
+                            replay_events=args.replay_events,
+                            offline_cancel_s=args.offline_cancel_s)
     _hide_environment()
     limits = ConnLimits(idle_s=args.idle_timeout, per_peer=args.max_connections_per_peer)
     trio.run(lambda: serve_agentctl(config, host=host, port=port, token=token,

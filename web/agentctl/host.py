@@ -56,6 +56,7 @@ from supervisor.turn.turn_end import TURN_ERRORS, left_to_us, turn_error
 from .eventlog import EventLog, Subscriber
 from .hostconfig import AgentctlConfig, HostError, not_running
 from .hosted import AgentState, HostedAgent, HostedTurn, spawn_agent, valid_turn_id, warm_up
+from .offline import cancel_when_offline
 
 __all__ = [
     "AgentHost",
@@ -93,6 +94,8 @@ class AgentHost:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self._warm_up)
+                if self.config.offline_cancel_s is not None:
+                    nursery.start_soon(cancel_when_offline, self, self.config.offline_cancel_s)
                 try:
                     await nursery.start(self._run_agent)
                 except OSError as exc:

@@ -54,6 +54,9 @@ class AgentctlConfig:
     #: None: isolated where passt's pasta is installed.
     network: str | None = None
     host_ports: tuple[int, ...] = ()
+    #: DESIGN.md §20: cancel the running turn once no client has been connected
+    #: to the event stream this long (None: never; web/agentctl/offline.py).
+    offline_cancel_s: float | None = None
 
 
 class HostError(Exception):
