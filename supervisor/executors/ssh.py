@@ -19,13 +19,17 @@ Per execution (``launch_ssh``)::
              agentctl stops its agent; SIGKILL of its group after a grace),
              the forward cancelled; shielded, bounded
 
-A lost connection (the shared connection gone: the link's event stream drops,
-which the lifecycle sees as ``AgentctlLink.closed`` with the reason) leaves the
-host's agentctl running: the session's next start finds it (same run name),
-forwards to it again and re-attaches by owner, as a backend restart
-re-attaches an agentctl at a URL; the token is kept in memory for that.  What a
-previous backend left on a host (its instance's run directories) is stopped by
-``sweep_ssh`` at start, as leftover local agent groups are.
+A lost connection (the shared connection gone, or the host not answering) is
+waited out, not taken for a crashed agent: the link re-opens its event stream
+through the local socket by itself (``AgentctlLink(reconnect=True)``: down and
+up through its ``reachable`` signal, a cancel meanwhile held and sent first on
+its return), and ``_keep_forward`` brings the shared connection back and
+forwards the socket again; the host's agentctl, detached, runs on meanwhile.
+A session whose execution ended while its host was unreachable leaves that
+agentctl running: its next start finds it (same run name) and re-attaches by
+owner (the token is kept in memory for that).  What a previous backend left on
+a host (its instance's run directories) is stopped by ``sweep_ssh`` at start,
+as leftover local agent groups are.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Final
 
 import trio
@@ -46,6 +51,7 @@ from ..config import Config
 from ..profiles import AgentProfile
 from ..ssh_target import SshTarget
 from .agentctl_adapter import AgentctlAdapter
+from .agentctl_link import AgentctlLink
 from .agentctl_strays import AgentctlStrays
 from .base import LaunchedAgent
 from .container import backend_instance
@@ -56,6 +62,9 @@ __all__ = ["SshHosts", "launch_ssh", "sweep_ssh"]
 log = logging.getLogger(__name__)
 
 _RUN_SEGMENT: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+#: How often a lost host is tried again (and how long a forwarded socket may
+#: take to accept).
+_RETRY_S: Final = 1.0
 
 
 @dataclass(eq=False)
@@ -125,12 +134,14 @@ async def start_remote(host: SshHost, config: Config, profile: AgentProfile, cwd
     return socket, attached
 
 
-async def stop_remote(host: SshHost, target: SshTarget, name: str, *, timeout_s: float) -> None:
+async def stop_remote(host: SshHost, target: SshTarget, name: str, *, timeout_s: float) -> bool:
+    """``hosts stop NAME`` on the host; whether it is stopped (or was gone)."""
     done = await host.run([*target.remote_turnvisor, "hosts", "stop", name],
                           timeout_s=timeout_s)
     if done.returncode != 0:
         log.warning("%s: stopping agentctl %s failed: %s", target, name,
                     ssh_error(target, done.stderr, done.returncode))
+    return done.returncode == 0
 
 
 @asynccontextmanager
@@ -153,39 +164,73 @@ async def launch_ssh(hosts: SshHosts, profile: AgentProfile, cwd: str, *,
     if attached:
         log.info("ssh: re-attaching to agentctl %s on %s", name, target)
     local = host.sockets / f"f-{hashlib.sha256(name.encode()).hexdigest()[:16]}.sock"
-    keep = False
+    stopped = False
     try:
         await host.forward(local, remote)
+        # Reached over a network: a cut is waited out (the link re-opens its
+        # stream through the local socket, which ``_keep_forward`` brings back).
         adapter = AgentctlAdapter("http://agentctl", token, owner=owner, session_cwd=cwd,
-                                  protocol=profile.protocol, timeouts=t, uds=str(local))
+                                  protocol=profile.protocol, timeouts=t, uds=str(local),
+                                  reconnect=True)
         try:
-            yield LaunchedAgent(adapter=adapter, strays=AgentctlStrays(adapter.connection))
+            async with trio.open_nursery() as keeper:
+                keeper.start_soon(_keep_forward, host, local, remote, adapter.connection)
+                try:
+                    yield LaunchedAgent(adapter=adapter,
+                                        strays=AgentctlStrays(adapter.connection))
+                finally:
+                    keeper.cancel_scope.cancel()
         finally:
             await adapter.aclose()
-            # The shared connection gone: the host's agentctl is left running for
-            # the session's next start to re-attach (module doc).
-            with trio.CancelScope(shield=True), trio.move_on_after(t.agentctl_connect_s):
-                keep = not await host.master_running()
     finally:
         with trio.CancelScope(shield=True), \
                 trio.move_on_after(t.term_grace_s + t.agent_request_s + t.agentctl_connect_s) \
                 as scope:
-            if keep:
-                log.warning("ssh: the connection to %s is lost; agentctl %s is left running "
-                            "there for the session's next start", target, name)
-            else:
-                hosts.tokens.pop(name, None)
-                try:
-                    await host.ensure_master()
-                    await stop_remote(host, target, name, timeout_s=t.term_grace_s
-                                      + t.agent_request_s)
-                except OSError as exc:
-                    log.warning("ssh: agentctl %s on %s not stopped (%s); the next start "
-                                "sweeps it", name, target, exc)
+            try:
+                await host.ensure_master()
+                stopped = await stop_remote(host, target, name,
+                                            timeout_s=t.term_grace_s + t.agent_request_s)
+            except OSError as exc:
+                log.warning("ssh: agentctl %s on %s not stopped (%s); it runs on for the "
+                            "session's next start, or the backend's next start sweeps it",
+                            name, target, exc)
             await host.cancel_forward(local, remote)
         if scope.cancelled_caught:
             log.warning("ssh: agentctl %s on %s: not stopped in time (the next start sweeps "
                         "it)", name, target)
+        if stopped:
+            hosts.tokens.pop(name, None)
+
+
+async def _keep_forward(host: SshHost, local: Path, remote: str, link: AgentctlLink) -> None:
+    """While the link is down: the shared connection up again and the local
+    socket forwarded again over it (a new master has none of the old one's
+    forwards).  Never raises: a host that still does not answer is tried again."""
+    while not link.closed.is_set():
+        if link.reachable:
+            await link.until_changed()
+            continue
+        try:
+            await host.ensure_master()
+            if not await _connects(local):
+                await host.cancel_forward(local, remote)
+                await host.forward(local, remote)
+                log.info("ssh: %s forwarded again to %s", local.name, host.target)
+        except OSError as exc:
+            log.info("ssh: %s does not answer yet: %s", host.target, exc)
+        with trio.move_on_after(_RETRY_S):
+            await link.until_changed()
+
+
+async def _connects(path: Path) -> bool:
+    """Whether a forwarded socket takes a connection (its master forwards it)."""
+    try:
+        with trio.fail_after(_RETRY_S):
+            stream = await trio.open_unix_socket(str(path))
+    except (OSError, trio.TooSlowError):
+        return False
+    await stream.aclose()
+    return True
 
 
 async def sweep_ssh(config: Config, hosts: SshHosts | None = None) -> int:

@@ -33,7 +33,7 @@ __all__ = ["SSHD", "Sshd", "running_sshd", "ssh_profile"]
 SSHD = "/usr/sbin/sshd"
 
 
-@dataclass(frozen=True)
+@dataclass
 class Sshd:
     port: int
     user: str
@@ -42,7 +42,7 @@ class Sshd:
     known_hosts: Path
     #: The host's data dir (TURNVISOR_DATA_DIR of every login).
     remote_data: Path
-    process: subprocess.Popen[bytes]
+    process: subprocess.Popen[bytes] | None = None
 
     @property
     def destination(self) -> str:
@@ -50,6 +50,38 @@ class Sshd:
 
     def log(self) -> str:
         return (self.dir / "sshd.log").read_text(errors="replace")
+
+    def start(self) -> None:
+        """The server up on its port (its host key and config unchanged)."""
+        with (self.dir / "sshd.log").open("ab") as log:
+            self.process = proc = subprocess.Popen(
+                [SSHD, "-D", "-e", "-f", str(self.dir / "sshd_config")], stdout=log, stderr=log)
+        deadline = time.monotonic() + 30
+        while True:
+            if proc.poll() is not None:
+                _fail(f"sshd exited ({proc.returncode}): {self.log()[-2000:]}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    _fail("sshd did not listen within 30s")
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        """The server gone, its connections' processes too (each a child of the
+        listener): every client's shared connection ends with them (a cut)."""
+        proc, self.process = self.process, None
+        if proc is None:
+            return
+        tree = process_tree(proc.pid)
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        kill_tree(tree - {proc.pid})
 
 
 def _fail(reason: str) -> None:
@@ -113,35 +145,13 @@ MaxStartups 200
 SetEnv TURNVISOR_DATA_DIR={remote_data} {" ".join(f"{k}={v}" for k, v in (env or {}).items())}
 LogLevel VERBOSE
 """)
-    with (tmp / "sshd.log").open("wb") as log:
-        proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(tmp / "sshd_config")],
-                                stdout=log, stderr=log)
+    server = Sshd(port=port, user=getpass.getuser(), dir=tmp, identity=tmp / "id_client",
+                  known_hosts=tmp / "known_hosts", remote_data=remote_data)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                _fail(f"sshd exited ({proc.returncode}): "
-                      f"{(tmp / 'sshd.log').read_text(errors='replace')[-2000:]}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    _fail("sshd did not listen within 30s")
-                time.sleep(0.05)
-        yield Sshd(port=port, user=getpass.getuser(), dir=tmp, identity=tmp / "id_client",
-                   known_hosts=tmp / "known_hosts", remote_data=remote_data, process=proc)
+        server.start()
+        yield server
     finally:
-        # Its connections' processes too (each a child of the listener): the
-        # clients' shared connections then end with them.
-        tree = process_tree(proc.pid)
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        kill_tree(tree - {proc.pid})
+        server.stop()
         for made in set(Path(tempfile.gettempdir()).glob(
                 f"turnvisor-ssh-{os.getuid()}-*")) - before:
             shutil.rmtree(made, ignore_errors=True)

@@ -17,6 +17,7 @@ import trio
 from protocols.process import process_identity
 from supervisor.config import Config
 from supervisor.executors.agentctl_adapter import AgentctlAdapter
+from supervisor.executors.agentctl_link import AgentctlLink
 from supervisor.executors.container import backend_instance
 from supervisor.executors.ssh import start_remote
 from supervisor.executors.ssh_host import SshHost, control_dir
@@ -133,16 +134,24 @@ async def test_a_host_key_that_does_not_match_is_refused(tmp_path: Path, sshd: S
     assert "Accepted publickey" not in sshd.log()
 
 
-async def test_a_lost_connection_leaves_agentctl_running_and_the_session_reattaches(
+async def reach_changes(link: AgentctlLink, seen: list[bool]) -> None:
+    """Each change of the link's ``reachable``, as it happens."""
+    while not link.closed.is_set():
+        await link.until_changed()
+        seen.append(link.reachable)
+
+
+async def test_a_killed_shared_connection_is_brought_back_and_the_session_goes_on(
         tmp_path: Path, sshd: Sshd) -> None:
     with trio.fail_after(120):
         async with running_server(tmp_path / "data", profiles=profiles(sshd)) as srv, \
-                ws_client(srv) as ws:
+                ws_client(srv) as ws, trio.open_nursery() as watcher:
             sid = await launch(ws, await new_task(ws), "mock")
             await ws.call("session.subscribe", {"session_id": sid})
             await ws.call("message.add", {"session_id": sid, "content": "before the cut"})
             await ws.wait_for(is_turn_completed(sid), timeout=30)
-            link = adapter_of(srv, sid).connection
+            adapter = adapter_of(srv, sid)
+            link = adapter.connection
             [run] = remote_runs(sshd, srv)
             pid = int(str(run["pid"]))
             profile = srv.sup.config.profiles["mock"]
@@ -150,26 +159,55 @@ async def test_a_lost_connection_leaves_agentctl_running_and_the_session_reattac
             host = SshHost(profile.ssh, control_dir(srv.sup.config.data_dir), connect_s=10)
             master = await host.master_pid()
             assert master is not None
+            seen: list[bool] = []
+            watcher.start_soon(reach_changes, link, seen)
             os.kill(master, signal.SIGKILL)
-            # The link says it is down, through the link's own signal ...
-            await link.closed.wait()
-            assert "event stream" in link.close_reason, link.close_reason
-            # ... and the host's agentctl (and its agent) run on.
+            # The link says it is down, then up again: the executor brought the
+            # shared connection back and forwarded the socket again ...
+            while seen[-2:] != [False, True]:
+                await trio.sleep(0.05)
+            assert not link.closed.is_set()
+            assert await host.master_pid() not in (None, master)
+            # ... while the host's agentctl (and its agent) ran on.
             assert process_identity(pid) == run["identity"]
-            await ws.wait_for(is_state(sid, "WAITING_FOR_INPUT"), timeout=30)
-            assert process_identity(pid) == run["identity"]
-            # The next prompt connects again (a new shared connection, the socket
-            # forwarded again) to the same agentctl.
             mark = len(ws.notifications)
             await ws.call("message.add", {"session_id": sid, "content": "after the cut"})
             await ws.wait_for(is_turn_completed(sid), timeout=30, after=mark)
+            assert adapter_of(srv, sid) is adapter
             assert [r["pid"] for r in remote_runs(sshd, srv)] == [pid]
-            adapter = adapter_of(srv, sid)
-            assert adapter.attached and adapter.connection is not link
-            assert await host.master_pid() not in (None, master)
-        with trio.fail_after(30):
-            while process_identity(pid) is not None:
-                await trio.sleep(0.1)
+            watcher.cancel_scope.cancel()
+
+
+async def test_a_stop_while_the_host_is_cut_off_is_applied_when_it_answers_again(
+        tmp_path: Path, sshd: Sshd) -> None:
+    """Issue 44 item 4 over ssh: the server stops (every connection to it
+    killed), a cancel meanwhile is held, and goes out first once the host
+    answers again."""
+    with trio.fail_after(150):
+        async with running_server(tmp_path / "data", profiles=profiles(sshd)) as srv, \
+                ws_client(srv) as ws:
+            sid = await launch(ws, await new_task(ws), "mock")
+            await ws.call("session.subscribe", {"session_id": sid})
+            await start_turn(ws, sid, "/delay 60000")
+            link = adapter_of(srv, sid).connection
+            [run] = remote_runs(sshd, srv)
+            sshd.stop()  # the host stops answering (its agentctl runs on)
+            while link.reachable:
+                await link.until_changed()
+            cancel = await ws.send("agent.cancel", {"session_id": sid})
+            await ws.wait_for(lambda f: f.get("action") == "session.cancel.progress"
+                              and f["payload"].get("phase") == "link_down", timeout=20)
+            await trio.sleep(1.5)  # the cut lasts: nothing settles meanwhile
+            assert not cancel.done.is_set()
+            assert process_identity(int(str(run["pid"]))) == run["identity"]
+            sshd.start()
+            frame = await cancel.wait(60)
+            assert frame["type"] == "response", frame
+            answer = frame["payload"]
+            assert answer["outcome"] == "cancelled", answer
+            assert answer["receipt"]["link_down_ms"] >= 1500, answer
+            await ws.wait_for(is_state(sid, "WAITING_FOR_INPUT"), timeout=30)
+            assert link.reachable and not link.closed.is_set()
 
 
 async def test_the_start_sweeps_what_a_previous_backend_left_on_the_host(
