@@ -297,3 +297,26 @@ async def test_hosts_check_says_the_sandbox_is_missing_on_the_host(tmp_path: Pat
         write_config(tmp_path / "bare", ssh_profile(sshd, sandbox="none"))
         assert await hosts_check(tmp_path / "bare") == (
             0, f"{where}: Turnvisor {turnvisor_version()}, as here")
+
+
+async def test_a_delete_while_the_host_is_cut_off_is_bounded_and_the_next_start_sweeps(
+        tmp_path: Path, sshd: Sshd) -> None:
+    with trio.fail_after(150):
+        async with running_server(tmp_path / "data", profiles=profiles(sshd)) as srv, \
+                ws_client(srv) as ws:
+            sid = await launch(ws, await new_task(ws), "mock")
+            await ws.call("session.subscribe", {"session_id": sid})
+            await start_turn(ws, sid, "/delay 60000")
+            link = adapter_of(srv, sid).connection
+            [run] = remote_runs(sshd, srv)
+            sshd.stop()
+            while link.reachable:
+                await link.until_changed()
+            with trio.fail_after(40):
+                await ws.call("session.delete", {"session_id": sid}, timeout=40)
+            # Its agentctl could not be reached to be stopped: it runs on, there.
+            assert process_identity(int(str(run["pid"]))) == run["identity"]
+        sshd.start()
+        async with running_server(tmp_path / "data", profiles=profiles(sshd)) as srv:
+            assert process_identity(int(str(run["pid"]))) is None
+            assert remote_runs(sshd, srv) == []
