@@ -77,7 +77,8 @@ def _key_refusal(key: str | None) -> str | None:
     if not key:
         return "no key given"
     if not key.startswith("mk-"):
-        return "that key is not valid (a mock key starts mk-)"
+        # Quoted, as some agents do: a client must not pass it on.
+        return f"the key {key!r} is not valid (a mock key starts mk-)"
     return None
 
 

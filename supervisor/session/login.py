@@ -118,7 +118,9 @@ class Logins:
         try:
             await adapter.login(pending.method.id, pending.key)
         except (AgentRequestError, ValueError) as exc:
-            said = exc.details or exc.message if isinstance(exc, AgentRequestError) else exc
+            said = str(exc.details or exc.message if isinstance(exc, AgentRequestError) else exc)
+            if pending.key:  # an agent that quotes the key it refused: not passed on
+                said = said.replace(pending.key, "[the key]")
             raise AgentLoginRequired(self._required.get(session_id, (pending.method,)),
                                      f"{pending.method.name}: {said}") from None
 
@@ -180,9 +182,13 @@ class Logins:
         finally:
             del self._pending[session.id]  # the key with it
         if method.var_name is not None:
-            # Its running agent's profile drops the key too: only that start needed it.
-            ex.profile = dataclasses.replace(ex.profile, env={
-                k: v for k, v in ex.profile.env.items() if k != method.var_name})
+            # Its running agent's profile drops the key too (only that start needed it):
+            # the variable as the profile itself sets it, if it does.
+            env = {k: v for k, v in ex.profile.env.items() if k != method.var_name}
+            configured = self.config.profiles.get(session.agent)
+            if configured is not None and method.var_name in configured.env:
+                env[method.var_name] = configured.env[method.var_name]
+            ex.profile = dataclasses.replace(ex.profile, env=env)
         self._required.pop(session.id, None)
         self.notify.offers.set_auth(session.id, None)
         fresh = await self.store.get_session(session.id)

@@ -104,6 +104,8 @@ async def test_login_with_a_key(tmp_path: Path, agent: str,
             said = await _refused(ws, "agent.login", {"session_id": sid, "method_id": key_id,
                                                       "key": "wrong-key"})
             assert said["code"] == "CONFLICT" and "not valid" in said["message"]
+            # The agent quoted the key it refused: not passed on.
+            assert "wrong-key" not in said["message"] and "[the key]" in said["message"]
             dto = await _dto(ws, task_id, sid)
             assert dto["auth"]["required"] and "not valid" in dto["auth"]["error"]
 
