@@ -29,6 +29,12 @@ export const LATE_NOTE = "Agent not responding — stopping it";
 export const STOP_NOW_LABEL = "Stop now";
 /** Said while a stop waits for the running tool call to finish (phase `after_step`, §18). */
 export const AFTER_STEP_NOTE = "Stopping after this step…";
+/** Said while a cancel is held for a remote agent's host that does not answer (phase `link_down`, §20). */
+export const LINK_DOWN_NOTE = "Waiting for the agent's host…";
+/** The composer while a remote agent's host does not answer (DESIGN.md §20): a turn runs there,
+ * so what is sent waits in the queue; with no turn, Send waits (a prompt could not reach it). */
+export const UNREACHABLE_QUEUE_NOTE = "The agent's host does not answer: messages wait in the queue until it does.";
+export const UNREACHABLE_SEND_NOTE = "Send waits: the agent's host does not answer.";
 /** Client-side bound on one agent.cancel request (issue 5: 15 s). */
 export const CANCEL_REQUEST_TIMEOUT_MS = 15_000;
 
@@ -371,6 +377,8 @@ export function applyNotification(state, action, payload, epoch) {
       if (typeof p.task_id === "string") fields.task_id = p.task_id;
       // DESIGN.md §10: whether the agent process is up ("Agent asleep" when it is not).
       if (typeof p.agent_live === "boolean") fields.agent_live = p.agent_live;
+      // DESIGN.md §20: false while a remote agent's host does not answer.
+      if (typeof p.reachable === "boolean") fields.reachable = p.reachable;
       if (typeof p.queued_count === "number") fields.queued_count = p.queued_count;
       if (typeof p.auto_run === "boolean") fields.auto_run = p.auto_run;
       // The running turn (null when none): what a cancel from this page aims at.
@@ -526,7 +534,8 @@ export function cancelControlView(state, sessionId) {
   const row = sessionId ? state.sessions[sessionId] : undefined;
   if (!row) return { visible: false, pending: false, disabled: true, label: CANCEL_LABEL, note: null };
   const pending = effectiveCancelPending(state, sessionId);
-  const phase = pending ? state.cancelPhases[sessionId] : undefined;
+  // The live phase, else the DTO's (a reload while a cancel is held says so at once).
+  const phase = pending ? state.cancelPhases[sessionId] ?? cancelProgressOf(state, sessionId)?.phase : undefined;
   // While a stop waits for the running step, the control stays live and means "stop now".
   const waiting = pending && waitsForStep(state, sessionId);
   // Shown while a turn runs, and also while a cancel is still pending after the state moved on,
@@ -537,7 +546,9 @@ export function cancelControlView(state, sessionId) {
     disabled: (pending && !waiting) || isOffline(state),
     label: waiting ? STOP_NOW_LABEL : pending ? CANCELLING_LABEL : CANCEL_LABEL,
     // The button keeps its label (DESIGN §8); a late cancel says why it takes so long beside it.
-    note: waiting ? afterStepNote(cancelProgressOf(state, sessionId)) : phase === "late" || phase === "escalated" ? LATE_NOTE : null,
+    note: waiting ? afterStepNote(cancelProgressOf(state, sessionId))
+      : phase === "link_down" ? LINK_DOWN_NOTE
+      : phase === "late" || phase === "escalated" ? LATE_NOTE : null,
   };
 }
 
@@ -572,6 +583,7 @@ export function composerView(state) {
   const row = sid ? state.sessions[sid] : undefined;
   const running = row?.state === RUNNING;
   const offline = isOffline(state);
+  const unreachable = row?.reachable === false;
   return {
     sessionId: sid ?? null,
     hasSession: Boolean(row),
@@ -580,9 +592,10 @@ export function composerView(state) {
     // While a new session starts, Send waits: what is typed then is meant for the new one, and
     // must not go to the session still shown (issue 29).
     launching: Boolean(state.launching),
-    sendDisabled: offline || Boolean(state.launching),
+    sendDisabled: offline || Boolean(state.launching) || (unreachable && !running),
     sendLabel: state.launching ? "Starting…" : row ? (running ? "Queue" : "Send") : "Start session",
     cancel: cancelControlView(state, sid),
     error: (sid && state.composerErrors[sid]) || null,
+    note: unreachable ? (running ? UNREACHABLE_QUEUE_NOTE : UNREACHABLE_SEND_NOTE) : null,
   };
 }

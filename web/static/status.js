@@ -1,7 +1,7 @@
 // What the page says about a session, an error or an agent, in words a person reads: pure
 // functions over the state of state.js, tested under node (tests/ui_unit/status.test.mjs).
 
-import { effectiveCancelPending, RUNNING, waitsForStep } from "./state.js";
+import { cancelProgressOf, effectiveCancelPending, RUNNING, waitsForStep } from "./state.js";
 
 /**
  * Turns backend and OS error text into a sentence. Errno text ("[Errno 2] No such file or
@@ -68,12 +68,17 @@ export function sessionStatus(state, sessionId) {
   const cancelling = effectiveCancelPending(state, sessionId) ||
     (sessionId !== state.selectedSessionId && row.attention_cancelling === true && s === RUNNING);
   if (cancelling) {
-    const phase = state.cancelPhases?.[sessionId];
+    // The live phase, else the DTO's (a reload while a cancel is held).
+    const phase = state.cancelPhases?.[sessionId] ?? cancelProgressOf(state, sessionId)?.phase;
     if (phase === "late" || phase === "escalated") return { key: "stopping", label: "Stopping an unresponsive agent", tone: "warning", reason: null };
+    // DESIGN.md §20: the stop is held until the remote agent's host answers again.
+    if (phase === "link_down") return { key: "unreachable", label: "Waiting for the agent's host", tone: "warning", reason: null };
     // DESIGN.md §18: the stop waits for the running tool call (the composer names it).
     if (waitsForStep(state, sessionId)) return { key: "cancelling", label: "Stopping after this step", tone: "warning", reason: null };
     return { key: "cancelling", label: "Cancelling", tone: "warning", reason: null };
   }
+  // DESIGN.md §20: a remote agent whose host does not answer is not shown as running.
+  if (row.reachable === false && live) return { key: "unreachable", label: "Host unreachable", tone: "warning", reason: null };
   // The selected session's messages are followed: they say whether a permission waits. Another
   // session's held messages stopped when the page left it, so `session.attention`
   // (needs_approval) speaks for it (a permission asked after it was left, issue 29).
