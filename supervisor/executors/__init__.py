@@ -13,7 +13,7 @@
 - ``environment``: the environment agents get (never Turnvisor's secrets).
 
 ``default_launcher`` picks each profile's executor, and gives the adapter the
-launch's MCP servers (``profile.mcp_servers``; an agentctl's refuses any).
+launch's MCP servers (``profile.mcp_servers``; agentctl passes them on to its agent).
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ from protocols.adapters import (
     SteerUnsupported,
     WireProtocol,
 )
+from protocols.agentctl_parts import MAX_PROMPT_BYTES, mcp_json, parts_json, prompt_bytes
 from protocols.events import (
     SUBAGENT_LIVE,
     AgentEvent,
@@ -48,7 +49,7 @@ from protocols.events import (
     SubagentState,
     TurnEnded,
 )
-from protocols.prompt_parts import PartRefused, PromptPart
+from protocols.prompt_parts import PartRefused, PromptPart, acp_refusal, codex_refusal
 from protocols.transport import AgentClosed, AgentRefused, AgentTimeout
 
 from ..config import Timeouts
@@ -86,6 +87,8 @@ class AgentctlAdapter:
         #: What agentctl's agent negotiated (its session answer says; older
         #: agentctls do not: then the profile's protocol, ACP read as v1).
         self._wire: WireProtocol | None = None
+        #: What the agent's prompts take, as agentctl's session answer said (ACP).
+        self._prompt_caps: dict[str, Any] = {}
         #: True when ``new_session`` re-attached to a live session.
         self.attached = False
         self._session_id: str | None = None
@@ -136,7 +139,8 @@ class AgentctlAdapter:
     #: Not carried by agentctl's wire yet: the cancel figures of an agent
     #: behind agentctl are kept under its profile alone.
     agent_version: str | None = None
-    #: Refused when any (agentctl's API cannot hand its agent MCP servers yet).
+    #: Handed to agentctl with the session start, which passes them to its agent's
+    #: session/new as the local executor does (a kind it does not take: McpUnsupported).
     mcp_servers: tuple[McpServer, ...] = ()
 
     @property
@@ -171,9 +175,6 @@ class AgentctlAdapter:
         not end it within ``agentctl_attach_join_s`` the agent is replaced by a fresh one,
         as the lifecycle replaces a local agent that never ended an escalated turn.
         """
-        if self.mcp_servers:
-            raise McpUnsupported(f"MCP server {self.mcp_servers[0].name!r} cannot reach an "
-                                 "agent behind agentctl (its API does not take MCP servers yet)")
         data = await self._start_session(replace=False)
         running = data.get("turn_id")
         adopting = self._adopting
@@ -204,8 +205,13 @@ class AgentctlAdapter:
         body: dict[str, Any] = {"owner": self.owner, "replace": replace}
         if self.session_cwd is not None:
             body["cwd"] = self.session_cwd
-        data = await self._call("POST", "/api/v1/session", body,
-                                timeout_s=self.timeouts.agent_start_s)
+        if self.mcp_servers:
+            body["mcp_servers"] = mcp_json(self.mcp_servers)
+        status, data = await self._call_status("POST", "/api/v1/session", body,
+                                               timeout_s=self.timeouts.agent_start_s,
+                                               expect=(200, 422))
+        if status == 422:  # a server of a kind its agent does not take (or malformed)
+            raise McpUnsupported(f"agentctl: {data.get('error')}")
         session_id = data.get("session_id")
         if not isinstance(session_id, str):
             raise AgentClosed(f"agentctl did not start a session: {data.get('error')}")
@@ -219,6 +225,8 @@ class AgentctlAdapter:
             self._wire = wire
         seq = data.get("seq")
         self._session_seq = seq if isinstance(seq, int) else None
+        caps = data.get("prompt_capabilities")
+        self._prompt_caps = caps if isinstance(caps, dict) else {}
         return data
 
     # -- TurnHandover -----------------------------------------------------------------
@@ -283,18 +291,39 @@ class AgentctlAdapter:
         raise RevertUnsupported("agentctl cannot rewind an agent's history yet")
 
     async def set_option(self, option_id: str, value: str) -> OptionApplied:
-        """Not through agentctl yet: its API has no call to set an option (the
-        options its agent offers still arrive on the event stream)."""
-        raise OptionsUnsupported(
-            f"cannot set {option_id} = {value}: agentctl cannot set an agent's options yet")
+        """``POST /api/v1/session/option``: agentctl's agent applies it as a local
+        one does (``now``, or with its next turn); the options it then offers
+        arrive on the event stream.  One it does not offer: ``OptionsUnsupported``."""
+        status, data = await self._call_status(
+            "POST", "/api/v1/session/option",
+            {"option_id": option_id, "value": value, "session_id": self._session_id},
+            timeout_s=self.timeouts.agent_request_s, expect=(200, 422, 502, 504))
+        error = str(data.get("error"))
+        if status == 422:
+            raise OptionsUnsupported(error)
+        if status != 200:
+            raise AgentTimeout(error)
+        applied = data.get("applied")
+        return "now" if applied == "now" else "next_turn"
 
     async def login(self, method_id: str, key: str | None = None) -> None:
         """Not through agentctl yet: its API has no login call (DESIGN.md §19)."""
         raise ValueError("agentctl cannot log an agent in yet")
 
     def parts_refusal(self, parts: tuple[PromptPart, ...]) -> str | None:
-        """Not through agentctl yet: its API carries a prompt's text only."""
-        return "agentctl cannot carry images or files yet" if parts else None
+        """What the local adapter would refuse, from what agentctl's session answer
+        said its agent takes (an older agentctl says nothing: then no image or
+        file), and a prompt larger than agentctl's body cap."""
+        if not parts:
+            return None
+        if self.wire_protocol == "codex":
+            refusal = codex_refusal(parts)
+        else:
+            refusal = acp_refusal(parts, self._prompt_caps)
+        if refusal is None and prompt_bytes("", parts) > MAX_PROMPT_BYTES:
+            refusal = (f"the images and files are more than agentctl takes in one prompt "
+                       f"({MAX_PROMPT_BYTES // (1024 * 1024)} MiB, base64)")
+        return refusal
 
     async def prompt(self, text: str, parts: tuple[PromptPart, ...] = ()) -> TurnEnded:
         refusal = self.parts_refusal(parts)
@@ -312,9 +341,14 @@ class AgentctlAdapter:
                                 "turn_id": turn.id}
         if self._abandoned is not None:
             body["abandon_turn"] = self._abandoned
+        if parts:
+            body["parts"] = parts_json(parts)
         try:
-            await self._call("POST", "/api/v1/prompt", body,
-                             timeout_s=self.timeouts.agent_request_s, expect=(202,))
+            status, data = await self._call_status(
+                "POST", "/api/v1/prompt", body, timeout_s=self.timeouts.agent_request_s,
+                expect=(202, 422))
+            if status == 422:  # checked at agentctl's edge: no turn was started
+                raise PartRefused(f"agentctl: {data.get('error')}")
         except AgentTimeout:
             # agentctl may have started it: the next prompt tells it to forget it.
             self._abandoned = turn.id

@@ -1,5 +1,5 @@
 """The session events (options, commands, usage, title) on agentctl's event stream
-(protocols/agentctl_wire.py), and agentctl's adapter refusing a set it cannot relay."""
+(protocols/agentctl_wire.py).  A set relayed through agentctl: tests/agentctl/test_relays.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from protocols.adapters import OptionsUnsupported
 from protocols.agentctl_wire import WireError, decode_event, event_frame
 from protocols.events import (
     AgentEvent,
@@ -17,7 +16,6 @@ from protocols.events import (
     TitleChanged,
     UsageUpdated,
 )
-from supervisor.executors.agentctl_adapter import AgentctlAdapter
 
 OPTION = {"id": "mode", "name": "Mode", "category": "mode", "type": "select",
           "current": "plan", "choices": [{"value": "plan", "name": "Plan", "description": None}]}
@@ -44,11 +42,3 @@ def test_session_events_cross_the_stream_whole(event: AgentEvent) -> None:
 def test_malformed_session_frames_are_refused(frame: dict[str, Any]) -> None:
     with pytest.raises(WireError):
         decode_event(frame)
-
-
-async def test_agentctl_refuses_a_set_clearly() -> None:
-    adapter = AgentctlAdapter("http://127.0.0.1:9", "token")
-    with pytest.raises(OptionsUnsupported, match="agentctl cannot set an agent's options"):
-        await adapter.set_option("mode", "plan")
-    # A ValueError, as an option not offered is: callers refuse it the same way.
-    assert issubclass(OptionsUnsupported, ValueError)

@@ -8,9 +8,15 @@ an ``Origin`` is refused.
 Answers are JSON; a refusal is ``{"success": false, "error": ...}`` with the
 status ``HostError`` chose, and no traceback ever reaches a client.
 
-    POST /api/v1/session       {cwd?, owner?, replace?}      → {session_id, attached, turn_id, seq}
-    POST /api/v1/prompt        {text, session_id?, turn_id?, abandon_turn?}
+    POST /api/v1/session       {cwd?, owner?, replace?, mcp_servers?}
+                               → {session_id, attached, turn_id, seq, prompt_capabilities}
+    POST /api/v1/session/option {option_id, value, session_id?} → {applied: now|next_turn}
+    POST /api/v1/prompt        {text, session_id?, turn_id?, abandon_turn?, parts?}
                                                              → 202 {turn_id, seq}
+
+``mcp_servers`` and ``parts`` are protocols/agentctl_parts.py's JSON (checked here: a bad
+one is a 422 naming it).  The prompt's body may be up to ``MAX_PROMPT_BYTES`` (its images,
+base64); every other body up to ``MAX_BODY_BYTES``.
     POST /api/v1/acp/cancel    {session_id?, join_s?, resend?} → see AgentHost.cancel
     POST /api/v1/acp/subagent_cancel {subagent_id, session_id?} → {success, sent, state}
     POST /api/v1/permission    {request_id, option_id|null, session_id?} → {success}
@@ -34,6 +40,7 @@ from quart import Response, request, websocket
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
+from protocols.agentctl_parts import MAX_PROMPT_BYTES, mcp_from_json, parts_from_json
 from protocols.agentctl_wire import CLOSE_FELL_BEHIND, CLOSE_GOING_AWAY, TOKEN_HEADER
 
 from ..listener import close_after_refusals
@@ -67,7 +74,8 @@ def _bearer(value: str | None) -> str | None:
 
 def create_app(host: AgentHost, token: str, *, heartbeat_s: float = HEARTBEAT_S) -> QuartTrio:
     app = QuartTrio("turnvisor-agentctl", static_folder=None)
-    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    # The largest body, the prompt's; ``body`` holds every other route to MAX_BODY_BYTES.
+    app.config["MAX_CONTENT_LENGTH"] = MAX_PROMPT_BYTES
     close_after_refusals(app)
     known = token.encode()
 
@@ -77,8 +85,12 @@ def create_app(host: AgentHost, token: str, *, heartbeat_s: float = HEARTBEAT_S)
         return any((given := _bearer(h)) is not None
                    and hmac.compare_digest(known, given.encode()) for h in headers)
 
-    async def body() -> dict[str, Any]:
+    async def body(limit: int = MAX_BODY_BYTES) -> dict[str, Any]:
+        if (request.content_length or 0) > limit:
+            raise HostError(413, f"request body larger than {limit} bytes")
         raw = await request.get_data(as_text=True)
+        if len(raw) > limit:
+            raise HostError(413, f"request body larger than {limit} bytes")
         if not raw.strip():
             return {}
         try:
@@ -102,7 +114,7 @@ def create_app(host: AgentHost, token: str, *, heartbeat_s: float = HEARTBEAT_S)
     @app.errorhandler(HTTPException)
     async def on_http(exc: HTTPException) -> Response:
         if exc.code == 413:
-            return _refuse(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+            return _refuse(413, f"request body larger than {MAX_PROMPT_BYTES} bytes")
         return _refuse(exc.code or 400, exc.description or exc.name)
 
     @app.errorhandler(Exception)
@@ -131,20 +143,41 @@ def create_app(host: AgentHost, token: str, *, heartbeat_s: float = HEARTBEAT_S)
         replace = data.get("replace", False)
         if not isinstance(replace, bool):
             raise HostError(422, "replace must be a boolean")
+        try:
+            servers = mcp_from_json(data.get("mcp_servers"))
+        except ValueError as exc:
+            raise HostError(422, str(exc)) from None
         return _json(await host.start_session(cwd=opt_str(data, "cwd"),
-                                              owner=opt_str(data, "owner"), replace=replace))
+                                              owner=opt_str(data, "owner"), replace=replace,
+                                              mcp_servers=servers))
+
+    @app.post("/api/v1/session/option")
+    async def session_option() -> Response:
+        data = await body()
+        option_id, value = data.get("option_id"), data.get("value")
+        if not isinstance(option_id, str) or not option_id:
+            raise HostError(422, "option_id is required and must be a string")
+        if not isinstance(value, str):
+            raise HostError(422, "value is required and must be a string")
+        return _json(await host.set_option(option_id, value,
+                                           session_id=opt_str(data, "session_id")))
 
     @app.post("/api/v1/prompt")
     async def prompt() -> Response:
-        data = await body()
+        data = await body(MAX_PROMPT_BYTES)
         text = data.get("text")
         if not isinstance(text, str):
             raise HostError(422, "text is required and must be a string")
+        try:
+            parts = parts_from_json(data.get("parts"))
+        except ValueError as exc:
+            raise HostError(422, str(exc)) from None
         turn_id = opt_str(data, "turn_id")
         if turn_id is not None and not valid_turn_id(turn_id):
             raise HostError(422, "turn_id must be 1-128 printable characters")
         return _json(await host.prompt(text, session_id=opt_str(data, "session_id"),
-                                       turn_id=turn_id, abandon=opt_str(data, "abandon_turn")),
+                                       turn_id=turn_id, abandon=opt_str(data, "abandon_turn"),
+                                       parts=parts),
                      202)
 
     @app.post("/api/v1/acp/cancel")

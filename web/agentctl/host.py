@@ -41,15 +41,20 @@ from typing import Any
 import trio
 
 from protocols.adapters import (
+    AcpAdapter,
     AgentClosed,
     AgentRequestError,
     AgentTimeout,
+    McpServer,
+    McpUnsupported,
+    OptionApplied,
     make_adapter,
 )
 from protocols.agentctl_wire import event_frame
 from protocols.events import AgentEvent, AgentNotice, TurnEnded
 from protocols.jsonrpc import LocalProtocolError
 from protocols.process import drain_stderr
+from protocols.prompt_parts import PromptPart, acp_prompt_caps
 from protocols.scopes import shielded_for
 from supervisor.turn.turn_end import TURN_ERRORS, left_to_us, turn_error
 
@@ -220,21 +225,23 @@ class AgentHost:
         turn.done.set()
 
     async def _run_turn(self, agent: HostedAgent, turn: HostedTurn, text: str,
+                        parts: tuple[PromptPart, ...],
                         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         try:
-            await self._turn_body(agent, turn, text, task_status)
+            await self._turn_body(agent, turn, text, parts, task_status)
         finally:
             turn.finished.set()
 
     async def _turn_body(self, agent: HostedAgent, turn: HostedTurn, text: str,
-                         task_status: trio.TaskStatus[None]) -> None:
+                         parts: tuple[PromptPart, ...], task_status: trio.TaskStatus[None],
+                         ) -> None:
         ended: TurnEnded
         with turn.scope:
             # ``prompt`` moves the core to PROMPTING before its first checkpoint,
             # so a cancel handled after ``start`` returns always finds the turn.
             task_status.started()
             try:
-                ended = await agent.adapter.prompt(text)
+                ended = await agent.adapter.prompt(text, parts)
             except AgentTimeout as exc:
                 agent.adapter.abandon_turn()
                 ended = turn_error(exc)
@@ -261,8 +268,8 @@ class AgentHost:
         if session_id is not None and session_id != agent.session_id:
             raise HostError(404, "session not found", session_id=session_id)
 
-    async def start_session(self, *, cwd: str | None, owner: str | None,
-                            replace: bool) -> dict[str, Any]:
+    async def start_session(self, *, cwd: str | None, owner: str | None, replace: bool,
+                            mcp_servers: tuple[McpServer, ...] = ()) -> dict[str, Any]:
         """``initialize`` (a fresh agent if none is running) + ``session/new``.
 
         Re-attachment: if the agent already has a session started by the same
@@ -271,6 +278,8 @@ class AgentHost:
         owner is connected to the event stream, or when either has no owner;
         otherwise (its backend went away) the new owner takes the agent over.
         ``replace`` always restarts the agent with a fresh session.
+        ``mcp_servers`` go to the new session as the local executor passes them (a
+        kind the agent does not take: 422, nothing sent); a re-attached one keeps its own.
         """
         if self._session_starting:
             raise HostError(409, "a session start is already in progress")
@@ -299,8 +308,11 @@ class AgentHost:
             if agent.state is not AgentState.READY:
                 raise not_running(agent.error or f"the agent did not initialize within "
                                    f"{self.config.timeouts.agent_start_s}s")
+            agent.adapter.mcp_servers = mcp_servers
             try:
                 session_id = await agent.adapter.new_session(cwd or self.config.cwd)
+            except McpUnsupported as exc:
+                raise HostError(422, str(exc)) from None
             except AgentRequestError as exc:
                 # The agent's own words (``data.details``) with it: often all
                 # that says why (an unknown model, a missing login).
@@ -329,6 +341,10 @@ class AgentHost:
         return {"success": True, "session_id": agent.session_id, "attached": attached,
                 "protocol": self.config.protocol,
                 "wire_protocol": agent.adapter.wire_protocol,
+                # What the agent's prompts take (ACP), so the backend refuses a part
+                # before it stores a turn; None: Codex (its input takes images).
+                "prompt_capabilities": (dict(acp_prompt_caps(agent.adapter.core.agent_capabilities))
+                                        if isinstance(agent.adapter, AcpAdapter) else None),
                 "turn_id": agent.turn.id if agent.turn is not None else None,
                 "seq": self.log.last_seq}
 
@@ -338,13 +354,17 @@ class AgentHost:
             await agent.exited.wait()
 
     async def prompt(self, text: str, *, session_id: str | None, turn_id: str | None,
-                     abandon: str | None) -> dict[str, Any]:
+                     abandon: str | None, parts: tuple[PromptPart, ...] = ()) -> dict[str, Any]:
         """Start a turn; its output and its ``TurnEnded`` come on the event stream,
-        stamped with the returned ``turn_id``, at seq > the returned ``seq``."""
+        stamped with the returned ``turn_id``, at seq > the returned ``seq``.  A part
+        the agent does not take: 422, no turn."""
         agent = self._live()
         if agent.session_id is None:
             raise HostError(409, "no session: POST /api/v1/session first")
         self._check_session(agent, session_id)
+        refusal = agent.adapter.parts_refusal(parts)
+        if refusal is not None:
+            raise HostError(422, refusal)
         if abandon is not None and agent.turn is not None and agent.turn.id == abandon:
             old = agent.turn
             self._abandon(agent, old, "the client started a new turn")
@@ -364,7 +384,7 @@ class AgentHost:
             # turn task reports started before its first checkpoint.
             with trio.CancelScope(shield=True, deadline=trio.current_time()
                                   + self.config.timeouts.agent_request_s) as starting:
-                await agent.nursery.start(self._run_turn, agent, turn, text)
+                await agent.nursery.start(self._run_turn, agent, turn, text, parts)
             if starting.cancelled_caught:
                 self._end_turn(agent, turn, TurnEnded(stop_reason="error",
                                                       error="the turn did not start"))
@@ -433,6 +453,30 @@ class AgentHost:
                 "error": f"the agent did not end the turn within {join:g}s of the cancel; "
                          "the cancel is still in flight and the turn's end will be on the "
                          "event stream", "elapsed_ms": elapsed_ms}
+
+    async def set_option(self, option_id: str, value: str, *,
+                         session_id: str | None) -> dict[str, Any]:
+        """The agent's ``set_option`` (DESIGN.md §19): ``applied`` says whether it
+        took it now or takes it with its next turn.  Refused (422) when the agent
+        does not offer it; 502 when the agent answers an error."""
+        agent = self._live()
+        if agent.session_id is None:
+            raise HostError(409, "no session: POST /api/v1/session first")
+        self._check_session(agent, session_id)
+        applied: OptionApplied
+        try:
+            with trio.fail_after(self.config.timeouts.agent_request_s):
+                applied = await agent.adapter.set_option(option_id, value)
+        except ValueError as exc:
+            raise HostError(422, str(exc)) from None
+        except AgentRequestError as exc:
+            raise HostError(502, f"the agent refused {option_id} = {value}: {exc}") from None
+        except (AgentTimeout, trio.TooSlowError) as exc:
+            raise HostError(504, f"the agent did not take {option_id} = {value}: "
+                                 f"{exc or 'no answer in time'}") from None
+        except AgentClosed as exc:
+            raise not_running(str(exc)) from None
+        return {"success": True, "option_id": option_id, "value": value, "applied": applied}
 
     async def respond_permission(self, request_id: str, option_id: str | None, *,
                                  session_id: str | None) -> dict[str, Any]:
