@@ -58,6 +58,7 @@ from .agentctl_strays import AgentctlStrays
 from .base import LaunchedAgent
 from .engine_api import ContainerSpec, EngineClient, EngineError
 from .ssh_engine import Reached, profile_engine, reach_engine
+from .ssh_host import keep_forwarded
 
 __all__ = [
     "AGENTCTL_PORT",
@@ -145,21 +146,34 @@ async def _launch(config: Config, profile: AgentProfile, cwd: str, owner: str | 
                           f"{spec.image} on {address}: {exc}") from None
         try:
             url, uds = await _start(engine, cid, reached, t.agent_start_s)
+            # Over SSH a cut is waited out, not taken for a crash: the link
+            # re-connects, the forwards are brought back meanwhile.
             adapter = AgentctlAdapter(url, token, owner=owner, session_cwd=cwd,
                                       protocol=profile.protocol,
-                                      timeouts=t, uds=uds)
+                                      timeouts=t, uds=uds, reconnect=reached.remote)
             try:
-                # agentctl (the container's PID 1) scans its agent's group.
-                yield LaunchedAgent(adapter=adapter, strays=AgentctlStrays(adapter.connection))
+                async with trio.open_nursery() as keeper:
+                    if reached.host is not None:
+                        keeper.start_soon(keep_forwarded, reached.host, reached.forwards,
+                                          adapter.connection)
+                    try:
+                        # agentctl (the container's PID 1) scans its agent's group.
+                        yield LaunchedAgent(adapter=adapter,
+                                            strays=AgentctlStrays(adapter.connection))
+                    finally:
+                        keeper.cancel_scope.cancel()
             finally:
                 await adapter.aclose()
         finally:
             with trio.CancelScope(shield=True), \
-                    trio.move_on_after(t.term_grace_s + t.agent_request_s) as scope:
+                    trio.move_on_after(t.term_grace_s + t.agent_request_s
+                                       + t.agentctl_connect_s) as scope:
+                await reached.refresh()
                 await _discard(engine, cid, grace_s=t.term_grace_s)
             if scope.cancelled_caught:
                 log.warning("container %s: not removed within %gs (the startup sweep will)",
-                            cid[:12], t.term_grace_s + t.agent_request_s)
+                            cid[:12], t.term_grace_s + t.agent_request_s
+                            + t.agentctl_connect_s)
 
 
 async def _start(engine: EngineClient, cid: str, reached: Reached,

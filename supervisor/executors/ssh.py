@@ -23,8 +23,9 @@ A lost connection (the shared connection gone, or the host not answering) is
 waited out, not taken for a crashed agent: the link re-opens its event stream
 through the local socket by itself (``AgentctlLink(reconnect=True)``: down and
 up through its ``reachable`` signal, a cancel meanwhile held and sent first on
-its return), and ``_keep_forward`` brings the shared connection back and
-forwards the socket again; the host's agentctl, detached, runs on meanwhile.
+its return), and ``ssh_host.keep_forwarded`` brings the shared connection
+back and forwards the socket again; the host's agentctl, detached, runs on
+meanwhile.
 A session whose execution ended while its host was unreachable leaves that
 agentctl running: its next start finds it (same run name) and re-attaches by
 owner (the token is kept in memory for that).  What a previous backend left on
@@ -42,7 +43,6 @@ import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Final
 
 import trio
@@ -51,20 +51,16 @@ from ..config import Config
 from ..profiles import AgentProfile
 from ..ssh_target import SshTarget
 from .agentctl_adapter import AgentctlAdapter
-from .agentctl_link import AgentctlLink
 from .agentctl_strays import AgentctlStrays
 from .base import LaunchedAgent
 from .container import backend_instance
-from .ssh_host import SshHost, control_dir, ssh_error
+from .ssh_host import SshHost, control_dir, keep_forwarded, ssh_error
 
 __all__ = ["SshHosts", "launch_ssh", "sweep_ssh"]
 
 log = logging.getLogger(__name__)
 
 _RUN_SEGMENT: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-#: How often a lost host is tried again (and how long a forwarded socket may
-#: take to accept).
-_RETRY_S: Final = 1.0
 
 
 @dataclass(eq=False)
@@ -168,13 +164,13 @@ async def launch_ssh(hosts: SshHosts, profile: AgentProfile, cwd: str, *,
     try:
         await host.forward(local, remote)
         # Reached over a network: a cut is waited out (the link re-opens its
-        # stream through the local socket, which ``_keep_forward`` brings back).
+        # stream through the local socket, which ``keep_forwarded`` brings back).
         adapter = AgentctlAdapter("http://agentctl", token, owner=owner, session_cwd=cwd,
                                   protocol=profile.protocol, timeouts=t, uds=str(local),
                                   reconnect=True)
         try:
             async with trio.open_nursery() as keeper:
-                keeper.start_soon(_keep_forward, host, local, remote, adapter.connection)
+                keeper.start_soon(keep_forwarded, host, [(local, remote)], adapter.connection)
                 try:
                     yield LaunchedAgent(adapter=adapter,
                                         strays=AgentctlStrays(adapter.connection))
@@ -200,37 +196,6 @@ async def launch_ssh(hosts: SshHosts, profile: AgentProfile, cwd: str, *,
                         "it)", name, target)
         if stopped:
             hosts.tokens.pop(name, None)
-
-
-async def _keep_forward(host: SshHost, local: Path, remote: str, link: AgentctlLink) -> None:
-    """While the link is down: the shared connection up again and the local
-    socket forwarded again over it (a new master has none of the old one's
-    forwards).  Never raises: a host that still does not answer is tried again."""
-    while not link.closed.is_set():
-        if link.reachable:
-            await link.until_changed()
-            continue
-        try:
-            await host.ensure_master()
-            if not await _connects(local):
-                await host.cancel_forward(local, remote)
-                await host.forward(local, remote)
-                log.info("ssh: %s forwarded again to %s", local.name, host.target)
-        except OSError as exc:
-            log.info("ssh: %s does not answer yet: %s", host.target, exc)
-        with trio.move_on_after(_RETRY_S):
-            await link.until_changed()
-
-
-async def _connects(path: Path) -> bool:
-    """Whether a forwarded socket takes a connection (its master forwards it)."""
-    try:
-        with trio.fail_after(_RETRY_S):
-            stream = await trio.open_unix_socket(str(path))
-    except (OSError, trio.TooSlowError):
-        return False
-    await stream.aclose()
-    return True
 
 
 async def sweep_ssh(config: Config, hosts: SshHosts | None = None) -> int:

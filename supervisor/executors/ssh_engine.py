@@ -13,6 +13,7 @@ forward is cancelled when the context ends.
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 from collections.abc import AsyncIterator
@@ -26,9 +27,11 @@ from ..config import Config
 from ..profiles import AgentProfile
 from ..ssh_target import SshTarget
 from .engine_api import EngineAddress, EngineError, engine_address
-from .ssh_host import SshHost, control_dir
+from .ssh_host import SshHost, control_dir, reforward
 
 __all__ = ["Reached", "profile_engine", "reach_engine"]
+
+log = logging.getLogger(__name__)
 
 #: Where an engine's socket usually is, in the order the docker CLI and Podman look.
 _REMOTE_SOCKETS = ("/var/run/docker.sock", "/run/podman/podman.sock")
@@ -53,6 +56,21 @@ class Reached:
     @property
     def remote(self) -> bool:
         return self.host is not None
+
+    @property
+    def forwards(self) -> list[tuple[Path, str]]:
+        """(local socket, what it reaches on the host), the engine's first."""
+        return self._forwards
+
+    async def refresh(self) -> None:
+        """Every forward working again (a shared connection that died took
+        them): before the teardown's engine calls.  Quiet when the host does
+        not answer (those calls then say so)."""
+        if self.host is not None:
+            try:
+                await reforward(self.host, self._forwards)
+            except OSError as exc:
+                log.info("%s", exc)
 
     async def forward_port(self, port: int) -> Path:
         """A local unix socket that reaches ``127.0.0.1:port`` on the engine's host."""

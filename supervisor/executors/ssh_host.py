@@ -29,13 +29,18 @@ from typing import Final
 import trio
 
 from ..ssh_target import SshTarget
+from .agentctl_link import AgentctlLink
 
-__all__ = ["PERSIST_S", "RemoteResult", "SshHost", "control_dir", "ssh_error"]
+__all__ = ["PERSIST_S", "RETRY_S", "RemoteResult", "SshHost", "control_dir", "keep_forwarded",
+           "reforward", "ssh_error"]
 
 log = logging.getLogger(__name__)
 
 #: How long the shared connection stays up with nothing using it.
 PERSIST_S: Final = 300
+#: How often a host that does not answer is tried again (and how long a
+#: forwarded socket may take to accept).
+RETRY_S: Final = 1.0
 #: ssh's bound on a unix socket path (sun_path), with room for its own suffix.
 _MAX_SOCKET_PATH: Final = 100
 
@@ -192,3 +197,44 @@ class SshHost:
 def _unlink(path: Path) -> None:
     """A socket file of ours, gone (a quick local call: no thread needed)."""
     path.unlink(missing_ok=True)
+
+
+async def keep_forwarded(host: SshHost, forwards: Sequence[tuple[Path, str]],
+                         link: AgentctlLink) -> None:
+    """While ``link`` is down: the shared connection up again and each of
+    ``forwards`` (local socket, what it reaches on the host) forwarded again
+    over it (a new master has none of the old one's forwards).  The link
+    re-opens its stream through the socket by itself.  Never raises: a host
+    that still does not answer is tried again every ``RETRY_S``."""
+    while not link.closed.is_set():
+        if link.reachable:
+            await link.until_changed()
+            continue
+        try:
+            await reforward(host, forwards)
+        except OSError as exc:
+            log.info("ssh: %s does not answer yet: %s", host.target, exc)
+        with trio.move_on_after(RETRY_S):
+            await link.until_changed()
+
+
+async def reforward(host: SshHost, forwards: Sequence[tuple[Path, str]]) -> None:
+    """The shared connection up, and each of ``forwards`` that no longer takes
+    a connection forwarded again (``OSError`` if the host does not answer)."""
+    await host.ensure_master()
+    for local, remote in forwards:
+        if not await _connects(local):
+            await host.cancel_forward(local, remote)
+            await host.forward(local, remote)
+            log.info("ssh: %s forwarded again to %s", local.name, host.target)
+
+
+async def _connects(path: Path) -> bool:
+    """Whether a forwarded socket takes a connection (its master forwards it)."""
+    try:
+        with trio.fail_after(RETRY_S):
+            stream = await trio.open_unix_socket(str(path))
+    except (OSError, trio.TooSlowError):
+        return False
+    await stream.aclose()
+    return True

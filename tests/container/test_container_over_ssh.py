@@ -6,6 +6,8 @@ local unix sockets forwarded over that one SSH connection."""
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,9 +17,11 @@ import trio
 from supervisor.config import Config
 from supervisor.executors.agentctl_adapter import AgentctlAdapter
 from supervisor.executors.container import LABEL_BACKEND, LABEL_SESSION, backend_instance
+from supervisor.executors.ssh_host import SshHost, control_dir
 from supervisor.models import SessionState
 from supervisor.root import open_supervisor
 from supervisor.session.lifecycle import CancelOutcome
+from supervisor.ssh_target import SshTarget
 from tests.container.container_support import (
     Engine,
     agent_texts,
@@ -66,6 +70,25 @@ async def test_a_session_on_an_engine_over_ssh(tmp_path: Path, engine: Engine,
             assert outcome is CancelOutcome.ACKNOWLEDGED
             assert (await sup.orchestrator.session(caller, sid)).state is \
                 SessionState.WAITING_FOR_INPUT
+            # The shared connection killed: the link goes down and comes back
+            # (the engine's socket and agentctl's forwarded again), the container
+            # and its agent untouched.
+            link = adapter.connection
+            profile = config.profiles["mock"]
+            assert profile.ssh is not None
+            host = SshHost(SshTarget(destination=sshd.destination, port=sshd.port,
+                                     identity=profile.ssh.identity,
+                                     known_hosts=profile.ssh.known_hosts),
+                           control_dir(config.data_dir), connect_s=10)
+            master = await host.master_pid()
+            assert master is not None
+            os.kill(master, signal.SIGKILL)
+            while link.reachable:
+                await link.until_changed()
+            while not link.reachable:
+                await link.until_changed()
+            assert not link.closed.is_set()
+            assert await host.master_pid() not in (None, master)
             await sup.orchestrator.send_message(caller, sid, "hello again")
             await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT, timeout=30)
             assert (await agent_texts(sup, caller, sid))[-1] == "hello again"
