@@ -223,9 +223,13 @@ class QueueEntry:
     parts: dict[str, Any] | None = None
 
     def to_dto(self) -> dict[str, Any]:
+        parts = self.parts or {}
         return {"id": self.id, "session_id": self.session_id, "content": self.content,
                 "created_at": self.created_at, "position": self.position,
-                "client_message_id": self.client_message_id}
+                "client_message_id": self.client_message_id,
+                # What it carries, as its message will list them (DESIGN.md §19).
+                "attachments": [Attachment(**a).to_dto() for a in parts.get("attachments", ())],
+                "mentions": [str(m) for m in parts.get("mentions", ())]}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

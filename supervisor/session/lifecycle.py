@@ -139,6 +139,9 @@ class LifecycleManager:
                                             resume_queue=resume_queue,
                                             client_message_id=client_message_id, refs=refs)
 
+    async def check_parts(self, session_id: str, refs: PromptRefs) -> None:
+        await self.turns.check_parts(session_id, refs)
+
     async def steer(self, session_id: str, text: str,
                     client_message_id: str | None = None,
                     refs: PromptRefs = NO_REFS) -> Message:

@@ -129,6 +129,8 @@ class TurnQueue:
                 started = None
             if started is not None:
                 return started
+        # Refused now, with the line its turn's start would give, nothing queued.
+        await self.lifecycle.check_parts(sid, refs)
         entry = await self._enqueue(sid, content, head=delivery == "interrupt", cid=cid,
                                     refs=refs)
         if delivery == "interrupt":

@@ -124,6 +124,15 @@ class Turns:
         ex.nursery.start_soon(self.watchdog.watch, ex, handle)
         return msg
 
+    async def check_parts(self, session_id: str, refs: PromptRefs) -> None:
+        """A message to be queued: its parts checked now against the session's
+        running agent, as its turn's start will check them (``InvalidRequest``, the
+        same line), so it is refused at ``message.add`` rather than when its turn
+        comes.  No agent runs: its start checks them."""
+        ex = self.agents.executions.get(session_id)
+        if refs and ex is not None and not ex.stopped.is_set():
+            await self._parts(ex, refs)
+
     async def _parts(self, ex: Execution, refs: PromptRefs) -> tuple[PromptPart, ...]:
         """``refs`` read for the agent (from its cwd); ``InvalidRequest`` when one
         is not there or the agent cannot take one (protocols/prompt_parts.py)."""

@@ -49,7 +49,8 @@ async def test_every_queue_action_and_its_notifications(server: Server) -> None:
             a, b, c = await _queue(ws, sid, "a", "b", "c")
             assert [e["position"] for e in (a, b, c)] == [0, 1, 2]
             assert set(a) == {"id", "session_id", "content", "created_at", "position",
-                              "client_message_id"}
+                              "client_message_id", "attachments", "mentions"}
+            assert (a["attachments"], a["mentions"]) == ([], [])
 
             listed = await ws.call("queue.list", {"session_id": sid})
             assert [e["content"] for e in listed["entries"]] == ["a", "b", "c"]

@@ -9,9 +9,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["DTO", "Attention", "FileChangeDTO", "MessageDTO", "QueueEntryDTO", "QueueStateDTO",
-           "SessionAttentionDTO", "SessionDTO", "SkippedFileDTO", "SubagentDTO", "TaskDTO",
-           "WorktreeDTO"]
+__all__ = ["DTO", "AttachmentDTO", "Attention", "FileChangeDTO", "MessageDTO", "QueueEntryDTO",
+           "QueueStateDTO", "SessionAttentionDTO", "SessionDTO", "SkippedFileDTO", "SubagentDTO",
+           "TaskDTO", "WorktreeDTO"]
 
 #: DESIGN.md §15: what of a session needs the person.
 Attention = Literal["approval", "turn_ended", "failed"]
@@ -291,6 +291,15 @@ class MessageDTO(DTO):
     created_at: str
 
 
+class AttachmentDTO(DTO):
+    """An upload as a message or a queued entry lists it (DESIGN.md §19)."""
+
+    attachment_id: str
+    name: str
+    mime: str
+    size: int
+
+
 class QueueEntryDTO(DTO):
     id: str
     session_id: str
@@ -298,6 +307,9 @@ class QueueEntryDTO(DTO):
     created_at: str
     position: int
     client_message_id: str | None
+    #: DESIGN.md §19: what the queued message carries, as its message will list them.
+    attachments: list[AttachmentDTO] = []
+    mentions: list[str] = []
 
 
 class QueueStateDTO(DTO):
