@@ -186,7 +186,8 @@ async def test_a_stop_while_the_host_is_cut_off_is_applied_when_it_answers_again
     with trio.fail_after(150):
         async with running_server(tmp_path / "data", profiles=profiles(sshd)) as srv, \
                 ws_client(srv) as ws:
-            sid = await launch(ws, await new_task(ws), "mock")
+            task = await new_task(ws)
+            sid = await launch(ws, task, "mock")
             await ws.call("session.subscribe", {"session_id": sid})
             await start_turn(ws, sid, "/delay 60000")
             link = adapter_of(srv, sid).connection
@@ -194,6 +195,9 @@ async def test_a_stop_while_the_host_is_cut_off_is_applied_when_it_answers_again
             sshd.stop()  # the host stops answering (its agentctl runs on)
             while link.reachable:
                 await link.until_changed()
+            # Shown as unreachable, never simply as running.
+            [dto] = (await ws.call("session.list", {"task_id": task}))["sessions"]
+            assert (dto["state"], dto["reachable"]) == ("RUNNING", False), dto
             cancel = await ws.send("agent.cancel", {"session_id": sid})
             await ws.wait_for(lambda f: f.get("action") == "session.cancel.progress"
                               and f["payload"].get("phase") == "link_down", timeout=20)
