@@ -4,7 +4,7 @@ An agent writes its project, its home and its tmp.  ``PATH`` commonly starts
 with ``~/.cargo/bin`` or ``~/.local/bin``: a backend that looked ``git`` up on
 ``PATH`` at each use ran whatever ``git`` the agent had planted there, as the
 backend's user, outside every namespace.  So each program the backend runs
-(``git``, ``bwrap``, ``env``, ``sh``, the network helper) is resolved once,
+(``git``, ``bwrap``, ``env``, ``sh``, the network helper, ``ssh``) is resolved once,
 at start, to an absolute real path, searching only directories that are
 
 - owned, all the way up from ``/``, by root or by the backend's own user
@@ -43,8 +43,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: What the backend runs itself.  ``pasta`` / ``slirp4netns``: the agents' network.
-TOOL_NAMES: Final = ("git", "bwrap", "env", "sh", "pasta", "slirp4netns")
+#: What the backend runs itself.  ``pasta`` / ``slirp4netns``: the agents' network;
+#: ``ssh``: the ssh executor's and remote engines' client.
+TOOL_NAMES: Final = ("git", "bwrap", "env", "sh", "pasta", "slirp4netns", "ssh")
 #: Searched when neither ``PATH`` nor ``tools_path`` yields a program.
 DEFAULT_SEARCH: Final = ("/usr/local/bin", "/usr/bin", "/bin")
 #: World-writable scratch places: never trusted, whoever owns them.

@@ -1,9 +1,11 @@
 """One SSH host as the system's OpenSSH client reaches it: a shared connection,
 remote commands over it, and unix sockets forwarded through it.
 
-Every ``ssh`` run here checks the host's key (``StrictHostKeyChecking=yes``,
-against the profile's ``ssh_known_hosts`` when given, else the user's
-``known_hosts``) and never asks anything (``BatchMode=yes``).  The shared
+``ssh`` is the one resolved at start from directories no agent can write
+(protocols/tools.py, DESIGN.md §17).  Every ``ssh`` run here checks the
+host's key (``StrictHostKeyChecking=yes``, against the profile's
+``ssh_known_hosts`` when given, else the user's ``known_hosts``) and never
+asks anything (``BatchMode=yes``).  The shared
 connection is a ControlMaster, its socket in a 0700 directory under the data
 dir (``control_dir``); it is started detached (``-f``: it outlives nothing of
 ours and is found again by a later backend) and persists ``PERSIST_S`` after
@@ -27,6 +29,9 @@ from pathlib import Path
 from typing import Final
 
 import trio
+
+from protocols.tools import ToolsError
+from protocols.tools import current as current_tools
 
 from ..ssh_target import SshTarget
 from .agentctl_link import AgentctlLink
@@ -118,7 +123,13 @@ class SshHost:
     async def _ssh(self, args: Sequence[str], *, stdin: bytes = b"",
                    timeout_s: float) -> RemoteResult:
         """``ssh OPTIONS ARGS``, bounded; never raises for a non-zero exit."""
-        command = ["ssh", *self.options(), *args]
+        try:
+            # Resolved once, from directories no agent can write (§17).
+            ssh = current_tools().need("ssh")
+        except ToolsError as exc:
+            raise OSError(f"ssh to {self.target}: {exc} (apt-get install openssh-client)"
+                          ) from None
+        command = [ssh, *self.options(), *args]
         with trio.move_on_after(timeout_s) as scope:
             done = await trio.run_process(command, stdin=stdin, capture_stdout=True,
                                           capture_stderr=True, check=False)
