@@ -58,6 +58,7 @@ from .turn.receipts import Receipts
 from .turn.recovery import handovers, recover
 from .turn.tracing import CancelTrace
 from .turn.turn_close import TurnCloser
+from .workspace.attachment_sweep import AttachmentSweeper
 from .workspace.sandboxing import check_sandbox
 from .workspace.session_files import session_deleted
 from .workspace.turn_checkpoints import TurnCheckpoints
@@ -182,6 +183,7 @@ async def open_supervisor(
                 lifecycle.start_take_over(handover)
             await root.start(cancellations.run)
             await root.start(queue.run)
+            await root.start(AttachmentSweeper(config.data_dir, store).run)
             root.start_soon(_warm_up_schema)
             try:
                 control = SubagentControl(agents.running_adapter, subagents)

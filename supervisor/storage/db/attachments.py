@@ -1,9 +1,10 @@
 """What a person uploaded (DESIGN.md §19): one row per upload, the file itself
-in the data dir under its sha256 (``supervisor.workspace.attachments``)."""
+in the data dir under its sha256 (``supervisor.workspace.attachments``); the
+uploads nothing refers to, swept (``supervisor.workspace.attachment_sweep``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from ...models import Attachment
 from .connection import Connection
@@ -37,3 +38,34 @@ class AttachmentRows(Connection):
                                         sha256=r["sha256"], name=r["name"], mime=r["mime"],
                                         size=int(r["size"]), created_at=r["created_at"]))
         return found
+
+    def sweep_attachments(self, cutoff: str, limit: int) -> list[str]:
+        """Delete up to ``limit`` uploads made before ``cutoff`` that no message's
+        metadata and no queued entry names; the sha256s no upload has any more
+        (their files may go).  One transaction: a message stored meanwhile waits."""
+        with self._tx():
+            named: set[str] = set()
+            for (ref,) in self.conn.execute(
+                    "SELECT json_extract(j.value, '$.attachment_id') FROM messages m, "
+                    "json_each(m.metadata, '$.attachments') j "
+                    "WHERE json_type(m.metadata, '$.attachments') = 'array'"):
+                named.add(str(ref))
+            for (ref,) in self.conn.execute(
+                    "SELECT json_extract(j.value, '$.id') FROM queue_entries q, "
+                    "json_each(q.parts, '$.attachments') j WHERE q.parts IS NOT NULL"):
+                named.add(str(ref))
+            stale = [(r["id"], r["sha256"]) for r in self.conn.execute(
+                "SELECT id, sha256 FROM attachments WHERE created_at < ? ORDER BY created_at",
+                (cutoff,)) if r["id"] not in named][:limit]
+            self.conn.executemany("DELETE FROM attachments WHERE id = ?",
+                                  [(i,) for i, _ in stale])
+            return self._without_rows(sha for _, sha in stale)
+
+    def hashes_without_uploads(self, hashes: Iterable[str]) -> list[str]:
+        """Those of ``hashes`` no upload (of any workspace) has."""
+        with self._tx():
+            return self._without_rows(hashes)
+
+    def _without_rows(self, hashes: Iterable[str]) -> list[str]:
+        return [sha for sha in dict.fromkeys(hashes) if self.conn.execute(
+            "SELECT 1 FROM attachments WHERE sha256 = ? LIMIT 1", (sha,)).fetchone() is None]
