@@ -69,6 +69,12 @@ async def test_parts_reach_the_agent_and_bad_ones_are_refused(
             else:
                 assert said == f"attachments: mention /w/src/a.py; image image/png {len(PNG)}"
 
+            # A large one: agentctl writes it to its agent's stdin as it encodes it.
+            big = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 1200
+            said = await _said(ctl, ws, {"text": "/attachments", "parts": [
+                {**IMAGE, "data": base64.b64encode(big).decode()}]})
+            assert said == f"attachments: image image/png {len(big)}", said
+
             bad: list[tuple[Any, str]] = [
                 ("no", "parts must be a list of objects"),
                 ([{"type": "video", "name": "a", "mime": "video/mp4"}], "parts[0].type"),

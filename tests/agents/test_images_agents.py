@@ -3,6 +3,9 @@
 ``turnvisor serve`` → the real agent CLI → the fake provider.  Each is checked on the model
 request the fake provider received:
 
+The image (a 160 by 160 PNG of random pixels, ~77 KB) is larger than what goes inline in the
+prompt's line: it is written to the agent's stdin as its base64 is encoded.
+
 - claude (claude-agent-acp): the image is an ``image`` content block of the turn's user
   message (base64, the uploaded bytes); a mentioned file of the session's cwd is there too
   (claude-agent-acp offers ``embeddedContext``: the file's text, embedded);
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import struct
 import zlib
 from pathlib import Path
@@ -22,6 +26,7 @@ from typing import Any
 import pytest
 import trio
 
+from protocols.prompt_parts import SPLICE_MIN_BYTES
 from tests.fake_provider import FakeProvider
 from tests.web.support import http
 
@@ -33,10 +38,11 @@ pytestmark = [pytest.mark.agents, pytest.mark.slow]
 __all__ = ["provider"]
 
 
-def _png(width: int = 8, height: int = 8) -> bytes:
-    """A small valid PNG (agents decode or size an image before sending it on)."""
-    row = b"\x00" + bytes([200, 30, 30]) * width
-    raw = row * height
+def _png(width: int, height: int) -> bytes:
+    """A valid PNG of random pixels (agents decode or size an image before sending it on;
+    random: it does not compress, so it is larger than a prompt's inline parts and is
+    written to the agent's stdin as it is encoded, protocols/prompt_parts.py)."""
+    raw = b"".join(b"\x00" + os.urandom(3 * width) for _ in range(height))
 
     def chunk(kind: bytes, data: bytes) -> bytes:
         return (struct.pack(">I", len(data)) + kind + data
@@ -46,7 +52,8 @@ def _png(width: int = 8, height: int = 8) -> bytes:
             + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
 
 
-PNG = _png()
+PNG = _png(160, 160)
+assert len(PNG) > SPLICE_MIN_BYTES
 MENTIONED = "MENTIONED_MARKER = 'the file the person named'\n"
 
 
