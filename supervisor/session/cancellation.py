@@ -35,8 +35,6 @@ import contextlib
 import dataclasses
 import functools
 import logging
-import math
-from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -70,13 +68,14 @@ from ..turn.turn_outcome import (
     result_of,
 )
 from . import states
+from .cancellation_link import LinkDownCancels
 
 __all__ = ["CancelOperation", "Cancellations"]
 
 log = logging.getLogger(__name__)
 
 
-class Cancellations:
+class Cancellations(LinkDownCancels):
     def __init__(self, timeouts: Timeouts, store: Store, notifier: Notifier, agents: Agents,
                  closer: TurnCloser, gate: QueueGate, settler: Settler, retries: Retries,
                  subagents: Subagents) -> None:
@@ -230,8 +229,7 @@ class Cancellations:
         if taking_over is not None:
             # The turn is being taken over after a restart: cancel it once that
             # is settled (bounded), through its agent, not the store alone.
-            with trio.move_on_after(self.timeouts.agentctl_takeover_s):
-                await taking_over.wait()
+            await self._held_wait(op, taking_over)
         ex = self.agents.running(sid)
         if ex is None:
             return await self._reconcile(sid, CancelResult(CancelOutcome.NO_EXECUTION),
@@ -263,6 +261,8 @@ class Cancellations:
         elif turn.cancel_phase is None:
             try:
                 await self._write(ex, turn)
+                if op is not None and op.held:
+                    turn.held_sent_at = turn.cancel_sent_at  # held across a restart
             except LinkDown as down:
                 await self._link_down(ex, turn, op, down)
             except AgentClosed:
@@ -294,63 +294,6 @@ class Cancellations:
                             ex.session_id, self.timeouts.cancel_join_s)
                 self._set_phase(turn, row.then)
         return self._result(turn)
-
-    # -- a link that is down (DESIGN.md §20) -------------------------------------------
-
-    async def _link_down(self, ex: Execution, turn: TurnHandle, op: CancelOperation | None,
-                         down: LinkDown | None) -> None:
-        """The cancel met a remote agent's link that is down: held by the
-        adapter (sent first when the link returns), pending with phase
-        ``link_down``.  No escalation while it waits: the operation's own
-        bound is lifted, ``link_down_cancel_s`` bounds the wait instead; past
-        it the operation fails (pending clears) and the cancel stays held.
-        On the link's return the cancel is SENT, its bounds counting from then."""
-        if down is not None:
-            turn.link_hold = down.hold
-        hold = turn.link_hold
-        assert hold is not None
-        self._set_phase(turn, CancelPhase.LINK_DOWN)
-        scope = op.scope if op is not None else None
-        if scope is not None:
-            scope.deadline = math.inf
-        bound = self.timeouts.link_down_cancel_s
-        try:
-            with trio.move_on_after(bound):
-                while not turn.done.is_set() and (not hold.reachable
-                                                  or hold.owed_sent_at is None):
-                    if hold.reachable:
-                        # Back, but the held cancel did not go out: now, as usual.
-                        try:
-                            await ex.adapter.cancel()
-                            break
-                        except LinkDown:
-                            continue
-                    await _first(hold.until_changed, turn.done.wait)
-        finally:
-            if scope is not None:
-                scope.deadline = trio.current_time() + self.timeouts.cancel_operation_s
-        if turn.done.is_set():
-            return
-        if not hold.reachable:
-            raise CancelFailed(
-                f"the agent's host has not answered for {bound:g}s; the stop stays held "
-                "and is sent first when it answers (try again to wait on)")
-        now = trio.current_time()
-        turn.cancel_began_at = now
-        turn.cancel_sent_at = hold.owed_sent_at or now
-        self._set_phase(turn, CancelPhase.SENT)
-
-    def stopped_offline(self, ex: Execution, turn_id: str) -> None:
-        """The agent's host cancelled the turn itself, no backend connected for
-        ``offline_cancel_s`` (DESIGN.md §20): an operation by ``offline``
-        whose cancel is already sent; the turn's end (replayed next) settles it."""
-        turn = ex.turn
-        if turn is None or turn.id != turn_id or turn.done.is_set():
-            return
-        self.admit(ex.session_id, ex.owner, trio.current_time(), by="offline")
-        if turn.cancel_phase is None:
-            turn.cancel_sent_at = trio.current_time()
-            self._set_phase(turn, CancelPhase.SENT)
 
     # -- stop after the step (DESIGN.md §18) -------------------------------------------
 
@@ -583,12 +526,3 @@ class Cancellations:
             raise CancelFailed("the session is still running after reconciliation")
         return CancelResult(result.outcome, turn_id, result.sent_at, result.answered_at)
 
-
-async def _first(*waits: Callable[[], Awaitable[object]]) -> None:
-    """Return once any of ``waits`` returns."""
-    async with trio.open_nursery() as nursery:
-        async def wait(fn: Callable[[], Awaitable[object]]) -> None:
-            await fn()
-            nursery.cancel_scope.cancel()
-        for fn in waits:
-            nursery.start_soon(wait, fn)

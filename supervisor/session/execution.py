@@ -82,6 +82,7 @@ from ..turn.watchdog import Watchdog
 from ..workspace.sandboxing import agent_home, prepare_agent_dirs
 from . import states
 from .cancellation import Cancellations
+from .cancellation_link import take_over_attempts
 from .login import AgentLoginRequired, Logins
 from .offers import Offers
 from .reach import watch_reach
@@ -337,18 +338,11 @@ class Executions:
         try:
             session = await self.store.get_session(sid)
             profile = self.config.profiles.get(session.agent) if session is not None else None
-            with trio.move_on_after(self.timeouts.agentctl_takeover_s) as slow:
-                if profile is not None:
-                    try:
-                        assert session is not None
-                        ex = await self._nursery.start(self._run_execution, sid,
-                                                       session.workspace_id, profile, handover)
-                    except Exception as exc:
-                        log.warning("session %s: turn %s not taken over: %s", sid,
-                                    handover.turn_id, _leaf(exc))
-            if slow.cancelled_caught:
-                log.warning("session %s: turn %s not taken over within %gs", sid,
-                            handover.turn_id, self.timeouts.agentctl_takeover_s)
+            self.cancellations.hold_restored(handover, session)  # §20: a held cancel
+            if profile is not None and session is not None:
+                ex = await take_over_attempts(functools.partial(
+                    self._nursery.start, self._run_execution, sid, session.workspace_id,
+                    profile, handover), handover, self.timeouts)
             if ex is None:
                 await self.closer.interrupt_restarted(sid, handover.turn_id, None)
             elif ex.turn is not None:

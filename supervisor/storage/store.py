@@ -236,6 +236,9 @@ class Store:
     async def set_turn_handover(self, turn_id: str, seq: int) -> None:
         await self.call(self.db.set_turn_handover, turn_id, seq)
 
+    async def hold_turn_cancel(self, turn_id: str, accepted_at: float) -> bool:
+        return await self.call(self.db.hold_turn_cancel, turn_id, accepted_at)
+
     async def record_agent_group(self, pgid: int, session_id: str, command: str,
                                  tag: str | None = None) -> None:
         # The leader's identity is read here, while it is the caller's unreaped

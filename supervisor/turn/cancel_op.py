@@ -58,6 +58,9 @@ class CancelOperation:
     #: The bound of its task (``cancel_operation_s``): lifted while its cancel
     #: is held on a link that is down, which has its own (DESIGN.md §20).
     scope: trio.CancelScope | None = None
+    #: A cancel held for a host that did not answer, taken up again after a
+    #: restart (DESIGN.md §20): it waits for the takeover as long as it takes.
+    held: bool = False
 
     @property
     def outcome(self) -> CancelOutcome | None:

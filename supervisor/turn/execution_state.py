@@ -120,6 +120,8 @@ class TurnHandle:
     #: DESIGN.md §20: the link its cancel was held on while down (phase
     #: ``link_down``; it says when the held cancel went out), else None.
     link_hold: LinkHold | None = None
+    #: When a held cancel (link down, or across a restart) was finally sent.
+    held_sent_at: float | None = None
     #: The cancel operation waiting for this turn's close.
     cancel: CancelOperation | None = None
     #: Checkpointed before its prompt and after its end (a session with a project).

@@ -110,8 +110,10 @@ def receipt_of(op: CancelOperation, turn: TurnHandle | None, *, queue_parked: in
 def _link_down_ms(op: CancelOperation, turn: TurnHandle | None) -> float | None:
     """How late a cancel held on a link that was down went out (None: it
     was never held, or never sent)."""
-    hold = None if turn is None else turn.link_hold
-    sent = None if hold is None else hold.owed_sent_at
+    if turn is None:
+        return None
+    hold = turn.link_hold
+    sent = turn.held_sent_at or (None if hold is None else hold.owed_sent_at)
     return None if sent is None else round((sent - op.received) * 1000, 1)
 
 

@@ -56,6 +56,9 @@ class Handover:
     session_id: str
     turn_id: str
     after: int
+    #: When a cancel of it was accepted that its host never got (unix seconds;
+    #: DESIGN.md §20): the next backend sends it once the turn is taken over.
+    cancel_held_at: float | None = None
 
 
 def handovers(db: Db, outliving: Collection[str]) -> list[Handover]:
@@ -68,7 +71,8 @@ def handovers(db: Db, outliving: Collection[str]) -> list[Handover]:
             continue
         after = db.turn_handover(session.current_turn_id)
         if after is not None:
-            found.append(Handover(session.id, session.current_turn_id, after))
+            found.append(Handover(session.id, session.current_turn_id, after,
+                                  db.turn_cancel_held(session.current_turn_id)))
     return found
 
 

@@ -10,6 +10,7 @@ the agent's turn ends cancelled and the receipt says how late it went out.
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -179,3 +180,49 @@ async def test_agentctl_cancels_by_itself_when_offline_and_says_so_on_return(
             listed = await ws.call("message.list", {"session_id": sid})
             states = [m for m in listed["messages"] if m["kind"] == "status"]
             assert states and states[-1]["metadata"].get("cancelled"), states
+
+
+async def test_a_held_cancel_survives_a_backend_killed_during_the_cut(
+    tmp_path: Path, agentctl: AgentctlFactory
+) -> None:
+    data = tmp_path / "data"
+    with trio.fail_after(150):
+        async with agentctl("acp") as ctl, cut_proxy(ctl.url) as proxy:
+            toml = _toml(proxy.url)
+            async with server_process(data, toml=toml) as srv:
+                async with ws_client(srv) as ws:
+                    task_id = await new_task(ws)
+                    sid, turn_id = await _running_turn(ws, task_id)
+                    await trio.sleep(0.5)  # a stream position is recorded for the next backend
+                    await _cut(proxy, ws, task_id)
+                    await ws.send("agent.cancel", {"session_id": sid})
+                    await _until(ws, task_id, "held", lambda s: (
+                        (s["cancel_progress"] or {}).get("phase") == "link_down"))
+                    await trio.sleep(0.5)  # recorded in the store when it was held
+                srv.proc.send_signal(signal.SIGKILL)
+                with trio.fail_after(15):
+                    await srv.proc.wait()
+            assert (await ctl.status())["turn"]["id"] == turn_id  # it runs on, unreached
+            async with server_process(data, toml=toml) as srv, ws_client(srv) as ws:
+                # The new backend has the held cancel: pending at once, still held.
+                held = await _until(ws, task_id, "held again", lambda s: (
+                    s["cancellation_pending"]
+                    and (s["cancel_progress"] or {}).get("phase") == "link_down"))
+                assert held["state"] == "RUNNING" and held["reachable"] is False
+                assert held["cancel_progress"]["turn_id"] == turn_id
+                await trio.sleep(1.5)
+                assert (await ctl.status())["turn"]["id"] == turn_id
+                assert (await _session(ws, task_id))["cancellation_pending"] is True
+                proxy.restore()
+                after = await _until(ws, task_id, "cancelled", lambda s: (
+                    s["state"] == "WAITING_FOR_INPUT" and not s["cancellation_pending"]))
+                assert after["reachable"] is True
+                status = await ctl.status()
+                assert not (status.get("turn") or {}).get("id"), status
+                receipt = await ws.call("turn.receipt", {"session_id": sid, "turn_id": turn_id})
+                receipt = receipt.get("receipt", receipt)
+                assert receipt["outcome"] == "cancelled", receipt
+                assert receipt["link_down_ms"] is not None and receipt["link_down_ms"] >= 2000
+                listed = await ws.call("message.list", {"session_id": sid})
+                states = [m for m in listed["messages"] if m["kind"] == "status"]
+                assert states and states[-1]["metadata"].get("cancelled"), states

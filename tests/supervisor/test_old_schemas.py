@@ -23,6 +23,7 @@ VERSIONS = sorted(int(p.stem[1:]) for p in fx.FIXTURES.glob("v*.sql"))
 #: The first version of each thing the fixtures hold (``_MIGRATIONS`` order).
 LEADER, TAG, TITLES, AGENT_SESSION, QUEUES, HANDOVERS, CLIENT_IDS = 2, 3, 4, 5, 6, 7, 9
 ATTENTION = 13
+HELD_CANCELS = 17
 
 
 def test_every_schema_version_has_a_fixture() -> None:
@@ -112,6 +113,8 @@ def test_an_old_database_opens_with_its_data(version: int, tmp_path: Path) -> No
         else:
             assert (queue.entries, queue.auto_run, queue.revision) == ((), True, 0)
         assert db.turn_handover(fx.T_OPEN) == (42 if version >= HANDOVERS else None)
+        assert db.turn_cancel_held(fx.T_OPEN) == (
+            1765000000.5 if version >= HELD_CANCELS else None)
 
         # And it works as a database of today: the writes and look-ups of a
         # running server (the client_message_id indexes came with version 9).

@@ -141,6 +141,12 @@ _MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX attachments_by_hash ON attachments(workspace_id, sha256);
     ALTER TABLE queue_entries ADD COLUMN parts TEXT;
     """,
+    # DESIGN.md §20: a cancel held for a remote agent's host that did not answer
+    # (when it was accepted, unix seconds; NULL: none): the next backend that
+    # takes the turn over sends it.
+    """
+    ALTER TABLE turn_handovers ADD COLUMN cancel_held_at REAL;
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 

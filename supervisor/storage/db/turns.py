@@ -171,6 +171,23 @@ class TurnRows(SessionRows, MessageRows, QueueRows):
             "WHERE h.turn_id = ? AND t.state = 'running'", (turn_id,)).fetchone()
         return None if row is None else int(row[0])
 
+    def hold_turn_cancel(self, turn_id: str, accepted_at: float) -> bool:
+        """A cancel of handed-over turn ``turn_id``, accepted at ``accepted_at``
+        (unix seconds), waits for its agent's host (the first one is kept).
+        False: no position is recorded for the turn (it cannot be taken over)."""
+        with self._tx():
+            cur = self.conn.execute(
+                "UPDATE turn_handovers SET cancel_held_at = COALESCE(cancel_held_at, ?) "
+                "WHERE turn_id = ?", (accepted_at, turn_id))
+        return cur.rowcount > 0
+
+    def turn_cancel_held(self, turn_id: str) -> float | None:
+        """When a held cancel of running turn ``turn_id`` was accepted (None: none)."""
+        row = self.conn.execute(
+            "SELECT h.cancel_held_at FROM turn_handovers h JOIN turns t ON t.id = h.turn_id "
+            "WHERE h.turn_id = ? AND t.state = 'running'", (turn_id,)).fetchone()
+        return None if row is None or row[0] is None else float(row[0])
+
     def forget_turn_handovers(self) -> None:
         """Drop the positions of turns no longer running (once, at startup)."""
         with self._tx():
