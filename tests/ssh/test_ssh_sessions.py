@@ -63,7 +63,8 @@ def adapter_of(srv: Server, sid: str) -> AgentctlAdapter:
 async def sample_cmdlines(seen: set[str], done: trio.Event) -> None:
     """Every command line on this machine (both ends of the ssh) until ``done``."""
     while not done.is_set():
-        seen.update(cmdlines().values())
+        # Read off the loop the server in this process shares.
+        seen.update((await trio.to_thread.run_sync(cmdlines)).values())
         await trio.sleep(0.005)
 
 
@@ -192,7 +193,9 @@ async def test_a_stop_while_the_host_is_cut_off_is_applied_when_it_answers_again
             await start_turn(ws, sid, "/delay 60000")
             link = adapter_of(srv, sid).connection
             [run] = remote_runs(sshd, srv)
-            sshd.stop()  # the host stops answering (its agentctl runs on)
+            # The host stops answering (its agentctl runs on); off the loop, which the
+            # server in this process shares.
+            await trio.to_thread.run_sync(sshd.stop)
             while link.reachable:
                 await link.until_changed()
             # Shown as unreachable, never simply as running.
@@ -204,7 +207,7 @@ async def test_a_stop_while_the_host_is_cut_off_is_applied_when_it_answers_again
             await trio.sleep(1.5)  # the cut lasts: nothing settles meanwhile
             assert not cancel.done.is_set()
             assert process_identity(int(str(run["pid"]))) == run["identity"]
-            sshd.start()
+            await trio.to_thread.run_sync(sshd.start)
             frame = await cancel.wait(60)
             assert frame["type"] == "response", frame
             answer = frame["payload"]
@@ -313,14 +316,14 @@ async def test_a_delete_while_the_host_is_cut_off_is_bounded_and_the_next_start_
             await start_turn(ws, sid, "/delay 60000")
             link = adapter_of(srv, sid).connection
             [run] = remote_runs(sshd, srv)
-            sshd.stop()
+            await trio.to_thread.run_sync(sshd.stop)
             while link.reachable:
                 await link.until_changed()
             with trio.fail_after(40):
                 await ws.call("session.delete", {"session_id": sid}, timeout=40)
             # Its agentctl could not be reached to be stopped: it runs on, there.
             assert process_identity(int(str(run["pid"]))) == run["identity"]
-        sshd.start()
+        await trio.to_thread.run_sync(sshd.start)
         async with running_server(tmp_path / "data", profiles=profiles(sshd)) as srv:
             assert process_identity(int(str(run["pid"]))) is None
             assert remote_runs(sshd, srv) == []
