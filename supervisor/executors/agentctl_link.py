@@ -53,6 +53,7 @@ from protocols.agentctl_wire import (
     WireError,
 )
 from protocols.events import AgentEvent, AgentNotice, SubagentChanged, TurnEnded
+from protocols.prompt_parts import Line, Spliced
 from protocols.scopes import shielded_for
 from protocols.transport import AgentClosed, AgentRefused, AgentTimeout
 
@@ -64,6 +65,8 @@ __all__ = ["AgentctlLink", "PendingTurn", "Route", "first_set"]
 log = logging.getLogger(__name__)
 
 _MAX_FRAME: Final = 64 * 1024 * 1024
+#: The bound of each attempt to open the event stream again after a cut.
+_RETRY_CONNECT_S: Final = 3.0
 
 
 @dataclass(frozen=True)
@@ -216,6 +219,10 @@ class AgentctlLink:
         close the socket when the peer drops without a close frame (it only
         marks itself closed), so whoever opens the socket closes it."""
         connect_s = self.timeouts.agentctl_connect_s
+        if self._returning:
+            # Re-connecting: a handshake the cut left hanging is given up sooner,
+            # so the next attempt (and the held cancel) is not held up by it.
+            connect_s = min(connect_s, _RETRY_CONNECT_S)
         parts = urlsplit(self.url)
         secure = parts.scheme == "https"
         host = parts.hostname or "127.0.0.1"
@@ -407,7 +414,7 @@ class AgentctlLink:
         while not self.closed.is_set() and (self.read_seq is None or self.read_seq < seq):
             await first_set(self._advanced, self.closed)
 
-    async def request(self, method: str, path: str, body: dict[str, Any] | None, *,
+    async def request(self, method: str, path: str, body: dict[str, Any] | Line | None, *,
                       timeout_s: float, expect: tuple[int, ...] = (200,),
                       held: bool = False) -> tuple[int, dict[str, Any]]:
         """One bounded request; a status in ``expect`` is returned with its body,
@@ -428,7 +435,7 @@ class AgentctlLink:
                 raise self.link_down()
         try:
             with trio.fail_after(timeout_s):
-                resp = await self.http.request(method, path, json=body,
+                resp = await self.http.request(method, path, **_payload(body),
                                                 timeout=httpx.Timeout(timeout_s))
         except (trio.TooSlowError, httpx.TimeoutException):
             raise AgentTimeout(f"agentctl did not answer {method} {path} within "
@@ -520,3 +527,30 @@ async def first_set(*events: trio.Event) -> None:
             nursery.cancel_scope.cancel()
         for ev in events:
             nursery.start_soon(wait, ev)
+
+
+def _payload(body: dict[str, Any] | Line | None) -> dict[str, Any]:
+    """httpx's arguments for ``body``: a dict as JSON; a JSON body built already (a
+    prompt with its parts, protocols/prompt_parts.py ``streamed``) as it is, a
+    ``Spliced`` one sent as its base64 is encoded (not held whole)."""
+    if body is None or isinstance(body, dict):
+        return {"json": body}
+    headers = {"Content-Type": "application/json", "Content-Length": str(len(body))}
+    return {"content": body if isinstance(body, bytes) else _Pieces(body), "headers": headers}
+
+
+class _Pieces:
+    """A ``Spliced`` line as httpx streams a body (an iterator, not a generator: one
+    left unfinished by a cancel has nothing to finalize)."""
+
+    def __init__(self, line: Spliced) -> None:
+        self._pieces = iter(line)
+
+    def __aiter__(self) -> _Pieces:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            return next(self._pieces)
+        except StopIteration:
+            raise StopAsyncIteration from None
