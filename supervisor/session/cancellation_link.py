@@ -14,6 +14,7 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import trio
 
@@ -33,6 +34,8 @@ from .start_text import leaf
 __all__ = ["LinkDownCancels", "take_over_attempts"]
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 
 class LinkDownCancels:
@@ -165,8 +168,8 @@ def _unanswered(bound: float) -> CancelFailed:
                         "held and is sent first when it answers (try again to wait on)")
 
 
-async def take_over_attempts(start: Callable[[], Awaitable[Execution]], handover: Handover,
-                             timeouts: Timeouts) -> Execution | None:
+async def take_over_attempts(start: Callable[[], Awaitable[_T]], handover: Handover,
+                             timeouts: Timeouts) -> _T | None:
     """Start the execution that takes ``handover``'s turn over: one attempt
     bounded by ``agentctl_takeover_s``; with a held cancel, attempts until
     its host answers, for ``link_down_cancel_s`` at most (None: not taken over)."""
