@@ -1,6 +1,7 @@
 """An image attachment through the real server to the agent's stdin (issue 43, Measure).
 
-    python -m bench.attachments [--mb 5] [--runs 3] [--agent mock] [--json PATH]
+    python -m bench.attachments [--mb 5] [--runs 3] [--agent mock] [--executor agentctl]
+                                [--json PATH]
 
 Starts ``turnvisor serve`` (a subprocess, on loopback) and, per run, uploads an image of
 ``--mb`` MB (``POST /api/v1/attachments``), then sends it with ``message.add
@@ -25,6 +26,9 @@ commands, against a session of the mock run with ``--no-offers``, which offers n
 alternating blocks (the order flips each block), reported as both summaries and their
 ratio.  Target: unchanged (ratio about 1).
 
+``--executor agentctl``: the mock behind a local agentctl spawned per session (the image goes
+as base64 in ``POST /api/v1/prompt``'s JSON body; the backend's growth is then that body's).
+
 The figures are printed and, with ``--json``, written; docs/performance.md records them.
 """
 
@@ -46,6 +50,7 @@ from supervisor.profiles import BUILTIN_PROFILES
 from tests.support.serverproc import server_process
 from tests.support.ws import WsClient, open_client
 
+from .executors import executor_toml
 from .harness import QUICK, Bench
 from .measure import log
 from .stats import percentile, summary
@@ -102,9 +107,9 @@ async def _turn(ws: WsClient, sid: str, attachment: str) -> str:
                    if m["turn_id"] == answer["turn_id"] and m["role"] == "agent")
 
 
-async def run(mb: float, runs: int, agent: str) -> dict[str, Any]:
+async def run(mb: float, runs: int, agent: str, executor: str = "local") -> dict[str, Any]:
     size = int(mb * MB)
-    toml = CAP_TOML.format(cap=max(size * 2, 10 * MB))
+    toml = CAP_TOML.format(cap=max(size * 2, 10 * MB)) + (executor_toml(executor) or "")
     samples: dict[str, list[float]] = {"upload_ms": [], "turn_ms": [],
                                        "upload_peak_growth_mb": [],
                                        "send_peak_growth_mb": []}
@@ -150,7 +155,8 @@ async def run(mb: float, runs: int, agent: str) -> dict[str, Any]:
         nursery.cancel_scope.cancel()
     worst = max(samples["send_peak_growth_mb"])
     return {
-        "agent": agent, "attachment_mb": round(size / MB, 3), "runs": runs,
+        "agent": agent, "executor": executor, "attachment_mb": round(size / MB, 3),
+        "runs": runs,
         **{k: summary(v) for k, v in samples.items()},
         "send_peak_growth_max_mb": worst,
         "send_peak_growth_max_ratio": round(worst * MB / size, 3),
@@ -215,13 +221,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="measured runs (after a warm-up)")
     parser.add_argument("--agent", default="mock",
                         help="the mock profile (mock, mock-codex, mock-acp2)")
+    parser.add_argument("--executor", choices=("local", "agentctl"), default="local",
+                        help="the attachment's agent: a child of the server, or behind a "
+                             "local agentctl")
     parser.add_argument("--cancels", type=int, default=200,
                         help="cancels per session kind in the offers measurement (0: skip)")
     parser.add_argument("--blocks", type=int, default=4, help="alternating blocks of them")
     parser.add_argument("--json", type=Path, help="write every figure here")
     args = parser.parse_args(argv)
     started = time.time()
-    result = trio.run(run, args.mb, args.runs, args.agent)
+    result = trio.run(run, args.mb, args.runs, args.agent, args.executor)
     if args.cancels:
         result["offers"] = trio.run(offers, args.cancels, args.blocks)
     result = {"command": " ".join(["python -m bench.attachments", *(argv or sys.argv[1:])]),
@@ -229,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
               "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                           "loadavg": os.getloadavg(),
                           "duration_s": round(time.time() - started, 1)}}
-    print(f"attachment {result['attachment_mb']} MB to {result['agent']}, "
+    print(f"attachment {result['attachment_mb']} MB to {result['agent']} "
+          f"({result['executor']}), "
           f"{result['runs']} runs:")
     for key in ("upload_ms", "turn_ms", "upload_peak_growth_mb", "send_peak_growth_mb"):
         s = result[key]

@@ -24,6 +24,7 @@ since that position, its end included, arrive on ``events`` in order.
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from typing import Any, get_args
@@ -49,7 +50,13 @@ from protocols.events import (
     SubagentState,
     TurnEnded,
 )
-from protocols.prompt_parts import PartRefused, PromptPart, acp_refusal, codex_refusal
+from protocols.prompt_parts import (
+    PartRefused,
+    PromptPart,
+    acp_refusal,
+    codex_refusal,
+    streamed,
+)
 from protocols.transport import AgentClosed, AgentRefused, AgentTimeout
 
 from ..config import Timeouts
@@ -341,12 +348,13 @@ class AgentctlAdapter:
                                 "turn_id": turn.id}
         if self._abandoned is not None:
             body["abandon_turn"] = self._abandoned
-        if parts:
-            body["parts"] = parts_json(parts)
         try:
-            status, data = await self._call_status(
-                "POST", "/api/v1/prompt", body, timeout_s=self.timeouts.agent_request_s,
-                expect=(202, 422))
+            status, data = await self.connection.request(
+                "POST", "/api/v1/prompt",
+                # With parts: the JSON built here, a large image's base64 streamed.
+                streamed(lambda p: json.dumps({**body, "parts": parts_json(p)}).encode(),
+                         parts) if parts else body,
+                timeout_s=self.timeouts.agent_request_s, expect=(202, 422))
             if status == 422:  # checked at agentctl's edge: no turn was started
                 raise PartRefused(f"agentctl: {data.get('error')}")
         except AgentTimeout:

@@ -135,3 +135,22 @@ async def test_an_sse_server_fails_the_launch_behind_agentctl(tmp_path: Path) ->
             message = err["payload"]["message"]
             assert "MCP server 'events' is sse" in message, message
             assert "\n" not in message, message
+
+
+async def test_a_large_image_reaches_the_agent_behind_agentctl_whole(tmp_path: Path) -> None:
+    """Its base64 streamed in the prompt's body to agentctl (not held whole), then to the
+    agent's stdin the same way: the mock decodes all of it."""
+    from tests.web.test_large_attachment_ws import IMAGE
+
+    with trio.fail_after(60):
+        async with running_server(tmp_path / "data", profiles=_profiles()) as srv, \
+                ws_client(srv) as ws:
+            async with http(srv) as h:
+                r = await h.post("/api/v1/attachments", params={"name": "big.png"},
+                                 content=IMAGE, headers={"Content-Type": "image/png"})
+                assert r.status_code == 201, r.text
+            sid = await launch(ws, await new_task(ws), "mock")
+            await ws.call("session.subscribe", {"session_id": sid})
+            said = await _said(ws, sid, "/attachments", attachments=[r.json()["attachment_id"]])
+            assert said == f"attachments: image image/png {len(IMAGE)}"
+            assert await _said(ws, sid, "hello") == "hello"
