@@ -55,6 +55,13 @@ class AgentStatus:
         closed = self._closed.get(session_id)
         return closed is not None and not closed.is_set()
 
+    def liveness(self, session_id: str) -> tuple[bool, bool]:
+        """``agent_live`` and ``reachable`` in one call (a DTO needs both; it is
+        built on the cancel's path, whose calls are counted)."""
+        closed = self._closed.get(session_id)
+        reach = self._reach.get(session_id)
+        return closed is not None and not closed.is_set(), reach is None or reach()
+
     def agent_protocol(self, profile_name: str, session_id: str) -> str | None:
         """``acp/1`` / ``acp/2`` / ``codex``: what the session's agent
         negotiated, else what its profile implies (None for an ACP profile

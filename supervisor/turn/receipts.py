@@ -79,7 +79,12 @@ def receipt_of(op: CancelOperation, turn: TurnHandle | None, *, queue_parked: in
     finished: list[str] = []
     cancelled: list[str] = []
     stopped: set[str] = set()
+    # DESIGN.md §20: when a cancel held on a link that was down went out (read
+    # inline: this runs on the answer's path).
+    held_sent: float | None = None
     if turn is not None:
+        held_sent = turn.held_sent_at or (
+            None if turn.link_hold is None else turn.link_hold.owed_sent_at)
         turn.tools.cut()  # what still ran when the turn ended was cut with it
         finished, cancelled = list(turn.tools.finished), list(turn.tools.cancelled)
         stopped = set(turn.subagents_stopped)
@@ -101,20 +106,11 @@ def receipt_of(op: CancelOperation, turn: TurnHandle | None, *, queue_parked: in
         "agent_version": agent_version,
         "resent": 0 if turn is None else turn.cancel_resends,
         # DESIGN.md §20: from acceptance to the held cancel's send on the link's return.
-        "link_down_ms": _link_down_ms(op, turn),
+        "link_down_ms": None if held_sent is None else round((held_sent - op.received) * 1000,
+                                                             1),
         # The second step (strays, files) is still to come.
         "complete": False,
     }
-
-
-def _link_down_ms(op: CancelOperation, turn: TurnHandle | None) -> float | None:
-    """How late a cancel held on a link that was down went out (None: it
-    was never held, or never sent)."""
-    if turn is None:
-        return None
-    hold = turn.link_hold
-    sent = turn.held_sent_at or (None if hold is None else hold.owed_sent_at)
-    return None if sent is None else round((sent - op.received) * 1000, 1)
 
 
 class Receipts:
