@@ -10,7 +10,9 @@ prompt's line: it is written to the agent's stdin as its base64 is encoded.
   message (base64, the uploaded bytes); a mentioned file of the session's cwd is there too
   (claude-agent-acp offers ``embeddedContext``: the file's text, embedded);
 - codex (app-server): the image is an ``input_image`` of the Responses request's user input,
-  a data URL of the uploaded bytes.
+  a data URL of the uploaded bytes;
+- gemini: the image is an ``inlineData`` part of the request's user content (base64, the
+  uploaded bytes).
 """
 
 from __future__ import annotations
@@ -31,7 +33,13 @@ from tests.fake_provider import FakeProvider
 from tests.web.support import http
 
 from .test_end_to_end import E2E, STEP_S, TEST_S, allow, e2e_session
-from .test_options_agents import _anthropic_main, _installed, _responses_main, provider
+from .test_options_agents import (
+    _anthropic_main,
+    _gemini_main,
+    _installed,
+    _responses_main,
+    provider,
+)
 
 pytestmark = [pytest.mark.agents, pytest.mark.slow]
 
@@ -134,3 +142,22 @@ async def test_codex_gets_an_input_image(
             url = str(images[0]["image_url"])
             assert url.startswith("data:image/png;base64,"), url[:60]
             assert base64.b64decode(url.split(",", 1)[1]) == PNG
+
+
+@_installed("gemini")
+async def test_gemini_gets_inline_data(
+    provider: FakeProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with trio.fail_after(TEST_S):
+        async with e2e_session("gemini", provider, tmp_path, monkeypatch, policy=allow) as e:
+            image = await _upload(e, PNG, "shot.png", "image/png")
+            prompt = "QUICK: look at the picture"
+            requests = await _turn_with(e, prompt, attachments=[image])
+            mains = [b for p, b in requests if _gemini_main(p, b)]
+            assert mains, [p for p, _ in requests]
+            parts = [part for content in mains[0]["contents"] if content.get("role") == "user"
+                     for part in content.get("parts", [])]
+            inline = [p["inlineData"] for p in parts if "inlineData" in p]
+            assert len(inline) == 1, json.dumps(parts)[-2000:]
+            assert inline[0]["mimeType"] == "image/png"
+            assert base64.b64decode(inline[0]["data"]) == PNG
