@@ -14,6 +14,7 @@ import { createRevertDialog } from "./revert-dialog.js";
 import * as L from "./lists.js";
 import { createSessionActions } from "./session-actions.js";
 import { createSessionList, sessionHref } from "./session-list.js";
+import { createSessionSync } from "./session-sync.js";
 import { createQueueList } from "./queue-list.js";
 import { addQueuedEntry, messageAddOutcome, queueView } from "./queue-state.js";
 import * as S from "./state.js";
@@ -129,7 +130,8 @@ export function mountTaskPage(root, boot, env = globalThis) {
     const row = state.sessions[state.selectedSessionId];
     if (row) launcher.launch(row.agent, null, { worktree: Boolean(row.worktree) || worktreeWanted() });
   });
-  // DESIGN.md §15: what needs the person (the backend's attention); issue 41 and §19: what to do when an agent did not start, or needs a login.
+  // DESIGN.md §15: what needs the person (the backend's attention); issue 41 and §19: what to do
+  // when an agent did not start, or needs a login.
   const attention = createPageAttention({ env, onOpen: (sid) => select(sid, { push: true }) });
   const failedHelp = createFailedStartHelp();
   const loginCard = createLoginCard({ request: (action, payload, options) => ws.request(action, payload, options) });
@@ -283,7 +285,8 @@ export function mountTaskPage(root, boot, env = globalThis) {
     chatReason.dataset.tone = status?.tone ?? "neutral"; // an asleep agent is no error
     retryButton.hidden = !status?.retry || Boolean(state.launching);
     retryButton.disabled = offline;
-    failedHelp.update(row, state.messages[sid]); loginCard.update(row, offline);
+    failedHelp.update(row, state.messages[sid]);
+    loginCard.update(row, offline);
 
     workDir.update(C.workplace(row, state.task));
     changesView.update(row ? sid : null);
@@ -455,66 +458,10 @@ export function mountTaskPage(root, boot, env = globalThis) {
     fallbackFocus: () => launchButton,
   });
 
-  // Sessions whose messages are being listed (follow, or a resync): one listing at a time each.
-  const listing = new Set();
-
-  async function follow(sid) {
-    if (!sid || !ws.isOpen) return; // onOpen follows the selected session once connected
-    listing.add(sid);
-    let listed = false;
-    try {
-      // text_appends: a streamed answer grows by session.message.appended, not whole copies.
-      await ws.request("session.subscribe", { session_id: sid, text_appends: true });
-      const { messages } = await ws.request("message.list", { session_id: sid });
-      setState((s) => S.replaceMessages(s, sid, messages));
-      listed = true;
-      changes.probe(sid);
-    } catch (err) {
-      // Deleted meanwhile (while offline, or by another tab just now): show another one.
-      if (err?.code === "NOT_FOUND") applyLists((s) => L.removeSession(s, sid));
-      else if (err?.code !== "DISCONNECTED") showError(`Could not follow the session: ${humanizeError(err.message)}`);
-    } finally {
-      listing.delete(sid);
-    }
-    if (listed) resyncMessages(sid); // the held appends left a gap: list again
-  }
-
-  /** Lists a followed session's messages again when an append did not fit what is held. */
-  async function resyncMessages(sid) {
-    if (!sid || listing.has(sid) || !ws.isOpen || !S.messagesStale(state, sid)) return;
-    listing.add(sid);
-    try {
-      const { messages } = await ws.request("message.list", { session_id: sid });
-      setState((s) => S.replaceMessages(s, sid, messages));
-    } catch {
-      // The session stays stale: the next notification, or the reconnect's follow, tries again.
-    } finally {
-      listing.delete(sid);
-    }
-  }
-
-  async function refreshSessions() {
-    const before = [...state.sessionOrder];
-    let sessions;
-    try {
-      ({ sessions } = await ws.request("session.list", { task_id: taskId }));
-    } catch (err) {
-      if (err?.code === "NOT_FOUND") applyLists((s) => ({ ...s, taskGone: true })); // deleted while away
-      return; // else only a refresh; the subscription snapshot still repairs the selected session
-    }
-    const epoch = ws.epoch;
-    applyLists((s) => L.syncSessions(s, sessions, epoch, before));
-  }
-
-  /** The task's title (renamed while away), or that it is gone. */
-  async function refreshTask() {
-    try {
-      const { tasks } = await ws.request("task.list", {});
-      applyLists((s) => L.syncTask(s, tasks, taskId));
-    } catch {
-      // the next connection tries again; notifications carry changes meanwhile
-    }
-  }
+  // What the page holds of the task and the followed session, listed again when it may be behind.
+  const { follow, resyncMessages, refreshSessions, refreshTask } = createSessionSync({
+    ws, taskId, getState: () => state, setState, applyLists, changes, showError,
+  });
 
   // --- Actions -------------------------------------------------------------------------------
   function select(sid, { push }) {
