@@ -41,6 +41,7 @@ from .executors import Launcher, default_launcher, outlives_backend
 from .executors.container import sweep_containers
 from .executors.kube import sweep_kube
 from .executors.ssh import sweep_ssh
+from .models import SessionState
 from .notify import Notifier
 from .orchestrator import Caller, Orchestrator
 from .session.cancellation import Cancellations
@@ -149,8 +150,10 @@ async def open_supervisor(
         await check_sandbox(config)
         await check_git_fence()
         await sweep_containers(config)  # container profiles only: no engine contacted otherwise
-        await sweep_ssh(config)  # ssh profiles only: no host contacted otherwise
-        await sweep_kube(config)  # kubernetes profiles only: no cluster contacted otherwise
+        # ssh profiles only: no host contacted otherwise; a stored session's run is kept.
+        await sweep_ssh(config, lambda: store.call(store.db.sessions_in_states, SessionState))
+        # kubernetes profiles only: no cluster contacted otherwise; a stored session's Pod stays.
+        await sweep_kube(config, lambda: store.call(store.db.sessions_in_states, SessionState))
         t = config.timeouts
         retries = Retries(t.store_retry_s)
         gate = QueueGate()

@@ -36,8 +36,10 @@ __all__ = ["LaunchedAgent", "Launcher", "TurnHandover", "default_launcher", "lau
 
 def outlives_backend(profile: AgentProfile) -> bool:
     """Whether the profile's agent keeps running when the backend stops: an
-    agentctl at a configured URL (nothing of it is ours to tear down)."""
-    return profile.executor == "agentctl" and bool(profile.agentctl_url)
+    agentctl at a configured URL (nothing of it is ours to tear down), the
+    detached agentctl of an ssh host, or a Pod (left running with its turn)."""
+    return (profile.executor == "agentctl" and bool(profile.agentctl_url)) \
+        or profile.executor in ("ssh", "kubernetes")
 
 
 def default_launcher(config: Config) -> Launcher:

@@ -28,31 +28,45 @@ back and forwards the socket again; the host's agentctl, detached, runs on
 meanwhile.
 A session whose execution ended while its host was unreachable leaves that
 agentctl running: its next start finds it (same run name) and re-attaches by
-owner (the token is kept in memory for that).  What a previous backend left on
-a host (its instance's run directories) is stopped by ``sweep_ssh`` at start,
-as leftover local agent groups are.
+owner.
+
+A backend restart (DESIGN.md §20) is waited out as with ``agentctl_url``: at
+shutdown a session whose turn runs is handed over (``LaunchedAgent.handover``:
+its host's agentctl is left running, only the forward and the link closed),
+and the next backend takes the turn over (same run name, re-attached by owner,
+``TurnHandover``).  The run's token is derived from a key in the data dir
+(``RUN_KEY``, 0600; the data dir is hidden from every agent), so a later
+backend of the same data dir presents the same one.  A session's own end (and
+its deletion) still stops its host's agentctl.  At start ``sweep_ssh`` stops
+the runs of this data dir whose session no longer exists (deleted, or not in
+the store), as leftover local agent groups are; another data dir's are not
+ours.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import logging
+import os
 import re
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Final
 
 import trio
 
 from ..config import Config
+from ..models import Session
 from ..profiles import AgentProfile
 from ..ssh_target import SshTarget
 from .agentctl_adapter import AgentctlAdapter
 from .agentctl_strays import AgentctlStrays
-from .base import LaunchedAgent
+from .base import LaunchedAgent, TurnHandover
 from .container import backend_instance
 from .ssh_host import SshHost, control_dir, keep_forwarded, ssh_error
 
@@ -61,16 +75,19 @@ __all__ = ["SshHosts", "launch_ssh", "sweep_ssh"]
 log = logging.getLogger(__name__)
 
 _RUN_SEGMENT: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+#: The key each run's token is derived from, in the data dir.
+RUN_KEY: Final = "ssh-run.key"
 
 
 @dataclass(eq=False)
 class SshHosts:
-    """This backend's SSH hosts (one shared connection each) and the tokens of
-    the agentctls it started on them (for re-attaching after a lost link)."""
+    """This backend's SSH hosts (one shared connection each) and the key of the
+    tokens of the agentctls it starts on them (the same for a later backend of
+    this data dir: it re-attaches to them after a restart)."""
 
     config: Config
     hosts: dict[str, SshHost] = field(default_factory=dict)
-    tokens: dict[str, str] = field(default_factory=dict)
+    _key: bytes | None = None
 
     def host(self, target: SshTarget) -> SshHost:
         host = self.hosts.get(target.key)
@@ -79,6 +96,52 @@ class SshHosts:
                            connect_s=self.config.timeouts.agentctl_connect_s)
             self.hosts[target.key] = host
         return host
+
+    async def token(self, name: str) -> str:
+        """Run ``name``'s token: an HMAC of its name under the data dir's key."""
+        if self._key is None:
+            self._key = await trio.to_thread.run_sync(_run_key, self.config.data_dir / RUN_KEY)
+        return hmac.new(self._key, name.encode(), hashlib.sha256).hexdigest()
+
+
+def _run_key(path: Path) -> bytes:
+    """The data dir's run key, made (0600, 32 random bytes) on first use."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        key = path.read_bytes()
+        if len(key) < 32 or path.is_symlink():
+            raise OSError(f"{path}: not a run key of this data dir (remove it)") from None
+        return key
+    key = secrets.token_bytes(32)
+    with os.fdopen(fd, "wb") as out:
+        out.write(key)
+    return key
+
+
+class _Handover:
+    """The adapter's ``TurnHandover``, noting whether shutdown handed the turn
+    over (then the host's agentctl is left running for the next backend)."""
+
+    def __init__(self, adapter: AgentctlAdapter) -> None:
+        self.adapter = adapter
+        self.detached = False
+
+    def bind_turn(self, turn_id: str) -> None:
+        self.adapter.bind_turn(turn_id)
+
+    def take(self, count: int) -> int | None:
+        return self.adapter.take(count)
+
+    def adopt(self, turn_id: str, after: int) -> None:
+        self.adapter.adopt(turn_id, after)
+
+    async def settle_adoption(self) -> bool:
+        return await self.adapter.settle_adoption()
+
+    def detach(self) -> None:
+        self.detached = True
+        self.adapter.detach()
 
 
 def run_name(config: Config, owner: str | None) -> str:
@@ -151,61 +214,72 @@ async def launch_ssh(hosts: SshHosts, profile: AgentProfile, cwd: str, *,
     host = hosts.host(target)
     await host.ensure_master()
     name = run_name(config, owner)
-    token = hosts.tokens.setdefault(name, secrets.token_urlsafe(32))
-    try:
-        remote, attached = await start_remote(host, config, profile, cwd, name, token)
-    except BaseException:
-        hosts.tokens.pop(name, None)
-        raise
+    token = await hosts.token(name)
+    remote, attached = await start_remote(host, config, profile, cwd, name, token)
     if attached:
         log.info("ssh: re-attaching to agentctl %s on %s", name, target)
     local = host.sockets / f"f-{hashlib.sha256(name.encode()).hexdigest()[:16]}.sock"
-    stopped = False
+    handover: _Handover | None = None
     try:
+        # A master a killed backend left may still hold this very forward (its
+        # socket file then unlinked by ``forward``): it is dropped first.
+        await host.cancel_forward(local, remote)
         await host.forward(local, remote)
         # Reached over a network: a cut is waited out (the link re-opens its
         # stream through the local socket, which ``keep_forwarded`` brings back).
         adapter = AgentctlAdapter("http://agentctl", token, owner=owner, session_cwd=cwd,
                                   protocol=profile.protocol, timeouts=t, uds=str(local),
                                   reconnect=True)
+        handover = _Handover(adapter)
+        given: TurnHandover = handover
         try:
             async with trio.open_nursery() as keeper:
                 keeper.start_soon(keep_forwarded, host, [(local, remote)], adapter.connection)
                 try:
-                    yield LaunchedAgent(adapter=adapter,
+                    yield LaunchedAgent(adapter=adapter, handover=given,
                                         strays=AgentctlStrays(adapter.connection))
                 finally:
                     keeper.cancel_scope.cancel()
         finally:
             await adapter.aclose()
     finally:
+        handed_over = handover is not None and handover.detached
         with trio.CancelScope(shield=True), \
                 trio.move_on_after(t.term_grace_s + t.agent_request_s + t.agentctl_connect_s) \
                 as scope:
-            try:
-                await host.ensure_master()
-                stopped = await stop_remote(host, target, name,
-                                            timeout_s=t.term_grace_s + t.agent_request_s)
-            except OSError as exc:
-                log.warning("ssh: agentctl %s on %s not stopped (%s); it runs on for the "
-                            "session's next start, or the backend's next start sweeps it",
-                            name, target, exc)
+            if handed_over:
+                log.info("ssh: agentctl %s on %s left running for the next backend", name,
+                         target)
+            else:
+                try:
+                    await host.ensure_master()
+                    await stop_remote(host, target, name,
+                                      timeout_s=t.term_grace_s + t.agent_request_s)
+                except OSError as exc:
+                    log.warning("ssh: agentctl %s on %s not stopped (%s); it runs on for the "
+                                "session's next start, or the backend's next start sweeps it "
+                                "once the session is gone", name, target, exc)
             await host.cancel_forward(local, remote)
         if scope.cancelled_caught:
             log.warning("ssh: agentctl %s on %s: not stopped in time (the next start sweeps "
-                        "it)", name, target)
-        if stopped:
-            hosts.tokens.pop(name, None)
+                        "it once its session is gone)", name, target)
 
 
-async def sweep_ssh(config: Config, hosts: SshHosts | None = None) -> int:
+async def sweep_ssh(config: Config,
+                    sessions: Callable[[], Awaitable[Iterable[Session]]] | None = None,
+                    hosts: SshHosts | None = None) -> int:
     """Stop what a previous backend of this data dir left on each ssh profile's
-    host (its instance's run directories); an unreachable host is logged, not
-    fatal.  Returns how many agentctls were stopped."""
+    host (its instance's run directories) but the runs of ``sessions`` (those
+    the store still has: the next backend re-attaches to them); an unreachable
+    host is logged, not fatal.  Returns how many agentctls were stopped."""
     targets = {p.ssh.key: p.ssh for p in config.profiles.values()
                if p.executor == "ssh" and p.ssh is not None}
     if not targets:
         return 0
+    ssh_profiles = {n for n, p in config.profiles.items() if p.executor == "ssh"}
+    # The names kept go over stdin (``--keep -``): a command line has a bound.
+    keep = "".join(f"{run_name(config, s.id)}\n" for s in (await sessions() if sessions
+                                                           else ()) if s.agent in ssh_profiles)
     hosts = hosts or SshHosts(config)
     t = config.timeouts
     stopped = 0
@@ -215,7 +289,8 @@ async def sweep_ssh(config: Config, hosts: SshHosts | None = None) -> int:
             try:
                 await host.ensure_master()
                 done = await host.run([*target.remote_turnvisor, "hosts", "sweep",
-                                       backend_instance(config)], timeout_s=t.agent_start_s)
+                                       backend_instance(config), "--keep", "-"],
+                                      stdin=keep.encode(), timeout_s=t.agent_start_s)
             except OSError as exc:
                 log.warning("startup sweep of %s skipped: %s", target, exc)
                 continue

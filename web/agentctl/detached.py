@@ -17,13 +17,15 @@ What the backend runs on the host, through ``ssh``:
 ``turnvisor hosts stop NAME`` (``stop_detached``)
     SIGTERM (agentctl stops its agent), SIGKILL of its group after a grace;
     the run directory is removed.
-``turnvisor hosts sweep PREFIX [--keep NAME]`` (``sweep_detached``)
+``turnvisor hosts sweep PREFIX [--keep NAME] [--keep -]`` (``sweep_detached``)
     stops every run directory under ``DATA_DIR/agentctl/PREFIX`` but those
-    kept: what a previous backend left.
+    kept (``-``: the names on stdin, one a line, as many as the backend's
+    sessions): what a previous backend left whose session is gone.
 
 Lifetime: a detached agentctl runs until the backend stops it (its session
-ends), or the backend's next start sweeps it; a lost SSH connection leaves it
-running for the backend to re-attach.
+ends), or a later backend's start sweeps it (its session gone); a lost SSH
+connection, or a backend restart, leaves it running for the backend to
+re-attach.
 """
 
 from __future__ import annotations
@@ -224,10 +226,13 @@ def sweep_detached(data_dir: Path, prefix: str, keep: list[str]) -> int:
     except DetachError as exc:
         print(f"turnvisor hosts sweep: {exc}", file=sys.stderr)
         return 2
+    kept = set(keep)
+    if "-" in kept:
+        kept |= {line.strip() for line in sys.stdin if line.strip()}
     if base.is_dir() and not base.is_symlink():
         for run in sorted(base.iterdir()):
             name = f"{prefix}/{run.name}"
-            if name in keep or run.is_symlink() or not run.is_dir():
+            if name in kept or run.is_symlink() or not run.is_dir():
                 continue
             if _stop(run):
                 print(name, flush=True)
