@@ -1,0 +1,181 @@
+"""DESIGN.md §20 on the page, desktop and phone: a session whose remote agent's host stops
+answering shows "Host unreachable" (never Running), the composer says messages wait, a Stop
+pressed then stays pending with "Waiting for the agent's host…" (across a reload too), and
+when the host answers again the stop lands and the turn ends cancelled.
+
+The agent runs behind a real ``turnvisor agentctl`` reached through a TCP proxy this test cuts
+and restores (threads and blocking sockets: these tests are sync), so agentctl and its agent
+run on untouched while the backend cannot reach them."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+pytest.importorskip("playwright.sync_api")
+
+from playwright.sync_api import expect
+
+from protocols.agentctl_wire import TOKEN_ENV
+
+from .ui import create_task, open_person
+
+pytestmark = pytest.mark.browser
+
+AGENTCTL_TOKEN = "browser-agentctl-token-0123456789"
+WAITING = "Waiting for the agent's host…"
+
+
+class CutProxy:
+    """Loopback TCP proxy to ``target``; ``cut`` drops every connection and closes new ones
+    at once, ``restore`` lets them through again."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.open = True
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self._live: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if not self.open:
+                client.close()
+                continue
+            try:
+                upstream = socket.create_connection(self.target)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._live |= {client, upstream}
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            self._drop(s)
+
+    def _drop(self, s: socket.socket) -> None:
+        with self._lock:
+            self._live.discard(s)
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        s.close()
+
+    def cut(self) -> None:
+        self.open = False
+        with self._lock:
+            live = list(self._live)
+        for s in live:
+            self._drop(s)
+
+    def restore(self) -> None:
+        self.open = True
+
+    def close(self) -> None:
+        self.cut()
+        self.listener.close()
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> Iterator[CutProxy]:
+    """A ``turnvisor agentctl`` with the mock agent on a free port, behind a CutProxy."""
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        port = probe.getsockname()[1]
+    log = (tmp_path / "agentctl.log").open("wb")
+    work = tmp_path / "work"  # the agent's cwd, beside (not holding) agentctl's data dir
+    work.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "web", "agentctl", "--listen", f"127.0.0.1:{port}",
+         "--protocol", "acp", "--cwd", str(work), "--data-dir", str(tmp_path / "ctl"),
+         "--", sys.executable, "-m", "protocols.mock_agent"],
+        env={**os.environ, TOKEN_ENV: AGENTCTL_TOKEN}, stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=log, process_group=0)
+    proxy: CutProxy | None = None
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=1).is_success:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "agentctl did not come up"
+            time.sleep(0.1)
+        proxy = CutProxy(("127.0.0.1", port))
+        yield proxy
+    finally:
+        if proxy is not None:
+            proxy.close()
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+        log.close()
+
+
+def test_a_stop_while_the_host_is_unreachable_waits_for_it(
+    remote: CutProxy, server_factory: Callable[..., Any], new_context: Any, view: str
+) -> None:
+    toml = ('[agents.remote]\nprotocol = "acp"\nexecutor = "agentctl"\n'
+            f'agentctl_url = "http://127.0.0.1:{remote.port}"\n'
+            f'agentctl_token = "{AGENTCTL_TOKEN}"\n'
+            f'command = ["{sys.executable}", "-m", "protocols.mock_agent"]\n')
+    server = server_factory(toml=toml)
+    task_id = create_task(server, f"Host unreachable {view}")
+    person = open_person(server, new_context, view, f"/tasks/{task_id}")
+    page = person.page
+    person.launch_session("remote")
+    # The first session of an agentctl waits for its warm-up (the protocol core's import).
+    expect(page.get_by_test_id("send-button")).to_have_text("Send", timeout=60_000)
+    person.start_turn("/delay 60000")
+    state = page.get_by_test_id("selected-session-state")
+    person.open_menu()
+    expect(state).to_have_text("Running", timeout=10_000)
+
+    remote.cut()
+    expect(state).to_have_text("Host unreachable", timeout=15_000)
+    note = page.get_by_test_id("composer-note")
+    expect(note).to_contain_text("messages wait in the queue")
+
+    person.press(person.cancel_button)
+    person.expect_cancelling()
+    phase = page.get_by_test_id("cancel-phase-note")
+    expect(phase).to_have_text(WAITING, timeout=10_000)
+    expect(state).to_have_text("Waiting for the agent's host")
+    # A reload still says so: the backend owns the held stop.
+    page.reload()
+    person.open_menu()
+    expect(phase).to_have_text(WAITING, timeout=10_000)
+    person.expect_cancelling()
+
+    remote.restore()
+    person.expect_settled(timeout=30_000)
+    expect(person.status_messages().last).to_contain_text("cancelled", ignore_case=True)
+    expect(note).to_be_hidden()
