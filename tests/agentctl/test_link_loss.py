@@ -226,3 +226,36 @@ async def test_a_held_cancel_survives_a_backend_killed_during_the_cut(
                 listed = await ws.call("message.list", {"session_id": sid})
                 states = [m for m in listed["messages"] if m["kind"] == "status"]
                 assert states and states[-1]["metadata"].get("cancelled"), states
+
+
+async def test_a_turn_that_ended_during_the_cut_is_reconciled_on_return(
+    tmp_path: Path, agentctl: AgentctlFactory
+) -> None:
+    with trio.fail_after(120):
+        async with agentctl("acp") as ctl, cut_proxy(ctl.url) as proxy, \
+                server_process(tmp_path / "data", toml=_toml(proxy.url)) as srv, \
+                ws_client(srv) as ws:
+            task_id = await new_task(ws)
+            sid = await launch(ws, task_id, "remote")
+            msg = await ws.call("message.add", {"session_id": sid, "content": "/delay 3000"})
+            turn_id = msg["turn_id"]
+            await _streaming(ws, sid, turn_id)
+            await _cut(proxy, ws, task_id)
+            cancel = await ws.send("agent.cancel", {"session_id": sid})
+            await _until(ws, task_id, "held", lambda s: (
+                (s["cancel_progress"] or {}).get("phase") == "link_down"))
+            with trio.fail_after(20):  # the agent ends the turn on its own, unreached
+                while ((await ctl.status()).get("turn") or {}).get("id"):
+                    await trio.sleep(0.1)
+            proxy.restore()
+            frame = await cancel.wait(30)
+            assert frame["type"] == "response", frame
+            # Its end came with the replay: the turn is closed, nothing stays pending.
+            after = await _until(ws, task_id, "settled", lambda s: (
+                s["state"] == "WAITING_FOR_INPUT" and not s["cancellation_pending"]))
+            assert after["reachable"] is True and after["current_turn_id"] is None
+            listed = await ws.call("message.list", {"session_id": sid})
+            text = "".join(m["content"] for m in listed["messages"]
+                           if m["turn_id"] == turn_id and m["kind"] == "text"
+                           and m["role"] == "agent")
+            assert "chunk" in text  # what it streamed during the cut is in the transcript
