@@ -1,6 +1,7 @@
 """A real OpenSSH server for the ssh executor's tests: Debian's ``sshd`` on a
 free loopback port, its host key, client key, ``authorized_keys`` and
-configuration in a temporary directory, logging in as the current user.
+configuration in a temporary directory, logging in as the current user, or
+as a throwaway user made for the run (tests/ssh/throwaway_user.py).
 
 The "host" is this machine: ``remote_turnvisor`` is this venv's ``python -m
 web``; the host's data dir (where its detached agentctls keep their run
@@ -10,7 +11,9 @@ server (``SetEnv TURNVISOR_DATA_DIR``), as a real host's environment would.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
+import io
 import os
 import shutil
 import socket
@@ -27,8 +30,10 @@ from typing import Any
 import pytest
 
 from protocols.process import kill_tree, process_tree
+from tests.ssh.throwaway_user import HostUser
+from web.agentctl.detached import sweep_detached
 
-__all__ = ["SSHD", "Sshd", "running_sshd", "ssh_profile"]
+__all__ = ["SSHD", "Sshd", "running_sshd", "ssh_profile", "sweep_host"]
 
 SSHD = "/usr/sbin/sshd"
 
@@ -43,6 +48,11 @@ class Sshd:
     #: The host's data dir (TURNVISOR_DATA_DIR of every login).
     remote_data: Path
     process: subprocess.Popen[bytes] | None = None
+    #: The Python the login user runs Turnvisor with on the host.
+    python: str = sys.executable
+    #: The sessions' directory on the host, when the backend's own (under its
+    #: 0700 data dir) is not the login user's to enter.
+    work: Path | None = None
 
     @property
     def destination(self) -> str:
@@ -103,8 +113,11 @@ def _free_port() -> int:
 
 
 @contextmanager
-def running_sshd(tmp: Path, env: dict[str, str] | None = None) -> Iterator[Sshd]:
-    """``env``: more variables the server sets for every login (``SetEnv``)."""
+def running_sshd(tmp: Path, env: dict[str, str] | None = None,
+                 user: HostUser | None = None) -> Iterator[Sshd]:
+    """``env``: more variables the server sets for every login (``SetEnv``);
+    ``user``: the login (its home holds its key and the host's data dir),
+    else the current user."""
     if not os.access(SSHD, os.X_OK):
         _fail(f"{SSHD} is not installed")
     # sshd insists on its privilege separation directory.
@@ -120,9 +133,20 @@ def running_sshd(tmp: Path, env: dict[str, str] | None = None) -> Iterator[Sshd]
     before = set(litter)
     host_pub = _keygen(tmp / "host_key")
     client_pub = _keygen(tmp / "id_client")
-    (tmp / "authorized_keys").write_text(client_pub + "\n")
+    keys = tmp / "authorized_keys"
     remote_data = tmp / "host-data"
+    if user is not None:
+        (user.home / ".ssh").mkdir(exist_ok=True)
+        user.own(user.home / ".ssh", 0o700)
+        keys, remote_data = user.home / ".ssh" / "authorized_keys", user.home / "host-data"
+        env = {**user.env, **(env or {})}
+    keys.write_text(client_pub + "\n")
     remote_data.mkdir(mode=0o700)
+    if user is not None:
+        user.own(keys, 0o600)
+        user.own(remote_data, 0o700)
+        (user.home / "work").mkdir()
+        user.own(user.home / "work", 0o700)
     port = _free_port()
     (tmp / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub}\n")
     (tmp / "sshd_config").write_text(f"""\
@@ -130,7 +154,7 @@ Port {port}
 ListenAddress 127.0.0.1
 HostKey {tmp / "host_key"}
 PidFile {tmp / "sshd.pid"}
-AuthorizedKeysFile {tmp / "authorized_keys"}
+AuthorizedKeysFile {keys}
 PermitRootLogin prohibit-password
 PubkeyAuthentication yes
 PasswordAuthentication no
@@ -145,20 +169,38 @@ MaxStartups 200
 SetEnv TURNVISOR_DATA_DIR={remote_data} {" ".join(f"{k}={v}" for k, v in (env or {}).items())}
 LogLevel VERBOSE
 """)
-    server = Sshd(port=port, user=getpass.getuser(), dir=tmp, identity=tmp / "id_client",
-                  known_hosts=tmp / "known_hosts", remote_data=remote_data)
+    server = Sshd(port=port, user=user.name if user else getpass.getuser(), dir=tmp,
+                  identity=tmp / "id_client", known_hosts=tmp / "known_hosts",
+                  remote_data=remote_data, python=user.python if user else sys.executable,
+                  work=user.home / "work" if user else None)
     try:
         server.start()
         yield server
     finally:
         server.stop()
+        sweep_host(remote_data)
         for made in set(Path(tempfile.gettempdir()).glob(
                 f"turnvisor-ssh-{os.getuid()}-*")) - before:
             shutil.rmtree(made, ignore_errors=True)
 
 
+def sweep_host(remote_data: Path) -> None:
+    """Every detached agentctl still on the host stopped: a backend hands a
+    running turn's agentctl over to its next start, which a test may not have."""
+    runs = remote_data / "agentctl"
+    if runs.is_dir():
+        for instance in runs.iterdir():
+            with contextlib.redirect_stdout(io.StringIO()):
+                sweep_detached(remote_data, instance.name, [])
+
+
 def ssh_profile(sshd: Sshd, **extra: Any) -> dict[str, Any]:
     """The keys of an ``executor = "ssh"`` profile on this server."""
+    # The mock agent too is started with the login user's Python.
+    command: dict[str, Any] = ({} if sshd.python == sys.executable else
+               {"command": [sshd.python, "-m", "protocols.mock_agent", "--protocol", "acp"]})
+    if sshd.work is not None:
+        command["cwd"] = str(sshd.work)
     return {"executor": "ssh", "ssh": sshd.destination, "ssh_port": sshd.port,
             "ssh_identity": str(sshd.identity), "ssh_known_hosts": str(sshd.known_hosts),
-            "remote_turnvisor": [sys.executable, "-m", "web"], **extra}
+            "remote_turnvisor": [sshd.python, "-m", "web"], **command, **extra}

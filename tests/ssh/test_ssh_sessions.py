@@ -68,7 +68,8 @@ async def sample_cmdlines(seen: set[str], done: trio.Event) -> None:
         await trio.sleep(0.005)
 
 
-async def test_a_turn_and_a_cancel_over_ssh(tmp_path: Path, sshd: Sshd) -> None:
+async def test_a_turn_and_a_cancel_over_ssh(tmp_path: Path, login_sshd: Sshd) -> None:
+    sshd = login_sshd
     seen: set[str] = set()
     started = trio.Event()
     with trio.fail_after(120):
@@ -180,10 +181,11 @@ async def test_a_killed_shared_connection_is_brought_back_and_the_session_goes_o
 
 
 async def test_a_stop_while_the_host_is_cut_off_is_applied_when_it_answers_again(
-        tmp_path: Path, sshd: Sshd) -> None:
+        tmp_path: Path, login_sshd: Sshd) -> None:
     """Issue 44 item 4 over ssh: the server stops (every connection to it
     killed), a cancel meanwhile is held, and goes out first once the host
     answers again."""
+    sshd = login_sshd
     with trio.fail_after(150):
         async with running_server(tmp_path / "data", profiles=profiles(sshd)) as srv, \
                 ws_client(srv) as ws:

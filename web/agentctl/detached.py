@@ -72,9 +72,11 @@ def run_dir(data_dir: Path, name: str) -> Path:
 
 
 def _private_dirs(path: Path, top: Path) -> None:
-    """``path`` and its parents up to ``top`` created 0700, each a real
-    directory of ours (no symlink followed)."""
-    for d in [*reversed(path.relative_to(top).parents), path.relative_to(top)]:
+    """``path`` and its parents below ``top`` created 0700, each a real
+    directory of ours (no symlink followed).  ``top`` itself is left as it is:
+    it may be the shared temporary directory (sticky, everyone's)."""
+    rel = path.relative_to(top)
+    for d in [*(p for p in reversed(rel.parents) if p != Path(".")), rel]:
         full = top / d
         try:
             os.mkdir(full, 0o700)
