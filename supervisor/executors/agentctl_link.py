@@ -373,7 +373,8 @@ class AgentctlLink:
         if self.on_return is not None:
             try:
                 await self.on_return()
-            except (AgentTimeout, AgentRefused) as exc:
+            except (AgentTimeout, AgentRefused, AgentClosed) as exc:
+                # (A refusal that closed the link has cancelled this reader too.)
                 log.warning("agentctl %s: on the link's return: %s", self.url, exc)
         self.reachable = True
         self.down_since = None

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+import trio
+
 from protocols.transport import AgentTimeout
 
 __all__ = ["LinkDown", "LinkHold"]
@@ -36,6 +38,8 @@ class LinkHold(Protocol):
         on its return (None: none was held, or it is still owed)."""
         ...
 
+    #: Set once the link is closed for good (it does not come back).
+    closed: trio.Event
     #: Told of a turn the agent's host cancelled by itself, no backend
     #: connected for ``offline_cancel_s`` (its id), before the turn's end.
     on_offline: Callable[[str], None] | None

@@ -31,12 +31,11 @@ async def watch_reach(cancellations: Cancellations, ex: Execution) -> None:
     session_id, store, notify = ex.session_id, cancellations.store, cancellations.notify
     cancellations.agents.status.reach(session_id, lambda: hold.reachable)
     hold.on_offline = functools.partial(cancellations.stopped_offline, ex)
-    seen = hold.reachable
     while True:
         await hold.until_changed()
-        if hold.reachable == seen:
-            return  # the link closed: its execution ends (and its DTO says so)
-        seen = hold.reachable
+        if hold.closed.is_set():
+            return  # closed for good: its execution ends (and its DTO says so)
+        # (Published at each wake: a cut and a return between two wakes is said too.)
         try:
             session = await store.get_session(session_id)
         except StoreError as exc:
