@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 from agentctl_support import TOKEN, AgentctlFactory
 from cut_proxy import CutProxy, cut_proxy
@@ -24,9 +25,9 @@ from tests.support.ws import WsClient, ws_client
 from tests.web.support import launch, new_task
 
 
-def _toml(url: str, *, link_down_cancel_s: float = 900) -> str:
+def _toml(url: str, *, link_down_cancel_s: float = 900, protocol: str = "acp") -> str:
     return (f"[timeouts]\nlink_down_cancel_s = {link_down_cancel_s}\n"
-            f'[agents.remote]\nprotocol = "acp"\nexecutor = "agentctl"\n'
+            f'[agents.remote]\nprotocol = "{protocol}"\nexecutor = "agentctl"\n'
             f'agentctl_url = "{url}"\nagentctl_token = "{TOKEN}"\n'
             f'command = ["{sys.executable}", "-m", "protocols.mock_agent"]\n')
 
@@ -69,12 +70,14 @@ async def _cut(proxy: CutProxy, ws: WsClient, task_id: str) -> None:
     await _until(ws, task_id, "unreachable", lambda s: s["reachable"] is False)
 
 
+@pytest.mark.parametrize("protocol", ["acp", "codex"])
 async def test_a_cancel_during_a_cut_is_held_and_sent_first_on_return(
-    tmp_path: Path, agentctl: AgentctlFactory
+    tmp_path: Path, agentctl: AgentctlFactory, protocol: str
 ) -> None:
     with trio.fail_after(120):
-        async with agentctl("acp") as ctl, cut_proxy(ctl.url) as proxy, \
-                server_process(tmp_path / "data", toml=_toml(proxy.url)) as srv, \
+        async with agentctl(protocol) as ctl, cut_proxy(ctl.url) as proxy, \
+                server_process(tmp_path / "data", toml=_toml(proxy.url, protocol=protocol)) \
+                as srv, \
                 ws_client(srv) as ws:
             task_id = await new_task(ws)
             sid, turn_id = await _running_turn(ws, task_id)
