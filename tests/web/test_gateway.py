@@ -33,7 +33,7 @@ async def test_envelope_of_responses_and_notifications(server: Server) -> None:
             assert set(snap) == {"id", "type", "action", "payload", "timestamp"}
             assert set(snap["payload"]) == {"session_id", "task_id", "new_state", "updated_at",
                                             "cancellation_pending", "cancellation_revision",
-                                            "agent_live", "current_turn_id"}
+                                            "agent_live", "reachable", "current_turn_id"}
             assert snap["payload"]["agent_live"] is True  # launched: its agent runs
             # The client's id is echoed whatever it looks like.
             await ws.send_raw(raw_request("task.list", None, rid="my-id-42"))
