@@ -7,6 +7,7 @@ import { describe, it } from "node:test";
 
 import * as S from "../../web/static/state.js";
 import { sessionStatus } from "../../web/static/status.js";
+import { receiptLine } from "../../web/static/stop-text.js";
 
 const T = "task-1";
 function row(extra = {}) {
@@ -50,5 +51,22 @@ describe("a remote agent's host that does not answer", () => {
     // Live: the phase moves on to `sent` when the link returns.
     s = S.applyNotification(s, "session.cancel.progress", { session_id: "s1", turn_id: "t1", phase: "sent" }, 0);
     assert.equal(S.cancelControlView(s, "s1").note, null);
+  });
+});
+
+describe("the receipt of a stop held for the agent's host", () => {
+  const base = {
+    turn_id: "t1", outcome: "cancelled", by: "user", when: "now", accepted_at: "2026-12-07T10:00:00.000Z",
+    confirmed_ms: 12_400, tool_calls: { finished: [], cancelled: [] }, subagents: { stopped: [], running: [] },
+    queue_parked: 0, files_changed: 0, revertible: false, strays: [], complete: true,
+  };
+
+  it("says how long it was held", () => {
+    assert.equal(receiptLine({ ...base, link_down_ms: 12_300 }), "Stopped in 12 s · held 12 s for the agent's host");
+    assert.equal(receiptLine({ ...base, link_down_ms: null }), "Stopped in 12 s");
+  });
+
+  it("names a stop its host made by itself (offline_cancel_s)", () => {
+    assert.equal(receiptLine({ ...base, by: "offline", confirmed_ms: 3 }), "Stopped in 3 ms (by its host: no Turnvisor connected)");
   });
 });

@@ -16,7 +16,7 @@ function plural(n, one, many) {
 }
 
 // Who stopped it, when not the person's own Stop (which needs no words).
-const BY_WORDS = { stop_all: " (Stop all)", interrupt: " (Ctrl-C)", permission: " (at a permission request)" };
+const BY_WORDS = { stop_all: " (Stop all)", interrupt: " (Ctrl-C)", permission: " (at a permission request)", offline: " (by its host: no Turnvisor connected)" };
 
 /** "Stopped in 13 ms", "Stopped after the step in 2.1 s", "Stopped by force in 6.0 s (Stop all)". */
 function leadText(receipt) {
@@ -45,6 +45,9 @@ export function stillRunning(receipt, ended = []) {
 export function receiptParts(receipt, { ended = [] } = {}) {
   if (!receipt || typeof receipt !== "object") return [];
   const parts = [{ key: "stopped", text: leadText(receipt), action: null }];
+  // DESIGN.md §20: the stop was held while the agent's host did not answer, then sent.
+  const held = receipt.link_down_ms;
+  if (typeof held === "number" && Number.isFinite(held) && held >= 0) parts.push({ key: "held", text: `held ${formatDuration(held)} for the agent's host`, action: null });
   const cancelled = count(receipt.tool_calls?.cancelled);
   const finished = count(receipt.tool_calls?.finished);
   if (receipt.when === "after_step" && finished > 0) parts.push({ key: "finished", text: `${plural(finished, "tool call", "tool calls")} finished`, action: null });
