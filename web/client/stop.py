@@ -51,6 +51,10 @@ def receipt_line(receipt: dict[str, Any]) -> str:
     if isinstance(ms, (int, float)) and not isinstance(ms, bool):
         head += f" in {ms:.0f} ms"
     parts = [head]
+    held = receipt.get("link_down_ms")
+    if isinstance(held, (int, float)) and not isinstance(held, bool):
+        # DESIGN.md §20: held while the agent's host did not answer, then sent.
+        parts.append(f"held {held / 1000:.1f} s for the agent's host")
     calls = receipt.get("tool_calls") or {}
     finished, cancelled = _count(calls.get("finished")), _count(calls.get("cancelled"))
     if finished:
