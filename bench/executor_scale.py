@@ -1,0 +1,217 @@
+"""Agents spread over executors, in one run (issue 44 item 5, "Measure").
+
+    python -m bench.executor_scale [--quick] [--json PATH] [--sessions N] [--samples N]
+
+One real ``turnvisor serve`` (a subprocess on loopback) with the mock agent
+on each executor measured:
+
+- ``local``: the agent is the server's child (the built-in ``mock``);
+- ``agentctl``: a local ``turnvisor agentctl`` spawned per session (what the
+  ssh executor runs on its host, without the ssh hop: the two apart show
+  what is agentctl's and what is the SSH transport's);
+- ``ssh``: the agent behind a detached ``turnvisor agentctl`` on an SSH host,
+  this machine through a real ``sshd`` on a loopback port (the ssh tests'
+  helper, tests/ssh/sshd.py: its own host key, client key and config);
+- ``kubernetes``: not measured here (reported as skipped, with the reason):
+  its stand-in runs each Pod's container with Podman from the agent image
+  scripts/build_agent_image.sh builds.
+
+Figures, per executor:
+
+- ``launch_ms``: ``session.launch`` up to the first prompt's first output (the
+  agent started, its session made, a turn streaming: what a person waits for);
+- sessions and live agents held: ``--sessions`` of each, every one with its
+  agent up (a turn done); the live agents counted where they run (the
+  server's descendants; the host's detached agentctls);
+- ``rss_per_session_kib``: the backend's RSS growth over those sessions, per
+  session (the agents' own memory is theirs, not the backend's);
+- ``cancel_e2e_ms``: the cancel of a ``/delay`` turn after its first chunk,
+  request sent to ``agent.cancel``'s response and to WAITING_FOR_INPUT,
+  executors interleaved sample by sample so both meet the same machine; the
+  ssh target is ssh ≤ local + 1 ms (p50, response) on loopback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import trio
+
+from tests.ssh.sshd import Sshd, running_sshd, ssh_profile
+from tests.support.serverproc import server_process
+from tests.support.ws import WsClient, is_agent_output
+
+from .cancel_latency import BENCH_LIMITS
+from .harness import QUICK, Bench
+from .measure import log, ms, raise_nofile
+from .stats import summary
+
+__all__ = ["main"]
+
+#: Profile per executor measured.
+PROFILES = {"local": "mock", "agentctl": "mock-agentctl", "ssh": "mock-ssh"}
+KUBE_SKIPPED = ("not measured by this bench yet: the stand-in runs each Pod's container with "
+                "Podman from the agent image (scripts/build_agent_image.sh); the kubernetes "
+                "executor's own tests (tests/kube/) drive it")
+
+
+def server_toml(sshd: Sshd) -> str:
+    profile = {**ssh_profile(sshd), "protocol": "acp",
+               "command": [sys.executable, "-m", "protocols.mock_agent", "--protocol", "acp"]}
+    lines = [f"[agents.{PROFILES['ssh']}]"]
+    lines += [f"{key} = {json.dumps(value)}" for key, value in profile.items()]
+    lines += [f"[agents.{PROFILES['agentctl']}]", 'executor = "agentctl"', 'protocol = "acp"',
+              f"command = {json.dumps(profile['command'])}"]
+    # Idle agents are what is held: none is stopped for idleness meanwhile.
+    return BENCH_LIMITS + "[timeouts]\nidle_agent_s = 86400\n" + "\n".join(lines) + "\n"
+
+
+async def launch_live(bench: Bench, conn: WsClient, agent: str) -> tuple[str, float]:
+    """A session of ``agent`` with its agent up; ms from launch to first output."""
+    start = time.perf_counter()
+    sid = await bench.launch(agent)
+    await conn.call("session.subscribe", {"session_id": sid})
+    first = conn.watch(is_agent_output(sid))
+    await conn.call("message.add", {"session_id": sid, "content": "hello"})
+    await first.wait(60)
+    took = time.perf_counter() - start
+    return sid, ms(took)
+
+
+def live_groups(processes: list[psutil.Process]) -> int:
+    """How many agents run among ``processes`` (one process group each; the
+    wrappers around an agent are in its group)."""
+    groups = set()
+    for p in processes:
+        try:
+            line = " ".join(p.cmdline())
+            if "mock_agent" in line and "agentctl" not in line:  # not agentctl itself
+                groups.add(os.getpgid(p.pid))
+        except (psutil.Error, ProcessLookupError):
+            pass
+    return len(groups)
+
+
+def host_agentctls(sshd: Sshd) -> int:
+    runs = sshd.remote_data / "agentctl"
+    return sum(1 for inst in runs.iterdir() for _ in inst.iterdir()) if runs.is_dir() else 0
+
+
+async def measure(sshd: Sshd, sessions: int, samples: int) -> dict[str, Any]:
+    raise_nofile()
+    out: dict[str, Any] = {"executors": {}, "kubernetes": {"skipped": KUBE_SKIPPED}}
+    async with server_process(toml=server_toml(sshd), log_level="WARNING") as server, \
+            trio.open_nursery() as nursery:
+        log(f"server pid {server.pid} at {server.url}")
+        bench = Bench(server, nursery, QUICK, ["mock"])
+        conns: list[WsClient] = []
+        try:
+            bench.main = await bench.conn()
+            conns.append(bench.main)
+            bench.task_id = str((await bench.main.call("task.create",
+                                                       {"title": "executor scale"}))["id"])
+            conn = await bench.conn()
+            conns.append(conn)
+            ps = server.ps()
+            before = 0  # live agents of the executors measured before
+            await trio.sleep(0.5)
+            for executor, agent in PROFILES.items():
+                rss0 = ps.memory_info().rss
+                launches: list[float] = []
+                held: list[str] = []
+                for _ in range(sessions):
+                    sid, took = await launch_live(bench, conn, agent)
+                    launches.append(took)
+                    held.append(sid)
+                await trio.sleep(1.0)  # the turns' last writes settle
+                grown = ps.memory_info().rss - rss0
+                live = (host_agentctls(sshd) if executor == "ssh"
+                        else live_groups(server.agents()) - before)
+                before += live
+                out["executors"][executor] = {
+                    "launch_ms": summary(launches), "sessions_held": len(held),
+                    "live_agents": live, "rss_per_session_kib": round(grown / 1024 / sessions, 1)}
+                log(f"{executor}: {sessions} sessions held, {live} live agents, backend RSS "
+                    f"+{grown / 1024 / sessions:.0f} KiB/session, launch p50 "
+                    f"{out['executors'][executor]['launch_ms']['p50']} ms")
+            # The cancels, executors interleaved sample by sample.
+            cancel_on = {ex: await launch_live(bench, conn, agent)
+                         for ex, agent in PROFILES.items()}
+            e2e: dict[str, list[dict[str, float]]] = {ex: [] for ex in PROFILES}
+            for i in range(samples + 3):
+                for ex, (sid, _) in cancel_on.items():
+                    sample = await bench.e2e_sample(conn, sid)
+                    if i >= 3:  # the first ones warm the path up
+                        e2e[ex].append(sample)
+            for ex, got in e2e.items():
+                out["executors"][ex]["cancel_e2e_ms"] = {
+                    stage: summary([s[stage] for s in got])
+                    for stage in ("response", "waiting")}
+            local, agentctl, ssh = (out["executors"][ex]["cancel_e2e_ms"]["response"]["p50"]
+                                    for ex in ("local", "agentctl", "ssh"))
+            out["ssh_minus_local_p50_ms"] = round(ssh - local, 3)
+            out["ssh_minus_agentctl_p50_ms"] = round(ssh - agentctl, 3)
+            out["target_ssh_within_local_plus_1ms"] = ssh - local <= 1.0
+            out["backend_rss_mib"] = round(ps.memory_info().rss / 2**20, 1)
+        finally:
+            bench.http.close()
+            for c in conns:
+                await c.aclose()
+            nursery.cancel_scope.cancel()
+    return out
+
+
+def report(out: dict[str, Any]) -> str:
+    lines = ["executor     held  live  launch p50/p90 ms   RSS/session KiB   cancel→response "
+             "p50/p90 ms   →waiting p50 ms"]
+    for ex, f in out["executors"].items():
+        c = f["cancel_e2e_ms"]
+        lines.append(f"{ex:<12} {f['sessions_held']:>4}  {f['live_agents']:>4}  "
+                     f"{f['launch_ms']['p50']:>8.1f}/{f['launch_ms']['p90']:<8.1f}  "
+                     f"{f['rss_per_session_kib']:>15.1f}   "
+                     f"{c['response']['p50']:>8.2f}/{c['response']['p90']:<8.2f}        "
+                     f"{c['waiting']['p50']:>8.2f}")
+    lines.append(f"kubernetes   skipped: {out['kubernetes']['skipped']}")
+    verdict = "met" if out["target_ssh_within_local_plus_1ms"] else "NOT met"
+    lines.append(f"ssh - local, cancel→response p50: {out['ssh_minus_local_p50_ms']:+.3f} ms "
+                 f"(target ≤ +1 ms: {verdict}; ssh - agentctl: "
+                 f"{out['ssh_minus_agentctl_p50_ms']:+.3f} ms); backend RSS at the end "
+                 f"{out['backend_rss_mib']} MiB")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.executor_scale",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="10 sessions and 30 cancels per executor (a few minutes)")
+    parser.add_argument("--sessions", type=int, help="sessions held per executor (override)")
+    parser.add_argument("--samples", type=int, help="cancels per executor (override)")
+    parser.add_argument("--json", type=Path, help="write every figure here")
+    args = parser.parse_args(argv)
+    sessions = args.sessions or (10 if args.quick else 50)
+    samples = args.samples or (30 if args.quick else 200)
+    if sessions < 1 or samples < 1:
+        parser.error("--sessions and --samples must be at least 1")
+    with tempfile.TemporaryDirectory(prefix="tv-sshd-") as tmp, \
+            running_sshd(Path(tmp)) as sshd:
+        out = trio.run(measure, sshd, sessions, samples)
+    out["command"] = "python -m bench.executor_scale " + " ".join(argv or sys.argv[1:])
+    out["params"] = {"sessions": sessions, "samples": samples}
+    print(report(out))
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
+        log(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
