@@ -98,6 +98,10 @@ class AgentctlAdapter:
         self._prompt_caps: dict[str, Any] = {}
         #: True when ``new_session`` re-attached to a live session.
         self.attached = False
+        #: Set when the backend stops and leaves this agent's running turn to
+        #: the next one (``detach``): an executor that would tear the agent
+        #: down keeps it (a Pod).
+        self.left = False
         self._session_id: str | None = None
         self._turn: PendingTurn | None = None
         self._abandoned: str | None = None
@@ -259,6 +263,7 @@ class AgentctlAdapter:
         """Leave the running turn to agentctl (the backend stops): the link
         closes, agentctl runs the turn on and keeps its events for the next
         backend (its replay ring)."""
+        self.left = True
         self.connection.close("the backend left its turn to agentctl", quiet=True)
 
     async def settle_adoption(self) -> bool:
@@ -516,8 +521,8 @@ class AgentctlAdapter:
 
     async def _call(self, method: str, path: str, body: dict[str, Any] | None, *,
                     timeout_s: float, expect: tuple[int, ...] = (200,)) -> dict[str, Any]:
-        return (await self.connection.request(method, path, body, timeout_s=timeout_s,
-                                              expect=expect))[1]
+        return (await self._call_status(method, path, body, timeout_s=timeout_s,
+                                        expect=expect))[1]
 
     async def _call_status(self, method: str, path: str, body: dict[str, Any] | None, *,
                            timeout_s: float, expect: tuple[int, ...] = (200,),

@@ -1,7 +1,7 @@
 """``AgentctlAdapter``'s cache of children (the state agentctl last answered a
 cancel of them with) is pruned as supervisor/subagents.py prunes its registry: a
 child that ended is forgotten when the event stream says so and at the next
-turn, every child with the session.  No agentctl process: its HTTP answers are
+turn, every child with the session.  No agentctl process: the link's requests are
 stubbed and the stream's frames handed to the link."""
 
 from __future__ import annotations
@@ -29,17 +29,18 @@ class _Agentctl:
         self.answers: dict[str, list[dict[str, Any]]] = {}
 
     async def __call__(self, method: str, path: str, body: dict[str, Any] | None, *,
-                       timeout_s: float, expect: tuple[int, ...] = (200,)) -> dict[str, Any]:
+                       timeout_s: float, expect: tuple[int, ...] = (200,),
+                       ) -> tuple[int, dict[str, Any]]:
         self.calls.append((path, body))
         if path == "/api/v1/prompt":
             raise AgentTimeout("stubbed: no agentctl")
-        return self.answers[path].pop(0)
+        return 200, self.answers[path].pop(0)
 
 
 async def test_the_childrens_cache_is_pruned(monkeypatch: pytest.MonkeyPatch) -> None:
     adapter = AgentctlAdapter("http://127.0.0.1:9", "token")
     ctl = _Agentctl()
-    monkeypatch.setattr(adapter, "_call", ctl)
+    monkeypatch.setattr(adapter.connection, "request", ctl)
     ctl.answers["/api/v1/session"] = [{"session_id": "s1"}, {"session_id": "s1"},
                                       {"session_id": "s2"}]
     ctl.answers["/api/v1/acp/subagent_cancel"] = [
