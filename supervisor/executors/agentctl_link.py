@@ -26,6 +26,7 @@ agent produced since, from agentctl's replay ring, in order.
 
 from __future__ import annotations
 
+import json
 import logging
 import ssl
 from collections import deque
@@ -38,6 +39,7 @@ import httpx
 import trio
 from trio_websocket import (
     ConnectionClosed,
+    ConnectionRejected,
     HandshakeError,
     WebSocketConnection,
     wrap_client_stream,
@@ -273,6 +275,18 @@ class AgentctlLink:
                     return f"agentctl's event stream at {self.url} failed: {_describe(exc)}"
                 finally:
                     nursery.cancel_scope.cancel()  # the connection's reader task
+        except ExceptionGroup as group:
+            # A handshake refused by a relay in front of agentctl (the API
+            # server's Pod proxy answering 503) is raised by the connection's
+            # reader task, so out of the nursery: a cut like the others.
+            refused, rest = group.split(HandshakeError)
+            if refused is None or rest is not None:
+                raise
+            self._lost = True
+            first: BaseException = refused
+            while isinstance(first, BaseExceptionGroup):
+                first = first.exceptions[0]
+            return f"agentctl's event stream at {self.url} failed: {_refusal(first)}"
         finally:
             if stream is not None:
                 # Shielded (the socket is ours to close) but bounded: a TLS
@@ -454,6 +468,10 @@ class AgentctlLink:
         except ValueError:
             self.close(f"agentctl answered {method} {path} with {resp.status_code} and no JSON")
             raise AgentClosed(self.close_reason) from None
+        if self.reconnect and self.route is not None and data.get("kind") == "Status":
+            # The relay's own answer (the API server's Pod proxy: the Pod does
+            # not answer it, or is not running now), not agentctl's: a cut.
+            raise self.link_down(str(data.get("message") or resp.reason_phrase))
         if resp.status_code in expect:
             return resp.status_code, cast(dict[str, Any], data)
         error = str(data.get("error") or resp.reason_phrase)
@@ -511,6 +529,18 @@ class AgentctlLink:
 
 def _describe(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
+
+
+def _refusal(exc: BaseException) -> str:
+    """A refused handshake in one line: the status, and the relay's message."""
+    if isinstance(exc, ConnectionRejected):
+        body = (exc.body or b"").decode(errors="replace")
+        try:
+            message = json.loads(body).get("message") or body
+        except (ValueError, AttributeError):
+            message = body
+        return f"refused with {exc.status_code}: {str(message)[:300]}"
+    return _describe(exc)
 
 
 def _close_reason(exc: ConnectionClosed) -> str:

@@ -36,7 +36,8 @@ from lightkube.resources.core_v1 import Event, Pod, Secret
 from ..profiles import AgentProfile, KubeSettings
 from .agentctl_link import Route
 
-__all__ = ["Cluster", "KubeError", "load_cluster", "pod_events", "pod_state"]
+__all__ = ["Cluster", "KubeError", "get_pod", "labelled_pods", "load_cluster", "pod_events",
+           "pod_state", "secret_value"]
 
 
 class KubeError(OSError):
@@ -156,6 +157,45 @@ async def labelled(client: AsyncClient, kind: type[Pod] | type[Secret],
     except CALL_ERRORS as exc:
         raise KubeError(f"cannot list {kind.__name__}s: {api_error(exc)}") from None
     return found
+
+
+async def get_pod(client: AsyncClient, name: str) -> Pod | None:
+    """The Pod, or None when there is none of that name."""
+    try:
+        return await client.get(Pod, name)
+    except ApiError as exc:
+        if exc.status.code == 404:
+            return None
+        raise KubeError(f"cannot read Pod {name}: {api_error(exc)}") from None
+    except CALL_ERRORS as exc:
+        raise KubeError(f"cannot read Pod {name}: {api_error(exc)}") from None
+
+
+async def secret_value(client: AsyncClient, name: str, key: str) -> str | None:
+    """``key`` of Secret ``name``, decoded; None when the Secret or the key is not there."""
+    try:
+        secret = await client.get(Secret, name)
+    except ApiError as exc:
+        if exc.status.code == 404:
+            return None
+        raise KubeError(f"cannot read Secret {name}: {api_error(exc)}") from None
+    except CALL_ERRORS as exc:
+        raise KubeError(f"cannot read Secret {name}: {api_error(exc)}") from None
+    if secret.stringData and key in secret.stringData:
+        return str(secret.stringData[key])
+    raw = (secret.data or {}).get(key)
+    try:
+        return None if raw is None else base64.b64decode(raw).decode()
+    except ValueError:
+        return None
+
+
+async def labelled_pods(client: AsyncClient, labels: Mapping[str, str]) -> list[Pod]:
+    """The Pods that have all of ``labels``."""
+    try:
+        return [pod async for pod in client.list(Pod, labels=dict(labels))]
+    except CALL_ERRORS as exc:
+        raise KubeError(f"cannot list Pods: {api_error(exc)}") from None
 
 
 def pod_state(pod: Pod) -> tuple[bool, str | None]:

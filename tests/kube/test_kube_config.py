@@ -134,7 +134,7 @@ async def test_a_refused_credential_fails_the_start_plainly(tmp_path: Path) -> N
             c.standin.token = "another-token"
             config = Config.from_mapping(tmp_path / "data", {},
                                          profiles=kube_profiles(c.kubeconfig))
-            with pytest.raises(KubeError, match=r"cannot create Secret .*: 401 Unauthorized"):
+            with pytest.raises(KubeError, match=r"cannot list Pods: 401 Unauthorized"):
                 async with launch_kube(config, config.profiles["kmock"], "/w", owner="s"):
                     pytest.fail("the API server refused the token")
             assert c.standin.objects == {}

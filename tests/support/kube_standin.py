@@ -17,7 +17,10 @@ bearer token, and the real paths, bodies and formats of
                                                            dropped, as the real server does
                                                            once it has authenticated
 
-Errors are ``Status`` objects.  Every object created is checked against
+Errors are ``Status`` objects.  ``set_cut(True)`` makes the Pod proxy fail as
+a real one does when it cannot reach the Pod (503 ServiceUnavailable, and
+its open WebSockets dropped) until ``set_cut(False)``: a link cut between the
+API server and the Pod, for the link-loss tests.  Every object created is checked against
 Kubernetes' own OpenAPI schema (kubernetes-validate, strict: an unknown field
 is an error) and refused with 422 Invalid when it does not fit; ``created``
 keeps each body as it arrived, for the tests.
@@ -132,11 +135,23 @@ class KubeStandin:
     ports: dict[tuple[str, str], dict[int, int]] = field(default_factory=dict)
     watches: list[Watch] = field(default_factory=list)
     nursery: trio.Nursery | None = None
+    #: The Pod proxy cannot reach any Pod (``set_cut``).
+    cut: bool = False
+    #: Set to end each proxied WebSocket open now (a cut).
+    proxied: set[trio.Event] = field(default_factory=set)
     _version: int = 0
 
     def next_version(self) -> str:
         self._version += 1
         return str(self._version)
+
+    def set_cut(self, cut: bool) -> None:
+        """Cut (or restore) the proxy's way to every Pod: its WebSockets open
+        now are dropped, and it answers 503 until restored."""
+        self.cut = cut
+        if cut:
+            for ended in self.proxied:
+                ended.set()
 
     def pods(self, namespace: str | None = None) -> list[dict[str, Any]]:
         return [o for (kind, ns, _), o in self.objects.items()
@@ -324,6 +339,9 @@ def create_app(state: KubeStandin) -> QuartTrio:
         published = state.ports.get((ns, name), {}).get(int(port or 80))
         if published is None or pod.get("status", {}).get("phase") != "Running":
             return status(503, "ServiceUnavailable", f'pod "{name}" is not running')
+        if state.cut:
+            return status(503, "ServiceUnavailable", "error trying to reach service: dial tcp "
+                          f"127.0.0.1:{published}: connect: connection refused")
         return published
 
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
@@ -360,10 +378,25 @@ def create_app(state: KubeStandin) -> QuartTrio:
         headers = [(k.lower().encode(), v.encode()) for k, v in websocket.headers.items()
                    if k.lower() not in _HOP]
         url = f"ws://127.0.0.1:{port}/{rest}" + (f"?{query}" if query else "")
+        cut = trio.Event()
+        state.proxied.add(cut)
+        try:
+            await _relay(url, headers, cut)
+        finally:
+            state.proxied.discard(cut)
+        return None
+
+    async def _relay(url: str, headers: list[tuple[bytes, bytes]], cut: trio.Event) -> None:
         async with open_websocket_url(url, extra_headers=headers,
                                       max_message_size=64 * 1024 * 1024) as upstream:
             await websocket.accept()
             async with trio.open_nursery() as pumps:
+                async def on_cut() -> None:
+                    # Only the pumps: the upstream WebSocket is then closed
+                    # as usual (a cancelled close would leave its socket open).
+                    await cut.wait()
+                    pumps.cancel_scope.cancel()
+
                 async def down() -> None:
                     try:
                         while True:
@@ -378,7 +411,7 @@ def create_app(state: KubeStandin) -> QuartTrio:
 
                 pumps.start_soon(down)
                 pumps.start_soon(up)
-        return None
+                pumps.start_soon(on_cut)
 
     return app
 
