@@ -52,7 +52,9 @@ def _python_for_others() -> str | None:
     """An interpreter of this one's version that any user can run."""
     for candidate in (sys.executable, f"/usr/bin/python{sys.version_info[0]}."
                                       f"{sys.version_info[1]}"):
-        if os.path.exists(candidate) and _others_reach(Path(candidate).resolve()):
+        # Both the path run and the file it resolves to must be reachable.
+        if os.path.exists(candidate) and _others_reach(Path(candidate)) \
+                and _others_reach(Path(candidate).resolve()):
             return candidate
     return None
 
