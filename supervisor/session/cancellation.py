@@ -44,7 +44,7 @@ from protocols.events import TurnEnded
 from ..bus import Note
 from ..config import Timeouts
 from ..errors import CancelFailed, NotFound, SupervisorError
-from ..executors.link_hold import LinkDown
+from ..executors.link_hold import LinkDown, LinkHold
 from ..models import SessionState
 from ..notify import Notifier
 from ..storage.db import StoreError
@@ -287,7 +287,13 @@ class Cancellations(LinkDownCancels):
                     turn.late_wait = None
             if turn.done.is_set():
                 break
-            if row.then is CancelPhase.ESCALATED:
+            hold: LinkHold | None = getattr(ex.adapter, "link_hold", None)
+            if row.then is CancelPhase.ESCALATED and hold is not None and not hold.reachable:
+                # DESIGN.md §20: its host went silent after the cancel went out: it is
+                # waited for (and the cancel sent again), never escalated unreached.
+                turn.link_hold = hold
+                await self._link_down(ex, turn, op, None)
+            elif row.then is CancelPhase.ESCALATED:
                 await self._escalate(ex, turn)
             else:
                 log.warning("session %s: agent did not acknowledge cancel within %.1fs",

@@ -67,6 +67,7 @@ class LinkDownCancels:
             turn.link_hold = down.hold
         hold = turn.link_hold
         assert hold is not None
+        entered = trio.current_time()
         self._set_phase(turn, CancelPhase.LINK_DOWN)
         if op is not None:
             await self._record_held(turn.id, op)
@@ -85,9 +86,13 @@ class LinkDownCancels:
             return
         if not hold.reachable:
             raise _unanswered(bound)
+        # A cancel sent before the host went silent (not held) is sent again on its
+        # return by the loop above; a held one went out first (its time, not older).
         now = trio.current_time()
+        sent = hold.owed_sent_at
         turn.cancel_began_at = now
-        turn.cancel_sent_at = turn.held_sent_at = hold.owed_sent_at or now
+        turn.cancel_sent_at = turn.held_sent_at = sent if sent is not None and sent >= entered \
+            else now
         self._set_phase(turn, CancelPhase.SENT)
 
     async def _record_held(self, turn_id: str, op: CancelOperation) -> None:
@@ -95,7 +100,9 @@ class LinkDownCancels:
         restarted during the cut sends it when it takes the turn over."""
         accepted = time.time() - (trio.current_time() - op.received)
         try:
-            await self.store.hold_turn_cancel(turn_id, accepted)
+            if not await self.store.hold_turn_cancel(turn_id, accepted):
+                log.warning("turn %s: no stream position is recorded yet, so the held cancel "
+                            "is not either; a restart during the cut would lose it", turn_id)
         except StoreError as exc:
             log.warning("turn %s: the held cancel is not recorded (%s); a restart during the "
                         "cut would lose it", turn_id, exc)

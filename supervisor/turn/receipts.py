@@ -85,6 +85,8 @@ def receipt_of(op: CancelOperation, turn: TurnHandle | None, *, queue_parked: in
     if turn is not None:
         held_sent = turn.held_sent_at or (
             None if turn.link_hold is None else turn.link_hold.owed_sent_at)
+        if held_sent is not None and held_sent < op.received:
+            held_sent = None  # an earlier outage's, not this stop's
         turn.tools.cut()  # what still ran when the turn ended was cut with it
         finished, cancelled = list(turn.tools.finished), list(turn.tools.cancelled)
         stopped = set(turn.subagents_stopped)

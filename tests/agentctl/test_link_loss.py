@@ -11,6 +11,7 @@ the agent's turn ends cancelled and the receipt says how late it went out.
 from __future__ import annotations
 
 import signal
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,24 @@ async def _running_turn(ws: WsClient, task_id: str) -> tuple[str, str]:
     msg = await ws.call("message.add", {"session_id": sid, "content": "/delay 60000"})
     await _streaming(ws, sid, msg["turn_id"])
     return sid, str(msg["turn_id"])
+
+
+def _handover_row(db: Path, turn_id: str) -> tuple[Any, Any]:
+    """(seq, cancel_held_at) of the turn's handover row, read-only ((None, None): none)."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        row = conn.execute("SELECT seq, cancel_held_at FROM turn_handovers WHERE turn_id = ?",
+                           (turn_id,)).fetchone()
+    finally:
+        conn.close()
+    return (None, None) if row is None else (row[0], row[1])
+
+
+async def _until_row(data: Path, turn_id: str, pred: Any) -> None:
+    with trio.fail_after(30):
+        while not pred(await trio.to_thread.run_sync(_handover_row, data / "turnvisor.db",
+                                                       turn_id)):
+            await trio.sleep(0.1)
 
 
 async def _cut(proxy: CutProxy, ws: WsClient, task_id: str) -> None:
@@ -196,12 +215,14 @@ async def test_a_held_cancel_survives_a_backend_killed_during_the_cut(
                 async with ws_client(srv) as ws:
                     task_id = await new_task(ws)
                     sid, turn_id = await _running_turn(ws, task_id)
-                    await trio.sleep(0.5)  # a stream position is recorded for the next backend
+                    # A stream position is recorded for the next backend ...
+                    await _until_row(data, turn_id, lambda row: row[0] is not None)
                     await _cut(proxy, ws, task_id)
                     await ws.send("agent.cancel", {"session_id": sid})
                     await _until(ws, task_id, "held", lambda s: (
                         (s["cancel_progress"] or {}).get("phase") == "link_down"))
-                    await trio.sleep(0.5)  # recorded in the store when it was held
+                    # ... and the held cancel beside it, before the backend is killed.
+                    await _until_row(data, turn_id, lambda row: row[1] is not None)
                 srv.proc.send_signal(signal.SIGKILL)
                 with trio.fail_after(15):
                     await srv.proc.wait()
@@ -262,3 +283,44 @@ async def test_a_turn_that_ended_during_the_cut_is_reconciled_on_return(
                            if m["turn_id"] == turn_id and m["kind"] == "text"
                            and m["role"] == "agent")
             assert "chunk" in text  # what it streamed during the cut is in the transcript
+
+
+async def test_a_host_silent_after_the_cancel_went_out_is_waited_for_not_escalated(
+    tmp_path: Path, agentctl: AgentctlFactory
+) -> None:
+    toml = ("[timeouts]\ncancel_join_s = 1\ncancel_escalate_s = 3\n"
+            + _toml("URL").split("\n", 2)[2])
+    with trio.fail_after(120):
+        async with agentctl("acp") as ctl, cut_proxy(ctl.url) as proxy, \
+                server_process(tmp_path / "data", toml=toml.replace("URL", proxy.url)) as srv, \
+                ws_client(srv) as ws:
+            task_id = await new_task(ws)
+            sid = await launch(ws, task_id, "remote")
+            await ws.call("session.subscribe", {"session_id": sid})
+            # /slow: the agent ignores the cancel, so only escalation could end the turn.
+            msg = await ws.call("message.add", {"session_id": sid, "content": "/slow 60000"})
+            turn_id = msg["turn_id"]
+            await _streaming(ws, sid, turn_id)
+            cancel = await ws.send("agent.cancel", {"session_id": sid})
+
+            def phases() -> list[str]:
+                return [p["phase"] for p in ws.of("session.cancel.progress", sid)]
+
+            with trio.fail_after(10):
+                while "sent" not in phases():
+                    await ws.changed()
+            await _cut(proxy, ws, task_id)
+            with trio.fail_after(20):
+                while "link_down" not in phases():
+                    await ws.changed()
+            await trio.sleep(4)  # past cancel_escalate_s: still not escalated, unreached
+            assert "escalated" not in phases() and not cancel.done.is_set(), phases()
+            assert (await ctl.status())["turn"]["id"] == turn_id
+            proxy.restore()
+            frame = await cancel.wait(30)
+            assert frame["type"] == "response", frame
+            # Reached again, the cancel went out again and its bounds ran from there.
+            assert frame["payload"]["outcome"] == "escalated", frame
+            seen = phases()
+            assert seen.index("link_down") < len(seen) - 1 - seen[::-1].index("sent"), seen
+            assert seen[-1] == "escalated", seen
