@@ -31,8 +31,7 @@ export const STOP_NOW_LABEL = "Stop now";
 export const AFTER_STEP_NOTE = "Stopping after this step…";
 /** Said while a cancel is held for a remote agent's host that does not answer (phase `link_down`, §20). */
 export const LINK_DOWN_NOTE = "Waiting for the agent's host…";
-/** The composer while a remote agent's host does not answer (DESIGN.md §20): a turn runs there,
- * so what is sent waits in the queue; with no turn, Send waits (a prompt could not reach it). */
+/** The composer while a remote agent's host does not answer (§20): with a turn, messages queue. */
 export const UNREACHABLE_QUEUE_NOTE = "The agent's host does not answer: messages wait in the queue until it does.";
 export const UNREACHABLE_SEND_NOTE = "Send waits: the agent's host does not answer.";
 /** Client-side bound on one agent.cancel request (issue 5: 15 s). */
@@ -546,8 +545,7 @@ export function cancelControlView(state, sessionId) {
     disabled: (pending && !waiting) || isOffline(state),
     label: waiting ? STOP_NOW_LABEL : pending ? CANCELLING_LABEL : CANCEL_LABEL,
     // The button keeps its label (DESIGN §8); a late cancel says why it takes so long beside it.
-    note: waiting ? afterStepNote(cancelProgressOf(state, sessionId))
-      : phase === "link_down" ? LINK_DOWN_NOTE
+    note: waiting ? afterStepNote(cancelProgressOf(state, sessionId)) : phase === "link_down" ? LINK_DOWN_NOTE
       : phase === "late" || phase === "escalated" ? LATE_NOTE : null,
   };
 }
