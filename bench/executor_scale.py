@@ -12,9 +12,11 @@ on each executor measured:
 - ``ssh``: the agent behind a detached ``turnvisor agentctl`` on an SSH host,
   this machine through a real ``sshd`` on a loopback port (the ssh tests'
   helper, tests/ssh/sshd.py: its own host key, client key and config);
-- ``kubernetes``: not measured here (reported as skipped, with the reason):
-  its stand-in runs each Pod's container with Podman from the agent image
-  scripts/build_agent_image.sh builds.
+- ``kubernetes`` (``--kube``): a Pod per session on the Kubernetes stand-in
+  (tests/support/kube_standin.py, in this process; its Pods' containers run
+  with Podman from the agent image scripts/build_agent_image.sh builds),
+  reached through the stand-in's Pod proxy.  Without ``--kube``, or without
+  that image or Podman, it is reported as skipped with the reason.
 
 Figures, per executor:
 
@@ -36,20 +38,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psutil
 import trio
 
+from tests.kube.kube_support import NAMESPACE, AgentImage, cluster
 from tests.ssh.sshd import Sshd, running_sshd, ssh_profile
 from tests.support.serverproc import server_process
 from tests.support.ws import WsClient, is_agent_output
 
 from .cancel_latency import BENCH_LIMITS
+from .floors import REPO_ROOT
 from .harness import QUICK, Bench
 from .measure import log, ms, raise_nofile
 from .stats import summary
@@ -58,18 +65,22 @@ __all__ = ["main"]
 
 #: Profile per executor measured.
 PROFILES = {"local": "mock", "agentctl": "mock-agentctl", "ssh": "mock-ssh"}
-KUBE_SKIPPED = ("not measured by this bench yet: the stand-in runs each Pod's container with "
-                "Podman from the agent image (scripts/build_agent_image.sh); the kubernetes "
-                "executor's own tests (tests/kube/) drive it")
+KUBE_PROFILE = "mock-kube"
+KUBE_SKIPPED = "not asked for (--kube: Pods on the stand-in, their containers with Podman)"
 
 
-def server_toml(sshd: Sshd) -> str:
+def server_toml(sshd: Sshd, kube: tuple[Path, str] | None = None) -> str:
     profile = {**ssh_profile(sshd), "protocol": "acp",
                "command": [sys.executable, "-m", "protocols.mock_agent", "--protocol", "acp"]}
     lines = [f"[agents.{PROFILES['ssh']}]"]
     lines += [f"{key} = {json.dumps(value)}" for key, value in profile.items()]
     lines += [f"[agents.{PROFILES['agentctl']}]", 'executor = "agentctl"', 'protocol = "acp"',
               f"command = {json.dumps(profile['command'])}"]
+    if kube is not None:
+        config, image = kube
+        lines += [f"[agents.{KUBE_PROFILE}]", 'executor = "kubernetes"', 'protocol = "acp"',
+                  f"image = {json.dumps(image)}", f"kubeconfig = {json.dumps(str(config))}",
+                  'command = ["python", "-m", "protocols.mock_agent", "--protocol", "acp"]']
     # Idle agents are what is held: none is stopped for idleness meanwhile.
     return BENCH_LIMITS + "[timeouts]\nidle_agent_s = 86400\n" + "\n".join(lines) + "\n"
 
@@ -105,10 +116,45 @@ def host_agentctls(sshd: Sshd) -> int:
     return sum(1 for inst in runs.iterdir() for _ in inst.iterdir()) if runs.is_dir() else 0
 
 
-async def measure(sshd: Sshd, sessions: int, samples: int) -> dict[str, Any]:
+def kube_skipped() -> tuple[str | None, str]:
+    """(Podman, the agent image) for ``--kube``, or (None, why it is skipped)."""
+    podman = shutil.which("podman")
+    if podman is None:
+        return None, "podman is not installed (scripts/install_container_deps.sh)"
+    # Built for this checkout as the kube tests build it (cached: seconds when it is).
+    build = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "build_agent_image.sh")],
+                           capture_output=True, text=True, timeout=900, check=False)
+    if build.returncode != 0:
+        return None, f"scripts/build_agent_image.sh failed: {build.stderr.strip()[-300:]}"
+    return podman, build.stdout.strip().splitlines()[-1]
+
+
+async def measure_all(sshd: Sshd, sessions: int, samples: int, kube: bool,
+                      tmp: Path) -> dict[str, Any]:
+    """``measure``, with the Kubernetes stand-in up around it when ``kube``."""
+    if not kube:
+        return await measure(sshd, sessions, samples)
+    podman, image = kube_skipped()
+    if podman is None:
+        out = await measure(sshd, sessions, samples)
+        out["kubernetes"] = {"skipped": image}
+        return out
+    async with cluster(tmp / "kube", AgentImage(image=image, podman=podman)) as c:
+        return await measure(sshd, sessions, samples,
+                             (c.kubeconfig, image, lambda: len(c.standin.pods(NAMESPACE))))
+
+
+async def measure(sshd: Sshd, sessions: int, samples: int,
+                  kube: tuple[Path, str, Callable[[], int]] | None = None) -> dict[str, Any]:
+    """``kube``: the stand-in's kubeconfig, the agent image and its Pods'
+    count (None: skipped)."""
     raise_nofile()
-    out: dict[str, Any] = {"executors": {}, "kubernetes": {"skipped": KUBE_SKIPPED}}
-    async with server_process(toml=server_toml(sshd), log_level="WARNING") as server, \
+    out: dict[str, Any] = {"executors": {}}
+    if kube is None:
+        out["kubernetes"] = {"skipped": KUBE_SKIPPED}
+    profiles = {**PROFILES, **({"kubernetes": KUBE_PROFILE} if kube else {})}
+    async with server_process(toml=server_toml(sshd, kube[:2] if kube else None),
+                              log_level="WARNING") as server, \
             trio.open_nursery() as nursery:
         log(f"server pid {server.pid} at {server.url}")
         bench = Bench(server, nursery, QUICK, ["mock"])
@@ -123,7 +169,7 @@ async def measure(sshd: Sshd, sessions: int, samples: int) -> dict[str, Any]:
             ps = server.ps()
             before = 0  # live agents of the executors measured before
             await trio.sleep(0.5)
-            for executor, agent in PROFILES.items():
+            for executor, agent in profiles.items():
                 rss0 = ps.memory_info().rss
                 launches: list[float] = []
                 held: list[str] = []
@@ -134,8 +180,10 @@ async def measure(sshd: Sshd, sessions: int, samples: int) -> dict[str, Any]:
                 await trio.sleep(1.0)  # the turns' last writes settle
                 grown = ps.memory_info().rss - rss0
                 live = (host_agentctls(sshd) if executor == "ssh"
+                        else kube[2]() if kube and executor == "kubernetes"
                         else live_groups(server.agents()) - before)
-                before += live
+                if executor in ("local", "agentctl"):
+                    before += live
                 out["executors"][executor] = {
                     "launch_ms": summary(launches), "sessions_held": len(held),
                     "live_agents": live, "rss_per_session_kib": round(grown / 1024 / sessions, 1)}
@@ -144,8 +192,8 @@ async def measure(sshd: Sshd, sessions: int, samples: int) -> dict[str, Any]:
                     f"{out['executors'][executor]['launch_ms']['p50']} ms")
             # The cancels, executors interleaved sample by sample.
             cancel_on = {ex: await launch_live(bench, conn, agent)
-                         for ex, agent in PROFILES.items()}
-            e2e: dict[str, list[dict[str, float]]] = {ex: [] for ex in PROFILES}
+                         for ex, agent in profiles.items()}
+            e2e: dict[str, list[dict[str, float]]] = {ex: [] for ex in profiles}
             for i in range(samples + 3):
                 for ex, (sid, _) in cancel_on.items():
                     sample = await bench.e2e_sample(conn, sid)
@@ -179,7 +227,8 @@ def report(out: dict[str, Any]) -> str:
                      f"{f['rss_per_session_kib']:>15.1f}   "
                      f"{c['response']['p50']:>8.2f}/{c['response']['p90']:<8.2f}        "
                      f"{c['waiting']['p50']:>8.2f}")
-    lines.append(f"kubernetes   skipped: {out['kubernetes']['skipped']}")
+    if "kubernetes" in out:
+        lines.append(f"kubernetes   skipped: {out['kubernetes']['skipped']}")
     verdict = "met" if out["target_ssh_within_local_plus_1ms"] else "NOT met"
     lines.append(f"ssh - local, cancel→response p50: {out['ssh_minus_local_p50_ms']:+.3f} ms "
                  f"(target ≤ +1 ms: {verdict}; ssh - agentctl: "
@@ -196,14 +245,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, help="sessions held per executor (override)")
     parser.add_argument("--samples", type=int, help="cancels per executor (override)")
     parser.add_argument("--json", type=Path, help="write every figure here")
+    parser.add_argument("--kube", action="store_true",
+                        help="the kubernetes executor too, on the stand-in (Podman, the agent "
+                             "image built)")
     args = parser.parse_args(argv)
     sessions = args.sessions or (10 if args.quick else 50)
     samples = args.samples or (30 if args.quick else 200)
     if sessions < 1 or samples < 1:
         parser.error("--sessions and --samples must be at least 1")
     with tempfile.TemporaryDirectory(prefix="tv-sshd-") as tmp, \
-            running_sshd(Path(tmp)) as sshd:
-        out = trio.run(measure, sshd, sessions, samples)
+            running_sshd(Path(tmp) / "sshd") as sshd:
+        out = trio.run(measure_all, sshd, sessions, samples, args.kube, Path(tmp))
     out["command"] = "python -m bench.executor_scale " + " ".join(argv or sys.argv[1:])
     out["params"] = {"sessions": sessions, "samples": samples}
     print(report(out))
