@@ -39,6 +39,18 @@ class ProfileError(ValueError):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ProjectVolume:
+    """Where a ``kubernetes`` profile's projects are in its Pods: a hostPath
+    directory of the node or a PersistentVolumeClaim, mounted at ``path`` (the
+    path the backend knows the projects by: a session's cwd under it is the
+    same directory in the Pod)."""
+
+    path: str
+    host_path: str | None = None
+    claim: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class KubeSettings:
     """A ``kubernetes`` profile's Pod settings (``executor = "kubernetes"``)."""
 
@@ -47,6 +59,8 @@ class KubeSettings:
     service_account: str | None = None
     node_selector: Mapping[str, str] = field(default_factory=dict)
     kubeconfig: str | None = None
+    #: None: the session's directory in the Pod is an empty one of its own.
+    project_volume: ProjectVolume | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -185,7 +199,8 @@ BUILTIN_PROFILES: dict[str, AgentProfile] = {
     ),
 }
 
-_KUBE_KEYS = ("namespace", "resources", "service_account", "node_selector", "kubeconfig")
+_KUBE_KEYS = ("namespace", "resources", "service_account", "node_selector", "kubeconfig",
+              "project_volume")
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 #: A Kubernetes quantity ("500m", "1.5", "2Gi", "1e3").
@@ -355,8 +370,31 @@ def _kube(name: str, raw: Mapping[str, Any], prev: KubeSettings | None,
                     and _QUANTITY.fullmatch(text)):
                 raise ProfileError(problem)
             checked[kind][resource] = text
+    volume = base.project_volume
+    if "project_volume" in raw:
+        volume = _project_volume(name, raw["project_volume"])
     return KubeSettings(namespace=namespace, resources=checked, service_account=account,
-                        node_selector=dict(selector), kubeconfig=kubeconfig)
+                        node_selector=dict(selector), kubeconfig=kubeconfig,
+                        project_volume=volume)
+
+
+def _project_volume(name: str, raw: Any) -> ProjectVolume:
+    problem = (f"[agents.{name}]: project_volume must be {{host_path = \"/abs/dir\"}} or "
+               "{claim = \"pvc-name\", path = \"/abs/dir\"} (path: where the projects are "
+               "on this machine and in the Pod; host_path's own by default)")
+    if not isinstance(raw, Mapping) or not set(raw) <= {"host_path", "claim", "path"} \
+            or ("host_path" in raw) == ("claim" in raw):
+        raise ProfileError(problem)
+    host_path, claim = raw.get("host_path"), raw.get("claim")
+    path = raw.get("path", host_path)
+    for value in (host_path, path):
+        if value is not None and not (isinstance(value, str) and value.startswith("/")
+                                      and ".." not in value.split("/")):
+            raise ProfileError(problem)
+    if not isinstance(path, str) or (claim is not None and not (
+            isinstance(claim, str) and _DNS_NAME.fullmatch(claim))):
+        raise ProfileError(problem)
+    return ProjectVolume(path=path.rstrip("/") or "/", host_path=host_path, claim=claim)
 
 
 def _home_binds(name: str, raw: Any,

@@ -38,6 +38,7 @@ import re
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
+from pathlib import PurePosixPath
 from typing import Final, cast
 
 import trio
@@ -46,7 +47,7 @@ from lightkube.resources.core_v1 import Pod, Secret
 
 from ..config import Config
 from ..models import Session
-from ..profiles import AgentProfile
+from ..profiles import AgentProfile, KubeSettings
 from . import kube_api
 from .agentctl_adapter import AgentctlAdapter
 from .agentctl_strays import AgentctlStrays
@@ -81,6 +82,7 @@ async def launch_kube(config: Config, profile: AgentProfile, cwd: str, *,
                       owner: str | None) -> AsyncIterator[LaunchedAgent]:
     """The executor for ``executor = "kubernetes"`` profiles (module doc)."""
     t = config.timeouts
+    _check_cwd(profile, cwd)
     cluster = load_cluster(profile)
     async with cluster.client(t.agent_request_s) as client:
         with trio.fail_after(t.agent_start_s):
@@ -130,6 +132,20 @@ async def launch_kube(config: Config, profile: AgentProfile, cwd: str, *,
                 if scope.cancelled_caught:
                     log.warning("Pod %s: not deleted within %gs (the startup sweep will once "
                                 "its session is deleted)", name, bound)
+
+
+def _check_cwd(profile: AgentProfile, cwd: str) -> None:
+    """With a ``project_volume``, the session's cwd must be in it: anywhere
+    else the agent would find an empty directory instead of the project."""
+    volume = (profile.kube or KubeSettings()).project_volume
+    if volume is None:
+        return
+    inside = PurePosixPath(cwd)
+    if not (inside.is_absolute() and (inside == PurePosixPath(volume.path)
+                                      or PurePosixPath(volume.path) in inside.parents)):
+        raise KubeError(f"profile {profile.name!r}: the session's directory {cwd} is not in "
+                        f"its project_volume ({volume.path}): the agent's Pod would not "
+                        "have it (give the session a project under that path)")
 
 
 async def _kept_pod(client: AsyncClient, config: Config,

@@ -8,7 +8,10 @@ container executor builds, with the same arguments as the container
 executor's.  Its agentctl token is not in the Pod spec: it is in a Secret of
 the same name, read into agentctl's environment (``secretKeyRef``), so reading
 the Pod (``pods get`` is wider than ``secrets get`` in most RBAC set-ups)
-does not give the token.  The agent gets no Kubernetes credential:
+does not give the token.  The session's directory is the profile's
+``project_volume`` (a hostPath or a PersistentVolumeClaim holding the
+projects, mounted at the path they have on the backend's machine), else an
+empty directory of the Pod's own.  The agent gets no Kubernetes credential:
 ``automountServiceAccountToken`` is off, and service links are off (no
 environment about the namespace's Services).
 """
@@ -23,7 +26,7 @@ from typing import Any, Final
 from protocols.agentctl_wire import TOKEN_ENV
 
 from ..config import Config
-from ..profiles import AgentProfile, KubeSettings
+from ..profiles import AgentProfile, KubeSettings, ProjectVolume
 from .container import AGENTCTL_PORT, backend_instance, default_image
 
 __all__ = ["LABEL_SESSION", "LABEL_WORKSPACE", "label_value", "pod_manifest",
@@ -66,6 +69,9 @@ def pod_manifest(config: Config, profile: AgentProfile, cwd: str, name: str, *,
     """The session's Pod; ``name`` is also its Secret's."""
     kube = profile.kube or KubeSettings()
     t = config.timeouts
+    # The projects' volume at their path (the session's cwd is under it: kube.py
+    # checks), else the session's directory is the Pod's own, empty.
+    volume = kube.project_volume
     env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in profile.env.items()
                                  if k != TOKEN_ENV]
     env.append({"name": TOKEN_ENV,
@@ -82,8 +88,7 @@ def pod_manifest(config: Config, profile: AgentProfile, cwd: str, name: str, *,
         "readinessProbe": {"httpGet": {"path": "/api/v1/health", "port": AGENTCTL_PORT},
                            "periodSeconds": 1, "failureThreshold": 3},
         "workingDir": cwd,
-        # The session's directory: the Pod's own (the project is not on the node).
-        "volumeMounts": [{"name": "work", "mountPath": cwd}],
+        "volumeMounts": [{"name": "work", "mountPath": volume.path if volume else cwd}],
         "securityContext": {"allowPrivilegeEscalation": False,
                             "seccompProfile": {"type": "RuntimeDefault"}},
     }
@@ -95,7 +100,7 @@ def pod_manifest(config: Config, profile: AgentProfile, cwd: str, name: str, *,
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": max(1, math.ceil(t.term_grace_s)),
         "containers": [container],
-        "volumes": [{"name": "work", "emptyDir": {}}],
+        "volumes": [{"name": "work", **_source(volume)}],
     }
     if kube.service_account:
         spec["serviceAccountName"] = kube.service_account
@@ -104,3 +109,11 @@ def pod_manifest(config: Config, profile: AgentProfile, cwd: str, name: str, *,
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "labels": _labels(config, profile, owner)},
             "spec": spec}
+
+
+def _source(volume: ProjectVolume | None) -> dict[str, Any]:
+    if volume is None:
+        return {"emptyDir": {}}
+    if volume.claim is not None:
+        return {"persistentVolumeClaim": {"claimName": volume.claim}}
+    return {"hostPath": {"path": volume.host_path, "type": "Directory"}}

@@ -52,11 +52,53 @@ def test_the_keys_parse() -> None:
     ({"resources": {"limits": {"memory": "lots"}}}, "resources must be"),
     ({"resources": {"wishes": {"cpu": "1"}}}, "resources must be"),
     ({"resources": {"limits": "2Gi"}}, "resources must be"),
+    ({"project_volume": {"claim": "projects"}}, "project_volume must be"),
+    ({"project_volume": {"host_path": "srv/p"}}, "project_volume must be"),
+    ({"project_volume": {"host_path": "/srv/p", "claim": "p", "path": "/p"}},
+     "project_volume must be"),
+    ({"project_volume": {"claim": "Bad_Name", "path": "/p"}}, "project_volume must be"),
+    ({"project_volume": {"host_path": "/srv/../etc"}}, "project_volume must be"),
 ])
 def test_a_bad_key_is_one_clear_error(keys: dict[str, Any], error: str) -> None:
     with pytest.raises(ProfileError, match=error) as caught:
         _profile(**keys)
     assert str(caught.value).startswith("[agents.k]:")
+
+
+@pytest.mark.parametrize(("raw", "volume", "source"), [
+    ({"host_path": "/srv/projects/"}, ("/srv/projects", "/srv/projects", None),
+     {"hostPath": {"path": "/srv/projects/", "type": "Directory"}}),
+    ({"claim": "projects", "path": "/home/me/src"}, ("/home/me/src", None, "projects"),
+     {"persistentVolumeClaim": {"claimName": "projects"}}),
+])
+def test_a_project_volume_is_mounted_at_the_projects_path(
+        tmp_path: Path, raw: dict[str, str], volume: tuple[str, str | None, str | None],
+        source: dict[str, Any]) -> None:
+    profile = _profile(project_volume=raw)
+    assert profile.kube is not None and profile.kube.project_volume is not None
+    got = profile.kube.project_volume
+    assert (got.path, got.host_path and got.host_path.rstrip("/"), got.claim) == volume
+    config = Config.from_mapping(tmp_path / "data", {})
+    pod = pod_manifest(config, profile, f"{volume[0]}/app", "turnvisor-s1-abcdef", owner="s1")
+    _validate(pod)
+    (container,) = pod["spec"]["containers"]
+    assert container["workingDir"] == f"{volume[0]}/app"
+    assert container["volumeMounts"] == [{"name": "work", "mountPath": volume[0]}]
+    assert pod["spec"]["volumes"] == [{"name": "work", **source}]
+
+
+async def test_a_session_outside_the_project_volume_is_refused_before_anything_is_made(
+        tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with cluster(tmp_path) as c:
+            config = Config.from_mapping(tmp_path / "data", {}, profiles=kube_profiles(
+                c.kubeconfig, project_volume={"host_path": "/srv/projects"}))
+            with pytest.raises(KubeError, match=r"the session's directory /srv/projectsX/app "
+                               r"is not in its project_volume \(/srv/projects\)"):
+                async with launch_kube(config, config.profiles["kmock"], "/srv/projectsX/app",
+                                       owner="s"):
+                    pytest.fail("the cwd is not in the volume")
+            assert c.standin.calls == []
 
 
 def test_kubernetes_keys_on_another_executor_are_refused() -> None:

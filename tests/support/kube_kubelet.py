@@ -7,7 +7,8 @@ would), resolves ``secretKeyRef`` env from the server's Secrets
 (CreateContainerConfigError when missing), looks for the image in Podman's
 store (no registry is reached: a missing image is ErrImagePull and
 ImagePullBackOff), runs the container (args after the image's entrypoint,
-``workingDir``, each ``emptyDir`` as a fresh directory, container ports
+``workingDir``, each ``emptyDir`` as a fresh directory, each ``hostPath``
+as a bind mount of that directory (FailedMount when it is not one), container ports
 published on loopback), and marks the Pod Ready once its ``readinessProbe``
 (httpGet) answers 200; a container that exits makes the Pod Failed or
 Succeeded with its exit code.  Every container it starts is labelled
@@ -100,6 +101,14 @@ class Kubelet:
         if self.podman is None:
             waiting("ContainerCreating", "")
             return
+        for volume in spec.get("volumes", []):
+            host = volume.get("hostPath", {}).get("path")
+            if host is not None and not await trio.Path(host).is_dir():
+                server.record_event(pod, "FailedMount", f'MountVolume.SetUp failed for volume '
+                                    f'"{volume["name"]}" : hostPath type check failed: {host} '
+                                    "is not a directory", "Warning")
+                waiting("ContainerCreating", "")
+                return
         if not await self._image_exists(image):
             message = (f'Failed to pull image "{image}": initializing source '
                        f"docker://{image}: reading manifest: manifest unknown")
@@ -135,11 +144,14 @@ class Kubelet:
         meta, spec = pod["metadata"], pod["spec"]
         volumes: list[str] = []
         for volume in spec.get("volumes", []):
-            if "emptyDir" in volume:
-                for mount in container.get("volumeMounts", []):
-                    if mount["name"] == volume["name"]:
-                        host = tempfile.mkdtemp(prefix="emptydir-", dir=self.tmp)
-                        volumes += ["-v", f"{host}:{mount['mountPath']}"]
+            for mount in container.get("volumeMounts", []):
+                if mount["name"] != volume["name"]:
+                    continue
+                if "emptyDir" in volume:
+                    host = tempfile.mkdtemp(prefix="emptydir-", dir=self.tmp)
+                    volumes += ["-v", f"{host}:{mount['mountPath']}"]
+                elif "hostPath" in volume:  # the node's directory, as it is
+                    volumes += ["-v", f"{volume['hostPath']['path']}:{mount['mountPath']}"]
         # The env (the token among it) in a private file, not in podman's argv.
         fd, env_file = tempfile.mkstemp(prefix="env-", dir=self.tmp)
         with os.fdopen(fd, "w") as f:
@@ -211,5 +223,17 @@ class Kubelet:
     async def stop(self, pod: dict[str, Any], grace_s: int) -> None:
         meta = pod["metadata"]
         cid = self.containers.pop((meta["namespace"], meta["name"]), None)
-        if cid is not None and self.podman is not None:
-            await self._podman("rm", "-f", "-t", str(grace_s), cid, check=False)
+        if cid is None or self.podman is None:
+            return
+        # ``rm -f`` that meets the container in the middle of another podman
+        # call on it (the readiness loop's inspect) can leave it stopped but
+        # there: tried again until it is gone (a kubelet does not give up either).
+        for attempt in range(10):
+            await self._podman("rm", "-f", "-t", str(grace_s if attempt == 0 else 0), cid,
+                               check=False)
+            gone = await trio.run_process([self.podman, "container", "exists", cid],
+                                          check=False, capture_stdout=True,
+                                          capture_stderr=True)
+            if gone.returncode != 0:
+                return
+            await trio.sleep(0.2)
