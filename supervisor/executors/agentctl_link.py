@@ -26,6 +26,7 @@ agent produced since, from agentctl's replay ring, in order.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import ssl
@@ -96,6 +97,15 @@ class PendingTurn:
     answered: trio.Event = field(default_factory=trio.Event)
 
 
+
+@functools.cache
+def shared_tls() -> ssl.SSLContext:
+    """One CA-verifying context for every link: httpx makes one per client
+    otherwise, loading the CA bundle each time (about 1 MiB per session,
+    docs/performance.md); built on first use, so a backend of plain-HTTP and
+    unix-socket links builds it once."""
+    return httpx.create_ssl_context()
+
 class AgentctlLink:
     """The lifecycle's view of the link (``run``, ``closed``, ``close_reason``),
     the event stream reader behind it, and the bounded HTTP calls."""
@@ -165,9 +175,16 @@ class AgentctlLink:
         self._advanced = trio.Event()
         self.http = httpx.AsyncClient(
             base_url=self.url, headers=self._headers(),
-            transport=httpx.AsyncHTTPTransport(uds=uds) if uds else None,
-            verify=route.ssl_context if route and route.ssl_context else True,
+            transport=httpx.AsyncHTTPTransport(uds=uds, verify=self._tls()) if uds else None,
+            verify=self._tls(),
             timeout=httpx.Timeout(timeouts.agent_request_s))
+
+    def _tls(self) -> ssl.SSLContext:
+        """The route's own context (a cluster's CA), else the one every link shares,
+        for its requests and its event stream alike."""
+        if self.route is not None and self.route.ssl_context is not None:
+            return self.route.ssl_context
+        return shared_tls()
 
     def _headers(self) -> dict[str, str]:
         bearer = f"Bearer {self._token}"
@@ -245,10 +262,7 @@ class AgentctlLink:
                                else await trio.open_tcp_stream(host, port))
                         stream = tcp
                         if secure:
-                            context = (self.route.ssl_context if self.route
-                                       and self.route.ssl_context
-                                       else ssl.create_default_context())
-                            stream = trio.SSLStream(tcp, context,
+                            stream = trio.SSLStream(tcp, self._tls(),
                                                     server_hostname=host,
                                                     https_compatible=True)
                         ws = await wrap_client_stream(
