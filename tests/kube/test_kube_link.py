@@ -12,9 +12,16 @@ import httpx
 import trio
 
 from supervisor.executors.agentctl_adapter import AgentctlAdapter
-from tests.kube.kube_support import NAMESPACE, AgentImage, cluster, kube_profiles, pod_names
+from tests.kube.kube_support import (
+    NAMESPACE,
+    AgentImage,
+    Cluster,
+    cluster,
+    kube_profiles,
+    pod_names,
+)
 from tests.support.server import Server, running_server
-from tests.support.ws import is_state, ws_client
+from tests.support.ws import WsClient, is_state, ws_client
 from tests.web.support import launch, new_task, start_turn
 
 TEST_S = 150
@@ -24,6 +31,14 @@ def adapter_of(srv: Server, sid: str) -> AgentctlAdapter:
     adapter = srv.sup.lifecycle.executions[sid].adapter
     assert isinstance(adapter, AgentctlAdapter)
     return adapter
+
+
+async def gone(ws: WsClient, c: Cluster, sid: str, name: str) -> None:
+    """Delete the session; return once its Pod (container included) and Secret are gone."""
+    await ws.call("session.delete", {"session_id": sid}, timeout=40)
+    with trio.fail_after(30):
+        while name in pod_names(c) or ("Secret", NAMESPACE, name) in c.standin.objects:
+            await trio.sleep(0.05)
 
 
 async def test_a_stop_while_the_pod_does_not_answer_is_applied_when_it_answers_again(
@@ -67,6 +82,7 @@ async def test_a_stop_while_the_pod_does_not_answer_is_applied_when_it_answers_a
             await start_turn(ws, sid, "hello")
             await ws.wait_for(is_state(sid, "WAITING_FOR_INPUT"), timeout=30)
             assert pod_names(c) == {name}
+            await gone(ws, c, sid, name)
 
 
 async def test_a_delete_while_the_pod_does_not_answer_is_bounded_and_deletes_it(
@@ -84,14 +100,10 @@ async def test_a_delete_while_the_pod_does_not_answer_is_bounded_and_deletes_it(
             c.standin.set_cut(True)
             while link.reachable:
                 await link.until_changed()
+            # Bounded; the API server answers (only its way to the Pod is cut):
+            # the Pod and its Secret are deleted.
             with trio.fail_after(40):
-                await ws.call("session.delete", {"session_id": sid}, timeout=40)
-            # The API server answers (only its way to the Pod is cut): the Pod
-            # and its Secret are deleted.
-            with trio.fail_after(30):
-                while name in pod_names(c) or ("Secret", NAMESPACE, name) in \
-                        c.standin.objects:
-                    await trio.sleep(0.05)
+                await gone(ws, c, sid, name)
 
 
 async def test_a_pod_deleted_while_its_link_is_down_ends_the_session_s_agent(
@@ -124,3 +136,6 @@ async def test_a_pod_deleted_while_its_link_is_down_ends_the_session_s_agent(
             await ws.wait_for(lambda f: f.get("action") == "session.state_changed"
                               and f["payload"].get("session_id") == sid
                               and f["payload"].get("new_state") != "RUNNING", timeout=30)
+            with trio.fail_after(30):
+                while pod_names(c):  # its container removed before the stand-in stops
+                    await trio.sleep(0.05)
