@@ -27,6 +27,7 @@ from protocols.agentctl_wire import TOKEN_ENV
 
 from ..config import Config
 from ..profiles import AgentProfile, KubeSettings, ProjectVolume
+from .agentctl import offline_args
 from .container import AGENTCTL_PORT, backend_instance, default_image
 
 __all__ = ["LABEL_SESSION", "LABEL_WORKSPACE", "label_value", "pod_manifest",
@@ -81,7 +82,7 @@ def pod_manifest(config: Config, profile: AgentProfile, cwd: str, name: str, *,
         "image": profile.image or default_image(),
         "args": ["--listen", f"0.0.0.0:{AGENTCTL_PORT}", "--protocol", profile.protocol,
                  "--cwd", cwd, "--cancel-join", f"{t.cancel_join_s:g}",
-                 "--", *profile.command],
+                 *offline_args(profile), "--", *profile.command],
         "env": env,
         "ports": [{"name": "agentctl", "containerPort": AGENTCTL_PORT, "protocol": "TCP"}],
         # agentctl answers /health without a token once it listens.

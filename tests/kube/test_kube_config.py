@@ -120,6 +120,13 @@ def test_what_is_sent_fits_kubernetes_schema(tmp_path: Path) -> None:
     assert spec["nodeSelector"] == {"kubernetes.io/arch": "amd64"}
     assert spec["containers"][0]["resources"]["limits"] == {"memory": "2Gi", "cpu": "2"}
     assert "t" * 43 not in json.dumps(pod)
+    # offline_cancel_s (DESIGN.md §20) reaches the Pod's agentctl, as a local one's.
+    args = spec["containers"][0]["args"]
+    assert "--offline-cancel-s" not in args
+    timed = _profile(offline_cancel_s=90, **FULL)
+    args = pod_manifest(config, timed, "/w", "n", owner="s1")["spec"]["containers"][0]["args"]
+    assert args[args.index("--offline-cancel-s") + 1] == "90"
+    assert args.index("--offline-cancel-s") < args.index("--")
     # The check is not vacuous: a field Kubernetes does not have is refused.
     spec["containers"][0]["imagee"] = "x"
     with pytest.raises(kubernetes_validate.ValidationError):

@@ -139,3 +139,41 @@ async def test_a_pod_deleted_while_its_link_is_down_ends_the_session_s_agent(
             with trio.fail_after(30):
                 while pod_names(c):  # its container removed before the stand-in stops
                     await trio.sleep(0.05)
+
+
+async def test_the_pods_agentctl_cancels_by_itself_when_offline_and_says_so_on_return(
+        tmp_path: Path, agent_image: AgentImage) -> None:
+    """``offline_cancel_s`` reaches the Pod's agentctl: with its link cut for
+    longer, it cancels the running turn itself, and the receipt says so once
+    the link is back (no Stop was pressed)."""
+    with trio.fail_after(TEST_S):
+        async with cluster(tmp_path, agent_image) as c, running_server(
+                tmp_path / "data", timeouts={"agent_start_s": 60},
+                profiles=kube_profiles(c.kubeconfig, agent_image.image,
+                                       offline_cancel_s=1)) as srv, \
+                ws_client(srv) as ws:
+            task = await new_task(ws)
+            sid = await launch(ws, task, "kmock")
+            await ws.call("session.subscribe", {"session_id": sid})
+            turn_id = (await ws.call("message.add", {"session_id": sid,
+                                                     "content": "/delay 60000"}))["turn_id"]
+            await ws.wait_for(lambda f: f.get("action") == "session.message.added"
+                              and f["payload"].get("session_id") == sid
+                              and f["payload"]["message"].get("role") == "agent", timeout=30)
+            link = adapter_of(srv, sid).connection
+            (name,) = pod_names(c)
+            c.standin.set_cut(True)
+            while link.reachable:
+                await link.until_changed()
+            await trio.sleep(3)  # past offline_cancel_s, no backend connected to it
+            [dto] = (await ws.call("session.list", {"task_id": task}))["sessions"]
+            assert dto["state"] == "RUNNING", dto  # not known before the link returns
+            c.standin.set_cut(False)
+            with trio.fail_after(30):
+                while dto["state"] != "WAITING_FOR_INPUT" or dto["cancellation_pending"]:
+                    await trio.sleep(0.1)
+                    [dto] = (await ws.call("session.list", {"task_id": task}))["sessions"]
+            receipt = await ws.call("turn.receipt", {"session_id": sid, "turn_id": turn_id})
+            receipt = receipt.get("receipt", receipt)
+            assert receipt["by"] == "offline" and receipt["outcome"] == "cancelled", receipt
+            await gone(ws, c, sid, name)
