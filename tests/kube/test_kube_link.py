@@ -177,3 +177,38 @@ async def test_the_pods_agentctl_cancels_by_itself_when_offline_and_says_so_on_r
             receipt = receipt.get("receipt", receipt)
             assert receipt["by"] == "offline" and receipt["outcome"] == "cancelled", receipt
             await gone(ws, c, sid, name)
+
+
+async def test_a_stop_while_the_api_server_is_down_is_applied_when_it_is_back(
+        tmp_path: Path, agent_image: AgentImage) -> None:
+    """The API server itself goes away (its port refuses connections) and comes
+    back on the same address: the same as a cut proxy for the session."""
+    with trio.fail_after(TEST_S):
+        async with cluster(tmp_path, agent_image) as c, running_server(
+                tmp_path / "data", timeouts={"agent_start_s": 60},
+                profiles=kube_profiles(c.kubeconfig, agent_image.image)) as srv, \
+                ws_client(srv) as ws:
+            task = await new_task(ws)
+            sid = await launch(ws, task, "kmock")
+            await ws.call("session.subscribe", {"session_id": sid})
+            await start_turn(ws, sid, "/delay 60000")
+            link = adapter_of(srv, sid).connection
+            (name,) = pod_names(c)
+            await c.standin.stop_listening()
+            while link.reachable:
+                await link.until_changed()
+            [dto] = (await ws.call("session.list", {"task_id": task}))["sessions"]
+            assert (dto["state"], dto["reachable"]) == ("RUNNING", False), dto
+            cancel = await ws.send("agent.cancel", {"session_id": sid})
+            await ws.wait_for(lambda f: f.get("action") == "session.cancel.progress"
+                              and f["payload"].get("phase") == "link_down", timeout=20)
+            await trio.sleep(3)  # longer than a look-up of the Pod: it is not taken for gone
+            assert not cancel.done.is_set() and not link.closed.is_set()
+            await c.standin.listen_again()
+            frame = await cancel.wait(60)
+            assert frame["type"] == "response", frame
+            assert frame["payload"]["outcome"] == "cancelled", frame
+            assert frame["payload"]["receipt"]["link_down_ms"] >= 3000, frame
+            await ws.wait_for(is_state(sid, "WAITING_FOR_INPUT"), timeout=30)
+            assert link.reachable and not link.closed.is_set()
+            await gone(ws, c, sid, name)

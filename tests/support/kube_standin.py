@@ -20,7 +20,10 @@ bearer token, and the real paths, bodies and formats of
 Errors are ``Status`` objects.  ``set_cut(True)`` makes the Pod proxy fail as
 a real one does when it cannot reach the Pod (503 ServiceUnavailable, and
 its open WebSockets dropped) until ``set_cut(False)``: a link cut between the
-API server and the Pod, for the link-loss tests.  Every object created is checked against
+API server and the Pod, for the link-loss tests; ``stop_listening`` and
+``listen_again`` take the whole server down and up on the same address.
+
+Every object created is checked against
 Kubernetes' own OpenAPI schema (kubernetes-validate, strict: an unknown field
 is an error) and refused with 422 Invalid when it does not fit; ``created``
 keeps each body as it arrived, for the tests.
@@ -36,11 +39,10 @@ import base64
 import json
 import subprocess
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +106,10 @@ def _fields(obj: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+async def _unset() -> None:
+    raise RuntimeError("the stand-in is not listening yet")
+
+
 @dataclass(eq=False)
 class Watch:
     kind: str
@@ -137,6 +143,11 @@ class KubeStandin:
     nursery: trio.Nursery | None = None
     #: The Pod proxy cannot reach any Pod (``set_cut``).
     cut: bool = False
+    #: Stop the server (its port refuses connections, its connections are
+    #: closed) and start it again on the same address: an API server that is
+    #: down for a while.  Set once it listens.
+    stop_listening: Callable[[], Awaitable[None]] = _unset
+    listen_again: Callable[[], Awaitable[None]] = _unset
     #: Set to end each proxied WebSocket open now (a cut).
     proxied: set[trio.Event] = field(default_factory=set)
     _version: int = 0
@@ -446,16 +457,37 @@ async def kube_standin(tmp: Path, token: str, *,
     hc.certfile, hc.keyfile = str(cert), str(key)
     hc.accesslog = None
     hc.graceful_timeout = 1.0
-    stop = trio.Event()
+    app = create_app(state)
     async with trio.open_nursery() as nursery:
         state.nursery = nursery
-        binds: list[str] = await nursery.start(
-            partial(serve, create_app(state), hc, shutdown_trigger=stop.wait))
-        state.url = binds[0]
+
+        async def listen() -> None:
+            stop, done = trio.Event(), trio.Event()
+
+            async def run(*, task_status: trio.TaskStatus[list[str]]) -> None:
+                try:
+                    await serve(app, hc, shutdown_trigger=stop.wait,
+                                task_status=task_status)
+                finally:
+                    done.set()
+
+            binds: list[str] = await nursery.start(run)
+            state.url = binds[0]
+            # Again on the same address after a stop (``stop_listening``).
+            hc.bind = [binds[0].removeprefix("https://")]
+
+            async def stop_listening() -> None:
+                stop.set()
+                await done.wait()
+
+            state.stop_listening = stop_listening
+
+        state.listen_again = listen
+        await listen()
         try:
             yield state
         finally:
-            stop.set()
+            await state.stop_listening()
             nursery.cancel_scope.deadline = trio.current_time() + 5
 
 
