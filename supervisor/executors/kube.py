@@ -85,8 +85,12 @@ async def launch_kube(config: Config, profile: AgentProfile, cwd: str, *,
     _check_cwd(profile, cwd)
     cluster = load_cluster(profile)
     async with cluster.client(t.agent_request_s) as client:
-        with trio.fail_after(t.agent_start_s):
-            kept = await _kept_pod(client, config, owner)
+        try:
+            with trio.fail_after(t.agent_start_s):
+                kept = await _kept_pod(client, config, owner)
+        except trio.TooSlowError:
+            raise KubeError(f"{cluster.server} did not list the session's Pods within "
+                            f"{t.agent_start_s:g}s") from None
         if kept is not None:
             name, token = kept
             log.info("kubernetes: re-attaching to Pod %s (session %s)", name, owner)
