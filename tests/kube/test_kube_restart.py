@@ -20,10 +20,18 @@ import trio
 from supervisor.config import Config
 from supervisor.executors.container import backend_instance
 from supervisor.executors.kube_pod import LABEL_SESSION, LABEL_WORKSPACE
-from tests.kube.kube_support import NAMESPACE, AgentImage, cluster, pod_names, post
+from tests.kube.kube_support import (
+    NAMESPACE,
+    AgentImage,
+    cluster,
+    kube_profiles,
+    pod_names,
+    post,
+)
+from tests.support.server import running_server
 from tests.support.serverproc import server_process
 from tests.support.ws import WsClient, is_state, ws_client
-from tests.web.support import new_task
+from tests.web.support import launch, new_task
 
 
 def toml_of(kubeconfig: Path, image: str) -> str:
@@ -130,3 +138,30 @@ async def test_a_backend_restart_takes_the_pods_turn_over_and_sweeps_only_what_i
                             c.standin.objects:
                         await trio.sleep(0.05)
             assert pod_names(c) == {"theirs"}  # another Turnvisor's is not ours to delete
+
+
+async def test_a_pod_its_deleted_session_could_not_delete_is_swept_at_the_next_start(
+        tmp_path: Path, agent_image: AgentImage) -> None:
+    """The session is deleted while the API server is down: the delete is
+    bounded and the Pod stays (nothing can reach it); the next start, its
+    session gone from the store, deletes it and its Secret."""
+    data = tmp_path / "data"
+    with trio.fail_after(180):
+        async with cluster(tmp_path, agent_image) as c:
+            profiles = kube_profiles(c.kubeconfig, agent_image.image)
+            async with running_server(data, timeouts={"agent_start_s": 60},
+                                      profiles=profiles) as srv, ws_client(srv) as ws:
+                sid = await launch(ws, await new_task(ws), "kmock")
+                (name,) = pod_names(c)
+                await c.standin.stop_listening()
+                with trio.fail_after(40):
+                    await ws.call("session.delete", {"session_id": sid}, timeout=40)
+                await c.standin.listen_again()
+            assert pod_names(c) == {name}
+            assert ("Secret", NAMESPACE, name) in c.standin.objects
+            async with running_server(data, timeouts={"agent_start_s": 60},
+                                      profiles=profiles):
+                with trio.fail_after(30):
+                    while name in pod_names(c) or ("Secret", NAMESPACE, name) in \
+                            c.standin.objects:
+                        await trio.sleep(0.05)
