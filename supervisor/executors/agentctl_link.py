@@ -100,10 +100,8 @@ class PendingTurn:
 
 @functools.cache
 def shared_tls() -> ssl.SSLContext:
-    """One CA-verifying context for every link: httpx makes one per client
-    otherwise, loading the CA bundle each time (about 1 MiB per session,
-    docs/performance.md); built on first use, so a backend of plain-HTTP and
-    unix-socket links builds it once."""
+    """One CA-verifying context for every link (httpx would load the CA bundle
+    per client: about 1 MiB per session, docs/performance.md)."""
     return httpx.create_ssl_context()
 
 class AgentctlLink:
