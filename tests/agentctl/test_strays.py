@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -20,6 +19,7 @@ from supervisor.config import Config
 from supervisor.executors import LaunchedAgent, launch_agentctl
 from supervisor.executors.agentctl_link import AgentctlLink
 from supervisor.profiles import AgentProfile
+from tests.support.agentctl_status import status_once_started
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or not Path("/proc/self/stat").exists(),
@@ -39,15 +39,6 @@ async def strays_once_settled(agent: LaunchedAgent) -> list[Stray]:
         found = await agent.strays.scan()
         if found and all(s.command.startswith("sleep") for s in found):
             return found
-        await trio.sleep(0.05)
-
-
-async def status_once_started(link: AgentctlLink) -> dict[str, Any]:
-    """agentctl's status once its agent has left ``starting``."""
-    while True:
-        _, status = await link.request("GET", "/api/v1/status", None, timeout_s=10)
-        if status["agent"]["state"] != "starting":
-            return status
         await trio.sleep(0.05)
 
 

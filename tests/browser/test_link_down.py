@@ -54,7 +54,12 @@ class CutProxy:
             try:
                 client, _ = self.listener.accept()
             except OSError:
-                return
+                # Closed by ``close``: done. Anything else (a connection the
+                # backend gave up on before it was taken) must not end the
+                # proxy, or every later connection would hang unanswered.
+                if self.listener.fileno() == -1:
+                    return
+                continue
             if not self.open:
                 client.close()
                 continue

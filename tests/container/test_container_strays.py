@@ -13,6 +13,7 @@ from supervisor.executors import launch_container
 from supervisor.executors.agentctl_link import AgentctlLink
 from supervisor.profiles import AgentProfile
 from tests.container.container_support import Engine
+from tests.support.agentctl_status import status_once_started
 
 TEST_S = 120.0
 
@@ -40,5 +41,6 @@ async def test_a_container_agents_stray_is_listed_and_ended(tmp_path: Path,
             assert await agent.strays.scan() == []
             link = agent.adapter.connection
             assert isinstance(link, AgentctlLink)
-            _, status = await link.request("GET", "/api/v1/status", None, timeout_s=10)
+            # The agent may still be initializing (nothing above waited for it).
+            status = await status_once_started(link)
             assert status["agent"]["state"] == "ready" and status["agents_started"] == 1
