@@ -367,6 +367,13 @@ class AgentctlAdapter:
             self._abandoned = turn.id
             self._forget(turn)
             raise
+        except AgentClosed:
+            self._forget(turn)
+            # agentctl died before its answer arrived: the link's close already
+            # ended the turn, as a death after the answer would have.
+            if turn.ended is not None:
+                return turn.ended
+            raise
         except BaseException:
             self._forget(turn)
             raise

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -159,6 +161,30 @@ async def test_agentctl_killed_mid_turn(agentctl: AgentctlFactory, protocol: str
                 await adapter.prompt("x")
             # The agent did not outlive agentctl.
             await wait_group_gone(pgid, timeout=5)
+
+
+async def test_agentctl_killed_before_the_prompt_is_answered(agentctl: AgentctlFactory) -> None:
+    """agentctl dying with the prompt's request in flight ends the turn with an
+    error, as a death after its answer does: the caller is not handed the
+    transport's exception (CI once killed it in that window)."""
+    with trio.fail_after(40):
+        async with agentctl() as ctl, driven(ctl) as (adapter, _seen):
+            await adapter.initialize()
+            await adapter.new_session("/ignored")
+            result: list[TurnEnded] = []
+            async with trio.open_nursery() as nursery:
+                async def turn() -> None:
+                    result.append(await adapter.prompt("/delay 10000"))
+                # Frozen, it accepts the connection (the kernel does) but never answers.
+                os.kill(ctl.process.pid, signal.SIGSTOP)
+                nursery.start_soon(turn)
+                await trio.sleep(0.3)
+                assert adapter.turn_running and not result
+                ctl.kill()
+            assert result[0].stop_reason == "error" and result[0].error
+            assert not adapter.turn_running
+            with pytest.raises(AgentClosed):
+                await adapter.prompt("x")
 
 
 async def test_agent_exit_and_cancel_after_loss(agentctl: AgentctlFactory) -> None:
