@@ -50,17 +50,39 @@ def _inside(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
+def _check_private(path: str, here: str, st: os.stat_result) -> None:
+    """``here`` (opened) is a directory of this user's, closed to group and others:
+    one made by another user (planted first in a shared tree) or left open to
+    them could hold their sockets or links under our names."""
+    mine = os.geteuid()
+    if not stat.S_ISDIR(st.st_mode):
+        raise PathRefused(f"{path}: {here} is not a directory; refusing it")
+    if st.st_uid != mine:
+        raise PathRefused(f"{path}: {here} belongs to uid {st.st_uid}, not to this user "
+                          f"(uid {mine}); refusing it")
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        raise PathRefused(f"{path}: {here} is open to other users (mode "
+                          f"{stat.S_IMODE(st.st_mode):04o}, wanted 0700); refusing it")
+
+
 def open_by_identity(path: str, *, untrusted: Iterable[str] = (), create: bool = False,
-                     mode: int = 0o700) -> OpenedPath:
+                     mode: int = 0o700, private_below: str | None = None) -> OpenedPath:
     """Open ``path`` (absolute) as described in the module docstring.
 
     ``untrusted``: trees an agent can write (real paths): a symbolic link found
     in one of them refuses the path.  ``create``: make missing directories.
+    ``private_below`` (a real path): every component of ``path`` below it must
+    be a directory of this user's that no one else may enter (the backend's
+    sockets and run dirs, possibly under the shared temporary directory); a
+    symbolic link there is refused like one in ``untrusted``.
     Raises ``PathRefused`` (with the reason) or ``FileNotFoundError`` when the
     path does not exist and ``create`` is false."""
     if not os.path.isabs(path):
         raise PathRefused(f"{path}: not an absolute path")
     trees = [os.path.normpath(t) for t in untrusted]
+    private = os.path.normpath(private_below) if private_below is not None else None
+    if private is not None:
+        trees.append(private)
     pending = [p for p in os.path.normpath(path).split("/") if p]
     current = "/"
     fd = os.open("/", _DIR)
@@ -112,12 +134,14 @@ def open_by_identity(path: str, *, untrusted: Iterable[str] = (), create: bool =
                                   f"({exc.strerror}); refusing it") from None
             os.close(fd)
             fd = nfd
-            current = here
+            above, current = current, here
             opened = os.fstat(fd)
             if stat.S_ISLNK(opened.st_mode) or (opened.st_dev, opened.st_ino) != (
                     st.st_dev, st.st_ino):
                 raise PathRefused(f"{path}: {here} was replaced while it was opened; "
                                   "refusing it")
+            if private is not None and _inside(above, private):
+                _check_private(path, here, opened)
         final = os.fstat(fd)
     except BaseException:
         if fd >= 0:

@@ -30,6 +30,7 @@ from typing import Final
 
 import trio
 
+from protocols.fence_paths import PathRefused, open_by_identity
 from protocols.tools import ToolsError
 from protocols.tools import current as current_tools
 
@@ -53,19 +54,21 @@ _MAX_SOCKET_PATH: Final = 100
 def control_dir(data_dir: Path) -> Path:
     """The 0700 directory of the shared connections' and forwards' sockets:
     ``DATA_DIR/ssh``, or (a data dir too deep for a unix socket path) a
-    directory of this user's under the temporary directory, named for it."""
+    directory of this user's under the temporary directory, named for it.
+    Made, or found, by the fence's one way (``open_by_identity``): a symlink
+    or a directory another user planted there first, or one open to others,
+    is refused (``PathRefused``, an ``OSError``, naming why)."""
     wanted = data_dir / "ssh"
     if len(str(wanted)) + 30 > _MAX_SOCKET_PATH:
         digest = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:12]
         wanted = Path(tempfile.gettempdir()) / f"turnvisor-ssh-{os.getuid()}-{digest}"
+    wanted = wanted.absolute()
     try:
-        os.mkdir(wanted, 0o700)
-    except FileExistsError:
-        pass
-    st = os.lstat(wanted)
-    if not os.path.isdir(wanted) or os.path.islink(wanted) or st.st_uid != os.getuid():
-        raise OSError(f"{wanted} is not a directory of this user: refusing it for ssh sockets")
-    os.chmod(wanted, 0o700)
+        opened = open_by_identity(str(wanted), create=True, mode=0o700,
+                                  private_below=os.path.realpath(wanted.parent))
+    except PathRefused as exc:
+        raise PathRefused(f"ssh sockets: {exc}") from None
+    os.close(opened.fd)
     return wanted
 
 

@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
+from protocols.fence_paths import PathRefused, open_by_identity
 from protocols.process import process_identity
 
 __all__ = ["RUN_DIR", "run_dir", "start_detached", "stop_detached", "sweep_detached"]
@@ -72,20 +73,17 @@ def run_dir(data_dir: Path, name: str) -> Path:
 
 
 def _private_dirs(path: Path, top: Path) -> None:
-    """``path`` and its parents below ``top`` created 0700, each a real
-    directory of ours (no symlink followed).  ``top`` itself is left as it is:
-    it may be the shared temporary directory (sticky, everyone's)."""
-    rel = path.relative_to(top)
-    for d in [*(p for p in reversed(rel.parents) if p != Path(".")), rel]:
-        full = top / d
-        try:
-            os.mkdir(full, 0o700)
-        except FileExistsError:
-            pass
-        st = os.lstat(full)
-        if not os.path.isdir(full) or os.path.islink(full) or st.st_uid != os.getuid():
-            raise DetachError(f"{full} is not a directory of this user")
-        os.chmod(full, 0o700)
+    """``path`` and its parents below ``top`` made 0700, each a real directory
+    of ours closed to others (the fence's one way, ``open_by_identity``: a
+    symlink or another user's directory planted there is refused).  ``top``
+    itself is left as it is: it may be the shared temporary directory
+    (sticky, everyone's)."""
+    try:
+        opened = open_by_identity(str(path.absolute()), create=True, mode=0o700,
+                                  private_below=os.path.realpath(top))
+    except PathRefused as exc:
+        raise DetachError(str(exc)) from None
+    os.close(opened.fd)
 
 
 def _socket(run: Path) -> Path:
