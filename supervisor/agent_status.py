@@ -27,6 +27,9 @@ class AgentStatus:
         #: DESIGN.md §20: whether a remote agent's host answers, per session
         #: whose link survives a cut (registered with its execution).
         self._reach: dict[str, Callable[[], bool]] = {}
+        #: DESIGN.md §20: the profile settings that changed since the running
+        #: agent (re-attached after a restart) was started.
+        self._changed: dict[str, tuple[str, ...]] = {}
 
     def up(self, session_id: str, protocol: str, closed: trio.Event) -> None:
         """The session's agent runs, speaking ``protocol``, until ``closed``."""
@@ -38,10 +41,16 @@ class AgentStatus:
         if self._closed.get(session_id) is closed:
             del self._closed[session_id]
             self._reach.pop(session_id, None)
+            self._changed.pop(session_id, None)
 
     def reach(self, session_id: str, reachable: Callable[[], bool]) -> None:
         """The session's agent is remote: ``reachable`` says whether its host answers."""
         self._reach[session_id] = reachable
+
+    def profile_changed(self, session_id: str, fields: tuple[str, ...]) -> None:
+        """The profile settings that changed since the session's running agent
+        was started (until its execution ends)."""
+        self._changed[session_id] = fields
 
     def reachable(self, session_id: str) -> bool:
         """False while the session's remote agent's host does not answer: its
@@ -55,12 +64,14 @@ class AgentStatus:
         closed = self._closed.get(session_id)
         return closed is not None and not closed.is_set()
 
-    def liveness(self, session_id: str) -> tuple[bool, bool]:
-        """``agent_live`` and ``reachable`` in one call (a DTO needs both; it is
-        built on the cancel's path, whose calls are counted)."""
+    def liveness(self, session_id: str) -> tuple[bool, bool, tuple[str, ...]]:
+        """``agent_live``, ``reachable`` and ``profile_changed`` in one call (a
+        DTO needs them all; it is built on the cancel's path, whose calls are
+        counted)."""
         closed = self._closed.get(session_id)
         reach = self._reach.get(session_id)
-        return closed is not None and not closed.is_set(), reach is None or reach()
+        return (closed is not None and not closed.is_set(), reach is None or reach(),
+                self._changed.get(session_id, ()))
 
     def agent_protocol(self, profile_name: str, session_id: str) -> str | None:
         """``acp/1`` / ``acp/2`` / ``codex``: what the session's agent

@@ -82,13 +82,14 @@ class Notifier:
 
     def _dto(self, session: Session) -> dict[str, Any]:
         progress = self.projection.get(session.id)
-        live, reachable = self._agents.liveness(session.id)
+        live, reachable, changed = self._agents.liveness(session.id)
         return session.to_dto(progress.pending, progress.revision,
                               live, self.agent_protocol(session)) | {
             "needs_approval": bool(self._asking.get(session.id)),
             "attention": self.attention_of(session.id),
             "cancel_progress": self._phases.get(session.id) if progress.pending else None,
             "reachable": reachable,
+            "profile_changed": list(changed),
             **self.offers.dto(session.id, session.options, live),
             "subagents": self._subagents.dtos(session.id)}
 

@@ -72,6 +72,10 @@ class LaunchedAgent:
     #: The agent's strays (``StrayControl``); None where the executor cannot
     #: see its agent's processes.
     strays: StrayControl | None = None
+    #: DESIGN.md §20: re-attached to an agent a previous backend started from
+    #: a profile whose settings named here have changed since (launch_record.py):
+    #: it runs on as it was started; the change applies at its next start.
+    profile_changed: tuple[str, ...] = ()
 
     @property
     def returncode(self) -> int | None:

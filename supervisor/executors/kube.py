@@ -56,12 +56,14 @@ from .container import AGENTCTL_PORT
 from .kube_api import Cluster, KubeError, load_cluster
 from .kube_pod import (
     LABEL_SESSION,
+    LAUNCH_ANNOTATION,
     TOKEN_KEY,
     label_value,
     pod_manifest,
     secret_manifest,
     workspace_labels,
 )
+from .launch_record import KUBE_FIELDS, changed
 
 __all__ = ["launch_kube", "sweep_kube"]
 
@@ -91,9 +93,16 @@ async def launch_kube(config: Config, profile: AgentProfile, cwd: str, *,
         except trio.TooSlowError:
             raise KubeError(f"{cluster.server} did not list the session's Pods within "
                             f"{t.agent_start_s:g}s") from None
+        drift: tuple[str, ...] = ()
         if kept is not None:
-            name, token = kept
+            name, token, recorded = kept
             log.info("kubernetes: re-attaching to Pod %s (session %s)", name, owner)
+            # Kept running (a restart never kills a turn), but not silently
+            # different from what its profile now says.
+            drift = changed(recorded, profile, KUBE_FIELDS)
+            if drift:
+                log.warning("kubernetes: Pod %s (session %s) was made from another %s of "
+                            "profile %r", name, owner, ", ".join(drift), profile.name)
         else:
             name, token = _name(owner), secrets.token_urlsafe(32)
             try:
@@ -119,7 +128,8 @@ async def launch_kube(config: Config, profile: AgentProfile, cwd: str, *,
                     watcher.start_soon(_watch_gone, client, name, adapter, t.agent_request_s)
                     try:
                         yield LaunchedAgent(adapter=adapter, handover=adapter,
-                                            strays=AgentctlStrays(adapter.connection))
+                                            strays=AgentctlStrays(adapter.connection),
+                                            profile_changed=drift)
                     finally:
                         watcher.cancel_scope.cancel()
             finally:
@@ -153,14 +163,14 @@ def _check_cwd(profile: AgentProfile, cwd: str) -> None:
 
 
 async def _kept_pod(client: AsyncClient, config: Config,
-                    owner: str | None) -> tuple[str, str] | None:
-    """The session's Pod a previous backend left running (its name and agentctl
-    token, from its Secret), to re-attach to.  One that is not ready, or
+                    owner: str | None) -> tuple[str, str, str | None] | None:
+    """The session's Pod a previous backend left running (its name, agentctl
+    token, from its Secret, and launch record), to re-attach to.  One that is not ready, or
     whose Secret is gone, is deleted (a fresh one is made)."""
     if not owner:
         return None
     labels = {**workspace_labels(config), LABEL_SESSION: label_value(owner)}
-    found: tuple[str, str] | None = None
+    found: tuple[str, str, str | None] | None = None
     for pod in await kube_api.labelled_pods(client, labels):
         name = pod.metadata.name if pod.metadata is not None else None
         if not name or (pod.metadata is not None and pod.metadata.deletionTimestamp):
@@ -168,7 +178,8 @@ async def _kept_pod(client: AsyncClient, config: Config,
         ready, _ = kube_api.pod_state(pod)
         token = await kube_api.secret_value(client, name, TOKEN_KEY) if ready else None
         if found is None and token:
-            found = (name, token)
+            annotations = (pod.metadata.annotations if pod.metadata is not None else None) or {}
+            found = (name, token, annotations.get(LAUNCH_ANNOTATION))
             continue
         log.info("kubernetes: deleting Pod %s of session %s (%s)", name, owner,
                  "another one is kept" if found else "not ready, or its Secret is gone")

@@ -29,8 +29,9 @@ from ..config import Config
 from ..profiles import AgentProfile, KubeSettings, ProjectVolume
 from .agentctl import offline_args
 from .container import AGENTCTL_PORT, backend_instance, default_image
+from .launch_record import KUBE_FIELDS, record
 
-__all__ = ["LABEL_SESSION", "LABEL_WORKSPACE", "label_value", "pod_manifest",
+__all__ = ["LABEL_SESSION", "LABEL_WORKSPACE", "LAUNCH_ANNOTATION", "label_value", "pod_manifest",
            "secret_manifest", "workspace_labels"]
 
 #: This Turnvisor's id (``backend_instance``: host + data dir) on the objects
@@ -39,6 +40,9 @@ LABEL_WORKSPACE: Final = "turnvisor.workspace"
 #: The session the Pod runs the agent of.
 LABEL_SESSION: Final = "turnvisor.session"
 TOKEN_KEY: Final = "token"
+#: What the Pod was made from (launch_record.py): a backend that re-attaches
+#: to it compares it with the profile as it is then.
+LAUNCH_ANNOTATION: Final = "turnvisor.launch"
 _LABEL_BAD = re.compile(r"[^A-Za-z0-9_.-]")
 
 
@@ -108,7 +112,8 @@ def pod_manifest(config: Config, profile: AgentProfile, cwd: str, name: str, *,
     if kube.node_selector:
         spec["nodeSelector"] = dict(kube.node_selector)
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "labels": _labels(config, profile, owner)},
+            "metadata": {"name": name, "labels": _labels(config, profile, owner),
+                         "annotations": {LAUNCH_ANNOTATION: record(profile, KUBE_FIELDS)}},
             "spec": spec}
 
 

@@ -68,6 +68,7 @@ from .agentctl_adapter import AgentctlAdapter
 from .agentctl_strays import AgentctlStrays
 from .base import LaunchedAgent, TurnHandover
 from .container import backend_instance
+from .launch_record import SSH_FIELDS, RecordFiles, changed, record
 from .ssh_host import SshHost, control_dir, keep_forwarded, ssh_error
 
 __all__ = ["SshHosts", "launch_ssh", "sweep_ssh"]
@@ -77,6 +78,8 @@ log = logging.getLogger(__name__)
 _RUN_SEGMENT: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 #: The key each run's token is derived from, in the data dir.
 RUN_KEY: Final = "ssh-run.key"
+#: What each run was started from (launch_record.py), in the data dir.
+LAUNCH_RECORDS: Final = "ssh-launch"
 
 
 @dataclass(eq=False)
@@ -216,8 +219,19 @@ async def launch_ssh(hosts: SshHosts, profile: AgentProfile, cwd: str, *,
     name = run_name(config, owner)
     token = await hosts.token(name)
     remote, attached = await start_remote(host, config, profile, cwd, name, token)
+    records = RecordFiles(config.data_dir / LAUNCH_RECORDS)
+    drift: tuple[str, ...] = ()
     if attached:
         log.info("ssh: re-attaching to agentctl %s on %s", name, target)
+        # It runs on as it was started (a restart never kills a turn), but a
+        # profile changed since is said (DESIGN.md §20).
+        drift = changed(await trio.to_thread.run_sync(records.load, name), profile,
+                        SSH_FIELDS)
+        if drift:
+            log.warning("ssh: agentctl %s on %s was started from another %s of profile %r",
+                        name, target, ", ".join(drift), profile.name)
+    else:
+        await trio.to_thread.run_sync(records.save, name, record(profile, SSH_FIELDS))
     local = host.sockets / f"f-{hashlib.sha256(name.encode()).hexdigest()[:16]}.sock"
     handover: _Handover | None = None
     try:
@@ -237,7 +251,8 @@ async def launch_ssh(hosts: SshHosts, profile: AgentProfile, cwd: str, *,
                 keeper.start_soon(keep_forwarded, host, [(local, remote)], adapter.connection)
                 try:
                     yield LaunchedAgent(adapter=adapter, handover=given,
-                                        strays=AgentctlStrays(adapter.connection))
+                                        strays=AgentctlStrays(adapter.connection),
+                                        profile_changed=drift)
                 finally:
                     keeper.cancel_scope.cancel()
         finally:
@@ -253,8 +268,9 @@ async def launch_ssh(hosts: SshHosts, profile: AgentProfile, cwd: str, *,
             else:
                 try:
                     await host.ensure_master()
-                    await stop_remote(host, target, name,
-                                      timeout_s=t.term_grace_s + t.agent_request_s)
+                    if await stop_remote(host, target, name,
+                                         timeout_s=t.term_grace_s + t.agent_request_s):
+                        await trio.to_thread.run_sync(records.forget, name)
                 except OSError as exc:
                     log.warning("ssh: agentctl %s on %s not stopped (%s); it runs on for the "
                                 "session's next start, or the backend's next start sweeps it "
@@ -281,6 +297,7 @@ async def sweep_ssh(config: Config,
     keep = "".join(f"{run_name(config, s.id)}\n" for s in (await sessions() if sessions
                                                            else ()) if s.agent in ssh_profiles)
     hosts = hosts or SshHosts(config)
+    records = RecordFiles(config.data_dir / LAUNCH_RECORDS)
     t = config.timeouts
     stopped = 0
     for target in targets.values():
@@ -300,6 +317,7 @@ async def sweep_ssh(config: Config,
                 continue
             for line in done.stdout.decode(errors="replace").split():
                 log.warning("startup sweep: stopped agentctl %s on %s", line, target)
+                await trio.to_thread.run_sync(records.forget, line)
                 stopped += 1
         if scope.cancelled_caught:
             log.warning("startup sweep of %s: not done within %gs", target, t.agent_start_s)

@@ -85,6 +85,7 @@ from .cancellation import Cancellations
 from .cancellation_link import take_over_attempts
 from .login import AgentLoginRequired, Logins
 from .offers import Offers
+from .profile_drift import tell_profile_changed
 from .reach import watch_reach
 from .start_text import leaf as _leaf
 from .start_text import stderr_tail as _tail
@@ -274,6 +275,9 @@ class Executions:
                 self.agents.executions[session_id] = ex
                 self.agents.status.up(session_id, adapter.wire_protocol,
                                       adapter.connection.closed)
+                await tell_profile_changed(self.store, self.agents.status, session_id,
+                                           profile.name, agent.profile_changed,
+                                           self.timeouts.idle_agent_s)
                 nursery.start_soon(self._stop_when_idle, ex)
                 nursery.start_soon(watch_reach, self.cancellations, ex)  # a remote host (§20)
                 if ex.turn is not None:

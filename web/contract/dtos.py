@@ -246,6 +246,11 @@ class SessionDTO(DTO):
     #: DESIGN.md §20: false while its remote agent's host does not answer
     #: (its link is down and re-connecting): its turn is not known to run.
     reachable: bool = True
+    #: DESIGN.md §20: its agent, re-attached after a backend restart, was
+    #: started from other values of these profile settings (``image``,
+    #: ``command``, ``env`` ...): it runs on as started; they apply at its
+    #: agent's next start ([]: none known).
+    profile_changed: list[str] = []
     #: The wire protocol its agent speaks (DESIGN.md §13); null before an
     #: ``auto`` profile's agent first started in this backend.
     protocol: Literal["acp/1", "acp/2", "codex"] | None

@@ -1,0 +1,74 @@
+"""A detached agentctl on an SSH host re-attached after a backend restart whose
+profile changed meanwhile (DESIGN.md §20): the agentctl and its running turn
+are kept, and the session says so — its DTO's ``profile_changed`` names the
+settings, its transcript gets a warning notice.  Restarted with the same
+profile: nothing is said.  Its session deleted, the launch record goes."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from tests.kube.test_kube_profile_changed import notices, session_dto
+from tests.ssh.sshd import Sshd, ssh_profile
+from tests.ssh.test_ssh_restart import chunks_past
+from tests.support.serverproc import server_process
+from tests.support.ws import ws_client
+from tests.web.support import new_task
+
+
+def toml_of(sshd: Sshd, *extra_args: str) -> str:
+    keys: dict[str, Any] = {**ssh_profile(sshd), "command": [
+        sshd.python, "-m", "protocols.mock_agent", "--protocol", "acp", *extra_args]}
+    return "[agents.mock]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in keys.items())
+
+
+async def test_an_agentctl_started_from_another_profile_is_kept_and_said(
+        tmp_path: Path, sshd: Sshd) -> None:
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    records = data / "ssh-launch"
+    same = toml_of(sshd)
+    with trio.fail_after(240):
+        async with server_process(data, toml=same) as srv, ws_client(srv) as ws:
+            task_id = await new_task(ws, "ssh profile changed")
+            sid = (await ws.call("session.launch", {"task_id": task_id,
+                                                    "agent": "mock"}))["id"]
+            turn_id = (await ws.call("message.add", {"session_id": sid,
+                                                     "content": "/delay 60000"}))["turn_id"]
+            seen = await chunks_past(ws, sid, turn_id, 2)
+            assert (await session_dto(ws, task_id))["profile_changed"] == []
+            assert len(list(records.iterdir())) == 1
+            srv.proc.send_signal(signal.SIGKILL)
+            await srv.proc.wait()
+        # The same profile: re-attached, nothing said.
+        async with server_process(data, toml=same) as srv, ws_client(srv) as ws:
+            seen = await chunks_past(ws, sid, turn_id, max(seen) + 2)
+            assert (await session_dto(ws, task_id))["profile_changed"] == []
+            assert await notices(ws, sid) == []
+            srv.proc.send_signal(signal.SIGKILL)
+            await srv.proc.wait()
+        # Its command changed: the same agentctl runs the same turn on, and the
+        # session names what differs.
+        async with server_process(data, toml=toml_of(sshd, "--steering")) as srv, \
+                ws_client(srv) as ws:
+            await chunks_past(ws, sid, turn_id, max(seen) + 2)
+            with trio.fail_after(30):
+                while not (dto := await session_dto(ws, task_id))["profile_changed"]:
+                    await trio.sleep(0.05)
+            assert dto["profile_changed"] == ["command"], dto
+            assert dto["state"] == "RUNNING" and dto["current_turn_id"] == turn_id, dto
+            (notice,) = await notices(ws, sid)
+            assert notice["metadata"]["profile_changed"] == ["command"]
+            assert "'mock' changed" in notice["content"], notice
+            result = await ws.call("agent.cancel", {"session_id": sid}, timeout=30)
+            assert result["success"], result
+            # Deleted: its agentctl stopped, and its launch record with it.
+            await ws.call("session.delete", {"session_id": sid}, timeout=30)
+            with trio.fail_after(30):
+                while list(records.iterdir()):
+                    await trio.sleep(0.1)
