@@ -1,7 +1,7 @@
 """A stop that survives a lost link (DESIGN.md §20), through a real server.
 
 ``turnvisor serve`` runs as a subprocess with an agentctl profile whose URL is
-a TCP proxy this test controls (cut_proxy.py): the link to agentctl is cut and
+a TCP proxy this test controls (tests/support/cut_proxy.py): the link to agentctl is cut and
 restored while agentctl and its agent run on untouched.  A cancel pressed
 during the cut is accepted and pending with phase ``link_down``, the session
 says ``reachable: false``, and once the link returns the cancel is sent first,
@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import trio
 from agentctl_support import TOKEN, AgentctlFactory
-from cut_proxy import CutProxy, cut_proxy
 
+from tests.support.cut_proxy import CutProxy, cut_proxy
 from tests.support.serverproc import server_process
 from tests.support.ws import WsClient, ws_client
 from tests.web.support import launch, new_task

@@ -1,7 +1,7 @@
 """The link to an agentctl reached over a network survives a cut (DESIGN.md §20).
 
 A real agentctl with the mock agent, reached through a TCP proxy the test cuts
-and restores (cut_proxy.py); the adapter run as the lifecycle runs it.  While
+and restores (tests/support/cut_proxy.py); the adapter run as the lifecycle runs it.  While
 the link is down it says so, requests meet ``LinkDown`` within their bounds, a
 cancel is held; on its return the held cancel goes out first, the events of the
 outage are replayed in order (none lost, none twice), and the turn ends
@@ -17,12 +17,12 @@ from contextlib import asynccontextmanager
 import pytest
 import trio
 from agentctl_support import AgentctlFactory
-from cut_proxy import cut_proxy
 
 from protocols.events import AgentEvent, MessageChunk, TurnEnded
 from supervisor.config import Timeouts
 from supervisor.executors.agentctl_adapter import AgentctlAdapter
 from supervisor.executors.link_hold import LinkDown
+from tests.support.cut_proxy import cut_proxy
 
 TIMEOUTS = Timeouts(agent_request_s=2.0)
 

@@ -4,8 +4,8 @@ pressed then stays pending with "Waiting for the agent's host…" (across a relo
 when the host answers again the stop lands and the turn ends cancelled.
 
 The agent runs behind a real ``turnvisor agentctl`` reached through a TCP proxy this test cuts
-and restores (threads and blocking sockets: these tests are sync), so agentctl and its agent
-run on untouched while the backend cannot reach them."""
+and restores (tests/support/cut_proxy.py), so agentctl and its agent run on untouched while
+the backend cannot reach them."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,6 +26,7 @@ pytest.importorskip("playwright.sync_api")
 from playwright.sync_api import expect
 
 from protocols.agentctl_wire import TOKEN_ENV
+from tests.support.cut_proxy import CutProxy
 
 from .ui import create_task, open_person
 
@@ -34,76 +34,6 @@ pytestmark = pytest.mark.browser
 
 AGENTCTL_TOKEN = "browser-agentctl-token-0123456789"
 WAITING = "Waiting for the agent's host…"
-
-
-class CutProxy:
-    """Loopback TCP proxy to ``target``; ``cut`` drops every connection and closes new ones
-    at once, ``restore`` lets them through again."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
-        self.open = True
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self._live: set[socket.socket] = set()
-        self._lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                # Closed by ``close``: done. Anything else (a connection the
-                # backend gave up on before it was taken) must not end the
-                # proxy, or every later connection would hang unanswered.
-                if self.listener.fileno() == -1:
-                    return
-                continue
-            if not self.open:
-                client.close()
-                continue
-            try:
-                upstream = socket.create_connection(self.target)
-            except OSError:
-                client.close()
-                continue
-            with self._lock:
-                self._live |= {client, upstream}
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        for s in (src, dst):
-            self._drop(s)
-
-    def _drop(self, s: socket.socket) -> None:
-        with self._lock:
-            self._live.discard(s)
-        try:
-            s.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        s.close()
-
-    def cut(self) -> None:
-        self.open = False
-        with self._lock:
-            live = list(self._live)
-        for s in live:
-            self._drop(s)
-
-    def restore(self) -> None:
-        self.open = True
-
-    def close(self) -> None:
-        self.cut()
-        self.listener.close()
 
 
 @pytest.fixture
