@@ -87,7 +87,9 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert, onSto
   if (compact) {
     form.append(menu.list, mentionMenu.list, error, note, cancel.note, offers.el, tray.list, h("div", { class: "composer-row" }, tray.button, input, actions), hint, menu.ghost, tray.picker);
   } else {
-    const bar = h("div", { class: "composer-bar" }, error, note, cancel.note, hint, actions);
+    // The words keep their one line; the buttons wrap under them rather than squeeze them.
+    const words = h("div", { class: "composer-words" }, error, note, cancel.note, hint);
+    const bar = h("div", { class: "composer-bar" }, words, actions);
     form.append(menu.list, mentionMenu.list, offers.el, tray.list, input, menu.ghost, bar, tray.picker);
   }
   form.dataset.testid = "composer";
@@ -221,7 +223,8 @@ export function createComposer({ layout, onSend, onCancel, onCancelRevert, onSto
           ? "Queue a message"
           : "Queue a message for when the agent is done (Enter queues, Esc cancels the turn)"
         : placeholder;
-    hint.hidden = Boolean(view.cancel.note);
+    // Nothing can be sent (offline, a login, a start under way): "Enter sends" would mislead.
+    hint.hidden = Boolean(view.cancel.note) || Boolean(view.sendDisabled);
     hint.textContent = keyHint(view);
     steer.hidden = !view.steer?.visible;
     steer.disabled = send.disabled;
