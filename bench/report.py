@@ -12,6 +12,9 @@ STAGES = (
     ("adapter_send", "admitted", "adapter_sent"),
     ("agent_answer", "adapter_sent", "agent_answered"),
     ("reconcile_store", "agent_answered", "reconciled"),
+    # The close's two halves: its text, decision and transaction; its notes and settle.
+    ("close_commit", "agent_answered", "committed"),
+    ("close_settle", "committed", "reconciled"),
     ("publish", "reconciled", "published"),
     ("server_total", "received", "published"),
 )

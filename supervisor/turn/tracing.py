@@ -5,9 +5,10 @@ When it is off nothing on the cancel path records anything (no call, no
 counter): the parts that would tell it hold ``None``.  When it is on it
 keeps, per operation, the stage marks (``trio.current_time()``): received,
 admitted, step_over (a stop after the step: its step ended), adapter_sent,
-agent_answered, reconciled, published; the last
-settled operations (bounded); and how many operations began, and how many
-their turn's close settled (no task woken to settle them).
+agent_answered, committed (its turn's close transaction returned),
+reconciled, published; the last settled operations (bounded); and how many
+operations began, and how many their turn's close settled (no task woken to
+settle them).
 """
 
 from __future__ import annotations

@@ -113,6 +113,8 @@ class TurnCloser:
                             text = taken
                     turn.settled_session, notes, closed = await self._close(
                         turn.session_id, turn.id, facts, ended, text)
+                    if self.settler.trace is not None and turn.cancel is not None:
+                        self.settler.trace.mark(turn.cancel, "committed")
                 if bound.cancelled_caught:
                     refused = "it did not answer in time"
             except StoreError as exc:

@@ -76,8 +76,8 @@ async def test_cancel_stages_fall_between_the_clients_send_and_receive(tmp_path:
             op = r.json()["operations"][-1]
             assert op["outcome"] == "acknowledged"
             marks = op["marks_ms"]
-            order = ["received", "admitted", "adapter_sent", "agent_answered", "reconciled",
-                     "published"]
+            order = ["received", "admitted", "adapter_sent", "agent_answered", "committed",
+                     "reconciled", "published"]
             assert [marks[m] for m in order] == sorted(marks[m] for m in order)
             assert pending.sent_at <= op["received_s"]
             assert op["received_s"] + marks["published"] / 1000 <= pending.answered_at
