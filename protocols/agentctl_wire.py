@@ -37,6 +37,17 @@ when the log is not the one N was read from (agentctl restarted).
 
 A subscriber that falls behind is closed with ``CLOSE_FELL_BEHIND`` and a
 reason naming the last seq it was sent; it reconnects with ``?after=<seq>``.
+
+The other way, client → agentctl, on the same connection (an agentctl that
+reads them lists their types in ``Hello.accepts``): ``Cancel {turn_id,
+session_id?}`` — write the protocol cancel of that turn now (a cancel without
+an HTTP request: DESIGN.md §20).  agentctl answers each on the stream, in
+order with the events and never in the log (unnumbered, that connection's
+alone): ``CancelWritten {turn_id, running}`` (written, or no such turn runs:
+``running`` false), ``CancelFailed {turn_id, error}``, and ``FrameRefused
+{error}`` for a frame it cannot read (the stream goes on).  ``decode_request``
+reads a client frame, ``cancel_frame``/``cancel_reply``/``refusal_frame``
+write them.
 """
 
 from __future__ import annotations
@@ -74,17 +85,26 @@ __all__ = [
     "CLOSE_GOING_AWAY",
     "CONTROL_TYPES",
     "EVENT_TYPES",
+    "MAX_REQUEST_CHARS",
+    "REQUEST_TYPES",
     "TOKEN_ENV",
     "TOKEN_HEADER",
+    "CancelAck",
+    "CancelRequest",
     "Control",
     "Frame",
+    "FrameRefused",
     "Heartbeat",
     "Hello",
     "LoggedEvent",
     "StreamDecoder",
     "WireError",
+    "cancel_frame",
+    "cancel_reply",
     "decode_event",
+    "decode_request",
     "event_frame",
+    "refusal_frame",
 ]
 
 #: The environment variable both sides read the bearer token from.
@@ -106,6 +126,10 @@ EVENT_TYPES: Final[dict[str, type[Any]]] = {
 }
 CONTROL_TYPES: Final = frozenset({"AgentStarted", "AgentExited", "SessionStarted", "TurnStarted",
                                   "OfflineCancel"})
+#: The client → agentctl frames an agentctl reads (its Hello's ``accepts``).
+REQUEST_TYPES: Final = ("Cancel",)
+#: A client frame's size cap: a cancel is a few hundred bytes.
+MAX_REQUEST_CHARS: Final = 4096
 
 
 class WireError(ValueError):
@@ -268,7 +292,82 @@ class LoggedEvent:
     event: AgentEvent
 
 
-Frame: TypeAlias = Hello | Heartbeat | Control | LoggedEvent
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CancelAck:
+    """agentctl's answer to a ``Cancel`` frame (unnumbered): ``error`` None
+    when the cancel was written (or no such turn was running: ``running``)."""
+
+    turn_id: str
+    running: bool = True
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FrameRefused:
+    """agentctl could not read a frame the client sent (unnumbered)."""
+
+    error: str
+
+
+Frame: TypeAlias = Hello | Heartbeat | Control | LoggedEvent | CancelAck | FrameRefused
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CancelRequest:
+    """A client's ``Cancel`` frame: the protocol cancel of ``turn_id``, now."""
+
+    turn_id: str
+    session_id: str | None = None
+
+
+def cancel_frame(turn_id: str, session_id: str | None = None) -> str:
+    """The client's ``Cancel`` frame, as sent."""
+    return json.dumps({"type": "Cancel", "turn_id": turn_id, "session_id": session_id})
+
+
+def cancel_reply(turn_id: str, *, running: bool = True, error: str | None = None) -> str:
+    """agentctl's answer to a ``Cancel``: ``CancelWritten``, or ``CancelFailed``
+    with ``error``."""
+    if error is not None:
+        return json.dumps({"type": "CancelFailed", "turn_id": turn_id, "error": error})
+    return json.dumps({"type": "CancelWritten", "turn_id": turn_id, "running": running})
+
+
+def refusal_frame(error: str) -> str:
+    return json.dumps({"type": "FrameRefused", "error": error})
+
+
+def decode_request(message: str | bytes) -> CancelRequest:
+    """A client → agentctl frame; ``WireError`` naming what is wrong with a bad one."""
+    if not isinstance(message, str):
+        raise WireError("unexpected binary message")
+    if len(message) > MAX_REQUEST_CHARS:
+        raise WireError(f"a client frame must be at most {MAX_REQUEST_CHARS} characters")
+    try:
+        frame = json.loads(message)
+    except ValueError as exc:
+        raise WireError(f"not JSON: {exc}") from None
+    if not isinstance(frame, dict):
+        raise WireError("a frame must be a JSON object")
+    kind = frame.get("type")
+    if kind != "Cancel":
+        raise WireError(f"not a client frame: {kind!r} (agentctl reads {', '.join(REQUEST_TYPES)})")
+    turn_id = frame.get("turn_id")
+    if not isinstance(turn_id, str) or not turn_id:
+        raise WireError("Cancel.turn_id must be a non-empty string")
+    return CancelRequest(turn_id=turn_id, session_id=_str(frame, "session_id", optional=True))
+
+
+def _reply(kind: object, frame: dict[str, Any]) -> CancelAck | FrameRefused | None:
+    """An unnumbered answer to a client frame, or None (not one)."""
+    if kind == "FrameRefused":
+        return FrameRefused(error=str(frame.get("error")))
+    if kind not in ("CancelWritten", "CancelFailed"):
+        return None
+    turn_id = _str(frame, "turn_id")
+    if kind == "CancelWritten":
+        return CancelAck(turn_id=turn_id, running=frame.get("running") is not False)
+    return CancelAck(turn_id=turn_id, error=str(frame.get("error") or "the cancel failed"))
 
 
 class StreamDecoder:
@@ -328,6 +427,9 @@ class StreamDecoder:
                 if not isinstance(to, int) or isinstance(to, bool):
                     raise WireError("Gap.to must be an integer")
                 self.last_seq = to
+            reply = _reply(kind, frame)
+            if reply is not None:
+                return reply
             return Heartbeat()  # Hello and Gap come only at the start
         if not isinstance(seq, int) or isinstance(seq, bool):
             raise WireError("seq must be an integer")

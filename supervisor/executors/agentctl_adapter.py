@@ -7,11 +7,16 @@ The lifecycle drives it exactly like a local adapter::
     await adapter.new_session(cwd)               # POST /api/v1/session
     await adapter.prompt(text)                   # POST /api/v1/prompt, then the
                                                  # TurnEnded from the event stream
-    await adapter.cancel()                       # POST /api/v1/acp/cancel (join_s=0)
+    adapter.cancel_now()                         # a Cancel frame on the event stream
+    await adapter.cancel()                       # else POST /api/v1/acp/cancel (join_s=0)
 
-``cancel`` writes the protocol cancel through agentctl and returns, like a
-local adapter's; the join window and escalation stay the lifecycle's, which
-sees the turn end on ``events``.
+``cancel_now`` hands a ``Cancel`` frame to the open event stream without
+waiting (agentctl writes the protocol cancel as it reads it, and answers on
+the stream); ``cancel`` writes it through an HTTP request, like a local
+adapter's ``cancel`` when ``cancel_now`` could not.  Either way the join
+window and escalation stay the lifecycle's, which sees the turn end on
+``events``.  A frame not answered when the link is cut is owed: the link's
+return sends it again (agentctl's cancel of one turn is idempotent).
 
 A turn outlives the backend that started it (``TurnHandover``, with
 ``agentctl_url``): agentctl runs it under our turn id (``bind_turn``) and
@@ -43,6 +48,7 @@ from protocols.adapters import (
     WireProtocol,
 )
 from protocols.agentctl_parts import MAX_PROMPT_BYTES, mcp_json, parts_json, prompt_bytes
+from protocols.agentctl_wire import CancelAck, cancel_frame
 from protocols.events import (
     SUBAGENT_LIVE,
     AgentEvent,
@@ -86,8 +92,14 @@ class AgentctlAdapter:
                                        on_subagent=self._subagent_changed, route=route,
                                        uds=uds, reconnect=reconnect)
         self.connection.on_return = self._on_return
+        self.connection.on_cancel_ack = self._cancel_acked
         #: The turn whose cancel met a link that was down: sent first on its return.
         self._cancel_owed: str | None = None
+        #: The turn whose ``Cancel`` frame agentctl has not answered yet: owed
+        #: if the link is cut first.
+        self._cancel_unacked: str | None = None
+        #: agentctl's error for the last ``Cancel`` frame it could not write.
+        self.cancel_error: str | None = None
         self.owner = owner
         self.session_cwd = session_cwd
         self.protocol = protocol
@@ -405,7 +417,8 @@ class AgentctlAdapter:
             raise link.link_down()
         try:
             data = await self._call("POST", "/api/v1/acp/cancel",
-                                    {"session_id": self._session_id, "join_s": 0},
+                                    {"session_id": self._session_id, "join_s": 0,
+                                     "turn_id": turn.id},
                                     timeout_s=self.timeouts.agent_request_s, expect=(200, 504))
         except LinkDown:
             self._owe(turn)
@@ -421,22 +434,49 @@ class AgentctlAdapter:
         """The link is back: a held cancel goes first, before the link is
         reachable for anything else.  A turn that ended meanwhile: agentctl
         answers that none runs, and its end comes with the replayed events."""
-        owed, turn = self._cancel_owed, self._turn
-        if owed is None or turn is None or turn.id != owed or turn.done.is_set():
-            self._cancel_owed = None
+        owed, unacked, turn = self._cancel_owed, self._cancel_unacked, self._turn
+        held = owed is not None
+        if turn is None or turn.done.is_set() or turn.id not in (owed, unacked):
+            self._cancel_owed = self._cancel_unacked = None
             return
+        # (A frame the cut swallowed, or one agentctl wrote but whose answer was
+        # lost: sent again either way, agentctl's cancel of one turn is idempotent.)
         await self.connection.request("POST", "/api/v1/acp/cancel",
-                                      {"session_id": self._session_id, "join_s": 0},
+                                      {"session_id": self._session_id, "join_s": 0,
+                                       "turn_id": turn.id},
                                       timeout_s=self.timeouts.agent_request_s,
                                       expect=(200, 504), held=True)
-        self._cancel_owed = None
-        self.connection.owed_sent_at = trio.current_time()
-        log.info("agentctl %s: the cancel held while the link was down is sent (turn %s)",
-                 self.connection.url, owed)
+        self._cancel_owed = self._cancel_unacked = None
+        if held:
+            self.connection.owed_sent_at = trio.current_time()
+        log.info("agentctl %s: the cancel %s is sent (turn %s)", self.connection.url,
+                 "held while the link was down" if held else "the cut left unanswered",
+                 turn.id)
 
     def cancel_now(self) -> bool:
-        """Never: agentctl's cancel is an HTTP request (``cancel`` makes it)."""
-        return False
+        """The cancel as a ``Cancel`` frame handed to the event stream's writer,
+        without waiting: True when it was (the link is up, its agentctl reads
+        frames, the turn's prompt has been answered: a cancel never overtakes
+        its prompt).  False: ``cancel`` makes the request.  agentctl's answer
+        comes on the stream (``_cancel_acked``); until then the cancel is owed
+        to a cut link's return."""
+        turn = self._turn
+        if turn is None or turn.done.is_set() or not turn.answered.is_set():
+            return False
+        if not self.connection.send_frame_nowait(cancel_frame(turn.id, self._session_id),
+                                                 "Cancel"):
+            return False
+        self._cancel_unacked = turn.id
+        return True
+
+    def _cancel_acked(self, ack: CancelAck) -> None:
+        """agentctl answered a ``Cancel`` frame: no longer owed.  One it could not
+        write (its agent did not take it) leaves the turn to the lifecycle's
+        cancel phases (a re-send, then escalation); the link puts a notice on
+        ``events`` and ``cancel_error`` keeps agentctl's words."""
+        if ack.turn_id == self._cancel_unacked:
+            self._cancel_unacked = None
+        self.cancel_error = ack.error
 
     async def resend_cancel(self) -> None:
         """Have agentctl write the turn's cancel again (an agent dropped the first)."""

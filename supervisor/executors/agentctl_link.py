@@ -22,12 +22,16 @@ link knows the seq of every event it put on ``events``, so the lifecycle can
 record how far it has written the stream down (``take`` after each batch);
 a later backend opens the stream ``?after=`` that seq and gets everything the
 agent produced since, from agentctl's replay ring, in order.
+
+The stream carries frames the other way too (``send_frame_nowait``: the
+adapter's ``Cancel``, DESIGN.md §20): a bounded queue per connection, drained
+by a writer task beside the reader; agentctl's answers come back in order
+with the events (``on_cancel_ack``).
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import ssl
 from collections import deque
@@ -40,7 +44,6 @@ import httpx
 import trio
 from trio_websocket import (
     ConnectionClosed,
-    ConnectionRejected,
     HandshakeError,
     WebSocketConnection,
     wrap_client_stream,
@@ -48,19 +51,22 @@ from trio_websocket import (
 
 from protocols.agentctl_wire import (
     TOKEN_HEADER,
+    CancelAck,
     Control,
     Frame,
+    FrameRefused,
     Hello,
     LoggedEvent,
     StreamDecoder,
     WireError,
 )
 from protocols.events import AgentEvent, AgentNotice, SubagentChanged, TurnEnded
-from protocols.prompt_parts import Line, Spliced
+from protocols.prompt_parts import Line
 from protocols.scopes import shielded_for
 from protocols.transport import AgentClosed, AgentRefused, AgentTimeout
 
 from ..config import Timeouts
+from .agentctl_http import describe, first_set, payload, refusal, ws_close_reason
 from .link_hold import LinkDown
 
 __all__ = ["AgentctlLink", "PendingTurn", "Route", "first_set"]
@@ -70,6 +76,8 @@ log = logging.getLogger(__name__)
 _MAX_FRAME: Final = 64 * 1024 * 1024
 #: The bound of each attempt to open the event stream again after a cut.
 _RETRY_CONNECT_S: Final = 3.0
+#: Frames queued for agentctl at most (a cancel per turn: a few at a time).
+_FRAME_QUEUE: Final = 16
 
 
 @dataclass(frozen=True)
@@ -132,6 +140,10 @@ class AgentctlLink:
         #: When a cancel held while the link was down went out (``LinkHold``):
         #: written by the adapter's ``on_return``.
         self.owed_sent_at: float | None = None
+        #: Told of agentctl's answer to a ``Cancel`` frame, in order with the events.
+        self.on_cancel_ack: Callable[[CancelAck], None] | None = None
+        #: The open connection's queue of frames for agentctl (None: none is open).
+        self._frames: trio.MemorySendChannel[str] | None = None
         self._lost = False
         self._returning = False
         self.route = route
@@ -268,10 +280,15 @@ class AgentctlLink:
                             extra_headers=[(k.lower().encode(), v.encode())
                                            for k, v in self._headers().items()],
                             max_message_size=_MAX_FRAME)
+                    frames, queued = trio.open_memory_channel[str](_FRAME_QUEUE)
+                    nursery.start_soon(self._send_frames, ws, queued)
                     try:
                         self._lost = False
+                        self._frames = frames
                         return await self._read(ws)
                     finally:
+                        self._frames = None
+                        frames.close()
                         # Say goodbye if the socket still takes it (briefly).
                         with trio.CancelScope(shield=True), \
                                 trio.move_on_after(self.timeouts.cancel_cleanup_s):
@@ -281,10 +298,10 @@ class AgentctlLink:
                             f"{connect_s:g}s")
                 except ConnectionClosed as exc:
                     self._lost = True
-                    return f"agentctl event stream closed: {_close_reason(exc)}"
+                    return f"agentctl event stream closed: {ws_close_reason(exc)}"
                 except (HandshakeError, OSError, trio.BrokenResourceError) as exc:
                     self._lost = True
-                    return f"agentctl's event stream at {self.url} failed: {_describe(exc)}"
+                    return f"agentctl's event stream at {self.url} failed: {describe(exc)}"
                 finally:
                     nursery.cancel_scope.cancel()  # the connection's reader task
         except ExceptionGroup as group:
@@ -298,13 +315,41 @@ class AgentctlLink:
             first: BaseException = refused
             while isinstance(first, BaseExceptionGroup):
                 first = first.exceptions[0]
-            return f"agentctl's event stream at {self.url} failed: {_refusal(first)}"
+            return f"agentctl's event stream at {self.url} failed: {refusal(first)}"
         finally:
             if stream is not None:
                 # Shielded (the socket is ours to close) but bounded: a TLS
                 # goodbye to a peer that reads nothing would wait forever.
                 with shielded_for(self.timeouts.cancel_cleanup_s):
                     await stream.aclose()
+
+    async def _send_frames(self, ws: WebSocketConnection,
+                           queued: trio.MemoryReceiveChannel[str]) -> None:
+        """The connection's only writer of client frames (``send_frame_nowait``).
+        A frame the connection loses is the sender's to make good (the adapter
+        owes a cancel until agentctl answers it)."""
+        async for data in queued:
+            try:
+                with trio.move_on_after(self.timeouts.agent_request_s):
+                    await ws.send_message(data)
+            except (ConnectionClosed, OSError, trio.BrokenResourceError,
+                    trio.ClosedResourceError):
+                return  # the reader sees the end too, and says why
+
+    def send_frame_nowait(self, data: str, kind: str) -> bool:
+        """Queue ``data`` (a frame of type ``kind``) for agentctl without
+        waiting: True if queued.  False when the stream is not open and
+        reachable, agentctl does not read ``kind`` (its Hello's ``accepts``: an
+        older agentctl reads nothing), or the queue is full."""
+        frames = self._frames
+        if (frames is None or not self.reachable or self.closed.is_set()
+                or kind not in (self.hello.get("accepts") or ())):
+            return False
+        try:
+            frames.send_nowait(data)
+        except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+            return False
+        return True
 
     async def _read(self, ws: WebSocketConnection) -> str:
         """Messages → events until the stream ends; returns why it ended."""
@@ -363,6 +408,16 @@ class AgentctlLink:
                     f": {data['error']}" if data.get("error") else "")
             case Control(kind="OfflineCancel", data=data) if self.on_offline is not None:
                 self.on_offline(str(data.get("turn_id")))
+            case CancelAck() as ack:
+                if self.on_cancel_ack is not None:
+                    self.on_cancel_ack(ack)
+                if ack.error is not None:
+                    log.warning("agentctl %s: could not write the cancel of turn %s: %s",
+                                self.url, ack.turn_id, ack.error)
+                    await self._emit(AgentNotice(
+                        message=f"agentctl could not write the cancel: {ack.error}"), None)
+            case FrameRefused(error=error):
+                log.warning("agentctl %s refused a frame: %s", self.url, error)
             case LoggedEvent(seq=seq, turn=turn, event=TurnEnded() as ended):
                 pending = self._turn
                 if pending is None or turn != pending.id:
@@ -411,7 +466,7 @@ class AgentctlLink:
         """Return at the next change of ``reachable``, or when the link closes."""
         await first_set(self._reach, self.closed)
 
-    async def _emit(self, event: AgentEvent, seq: int) -> None:
+    async def _emit(self, event: AgentEvent, seq: int | None) -> None:
         # Paired with its seq (``take``): one producer, so the order is the channel's.
         self._seqs.append(seq)
         self._sending = True
@@ -462,7 +517,7 @@ class AgentctlLink:
                 raise self.link_down()
         try:
             with trio.fail_after(timeout_s):
-                resp = await self.http.request(method, path, **_payload(body),
+                resp = await self.http.request(method, path, **payload(body),
                                                 timeout=httpx.Timeout(timeout_s))
         except (trio.TooSlowError, httpx.TimeoutException):
             raise AgentTimeout(f"agentctl did not answer {method} {path} within "
@@ -470,8 +525,8 @@ class AgentctlLink:
         except httpx.HTTPError as exc:
             if self.reconnect:
                 # Perhaps a cut: the stream's reader tells (and re-connects).
-                raise self.link_down(_describe(exc)) from None
-            self.close(f"agentctl at {self.url} is unreachable: {_describe(exc)}")
+                raise self.link_down(describe(exc)) from None
+            self.close(f"agentctl at {self.url} is unreachable: {describe(exc)}")
             raise AgentClosed(self.close_reason) from None
         try:
             data = resp.json()
@@ -536,64 +591,3 @@ class AgentctlLink:
         self._events_send.close()
         if self._scope is not None:
             self._scope.cancel()
-
-
-
-def _describe(exc: BaseException) -> str:
-    return str(exc) or type(exc).__name__
-
-
-def _refusal(exc: BaseException) -> str:
-    """A refused handshake in one line: the status, and the relay's message."""
-    if isinstance(exc, ConnectionRejected):
-        body = (exc.body or b"").decode(errors="replace")
-        try:
-            message = json.loads(body).get("message") or body
-        except (ValueError, AttributeError):
-            message = body
-        return f"refused with {exc.status_code}: {str(message)[:300]}"
-    return _describe(exc)
-
-
-def _close_reason(exc: ConnectionClosed) -> str:
-    reason = exc.reason
-    if reason is None:
-        return "connection lost (no close frame)"
-    return f"code {reason.code}" + (f": {reason.reason}" if reason.reason else "")
-
-
-async def first_set(*events: trio.Event) -> None:
-    """Return once any of ``events`` is set."""
-    async with trio.open_nursery() as nursery:
-        async def wait(ev: trio.Event) -> None:
-            await ev.wait()
-            nursery.cancel_scope.cancel()
-        for ev in events:
-            nursery.start_soon(wait, ev)
-
-
-def _payload(body: dict[str, Any] | Line | None) -> dict[str, Any]:
-    """httpx's arguments for ``body``: a dict as JSON; a JSON body built already (a
-    prompt with its parts, protocols/prompt_parts.py ``streamed``) as it is, a
-    ``Spliced`` one sent as its base64 is encoded (not held whole)."""
-    if body is None or isinstance(body, dict):
-        return {"json": body}
-    headers = {"Content-Type": "application/json", "Content-Length": str(len(body))}
-    return {"content": body if isinstance(body, bytes) else _Pieces(body), "headers": headers}
-
-
-class _Pieces:
-    """A ``Spliced`` line as httpx streams a body (an iterator, not a generator: one
-    left unfinished by a cancel has nothing to finalize)."""
-
-    def __init__(self, line: Spliced) -> None:
-        self._pieces = iter(line)
-
-    def __aiter__(self) -> _Pieces:
-        return self
-
-    async def __anext__(self) -> bytes:
-        try:
-            return next(self._pieces)
-        except StopIteration:
-            raise StopAsyncIteration from None

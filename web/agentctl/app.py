@@ -17,7 +17,7 @@ status ``HostError`` chose, and no traceback ever reaches a client.
 ``mcp_servers`` and ``parts`` are protocols/agentctl_parts.py's JSON (checked here: a bad
 one is a 422 naming it).  The prompt's body may be up to ``MAX_PROMPT_BYTES`` (its images,
 base64); every other body up to ``MAX_BODY_BYTES``.
-    POST /api/v1/acp/cancel    {session_id?, join_s?, resend?} → see AgentHost.cancel
+    POST /api/v1/acp/cancel    {session_id?, turn_id?, join_s?, resend?} → see AgentHost.cancel
     POST /api/v1/acp/subagent_cancel {subagent_id, session_id?} → {success, sent, state}
     POST /api/v1/permission    {request_id, option_id|null, session_id?} → {success}
     GET  /api/v1/agent/strays                                → see strays.py
@@ -25,6 +25,11 @@ base64); every other body up to ``MAX_BODY_BYTES``.
     GET  /api/v1/status                                      → AgentHost.status()
     GET  /api/v1/health                                      → {status: "ok"}
     WS   /api/v1/events?after=SEQ&owner=O                    → protocols/agentctl_wire.py frames
+
+The event stream is read too: a client's ``Cancel`` frame is the route's
+cancel without an HTTP request (``join_s`` 0, written in the reading step when
+the agent's pipe takes it at once), answered on the stream in order with the
+events (``CancelWritten``/``CancelFailed``; ``FrameRefused`` for a bad frame).
 """
 
 from __future__ import annotations
@@ -41,7 +46,17 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from protocols.agentctl_parts import MAX_PROMPT_BYTES, mcp_from_json, parts_from_json
-from protocols.agentctl_wire import CLOSE_FELL_BEHIND, CLOSE_GOING_AWAY, TOKEN_HEADER
+from protocols.agentctl_wire import (
+    CLOSE_FELL_BEHIND,
+    CLOSE_GOING_AWAY,
+    REQUEST_TYPES,
+    TOKEN_HEADER,
+    CancelRequest,
+    WireError,
+    cancel_reply,
+    decode_request,
+    refusal_frame,
+)
 
 from ..listener import close_after_refusals
 from .host import AgentHost, HostError, Subscriber, valid_turn_id
@@ -191,7 +206,8 @@ def create_app(host: AgentHost, token: str, *, heartbeat_s: float = HEARTBEAT_S)
         if not isinstance(resend, bool):
             raise HostError(422, "resend must be a boolean")
         result = await host.cancel(session_id=opt_str(data, "session_id"),
-                                   join_s=None if join is None else float(join), resend=resend)
+                                   join_s=None if join is None else float(join), resend=resend,
+                                   turn_id=opt_str(data, "turn_id"))
         return _json(result, 202 if result.get("not_acknowledged") else 200)
 
     @app.post("/api/v1/acp/subagent_cancel")
@@ -257,8 +273,68 @@ def create_app(host: AgentHost, token: str, *, heartbeat_s: float = HEARTBEAT_S)
 
 async def _stream(sub: Subscriber, backlog: list[str], gap: tuple[int, int] | None,
                   host: AgentHost, heartbeat_s: float) -> None:
-    """The subscriber's only writer: Hello, Gap, backlog, then live frames;
-    a Heartbeat after ``heartbeat_s`` of silence; the close reason at the end."""
+    """The connection: its writer, and a reader of the client's frames beside it
+    (in this handler's nursery; it answers through the writer's queue)."""
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_read_requests, sub, host, nursery)
+        await _write(sub, backlog, gap, host, heartbeat_s)
+        nursery.cancel_scope.cancel()
+
+
+def _answer(sub: Subscriber, host: AgentHost, data: str) -> None:
+    """An answer queued for the writer, after the log entries already queued
+    (so in order with them); one with no room is dropped like a log entry."""
+    try:
+        sub.send.send_nowait(data)
+    except trio.WouldBlock:
+        host.log.drop(sub, f"subscriber fell behind: more than {host.log.buffer} frames "
+                           f"queued; reconnect with ?after={sub.last_seq}")
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass  # the connection is ending: its client learns it from the close
+
+
+async def _read_requests(sub: Subscriber, host: AgentHost, nursery: trio.Nursery) -> None:
+    """The client's frames until the connection ends.  A ``Cancel`` is written in
+    this step when it can be (``AgentHost.cancel_at_once``), else by
+    ``AgentHost.cancel`` in a task of its own (so the next frame is read)."""
+    while True:
+        message = await websocket.receive()
+        try:
+            req = decode_request(message)
+        except WireError as exc:
+            _answer(sub, host, refusal_frame(str(exc)))
+            continue
+        try:
+            written = host.cancel_at_once(session_id=req.session_id, turn_id=req.turn_id)
+        except HostError as exc:
+            _answer(sub, host, cancel_reply(req.turn_id, error=_host_error(exc)))
+            continue
+        if written is None:
+            _answer(sub, host, cancel_reply(req.turn_id, running=False))
+        elif written:
+            _answer(sub, host, cancel_reply(req.turn_id))
+        else:
+            nursery.start_soon(_cancel_later, sub, host, req)
+
+
+async def _cancel_later(sub: Subscriber, host: AgentHost, req: CancelRequest) -> None:
+    try:
+        result = await host.cancel(session_id=req.session_id, join_s=0, turn_id=req.turn_id)
+    except HostError as exc:
+        _answer(sub, host, cancel_reply(req.turn_id, error=_host_error(exc)))
+        return
+    _answer(sub, host, cancel_reply(req.turn_id, running=bool(result.get("turn_running"))))
+
+
+def _host_error(exc: HostError) -> str:
+    detail = exc.body.get("detail")
+    return str(exc) + (f": {detail}" if detail else "")
+
+
+async def _write(sub: Subscriber, backlog: list[str], gap: tuple[int, int] | None,
+                 host: AgentHost, heartbeat_s: float) -> None:
+    """The subscriber's only writer: Hello, Gap, backlog, then live frames and
+    answers; a Heartbeat after ``heartbeat_s`` of silence; the close reason at the end."""
 
     async def send(data: str) -> bool:
         with trio.move_on_after(SEND_TIMEOUT_S):
@@ -268,7 +344,7 @@ async def _stream(sub: Subscriber, backlog: list[str], gap: tuple[int, int] | No
         return False
 
     hello = {"type": "Hello", "last_seq": host.log.last_seq, "oldest_seq": host.log.oldest_seq,
-             "status": host.status()}
+             "status": host.status(), "accepts": list(REQUEST_TYPES)}
     if not await send(json.dumps(hello)):
         return
     if gap is not None and not await send(json.dumps(

@@ -394,12 +394,34 @@ class AgentHost:
             raise not_running("the agent is exiting") from None
         return {"success": True, "turn_id": turn.id, "seq": seq}
 
+    def cancel_at_once(self, *, session_id: str | None, turn_id: str) -> bool | None:
+        """The event stream's ``Cancel``: the protocol cancel of turn ``turn_id``
+        written in the caller's step, as the backend writes a local agent's
+        (the adapter's ``cancel_now``: the prompt is on the agent's stdin and the
+        pipe takes the cancel whole).  True: written; None: that turn is not
+        running; False: nothing written yet, ``cancel`` writes it (one writer:
+        a cancel ``cancel_now`` built but could not write is what it sends).
+        Idempotent for one turn (its core builds the cancel once)."""
+        agent = self._live()
+        self._check_session(agent, session_id)
+        turn = agent.turn
+        if turn is None or turn.id != turn_id:
+            return None
+        try:
+            if not agent.adapter.cancel_now():
+                return False
+        except LocalProtocolError:
+            return None  # the turn ended (or was abandoned) under the cancel
+        turn.cancel_requested = True
+        return True
+
     async def cancel(self, *, session_id: str | None, join_s: float | None,
-                     resend: bool = False) -> dict[str, Any]:
+                     resend: bool = False, turn_id: str | None = None) -> dict[str, Any]:
         """Write the protocol cancel, then wait up to ``join_s`` for the turn to end.
 
         ``resend``: the turn's cancel was already sent and the agent keeps going
         (some drop a cancel that comes right after the prompt): send it again.
+        ``turn_id``: only that turn's (another one running is left alone).
 
         - no running turn: success (nothing to cancel);
         - ``join_s == 0``: success once the cancel is written (``acknowledged:
@@ -414,7 +436,7 @@ class AgentHost:
         join = self.config.timeouts.cancel_join_s if join_s is None else join_s
         join = min(max(join, 0.0), self.config.timeouts.cancel_operation_s)
         turn = agent.turn
-        if turn is None:
+        if turn is None or (turn_id is not None and turn.id != turn_id):
             return {"success": True, "turn_running": False}
         again = resend and turn.cancel_requested
         turn.cancel_requested = True
