@@ -141,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
 
     add_client_commands(sub, default_data_dir())
     add_hosts_command(sub, default_data_dir())
+    from .images_cli import add_images_command
+
+    add_images_command(sub, default_data_dir())
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -40,6 +40,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
+import shlex
 import socket
 from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
@@ -56,7 +57,7 @@ from ..profiles import AgentProfile
 from .agentctl_adapter import AgentctlAdapter
 from .agentctl_strays import AgentctlStrays
 from .base import LaunchedAgent
-from .engine_api import ContainerSpec, EngineClient, EngineError
+from .engine_api import ContainerSpec, EngineAddress, EngineClient, EngineError
 from .ssh_engine import Reached, profile_engine, reach_engine
 from .ssh_host import keep_forwarded
 
@@ -142,8 +143,11 @@ async def _launch(config: Config, profile: AgentProfile, cwd: str, owner: str | 
         try:
             cid = await engine.create(spec, name=name)
         except EngineError as exc:
+            hint = ""
+            if exc.status == 404 and not await engine.has_image(spec.image):
+                hint = f"; {missing_image_hint(config, profile, reached.wanted)}"
             raise OSError(f"profile {profile.name!r}: cannot create a container of "
-                          f"{spec.image} on {address}: {exc}") from None
+                          f"{spec.image} on {reached.wanted}: {exc}{hint}") from None
         try:
             url, uds = await _start(engine, cid, reached, t.agent_start_s)
             # Over SSH a cut is waited out, not taken for a crash: the link
@@ -174,6 +178,18 @@ async def _launch(config: Config, profile: AgentProfile, cwd: str, owner: str | 
                 log.warning("container %s: not removed within %gs (the startup sweep will)",
                             cid[:12], t.term_grace_s + t.agent_request_s
                             + t.agentctl_connect_s)
+
+
+def missing_image_hint(config: Config, profile: AgentProfile, address: EngineAddress) -> str:
+    """What puts the profile's image on its engine (``address``): the one
+    command (web/images_cli.py) for an engine over ssh."""
+    if address.kind == "ssh":
+        return (f"the engine does not have the image: put it there with `turnvisor images "
+                f"load --profile {shlex.quote(profile.name)} --data-dir "
+                f"{shlex.quote(str(config.data_dir))}` (it sends the image from this "
+                "machine's engine; build it here first with scripts/build_agent_image.sh)")
+    return ("the engine does not have the image: build it with scripts/build_agent_image.sh, "
+            "or name another image in the profile")
 
 
 async def _start(engine: EngineClient, cid: str, reached: Reached,

@@ -15,8 +15,12 @@ The engine is chosen like the docker CLI chooses it, from ``DOCKER_HOST``:
   ``/var/run/docker.sock`` or ``/run/podman/podman.sock``, whichever exists).
 
 Only what the container executor needs: ping, create, start, inspect, stop,
-remove, list by label, wait, logs.  Every call is bounded by the client's
-timeout; an engine error becomes ``EngineError`` with the engine's message.
+remove, list by label, wait, logs; and for ``turnvisor images load``
+(image_load.py): whether an image is there, an image's archive read as a
+stream, and an archive loaded from a stream.  Every call is bounded by the
+client's timeout (a stream: each read and write, and the whole transfer by
+its own bound); an engine error becomes ``EngineError`` with the engine's
+message.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ import json
 import os
 import re
 import ssl
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -256,11 +261,7 @@ class EngineClient:
             raise EngineError(f"engine at {self.address} is unreachable: "
                               f"{exc or type(exc).__name__}") from None
         if resp.status_code not in ok:
-            try:
-                message = str(resp.json().get("message") or resp.text)
-            except ValueError:
-                message = resp.text
-            raise EngineError(f"{method} {path}: {resp.status_code} {message.strip()}",
+            raise EngineError(f"{method} {path}: {resp.status_code} {_message(resp)}",
                               resp.status_code)
         return resp
 
@@ -311,6 +312,56 @@ class EngineClient:
                               labels=c.get("Labels") or {}, status=str(c.get("State") or ""))
                 for c in data]
 
+    async def has_image(self, name: str) -> bool:
+        """Whether the engine has image ``name`` (a tag or an id)."""
+        resp = await self._call("GET", f"/images/{name}/json", ok=(200, 404))
+        return resp.status_code == 200
+
+    @asynccontextmanager
+    async def image_archive(self, name: str) -> AsyncIterator[AsyncIterator[bytes]]:
+        """Image ``name`` as the engine exports it (a ``docker save`` archive),
+        read as it comes: never whole in memory."""
+        try:
+            async with self._http.stream("GET", f"/images/{name}/get") as resp:
+                if resp.status_code != 200:
+                    await resp.aread()
+                    raise EngineError(f"GET /images/{name}/get: {resp.status_code} "
+                                      f"{_message(resp)}", resp.status_code)
+                yield resp.aiter_raw()
+        except httpx.TimeoutException:
+            raise EngineError(f"engine at {self.address} stopped sending image {name} "
+                              f"(nothing for {self.timeout_s:g}s)") from None
+        except httpx.HTTPError as exc:
+            raise EngineError(f"engine at {self.address}: reading image {name} failed: "
+                              f"{exc or type(exc).__name__}") from None
+
+    async def load_image(self, archive: AsyncIterable[bytes]) -> tuple[str, ...]:
+        """Load an image archive sent as it is read; what the engine said it
+        loaded ("Loaded image: ..." lines)."""
+        try:
+            resp = await self._http.post("/images/load", content=archive)
+        except httpx.TimeoutException:
+            raise EngineError(f"engine at {self.address} did not take or answer the image "
+                              f"(nothing for {self.timeout_s:g}s)") from None
+        except httpx.HTTPError as exc:
+            raise EngineError(f"engine at {self.address}: loading an image failed: "
+                              f"{exc or type(exc).__name__}") from None
+        if resp.status_code != 200:
+            raise EngineError(f"POST /images/load: {resp.status_code} {_message(resp)}",
+                              resp.status_code)
+        said = []
+        # A JSON stream: an error may come in it, after a 200.
+        for line in resp.text.splitlines():
+            try:
+                item = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(item, dict) and item.get("error"):
+                raise EngineError(f"POST /images/load: {item['error']}")
+            if isinstance(item, dict) and item.get("stream"):
+                said.append(str(item["stream"]).strip())
+        return tuple(said)
+
     async def wait(self, cid: str, *, timeout_s: float) -> int:
         """The container's exit status, once it has exited (bounded)."""
         resp = await self._call("POST", f"/containers/{cid}/wait", timeout_s=timeout_s)
@@ -322,6 +373,17 @@ class EngineClient:
                                 params={"stdout": "true", "stderr": "true",
                                         "tail": str(tail)})
         return _demux(resp.content).decode(errors="replace")
+
+
+def _message(resp: httpx.Response) -> str:
+    """The engine's error message (its JSON ``message``, else the body)."""
+    try:
+        data = resp.json()
+        message = str(data.get("message") or resp.text) if isinstance(data, dict) \
+            else resp.text
+    except ValueError:
+        message = resp.text
+    return message.strip()
 
 
 def _demux(raw: bytes) -> bytes:

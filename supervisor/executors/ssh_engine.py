@@ -52,6 +52,12 @@ class Reached:
     #: The SSH host behind an ``ssh://`` engine (None: a local or TCP engine).
     host: SshHost | None = None
     _forwards: list[tuple[Path, str]] = field(default_factory=list)
+    #: The engine as named (``ssh://...``; else ``address``), for messages.
+    named: EngineAddress | None = None
+
+    @property
+    def wanted(self) -> EngineAddress:
+        return self.named or self.address
 
     @property
     def remote(self) -> bool:
@@ -94,14 +100,17 @@ async def _remote_socket(host: SshHost) -> str:
 
 @asynccontextmanager
 async def reach_engine(config: Config, profile: AgentProfile | None = None,
-                       address: EngineAddress | None = None) -> AsyncIterator[Reached]:
-    """The engine of ``profile`` (or ``address``) made reachable here (module doc);
+                       address: EngineAddress | None = None, *,
+                       keys: SshTarget | None = None) -> AsyncIterator[Reached]:
+    """The engine of ``profile`` (or ``address``) made reachable here (module doc),
+    over ssh with the profile's keys (or ``keys``: identity, known hosts, port);
     ``EngineError`` when it cannot be."""
     address = address or profile_engine(profile)
     if address.kind != "ssh" or address.ssh is None:
         yield Reached(address)
         return
-    keys = profile.ssh if profile is not None else None
+    if profile is not None and profile.ssh is not None:
+        keys = profile.ssh
     target = SshTarget(destination=address.ssh.destination,
                        port=address.ssh.port or (keys.port if keys else None),
                        identity=keys.identity if keys else None,
@@ -114,7 +123,8 @@ async def reach_engine(config: Config, profile: AgentProfile | None = None,
         socket = address.ssh.socket or await _remote_socket(host)
         local = host.sockets / f"e-{secrets.token_hex(6)}.sock"
         await host.forward(local, socket)
-        reached = Reached(EngineAddress("unix", str(local)), host, [(local, socket)])
+        reached = Reached(EngineAddress("unix", str(local)), host, [(local, socket)],
+                          named=address)
     except OSError as exc:
         raise EngineError(str(exc)) from None
     try:

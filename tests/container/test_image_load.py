@@ -1,0 +1,159 @@
+"""``turnvisor images load``: the image put on an engine of another host,
+streamed over SSH; and a container start on an engine that lacks its image
+naming that command.
+
+The engine here is the tests' Podman service (``engine``); the "other" engine
+is a second Podman service with storage of its own (another ``--root``), so
+an image there is really there only once loaded; it is reached through a real
+``sshd`` on loopback (tests/ssh/sshd.py), as the container executor reaches
+an ``ssh://`` engine.  The image sent is a small one made for the test (one
+file, ``podman import``) under a test-only name.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+import trio
+
+from supervisor.profiles import parse_profiles
+from tests.container.container_support import Engine, container_profiles
+from tests.ssh.sshd import Sshd, running_sshd
+from tests.support.server import running_server
+from tests.support.ws import RequestFailed, ws_client
+from tests.web.support import launch, new_task
+
+
+@pytest.fixture
+def sshd(tmp_path: Path) -> Iterator[Sshd]:
+    with running_sshd(tmp_path / "sshd") as server:
+        yield server
+
+
+@contextmanager
+def other_engine(podman: str) -> Iterator[Path]:
+    """A Podman service on storage of its own; its socket."""
+    tmp = Path(tempfile.mkdtemp(prefix="tv-other-engine-"))
+    sock = tmp / "engine.sock"
+    with (tmp / "service.log").open("wb") as log:
+        service = subprocess.Popen(
+            [podman, "--root", str(tmp / "root"), "--runroot", str(tmp / "run"),
+             "--storage-driver", "vfs", "system", "service", "--time=0", f"unix://{sock}"],
+            stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        deadline = time.monotonic() + 30
+        while not sock.exists():
+            assert service.poll() is None and time.monotonic() < deadline, \
+                (tmp / "service.log").read_text(errors="replace")
+            time.sleep(0.05)
+        yield sock
+    finally:
+        service.terminate()
+        try:
+            service.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            service.kill()
+            service.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def small_image(podman: str, tmp: Path) -> str:
+    """A one-file image under a test-only name, on the engine here."""
+    name = f"localhost/tv-load-test:{secrets.token_hex(4)}"
+    (tmp / "ctx").mkdir()
+    (tmp / "ctx" / "hello.txt").write_text("hello from the engine here\n")
+    subprocess.run(["tar", "cf", str(tmp / "image.tar"), "-C", str(tmp / "ctx"), "."],
+                   check=True, timeout=60)
+    subprocess.run([podman, "import", str(tmp / "image.tar"), name], check=True,
+                   capture_output=True, timeout=120)
+    return name
+
+
+def listed(sock: Path) -> set[str]:
+    """Every tag the engine behind ``sock`` lists."""
+    with httpx.Client(transport=httpx.HTTPTransport(uds=str(sock)), timeout=30) as http:
+        images = http.get("http://engine/v1.41/images/json").json()
+    return {tag for image in images for tag in image.get("RepoTags") or ()}
+
+
+async def images_load(*args: str) -> tuple[int, str, str]:
+    done = await trio.run_process([sys.executable, "-m", "web", "images", "load", *args],
+                                  capture_stdout=True, capture_stderr=True, check=False)
+    return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+
+def over_ssh(sshd: Sshd, sock: Path) -> str:
+    return f"ssh://{sshd.destination}:{sshd.port}{sock}"
+
+
+async def test_images_load_streams_the_image_to_an_engine_over_ssh(
+        tmp_path: Path, engine: Engine, sshd: Sshd) -> None:
+    image = small_image(engine.podman, tmp_path)
+    keys = ["--ssh-identity", str(sshd.identity), "--ssh-known-hosts", str(sshd.known_hosts),
+            "--data-dir", str(tmp_path / "data")]
+    try:
+        with other_engine(engine.podman) as sock, trio.fail_after(180):
+            assert image not in listed(sock)
+            code, out, err = await images_load("--engine", over_ssh(sshd, sock),
+                                               "--image", image, *keys)
+            assert code == 0, err
+            assert out.startswith(f"{image} → {over_ssh(sshd, sock)}: "), out
+            assert image in listed(sock)
+            # Not on the engine here: said, nothing sent.
+            code, out, err = await images_load("--engine", over_ssh(sshd, sock),
+                                               "--image", "localhost/tv-absent:1", *keys)
+            assert code == 1 and out == "", out
+            assert "image localhost/tv-absent:1 is not on the engine here" in err, err
+            # Another key for that host and port: refused, nothing logs in.
+            await trio.run_process(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f",
+                                    str(tmp_path / "impostor")])
+            impostor = tmp_path / "impostor_known_hosts"
+            impostor.write_text(f"[127.0.0.1]:{sshd.port} "
+                                f"{(tmp_path / 'impostor.pub').read_text().strip()}\n")
+            accepted = sshd.log().count("Accepted publickey")
+            code, _, err = await images_load(
+                "--engine", over_ssh(sshd, sock), "--image", image,
+                "--ssh-identity", str(sshd.identity), "--ssh-known-hosts", str(impostor),
+                "--data-dir", str(tmp_path / "data2"))
+            assert code == 1 and "host key verification failed" in err, err
+            assert sshd.log().count("Accepted publickey") == accepted
+            # A host that does not answer.
+            with trio.socket.socket() as free:
+                await free.bind(("127.0.0.1", 0))
+                port = free.getsockname()[1]
+            code, _, err = await images_load(
+                "--engine", f"ssh://{sshd.destination}:{port}{sock}", "--image", image,
+                *keys)
+            assert code == 1 and f"127.0.0.1:{port}" in err, err
+    finally:
+        with trio.CancelScope(shield=True), trio.move_on_after(120):
+            await trio.run_process([engine.podman, "rmi", "-f", image], capture_stdout=True,
+                                   capture_stderr=True, check=False)
+
+
+async def test_a_container_start_on_an_engine_without_its_image_names_the_command(
+        tmp_path: Path, engine: Engine, sshd: Sshd) -> None:
+    image = f"localhost/tv-load-test:absent-{secrets.token_hex(4)}"
+    with other_engine(engine.podman) as sock, trio.fail_after(120):
+        profiles = parse_profiles(container_profiles(
+            image, docker_host=over_ssh(sshd, sock), ssh_identity=str(sshd.identity),
+            ssh_known_hosts=str(sshd.known_hosts)))
+        async with running_server(tmp_path / "data", profiles=profiles) as srv, \
+                ws_client(srv) as ws:
+            with pytest.raises(RequestFailed) as failed:
+                await launch(ws, await new_task(ws), "mock")
+            message = failed.value.frame["payload"]["message"]
+            assert f"cannot create a container of {image} on {over_ssh(sshd, sock)}" in \
+                message, message
+            assert (f"`turnvisor images load --profile mock --data-dir "
+                    f"{srv.sup.config.data_dir}`") in message, message
