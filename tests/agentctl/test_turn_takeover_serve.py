@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import re
 import signal
-import sqlite3
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
 from agentctl_support import TOKEN, AgentctlFactory
 
+from tests.support.restart_takeover import turn_row, turn_text
 from tests.support.serverproc import server_process
-from tests.support.ws import WsClient, ws_client
+from tests.support.ws import ws_client
 from tests.web.support import launch, new_task
 
 
@@ -26,20 +25,6 @@ def _toml(url: str, protocol: str) -> str:
     return (f'[agents.remote]\nprotocol = "{protocol}"\nexecutor = "agentctl"\n'
             f'agentctl_url = "{url}"\nagentctl_token = "{TOKEN}"\n'
             f'command = ["{sys.executable}", "-m", "protocols.mock_agent"]\n')
-
-
-async def _turn_text(ws: WsClient, sid: str, turn_id: str) -> str:
-    listed = await ws.call("message.list", {"session_id": sid})
-    return "".join(m["content"] for m in listed["messages"]
-                   if m["turn_id"] == turn_id and m["role"] == "agent" and m["kind"] == "text")
-
-
-def _turn_row(db: Path, turn_id: str) -> tuple[Any, ...]:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        row = conn.execute("SELECT state, stop_reason FROM turns WHERE id = ?",
-                           (turn_id,)).fetchone()
-    conn.close()
-    return tuple(row)
 
 
 @pytest.mark.parametrize(("signum", "protocol"), [
@@ -59,7 +44,7 @@ async def test_a_server_restart_keeps_the_running_turn(
                                                         "content": "/delay 4000"})
                     turn_id = msg["turn_id"]
                     with trio.fail_after(15):
-                        while "chunk2 " not in await _turn_text(ws, sid, turn_id):
+                        while "chunk2 " not in await turn_text(ws, sid, turn_id):
                             await trio.sleep(0.05)
                 srv.proc.send_signal(signum)
                 with trio.fail_after(15):
@@ -73,7 +58,7 @@ async def test_a_server_restart_keeps_the_running_turn(
                         if listed["sessions"][0]["state"] == "WAITING_FOR_INPUT":
                             break
                         await trio.sleep(0.05)
-                text = await _turn_text(ws, sid, turn_id)
+                text = await turn_text(ws, sid, turn_id)
                 assert re.fullmatch(r"(chunk\d+ )+", text), text
                 numbers = [int(n) for n in re.findall(r"chunk(\d+) ", text)]
                 # None lost.  After a SIGKILL a batch the dead server wrote but
@@ -84,5 +69,5 @@ async def test_a_server_restart_keeps_the_running_turn(
                     assert numbers == list(range(len(numbers)))
                 listed = await ws.call("message.list", {"session_id": sid})
                 assert not [m for m in listed["messages"] if m["kind"] == "status"]
-            assert await trio.to_thread.run_sync(_turn_row, data / "turnvisor.db",
+            assert await trio.to_thread.run_sync(turn_row, data / "turnvisor.db",
                                                  turn_id) == ("completed", "end_turn")

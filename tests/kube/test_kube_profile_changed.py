@@ -12,7 +12,8 @@ from typing import Any
 import trio
 
 from tests.kube.kube_support import AgentImage, cluster, pod_names
-from tests.kube.test_kube_restart import chunks_past, pods_created
+from tests.kube.test_kube_restart import pods_created
+from tests.support.restart_takeover import chunks_past
 from tests.support.serverproc import server_process
 from tests.support.ws import WsClient, ws_client
 from tests.web.support import new_task

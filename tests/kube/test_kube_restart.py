@@ -7,9 +7,7 @@ another Turnvisor's are left alone.  Deleting the session deletes its Pod."""
 
 from __future__ import annotations
 
-import re
 import signal
-import sqlite3
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -28,9 +26,15 @@ from tests.kube.kube_support import (
     pod_names,
     post,
 )
+from tests.support.restart_takeover import (
+    RunningTurn,
+    delete_until,
+    run_then_stop,
+    take_over_and_cancel,
+)
 from tests.support.server import running_server
 from tests.support.serverproc import server_process
-from tests.support.ws import WsClient, is_state, ws_client
+from tests.support.ws import ws_client
 from tests.web.support import launch, new_task
 
 
@@ -39,31 +43,6 @@ def toml_of(kubeconfig: Path, image: str) -> str:
             '[agents.kmock]\nprotocol = "acp"\nexecutor = "kubernetes"\n'
             f'image = "{image}"\nkubeconfig = "{kubeconfig}"\n'
             'command = ["python", "-m", "protocols.mock_agent", "--protocol", "acp"]\n')
-
-
-async def turn_text(ws: WsClient, sid: str, turn_id: str) -> str:
-    listed = await ws.call("message.list", {"session_id": sid})
-    return "".join(m["content"] for m in listed["messages"]
-                   if m["turn_id"] == turn_id and m["role"] == "agent" and m["kind"] == "text")
-
-
-async def chunks_past(ws: WsClient, sid: str, turn_id: str, count: int) -> list[int]:
-    """The turn's chunk numbers once it has streamed more than ``count`` of them."""
-    with trio.fail_after(40):
-        while True:
-            numbers = [int(n) for n in re.findall(r"chunk(\d+) ",
-                                                  await turn_text(ws, sid, turn_id))]
-            if len(set(numbers)) > count:
-                return numbers
-            await trio.sleep(0.05)
-
-
-def turn_row(db: Path, turn_id: str) -> tuple[Any, ...]:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        row = conn.execute("SELECT state, stop_reason FROM turns WHERE id = ?",
-                           (turn_id,)).fetchone()
-    conn.close()
-    return tuple(row)
 
 
 def leftover(name: str, workspace: str, session: str) -> dict[str, Any]:
@@ -87,24 +66,18 @@ async def test_a_backend_restart_takes_the_pods_turn_over_and_sweeps_only_what_i
         async with cluster(tmp_path, agent_image) as c:
             toml = toml_of(c.kubeconfig, agent_image.image)
             instance = backend_instance(Config.from_mapping(data, tomllib.loads(toml)))
-            async with server_process(data, toml=toml, log_level="INFO") as srv, \
-                    ws_client(srv) as ws:
-                task_id = await new_task(ws, "kube restart")
-                session = await ws.call("session.launch", {"task_id": task_id,
-                                                           "agent": "kmock"}, timeout=70)
-                sid = session["id"]
+
+            async def leave(_turn: RunningTurn) -> str:
                 (name,) = pod_names(c)
-                turn_id = (await ws.call("message.add", {"session_id": sid,
-                                                         "content": "/delay 60000"}))["turn_id"]
-                before = await chunks_past(ws, sid, turn_id, 3)
                 # Left besides: a Pod of this Turnvisor whose session the store
                 # does not have, and another Turnvisor's.
                 for body in (leftover("gone-session", instance, "gone"),
                              leftover("theirs", "another-turnvisor", "theirs")):
                     assert (await post(c, "pods", body)).status_code == 201
-                srv.proc.send_signal(signum)
-                with trio.fail_after(30):
-                    await srv.proc.wait()
+                return name
+
+            turn, name = await run_then_stop(data, toml, "kmock", signum, leave,
+                                             launch_timeout=70)
             # The backend is gone; the Pod runs the turn on, its Secret kept.
             assert pod_names(c) == {name, "gone-session", "theirs"}
             assert ("Secret", NAMESPACE, name) in c.standin.objects
@@ -116,27 +89,14 @@ async def test_a_backend_restart_takes_the_pods_turn_over_and_sweeps_only_what_i
                     while "gone-session" in pod_names(c):
                         await trio.sleep(0.05)
                 assert pod_names(c) == {name, "theirs"}
-                await ws.call("session.subscribe", {"session_id": sid})
-                listed = await ws.call("session.list", {"task_id": task_id})
-                assert listed["sessions"][0]["state"] == "RUNNING", listed
-                # The turn goes on: the same turn id streams past what it had.
-                after = await chunks_past(ws, sid, turn_id, max(before) + 5)
-                assert sorted(set(after))[: len(set(before))] == sorted(set(before))
-                # Re-attached to the same Pod: none was created.
+                await take_over_and_cancel(srv, ws, turn)
+                # Re-attached to the same Pod: none was created, and the cancel
+                # stopped the turn, not the Pod.
                 assert pods_created(c.standin.created) == created
-                result = await ws.call("agent.cancel", {"session_id": sid}, timeout=30)
-                assert (result["success"], result["session_id"]) == (True, sid), result
-                await ws.wait_for(is_state(sid, "WAITING_FOR_INPUT"), timeout=30)
-                state, stop_reason = await trio.to_thread.run_sync(
-                    turn_row, data / "turnvisor.db", turn_id)
-                assert stop_reason == "cancelled", (state, stop_reason, srv.log_tail(60))
-                assert name in pod_names(c)  # a cancel stops the turn, not the Pod
+                assert name in pod_names(c)
                 # The session deleted: its Pod and Secret go.
-                await ws.call("session.delete", {"session_id": sid}, timeout=30)
-                with trio.fail_after(30):
-                    while name in pod_names(c) or ("Secret", NAMESPACE, name) in \
-                            c.standin.objects:
-                        await trio.sleep(0.05)
+                await delete_until(ws, turn.sid, lambda: name not in pod_names(c) and (
+                    "Secret", NAMESPACE, name) not in c.standin.objects)
             assert pod_names(c) == {"theirs"}  # another Turnvisor's is not ours to delete
 
 

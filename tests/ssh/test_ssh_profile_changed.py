@@ -15,7 +15,7 @@ import trio
 
 from tests.kube.test_kube_profile_changed import notices, session_dto
 from tests.ssh.sshd import Sshd, ssh_profile
-from tests.ssh.test_ssh_restart import chunks_past
+from tests.support.restart_takeover import chunks_past
 from tests.support.serverproc import server_process
 from tests.support.ws import ws_client
 from tests.web.support import new_task
