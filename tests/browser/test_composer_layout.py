@@ -95,16 +95,24 @@ def test_a_running_turn_and_its_stop(server: Any, new_context: Any, view: str) -
     expect(page.get_by_test_id("composer-options")).to_be_visible(timeout=15_000)
     named(assert_reads_cleanly(page, view, "idle"),
           "send-button", "attach-button", "model", "reasoning_effort", "options-more")
+    person.send("/usage 84000")  # the usage badge joins the options' row
+    expect(page.get_by_test_id("usage-badge")).to_be_visible(timeout=15_000)
+    person.expect_settled(timeout=15_000)
 
     person.start_turn("/steps 3 4000")
     after_step = page.get_by_test_id("stop-after-step-button")
     expect(after_step).to_be_visible()
     expect(page.get_by_test_id("steer-button")).to_be_visible()
+    # A model picked mid-turn waits for the next one, and the options' row says so.
+    page.locator('[data-option-id="model"]').select_option("mock-smart")
+    expect(page.get_by_test_id("option-hint")).to_have_text("Model: from the next turn")
     laid = assert_reads_cleanly(page, view, "running")
     named(laid, "send-button", "attach-button", "cancel-agent-button", "cancel-revert-button",
           "stop-after-step-button", "steer-button", "model", "reasoning_effort")
+    shown = {w["name"] for w in laid["words"]}
+    assert {"option-hint", "usage-badge"} <= shown, shown
     if view == "desktop":
-        assert any(w["name"] == "composer-hint" for w in laid["words"]), laid["words"]
+        assert "composer-hint" in shown, shown
     # "More" brings the rarer options into the same composer, still clear of the rest.
     person.press(page.get_by_test_id("options-more"))
     expect(page.locator('[data-option-id="approval_policy"]')).to_be_visible()
