@@ -12,6 +12,7 @@ file, ``podman import``) under a test-only name.
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 import subprocess
@@ -67,11 +68,16 @@ def other_engine(podman: str) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def small_image(podman: str, tmp: Path) -> str:
-    """A one-file image under a test-only name, on the engine here."""
+def small_image(podman: str, tmp: Path, *, size: int = 0) -> str:
+    """A one-file image under a test-only name, on the engine here (with
+    ``size`` random bytes in a second file)."""
     name = f"localhost/tv-load-test:{secrets.token_hex(4)}"
     (tmp / "ctx").mkdir()
     (tmp / "ctx" / "hello.txt").write_text("hello from the engine here\n")
+    if size:
+        with (tmp / "ctx" / "noise.bin").open("wb") as out:
+            for _ in range(size // (1 << 20)):
+                out.write(os.urandom(1 << 20))
     subprocess.run(["tar", "cf", str(tmp / "image.tar"), "-C", str(tmp / "ctx"), "."],
                    check=True, timeout=60)
     subprocess.run([podman, "import", str(tmp / "image.tar"), name], check=True,
@@ -86,10 +92,25 @@ def listed(sock: Path) -> set[str]:
     return {tag for image in images for tag in image.get("RepoTags") or ()}
 
 
+#: ``turnvisor images load ...``, then its peak RSS (KiB) as the last line of stderr.
+_MEASURED = ("import resource, sys\n"
+             "from web.cli import main\n"
+             "code = main(sys.argv[1:])\n"
+             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+             "sys.exit(code)\n")
+
+
 async def images_load(*args: str) -> tuple[int, str, str]:
     done = await trio.run_process([sys.executable, "-m", "web", "images", "load", *args],
                                   capture_stdout=True, capture_stderr=True, check=False)
     return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+
+async def peak_kib(*args: str) -> tuple[int, int]:
+    """``images load ARGS``'s exit status and peak RSS."""
+    done = await trio.run_process([sys.executable, "-c", _MEASURED, "images", "load", *args],
+                                  capture_stdout=True, capture_stderr=True, check=False)
+    return done.returncode, int(done.stderr.decode().split()[-1])
 
 
 def over_ssh(sshd: Sshd, sock: Path) -> str:
@@ -157,3 +178,27 @@ async def test_a_container_start_on_an_engine_without_its_image_names_the_comman
                 message, message
             assert (f"`turnvisor images load --profile mock --data-dir "
                     f"{srv.sup.config.data_dir}`") in message, message
+
+
+async def test_a_large_image_is_streamed_not_held(tmp_path: Path, engine: Engine,
+                                                  sshd: Sshd) -> None:
+    """96 MiB of image go through a process whose peak memory grows by far less."""
+    size = 96 << 20
+    image = small_image(engine.podman, tmp_path, size=size)
+    keys = ["--ssh-identity", str(sshd.identity), "--ssh-known-hosts", str(sshd.known_hosts),
+            "--data-dir", str(tmp_path / "data")]
+    try:
+        with other_engine(engine.podman) as sock, trio.fail_after(300):
+            # The same command stopped before any byte of an image is read.
+            code, base = await peak_kib("--engine", over_ssh(sshd, sock), "--image",
+                                        "localhost/tv-absent:1", *keys)
+            assert code == 1
+            code, peak = await peak_kib("--engine", over_ssh(sshd, sock), "--image", image,
+                                        *keys)
+            assert code == 0
+            assert image in listed(sock)
+            assert (peak - base) * 1024 < size // 3, (base, peak)
+    finally:
+        with trio.CancelScope(shield=True), trio.move_on_after(120):
+            await trio.run_process([engine.podman, "rmi", "-f", image], capture_stdout=True,
+                                   capture_stderr=True, check=False)
