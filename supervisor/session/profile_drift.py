@@ -41,8 +41,7 @@ async def tell_profile_changed(store: Store, status: AgentStatus, session_id: st
     idle = f"{idle_agent_s / 60:g} min" if idle_agent_s >= 60 else f"{idle_agent_s:g} s"
     await store.add_message(
         session_id, None, "system", "status",
-        f"Profile {profile!r} changed since this session's agent was started ({names}): "
-        "the agent keeps running as it was started. The change applies when the session's "
-        f"agent restarts: it stops after {idle} without a turn (or with the backend, when "
-        "no turn runs) and the next message starts it from the profile as it is then.",
+        f"Profile {profile!r} changed since this agent started ({names}): it runs on as "
+        "started; the change applies when the session's agent restarts (after "
+        f"{idle} without a turn, or when the backend stops with no turn running).",
         {**PROFILE_CHANGED_META, "profile_changed": list(changed)})
