@@ -12,6 +12,7 @@ file, ``podman import``) under a test-only name.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -27,10 +28,9 @@ import httpx
 import pytest
 import trio
 
-from supervisor.profiles import parse_profiles
 from tests.container.container_support import Engine, container_profiles
 from tests.ssh.sshd import Sshd, running_sshd
-from tests.support.server import running_server
+from tests.support.serverproc import server_process
 from tests.support.ws import RequestFailed, ws_client
 from tests.web.support import launch, new_task
 
@@ -162,22 +162,36 @@ async def test_images_load_streams_the_image_to_an_engine_over_ssh(
                                    capture_stderr=True, check=False)
 
 
-async def test_a_container_start_on_an_engine_without_its_image_names_the_command(
+async def test_a_start_without_its_image_names_the_command_that_puts_it_there(
         tmp_path: Path, engine: Engine, sshd: Sshd) -> None:
-    image = f"localhost/tv-load-test:absent-{secrets.token_hex(4)}"
-    with other_engine(engine.podman) as sock, trio.fail_after(120):
-        profiles = parse_profiles(container_profiles(
-            image, docker_host=over_ssh(sshd, sock), ssh_identity=str(sshd.identity),
-            ssh_known_hosts=str(sshd.known_hosts)))
-        async with running_server(tmp_path / "data", profiles=profiles) as srv, \
-                ws_client(srv) as ws:
-            with pytest.raises(RequestFailed) as failed:
-                await launch(ws, await new_task(ws), "mock")
+    """The session's start fails naming ``turnvisor images load --profile ...``;
+    that command, run as named, puts the image on the profile's engine."""
+    image = small_image(engine.podman, tmp_path)
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    try:
+        with other_engine(engine.podman) as sock, trio.fail_after(180):
+            keys = container_profiles(image, docker_host=over_ssh(sshd, sock),
+                                      ssh_identity=str(sshd.identity),
+                                      ssh_known_hosts=str(sshd.known_hosts))["mock"]
+            toml = "[agents.mock]\n" + "".join(f"{k} = {json.dumps(v)}\n"
+                                               for k, v in keys.items())
+            async with server_process(data, toml=toml) as srv, ws_client(srv) as ws:
+                with pytest.raises(RequestFailed) as failed:
+                    await launch(ws, await new_task(ws), "mock")
             message = failed.value.frame["payload"]["message"]
             assert f"cannot create a container of {image} on {over_ssh(sshd, sock)}" in \
                 message, message
-            assert (f"`turnvisor images load --profile mock --data-dir "
-                    f"{srv.sup.config.data_dir}`") in message, message
+            command = f"turnvisor images load --profile mock --data-dir {data}"
+            assert f"`{command}`" in message, message
+            assert image not in listed(sock)
+            code, out, err = await images_load(*command.split()[3:])
+            assert code == 0, err
+            assert image in listed(sock), out
+    finally:
+        with trio.CancelScope(shield=True), trio.move_on_after(120):
+            await trio.run_process([engine.podman, "rmi", "-f", image], capture_stdout=True,
+                                   capture_stderr=True, check=False)
 
 
 async def test_a_large_image_is_streamed_not_held(tmp_path: Path, engine: Engine,
