@@ -37,6 +37,7 @@ startup, containers labelled with this backend instance's id are removed
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import secrets
@@ -144,8 +145,9 @@ async def _launch(config: Config, profile: AgentProfile, cwd: str, owner: str | 
             cid = await engine.create(spec, name=name)
         except EngineError as exc:
             hint = ""
-            if exc.status == 404 and not await engine.has_image(spec.image):
-                hint = f"; {missing_image_hint(config, profile, reached.wanted)}"
+            with contextlib.suppress(EngineError):  # (the create's error says enough)
+                if exc.status == 404 and not await engine.has_image(spec.image):
+                    hint = f"; {missing_image_hint(config, profile, reached.wanted)}"
             raise OSError(f"profile {profile.name!r}: cannot create a container of "
                           f"{spec.image} on {reached.wanted}: {exc}{hint}") from None
         try:
