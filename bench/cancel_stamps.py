@@ -12,10 +12,11 @@ bench's client, the server and the (sandboxed) mock agent, each process
 appending to ``$TV_STAMPS.<pid>`` (CLOCK_MONOTONIC: one clock for all three).
 This reads them, cuts them per cancel (from the client's ``agent.cancel`` write
 to the client's read of the close's batch) and prints the median time at which
-each stage is reached (by at least half of them), in stage order: ``'`` marks a stage on the way back (after
-the server read the agent's answer).  It also prints the four spans that make up
-the whole: down (the client's write → the cancel on the agent's stdin), agent
-(→ the server reads its answer), back (→ the close's batch written), to client.
+each stage is reached (the stages at least half of the cancels reach), in stage
+order: ``'`` marks a stage on the way back (after the server read the agent's
+answer).  It also prints the four spans that make up the whole: down (the
+client's write → the cancel on the agent's stdin), agent (→ the server reads its
+answer), back (→ the close's batch written), to client.
 """
 
 from __future__ import annotations
@@ -99,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     if not result["cancels"]:
         print("no complete cancel in the stamps", file=sys.stderr)
         return 1
+    if args.json is not None:
+        args.json.write_text(json.dumps(result, indent=1))
     print(f"{result['cancels']} cancels; medians, µs: " + ", ".join(
         f"{k} {v}" for k, v in result["spans_us"].items()))
     previous = 0.0
@@ -106,8 +109,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {row['stage']:<20} {row['reached_us']:8.1f}  "
               f"+{row['reached_us'] - previous:7.1f}  (n={row['n']})")
         previous = row["reached_us"]
-    if args.json is not None:
-        args.json.write_text(json.dumps(result, indent=1))
     return 0
 
 
