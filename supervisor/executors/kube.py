@@ -4,7 +4,9 @@ Per execution (``launch_kube``)::
 
     find     the session's Pod a previous backend left (labels: this
              Turnvisor, the session), ready, with its Secret: re-attached
-             to (its token read from the Secret), nothing created
+             to (its token read from the Secret), nothing created; its
+             ``turnvisor.launch`` annotation compared with the profile now
+             (launch_record.py: the settings changed since are said)
     create   else a Secret with a fresh agentctl token, then the Pod (kube_pod.py):
              the container executor's image running agentctl, labelled
              ``turnvisor.workspace`` (this Turnvisor) and ``turnvisor.session``

@@ -37,10 +37,12 @@ and the next backend takes the turn over (same run name, re-attached by owner,
 ``TurnHandover``).  The run's token is derived from a key in the data dir
 (``RUN_KEY``, 0600; the data dir is hidden from every agent), so a later
 backend of the same data dir presents the same one.  A session's own end (and
-its deletion) still stops its host's agentctl.  At start ``sweep_ssh`` stops
-the runs of this data dir whose session no longer exists (deleted, or not in
-the store), as leftover local agent groups are; another data dir's are not
-ours.
+its deletion) still stops its host's agentctl.  What each run was started
+from is recorded in the data dir (``LAUNCH_RECORDS``, launch_record.py) and
+compared at a re-attach: a profile changed since is said, the run kept.
+At start ``sweep_ssh`` stops the runs of this data dir whose session no
+longer exists (deleted, or not in the store), as leftover local agent groups
+are; another data dir's are not ours.
 """
 
 from __future__ import annotations
