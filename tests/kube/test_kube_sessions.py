@@ -65,10 +65,12 @@ async def test_a_session_in_a_pod_runs_a_turn_and_its_cancel_lands(
             assert any("cancelled" in m["message"]["content"].lower() for m in statuses), \
                 statuses
             # Everything went through the API server: the event stream's WebSocket
-            # and agentctl's HTTP calls on the Pod's proxy.
+            # and agentctl's HTTP calls on the Pod's proxy.  (The cancel goes as a
+            # frame on that WebSocket once its prompt is answered, else as a
+            # request: either way through the proxy.)
             proxy = f"/api/v1/namespaces/{NAMESPACE}/pods/{name}:8765/proxy/api/v1/"
             assert ("WS", proxy + "events") in c.standin.calls
-            assert ("POST", proxy + "acp/cancel") in c.standin.calls
+            assert ("POST", proxy + "prompt") in c.standin.calls
 
             # A second turn runs to its end on the same Pod.
             await start_turn(ws, sid, "hello")
