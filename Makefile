@@ -60,8 +60,9 @@ typecheck:
 unit:
 	node --test tests/ui_unit/
 
+# The slowest tests listed at the end: CI's time budget is watched from its log.
 pytest:
-	$(PY) -m pytest $(ARGS)
+	$(PY) -m pytest --durations=25 $(ARGS)
 
 test: install-test lint typecheck unit pytest
 
