@@ -37,8 +37,8 @@ from protocols.tools import current as current_tools
 from ..ssh_target import SshTarget
 from .agentctl_link import AgentctlLink
 
-__all__ = ["PERSIST_S", "RETRY_S", "RemoteResult", "SshHost", "control_dir", "keep_forwarded",
-           "reforward", "ssh_error"]
+__all__ = ["PERSIST_S", "RETRY_S", "RemoteResult", "SshHost", "control_dir", "far_control_dir",
+           "keep_forwarded", "reforward", "ssh_error"]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,14 @@ RETRY_S: Final = 1.0
 _MAX_SOCKET_PATH: Final = 100
 
 
+def far_control_dir(data_dir: Path) -> Path:
+    """The name ``control_dir`` gives a data dir too deep for a socket path (it
+    is not made here): one of this user's under the temporary directory, named
+    by a hash of the data dir's resolved path."""
+    digest = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"turnvisor-ssh-{os.getuid()}-{digest}"
+
+
 def control_dir(data_dir: Path) -> Path:
     """The 0700 directory of the shared connections' and forwards' sockets:
     ``DATA_DIR/ssh``, or (a data dir too deep for a unix socket path) a
@@ -60,8 +68,7 @@ def control_dir(data_dir: Path) -> Path:
     is refused (``PathRefused``, an ``OSError``, naming why)."""
     wanted = data_dir / "ssh"
     if len(str(wanted)) + 30 > _MAX_SOCKET_PATH:
-        digest = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:12]
-        wanted = Path(tempfile.gettempdir()) / f"turnvisor-ssh-{os.getuid()}-{digest}"
+        wanted = far_control_dir(data_dir)
     wanted = wanted.absolute()
     try:
         opened = open_by_identity(str(wanted), create=True, mode=0o700,

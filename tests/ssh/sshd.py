@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 
 from protocols.process import kill_tree, process_tree
+from supervisor.executors.ssh_host import far_control_dir
 from tests.ssh.throwaway_user import HostUser
 from web.agentctl.detached import sweep_detached
 
@@ -127,10 +128,7 @@ def running_sshd(tmp: Path, env: dict[str, str] | None = None,
         except OSError as exc:
             _fail(f"/run/sshd is missing and cannot be made: {exc}")
     tmp.mkdir(parents=True, exist_ok=True)
-    # The socket directories the clients make under the temporary directory (a
-    # test's data dir is too deep for a socket path): the new ones go at the end.
-    litter = Path(tempfile.gettempdir()).glob(f"turnvisor-ssh-{os.getuid()}-*")
-    before = set(litter)
+    before = _socket_dirs()
     host_pub = _keygen(tmp / "host_key")
     client_pub = _keygen(tmp / "id_client")
     keys = tmp / "authorized_keys"
@@ -179,9 +177,33 @@ LogLevel VERBOSE
     finally:
         server.stop()
         sweep_host(remote_data)
-        for made in set(Path(tempfile.gettempdir()).glob(
-                f"turnvisor-ssh-{os.getuid()}-*")) - before:
+        for made in _own_socket_dirs(tmp.parent, _socket_dirs() - before):
             shutil.rmtree(made, ignore_errors=True)
+
+
+def _socket_dirs() -> set[Path]:
+    """This user's ssh socket directories under the temporary directory (made
+    by ``control_dir`` for a data dir too deep for a socket path)."""
+    return set(Path(tempfile.gettempdir()).glob(f"turnvisor-ssh-{os.getuid()}-*"))
+
+
+def _own_socket_dirs(tree: Path, made: set[Path]) -> list[Path]:
+    """Those of ``made`` named for a data dir under ``tree`` (the test's own
+    temporary tree: every caller's ``tmp`` is ``tmp_path / "sshd"``). Another
+    run at the same moment makes its own in the same place, named for its own
+    data dirs: those stay, whatever their age."""
+    if not made:
+        return []
+    wanted = {path.name: path for path in made}
+    root = tree.resolve()
+    found: list[Path] = []
+    for top, _dirs, _files in os.walk(root):
+        name = far_control_dir(Path(top)).name
+        if name in wanted:
+            found.append(wanted.pop(name))
+            if not wanted:
+                break
+    return found
 
 
 def sweep_host(remote_data: Path) -> None:

@@ -1,0 +1,50 @@
+"""The test sshd's teardown removes the ssh socket directories its own test
+made under the temporary directory, and leaves another run's alone (two runs
+of the suite at the same moment share /tmp)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from supervisor.executors.ssh_host import control_dir
+from tests.ssh.sshd import running_sshd
+
+
+@pytest.fixture
+def shared_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A directory standing in for /tmp, this process's temporary directory:
+    what is left in it is this test's to see, not another run's."""
+    shared = Path(tempfile.mkdtemp(prefix="tv-"))
+    monkeypatch.setattr(tempfile, "tempdir", str(shared))
+    try:
+        yield shared
+    finally:
+        subprocess.run(["rm", "-rf", str(shared)], check=False)
+
+
+def _deep(root: Path) -> Path:
+    """A data dir too deep for a unix socket path: its sockets go to the temporary dir."""
+    return root.joinpath("a-data-dir-deep-enough", "that-its-socket-path",
+                         "would-be-longer-than-sun-path", "allows")
+
+
+def test_teardown_removes_only_its_own_socket_dirs(tmp_path: Path, shared_tmp: Path) -> None:
+    own_tree, other_tree = tmp_path / "own", tmp_path / "another-run"
+    own_data, other_data = _deep(own_tree), _deep(other_tree)
+    for data in (own_data, other_data):
+        data.mkdir(parents=True)
+    with running_sshd(own_tree / "sshd"):
+        own = control_dir(own_data)
+        # Another run's, made while this one's server is up.
+        other = control_dir(other_data)
+        assert own.parent == other.parent == shared_tmp
+        assert own != other
+    assert not own.exists()
+    assert other.is_dir()
+    assert os.listdir(shared_tmp) == [other.name]
