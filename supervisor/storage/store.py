@@ -1,8 +1,10 @@
 """The store: typed async access to the database, whose writes announce themselves.
 
-Every method runs one ``Db`` method on a worker thread, one at a time (a
-capacity limiter of 1 over one connection), so the Trio thread never blocks
-on disk.  A write that changes what clients see publishes its notification
+Every method runs one ``Db`` method, one at a time over one connection (the
+``Runner``): on a worker thread (``call``), or, for the short writes on the
+agent's event path, on the Trio thread when the connection is free
+(``call_now``; why both: docs/architecture.md, "Decisions beyond DESIGN.md").
+A write that changes what clients see publishes its notification
 itself, right after it commits (a message added or updated, a session's
 state), so no caller can write and forget to notify, or notify a change that
 did not happen.  What only the lifecycle knows (a turn's end, an agent's
