@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import trio
+from trio.testing import MockClock
 
 from supervisor.models import CANCELLED_STATUS, SessionState
 from supervisor.orchestrator import Caller
@@ -22,6 +23,9 @@ from supervisor.session.lifecycle import CancelOutcome
 from supervisor.storage.db import StoreUnavailable
 from tests.support.failing_store import DiskFullDb, failing_supervisor
 from tests.support.sessions import new_sessions
+
+from .conftest import InlineStore
+from .fake_agent import FakeLauncher
 
 AGENTS = ["mock", "mock-codex"]
 FULL = "database or disk is full"
@@ -96,10 +100,13 @@ async def test_a_cancel_with_the_store_failing_stops_the_agent_and_its_record_fo
 
 
 async def test_an_escalated_cancel_with_the_store_failing_tears_the_turn_down(
-    tmp_path: Any
+    tmp_path: Any, autojump_clock: MockClock
 ) -> None:
-    async with failing_supervisor(tmp_path / "data", cancel_join_s=0.3,
-                                  cancel_escalate_s=0.8) as (sup, db):
+    # Virtual time (the in-process agent, the SQL on the Trio thread): the
+    # escalation is a rule of time, and it holds with every write refused.
+    async with failing_supervisor(tmp_path / "data", launcher=FakeLauncher(),
+                                  store_class=InlineStore, cancel_join_s=3,
+                                  cancel_escalate_s=10) as (sup, db):
         caller, (sid, other) = await new_sessions(sup, "mock", 2)
         orch = sup.orchestrator
         await orch.send_message(caller, sid, "/hang")
@@ -108,9 +115,11 @@ async def test_an_escalated_cancel_with_the_store_failing_tears_the_turn_down(
                 await trio.sleep(0.02)
         turn_id = sup.lifecycle.running_turn_id(sid)
         db.full = True
-        with trio.fail_after(10):
+        start = trio.current_time()
+        with trio.fail_after(30):
             op = await orch.cancel_operation(caller, sid)
         assert op.error is None and op.outcome is CancelOutcome.ESCALATED
+        assert 10 <= trio.current_time() - start < 10 + sup.config.timeouts.cancel_cleanup_s
         assert op.record_error is not None and FULL in op.record_error
         assert sup.lifecycle.running_turn_id(sid) is None
         assert not sup.notify.projection.get(sid).pending

@@ -19,8 +19,10 @@ from typing import Any
 import trio
 
 from supervisor.config import Config
+from supervisor.executors import Launcher
 from supervisor.root import Supervisor, open_supervisor
 from supervisor.storage.db import Db, _Tx
+from supervisor.storage.store import Store
 
 __all__ = ["DiskFullDb", "disk_full", "failing_supervisor"]
 
@@ -50,14 +52,22 @@ def _open(config: Config) -> DiskFullDb:
 
 
 @asynccontextmanager
-async def failing_supervisor(data_dir: Path, **timeouts: float,
+async def failing_supervisor(data_dir: Path, *, launcher: Launcher | None = None,
+                             store_class: type[Store] = Store, **timeouts: float,
                              ) -> AsyncIterator[tuple[Supervisor, DiskFullDb]]:
-    """A supervisor (real agents, real SQLite) whose database's disk can fill."""
+    """A supervisor (real agents, real SQLite) whose database's disk can fill.
+
+    On virtual time a test passes the in-process agents' ``launcher`` and a
+    ``store_class`` that runs the SQL on the Trio thread (tests/supervisor's
+    ``InlineStore``): a worker thread would let MockClock's autojump leap
+    past the timeouts under test."""
     # No turn checkpoints: these tests time the turn and cancel paths while the
     # disk fills; a checkpoint before each prompt (its own rows, a git snapshot)
     # would make a cancel right after the start withhold the prompt instead.
     raw: dict[str, Any] = {"timeouts": timeouts, "projects": {"checkpoints": False}}
     config = Config.from_mapping(data_dir, raw)
-    db = await trio.to_thread.run_sync(_open, config)
-    async with open_supervisor(config, db=db) as sup:
+    db = (_open(config) if store_class is not Store
+          else await trio.to_thread.run_sync(_open, config))
+    async with open_supervisor(config, launcher=launcher, db=db,
+                               store_class=store_class) as sup:
         yield sup, db
