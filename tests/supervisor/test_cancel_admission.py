@@ -13,6 +13,7 @@ from trio.testing import MockClock
 from supervisor.errors import CancelFailed
 from supervisor.models import CANCELLED_STATUS, Message, SessionState, Turn
 from supervisor.session.lifecycle import CancelOutcome
+from tests.support.bus_frames import queued
 from tests.support.sessions import new_session
 from tests.support.wait import wait_state
 
@@ -32,15 +33,6 @@ class SlowOpenStore(InlineStore):
         await trio.sleep(OPEN_TURN_S)
         return await super().open_turn(session_id, prompt, resume_queue=resume_queue,
                                        client_message_id=client_message_id, metadata=metadata)
-
-
-def _drain(sub: Any) -> list[str]:
-    frames = []
-    while True:
-        try:
-            frames.append(sub.receive_nowait())
-        except trio.WouldBlock:
-            return frames
 
 
 async def test_a_cancel_while_the_turn_is_opened_never_sends_the_prompt(
@@ -78,7 +70,7 @@ async def test_a_cancel_while_the_turn_is_opened_never_sends_the_prompt(
         assert [m.content for m in msgs if m.role == "user"] == ["/delay 5000"]
         marks = sup.orchestrator.trace.settled[-1].marks
         assert "adapter_sent" not in marks and "agent_answered" not in marks
-        frames = _drain(sub)
+        frames = queued(sub)
         # Truthful progress: no "sent" phase (nothing went to the agent), and no
         # acknowledgement by an agent that never saw the turn.
         assert not any('"phase":"sent"' in f for f in frames)

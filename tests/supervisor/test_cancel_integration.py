@@ -17,6 +17,7 @@ from supervisor.models import CANCELLED_STATUS, SessionState
 from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor
 from supervisor.session.lifecycle import CancelOutcome
+from tests.support.bus_frames import queued
 from tests.support.leaks import pgid_alive
 from tests.support.sessions import new_session
 from tests.support.wait import wait_state
@@ -44,16 +45,6 @@ async def _delaying(sup: Supervisor, agent: str) -> tuple[Caller, str, Subscribe
     await sup.orchestrator.send_message(caller, sid, "/delay 10000")
     await _wait_chunks(sup, caller, sid)
     return caller, sid, sub
-
-
-def _drain(sub: Any) -> list[str]:
-    """The frames the subscriber has queued so far."""
-    frames = []
-    while True:
-        try:
-            frames.append(sub.receive_nowait())
-        except trio.WouldBlock:
-            return frames
 
 
 async def _statuses(sup: Supervisor, caller: Caller, sid: str) -> list[Any]:
@@ -204,7 +195,7 @@ async def test_pending_permission_is_answered_cancelled(
         perms = [m for m in await sup.orchestrator.list_messages(caller, sid)
                  if m.kind == "permission"]
         assert len(perms) == 1 and perms[0].metadata["status"] == "cancelled"
-        frames = _drain(sub)
+        frames = queued(sub)
         assert any("session.permission.cancelled" in f for f in frames)
         assert (await sup.orchestrator.session(caller, sid)).state is \
             SessionState.WAITING_FOR_INPUT
@@ -245,7 +236,7 @@ async def test_concurrent_duplicates_make_one_operation(
 
         async def one() -> None:
             outcome = await sup.orchestrator.cancel(caller, sid)
-            frames.extend(_drain(sub))  # no checkpoint between the answer and this read
+            frames.extend(queued(sub))  # no checkpoint between the answer and this read
             results.append(outcome)
             closed_at_answer.append(
                 any("session.turn.completed" in f for f in frames)
@@ -261,7 +252,7 @@ async def test_concurrent_duplicates_make_one_operation(
         # comes with or after the close, none before it.
         assert closed_at_answer == [True] * n
         assert len(await _statuses(sup, caller, sid)) == 1
-        frames.extend(_drain(sub))
+        frames.extend(queued(sub))
         pending = [('"cancellation_pending":true' in f) for f in frames
                    if "session.cancellation_changed" in f]
         assert pending == [True, False]
@@ -285,13 +276,13 @@ async def test_the_cancel_is_on_the_agents_stdin_at_admission(
         with trio.fail_after(5):
             assert await op.wait() is CancelOutcome.ACKNOWLEDGED
         # Settled from the turn's close: its frames are out when the answer is.
-        frames = _drain(sub)  # no checkpoint since the answer
+        frames = queued(sub)  # no checkpoint since the answer
         assert any("session.turn.completed" in f for f in frames)
         marks = sup.orchestrator.trace.settled[-1].marks
         assert marks["admitted"] <= turn.cancel_sent_at
         assert marks["adapter_sent"] == turn.cancel_sent_at
         assert [m.content for m in await _statuses(sup, caller, sid)] == [CANCELLED_STATUS]
-        frames += _drain(sub)
+        frames += queued(sub)
         order = [("pending=true" if '"cancellation_pending":true' in f else "pending=false")
                  if "session.cancellation_changed" in f else "sent"
                  for f in frames if "session.cancellation_changed" in f

@@ -5,7 +5,6 @@ wait for anyone; each keeps its own outcome and notifications."""
 from __future__ import annotations
 
 import functools
-import json
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +18,7 @@ from supervisor.notify import Notifier
 from supervisor.storage.close_group import CloseGroup
 from supervisor.storage.db import ClosedRow, Db, StoreUnavailable, TurnClose
 from supervisor.storage.store import Store
+from tests.support.bus_frames import queued_json
 
 CANCELLED = ("Turn cancelled by user", {"cancelled": True, "variant": "warning"})
 
@@ -83,13 +83,7 @@ class Rig:
             stop_reason="cancelled", acknowledged=False))
 
     def waiting(self) -> set[str]:
-        frames = []
-        while True:
-            try:
-                frames.append(json.loads(self.sub.receive_nowait()))
-            except trio.WouldBlock:
-                break
-        return {f["payload"]["session_id"] for f in frames
+        return {f["payload"]["session_id"] for f in queued_json(self.sub)
                 if f["action"] == "session.state_changed"
                 and f["payload"]["new_state"] == "WAITING_FOR_INPUT"}
 

@@ -16,6 +16,7 @@ from supervisor.models import CANCELLED_STATUS, SessionState
 from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor
 from supervisor.session.lifecycle import SHUTDOWN_STATUS, CancelOutcome
+from tests.support.bus_frames import queued
 from tests.support.sessions import new_session
 
 from .conftest import SupervisorFactory
@@ -42,15 +43,6 @@ async def _wait(sup: Supervisor, caller: Caller, sid: str, pred: Any,
 
 def _statuses(msgs: list[Any]) -> list[tuple[str, dict[str, Any]]]:
     return [(m.content, m.metadata) for m in msgs if m.kind == "status"]
-
-
-def _frames(sub: Any) -> list[str]:
-    out = []
-    while True:
-        try:
-            out.append(sub.receive_nowait())
-        except trio.WouldBlock:
-            return out
 
 
 @pytest.mark.parametrize("protocol", DIALECTS)
@@ -89,7 +81,7 @@ async def test_an_agent_error_after_a_user_cancel_reads_as_the_users_cancel(
         assert text == CANCELLED_STATUS
         assert meta["cancelled"] is True and meta["agent_stop_reason"] == "error"
         assert "Agent error" not in " ".join(m.content for m in msgs)
-        frames = " ".join(_frames(sub))
+        frames = " ".join(queued(sub))
         assert '"stop_reason":"cancelled"' in frames
         # The agent did not acknowledge the cancel: it failed.
         assert "session.agent.cancelled" not in frames
@@ -108,7 +100,7 @@ async def test_an_escalated_cancel_is_not_an_acknowledgement(
         await trio.sleep(0.2)
         with trio.fail_after(10):
             assert await sup.orchestrator.cancel(caller, sid) is CancelOutcome.ESCALATED
-        frames = _frames(sub)
+        frames = queued(sub)
         joined = " ".join(frames)
         assert "session.agent.cancelled" not in joined
         phases = [f.split('"phase":"')[1].split('"')[0] for f in frames
@@ -195,7 +187,7 @@ async def test_deny_and_stop_ends_the_turn_as_the_users_cancel(
             while sup.notify.projection.get(sid).pending or sid in sup.orchestrator.operations:
                 await trio.sleep(0.02)
         assert sup.orchestrator.settled[-1].session_id == sid
-        changes = [f for f in _frames(sub) if "session.cancellation_changed" in f]
+        changes = [f for f in queued(sub) if "session.cancellation_changed" in f]
         assert len(changes) == 2
         assert (await sup.orchestrator.session(caller, sid)).state is \
             SessionState.WAITING_FOR_INPUT

@@ -5,9 +5,9 @@ withdrawn) and the turn goes on, with the mock agent as a real subprocess."""
 from __future__ import annotations
 
 import pytest
-import trio
 
 from supervisor.models import SessionState
+from tests.support.bus_frames import queued
 from tests.support.sessions import new_session
 from tests.support.wait import wait_state
 
@@ -34,10 +34,5 @@ async def test_withdrawn_permission_is_dismissed(
         assert [m.content for m in msgs if m.role == "agent" and m.kind == "text"][-1] == (
             "withdrawn: -32800" if agent != "mock-codex" else "withdrawn: resolved"
         )
-        frames = []
-        while True:
-            try:
-                frames.append(sub.receive_nowait())
-            except trio.WouldBlock:
-                break
+        frames = queued(sub)
         assert sum("session.permission.cancelled" in f for f in frames) == 1

@@ -4,7 +4,6 @@ ignores the cancel), restart with a non-empty queue."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,6 @@ import trio
 from trio.testing import MockClock
 
 from protocols.prompt_parts import PromptPart
-from supervisor.bus import Subscriber
 from supervisor.errors import InvalidRequest
 from supervisor.models import CANCELLED_STATUS, INTERRUPTED_STATUS, SessionState
 from supervisor.orchestrator import Caller
@@ -22,6 +20,7 @@ from supervisor.root import Supervisor
 from supervisor.session.lifecycle import CancelOutcome
 from supervisor.storage.db import Db
 from supervisor.turn.recovery import RESTART_STATUS, recover
+from tests.support.bus_frames import queued_json
 from tests.support.sessions import new_session
 
 from .conftest import SupervisorFactory
@@ -59,15 +58,6 @@ async def _running(sup: Supervisor, caller: Caller, sid: str) -> None:
             await trio.sleep(0.02)
 
 
-def _drain(sub: Subscriber) -> list[dict[str, Any]]:
-    frames = []
-    while True:
-        try:
-            frames.append(json.loads(sub.receive_nowait()))
-        except trio.WouldBlock:
-            return frames
-
-
 @pytest.mark.parametrize("agent", ["mock", "mock-acp2", "mock-codex"])
 async def test_auto_run_starts_the_head_when_a_turn_ends(make_supervisor: SupervisorFactory,
                                                          agent: str) -> None:
@@ -89,7 +79,7 @@ async def test_auto_run_starts_the_head_when_a_turn_ends(make_supervisor: Superv
         await _idle_with(sup, caller, sid, ["/delay 600", "one", "two"])
         state = await sup.orchestrator.queue_list(caller, sid)
         assert state.entries == () and state.auto_run is True
-        changes = [f["payload"] for f in _drain(sub) if f["action"] == "session.queue.changed"]
+        changes = [f["payload"] for f in queued_json(sub) if f["action"] == "session.queue.changed"]
         revisions = [c["queue_revision"] for c in changes]
         assert revisions == sorted(revisions) and len(set(revisions)) == len(revisions)
         assert [len(c["entries"]) for c in changes] == [1, 2, 1, 0]
@@ -159,7 +149,7 @@ async def test_send_now_interrupts_without_parking(make_supervisor: SupervisorFa
         assert [(m.content, m.metadata) for m in statuses] == [
             (INTERRUPTED_STATUS, {"interrupted": True, "variant": "info"})]
         assert (await sup.orchestrator.queue_list(caller, sid)).auto_run is True
-        frames = _drain(sub)
+        frames = queued_json(sub)
         pending = [f["payload"]["cancellation_pending"] for f in frames
                    if f["action"] == "session.cancellation_changed"]
         assert pending == [True, False]
@@ -204,7 +194,7 @@ async def test_send_now_against_an_agent_that_ignores_the_cancel(
         # A duplicate user cancel would join; a second send now queues behind it.
         await _idle_with(sup, caller, sid, ["/slow 20000", "replace it", "after it"],
                          timeout=20)
-        phases = [f["payload"]["phase"] for f in _drain(sub)
+        phases = [f["payload"]["phase"] for f in queued_json(sub)
                   if f["action"] == "session.cancel.progress"]
         assert phases == ["sent", "late", "escalated"]
         statuses = await _statuses(sup, caller, sid)

@@ -9,6 +9,7 @@ import sqlite3
 import trio
 
 from supervisor.models import SessionState
+from tests.support.bus_frames import queued
 from tests.support.sessions import new_session
 from tests.support.wait import wait_state
 
@@ -46,11 +47,6 @@ async def test_a_turn_closed_during_a_store_outage_is_reconciled_when_it_ends(
             locker.close()
         # No cancel, no new prompt: the background close lands once the lock is gone.
         await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT, timeout=30)
-        frames = []
-        while True:
-            try:
-                frames.append(sub.receive_nowait())
-            except trio.WouldBlock:
-                break
+        frames = queued(sub)
         assert any('"new_state":"WAITING_FOR_INPUT"' in f for f in frames)
         assert any("session.turn.completed" in f for f in frames)

@@ -9,28 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 
 from protocols.events import MessageChunk, ToolCallStarted
 from supervisor import bus as bus_module
-from supervisor.bus import EventBus, Subscriber
+from supervisor.bus import EventBus
 from supervisor.models import utf16_len
 from supervisor.notify import Notifier
 from supervisor.storage.store import Store
 from supervisor.turn.transcript import Transcript, TurnText
+from tests.support.bus_frames import queued
 
 APPEND = ("session.message.appended", {"session_id": "s1", "offset": 3, "text": "abc"})
-
-
-def drain(sub: Subscriber) -> list[str]:
-    frames = []
-    while True:
-        try:
-            frame = sub.receive_nowait()
-            assert isinstance(frame, str)  # no write_now here: never pre-framed bytes
-            frames.append(frame)
-        except trio.WouldBlock:
-            return frames
 
 
 def actions(frames: list[str]) -> list[str]:
@@ -46,7 +35,7 @@ async def test_each_subscriber_gets_the_variant_it_asked_for() -> None:
     short2.subscribe("s1", text_appends=True)
     other.subscribe("s2", text_appends=True)  # another session: hears nothing of s1
     bus.publish("s1", "session.message.updated", {"session_id": "s1"}, APPEND)
-    got = {name: drain(sub) for name, sub in
+    got = {name: queued(sub) for name, sub in
            [("full", full), ("full2", full2), ("short", short), ("short2", short2),
             ("other", other)]}
     assert actions(got["full"]) == actions(got["full2"]) == ["session.message.updated"]
@@ -59,7 +48,7 @@ async def test_each_subscriber_gets_the_variant_it_asked_for() -> None:
     # A publish without an append variant reaches everyone whole.
     bus.publish("s1", "session.turn.completed", {"session_id": "s1"})
     for sub in (full, short):
-        assert actions(drain(sub)) == ["session.turn.completed"]
+        assert actions(queued(sub)) == ["session.turn.completed"]
 
 
 async def test_a_variant_nobody_takes_is_not_encoded(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -81,7 +70,7 @@ async def test_a_variant_nobody_takes_is_not_encoded(monkeypatch: pytest.MonkeyP
     encoded.clear()
     bus.publish("s1", "session.message.updated", {"session_id": "s1"}, APPEND)
     assert sorted(encoded) == ["session.message.appended", "session.message.updated"]
-    assert actions(drain(subs[0])) == ["session.message.appended", "session.message.updated"]
+    assert actions(queued(subs[0])) == ["session.message.appended", "session.message.updated"]
     subs[1].unsubscribe("s1")
     assert "s1" not in subs[1].text_appends
 
@@ -119,7 +108,7 @@ async def test_the_transcript_publishes_growth_as_appends_at_utf16_offsets(
     await say("a😀", "b")
     await say("c🎉")
     await say("d")
-    frames = [json.loads(f) for f in drain(short)]
+    frames = [json.loads(f) for f in queued(short)]
     assert [f["action"] for f in frames] == ["session.message.added",
                                              "session.message.appended",
                                              "session.message.appended"]
@@ -128,7 +117,7 @@ async def test_the_transcript_publishes_growth_as_appends_at_utf16_offsets(
         (4, "c🎉"), (7, "d")]  # UTF-16 units: "a😀b" is 4, not 3
     assert frames[1]["payload"] == {"session_id": sid, "message_id": msg_id,
                                     "turn_id": turn_row.id, "offset": 4, "text": "c🎉"}
-    assert actions(drain(full)) == ["session.message.added"] + ["session.message.updated"] * 2
+    assert actions(queued(full)) == ["session.message.added"] + ["session.message.updated"] * 2
     stored = store.db.list_messages(sid)[-1]
     assert stored.id == msg_id and stored.content == "a😀bc🎉d"
     assert utf16_len(stored.content) == 8
@@ -138,7 +127,7 @@ async def test_the_transcript_publishes_growth_as_appends_at_utf16_offsets(
     await say("\ud83d")
     await say("\ude00", "!")
     await say("?")
-    frames = [json.loads(f) for f in drain(short)]
+    frames = [json.loads(f) for f in queued(short)]
     assert [f["action"] for f in frames] == ["session.message.appended",
                                              "session.message.updated",
                                              "session.message.appended"]
@@ -148,10 +137,10 @@ async def test_the_transcript_publishes_growth_as_appends_at_utf16_offsets(
     assert store.db.list_messages(sid)[-1].content == "a😀bc🎉d😀!?"
 
     # After a tool call the text is a new message: added whole, not appended.
-    drain(full)
+    queued(full)
     await transcript.record(turn, ToolCallStarted(tool_call_id="t1", title="ls", kind="execute",
                                                   status="pending", raw={}))
     await say("after")
-    assert actions(drain(short)) == ["session.message.added", "session.message.added"]
-    assert actions(drain(full)) == ["session.message.added", "session.message.added"]
+    assert actions(queued(short)) == ["session.message.added", "session.message.added"]
+    assert actions(queued(full)) == ["session.message.added", "session.message.added"]
     store.db.close()

@@ -5,11 +5,9 @@ turn's own flush in order with it, and a failed write told to its execution."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
@@ -22,19 +20,9 @@ from supervisor.notify import Notifier
 from supervisor.storage.store import ClosedTurn, Store
 from supervisor.turn.text_writer import TextWriter
 from supervisor.turn.transcript import Transcript, TurnText
+from tests.support.bus_frames import queued_json
 
 PERIOD_S = 0.05
-
-
-def drain(sub: Subscriber) -> list[dict[str, Any]]:
-    frames: list[dict[str, Any]] = []
-    while True:
-        try:
-            frame = sub.receive_nowait()
-        except trio.WouldBlock:
-            return frames
-        assert isinstance(frame, str)
-        frames.append(json.loads(frame))
 
 
 class Recording(Subscriber):
@@ -88,7 +76,7 @@ async def test_text_marked_within_a_period_is_one_transaction_and_one_write(
             await rig.say(i, f"s{i}a ")
         await trio.sleep(PERIOD_S * 2)
         assert [rig.content(i) for i in range(3)] == [["s0a "], ["s1a "], ["s2a "]]
-        drain(rig.sub)
+        queued_json(rig.sub)
         wakes = rig.sub.wakes
         commits = rig.store.db.commits
         # After a quiet spell: the text goes at once, all three sessions' together.
@@ -114,7 +102,7 @@ async def test_text_marked_within_a_period_is_one_transaction_and_one_write(
     # Each batch's appends, of every session, reach a connection together: one
     # wake-up (one write) per batch, not one per message.
     assert rig.sub.wakes - wakes == 2
-    frames = drain(rig.sub)
+    frames = queued_json(rig.sub)
     assert [(f["action"], f["payload"]["offset"], f["payload"]["text"]) for f in frames] == [
         ("session.message.appended", 4, "s0b "), ("session.message.appended", 4, "s1b "),
         ("session.message.appended", 4, "s2b "), ("session.message.appended", 8, "s0c "),
@@ -131,7 +119,7 @@ async def test_a_turns_own_flush_waits_for_the_batch_and_follows_it(
         await nursery.start(rig.writer.run)
         await rig.say(0, "one ")
         await trio.sleep(PERIOD_S * 2)
-        drain(rig.sub)
+        queued_json(rig.sub)
         async with rig.store.runner._limiter:  # the connection is busy elsewhere
             await rig.say(0, "two ")
             await trio.sleep(PERIOD_S * 2)
@@ -141,7 +129,7 @@ async def test_a_turns_own_flush_waits_for_the_batch_and_follows_it(
             await trio.sleep(PERIOD_S)
         await trio.sleep(PERIOD_S * 2)
         nursery.cancel_scope.cancel()
-    frames = drain(rig.sub)
+    frames = queued_json(rig.sub)
     assert [(f["payload"]["offset"], f["payload"]["text"]) for f in frames] == [
         (4, "two "), (8, "three")]
     assert rig.content(0) == ["one two three"]
@@ -155,7 +143,7 @@ async def test_a_failed_write_is_told_and_its_text_goes_whole_with_the_next(
         await nursery.start(rig.writer.run)
         await rig.say(0, "one ")
         await trio.sleep(PERIOD_S * 2)
-        drain(rig.sub)
+        queued_json(rig.sub)
 
         def refused(*args: object) -> None:
             raise sqlite3.OperationalError("disk I/O error")
@@ -164,12 +152,12 @@ async def test_a_failed_write_is_told_and_its_text_goes_whole_with_the_next(
         await rig.say(0, "two ")
         await trio.sleep(PERIOD_S * 2)
         assert [str(e) for e in rig.failures] == ["disk I/O error"]
-        assert drain(rig.sub) == []  # nothing announced that was not written
+        assert queued_json(rig.sub) == []  # nothing announced that was not written
         monkeypatch.undo()
         await rig.say(0, "three")
         await trio.sleep(PERIOD_S * 2)
         nursery.cancel_scope.cancel()
-    frames = drain(rig.sub)
+    frames = queued_json(rig.sub)
     # The append would skip "two ", never announced: the message goes whole.
     assert [f["action"] for f in frames] == ["session.message.updated"]
     assert frames[0]["payload"]["message"]["content"] == "one two three"
@@ -185,7 +173,7 @@ async def test_a_turns_last_text_is_written_in_its_close(tmp_path: Path) -> None
     await rig.say(0, "first ")
     await transcript.flush(turn)
     await transcript.record(turn, MessageChunk(text="last"))
-    drain(rig.sub)
+    queued_json(rig.sub)
     commits = rig.store.db.commits
     text = Transcript.take_updates(turn)
     assert text is not None and not any(turn.pending_text.values())
@@ -195,10 +183,10 @@ async def test_a_turns_last_text_is_written_in_its_close(tmp_path: Path) -> None
     assert closed is not None and closed.session is not None
     assert rig.store.db.commits == commits + 1
     assert rig.content(0) == ["first last"]
-    assert drain(rig.sub) == []  # the store publishes nothing: the closer does, once
+    assert queued_json(rig.sub) == []  # the store publishes nothing: the closer does, once
     wakes = rig.sub.wakes
     _publish(rig, turn.turn_id, text, closed)
-    frames = drain(rig.sub)
+    frames = queued_json(rig.sub)
     assert [f["action"] for f in frames] == [
         "session.message.appended", "session.message.added", "session.state_changed",
         "session.turn.completed"]
@@ -217,12 +205,12 @@ async def test_text_taken_for_a_close_someone_else_made_is_still_written(
     await transcript.record(turn, MessageChunk(text="late"))
     text = Transcript.take_updates(turn)
     assert text is not None
-    drain(rig.sub)
+    queued_json(rig.sub)
     assert await rig.store.close_turn(turn.turn_id, state="cancelled",
                                       stop_reason="cancelled", text=text) is None
     assert rig.content(0) == ["first late"]
     _publish(rig, turn.turn_id, text, None)
-    assert [f["action"] for f in drain(rig.sub)] == ["session.message.appended"]
+    assert [f["action"] for f in queued_json(rig.sub)] == ["session.message.appended"]
 
 
 def _publish(rig: Rig, turn_id: str, text: Sequence[tuple[Message, TextAppend | None]],

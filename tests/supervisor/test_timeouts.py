@@ -13,6 +13,7 @@ from supervisor.models import CANCELLED_STATUS, SessionState
 from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor
 from supervisor.session.lifecycle import CancelOutcome
+from tests.support.bus_frames import queued
 from tests.support.sessions import new_session
 
 from .conftest import SupervisorFactory
@@ -137,12 +138,7 @@ async def test_duplicate_cancels_make_one_adapter_cancel(
         # for 0.25 s): the 499 duplicates add none.
         assert launcher.agents[0].cancels == 2
         assert sup.orchestrator.operations_started == 1
-        frames = []
-        while True:
-            try:
-                frames.append(sub.receive_nowait())
-            except trio.WouldBlock:
-                break
+        frames = queued(sub)
         changes = [f for f in frames if "session.cancellation_changed" in f]
         assert len(changes) == 2
         assert len(await _status_messages(sup, caller, sid)) == 1

@@ -2,32 +2,22 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import trio
 from trio.testing import MockClock
 
-from supervisor.bus import Subscriber
 from supervisor.models import SessionState
 from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor
 from supervisor.session.lifecycle import NEVER_STARTED_STATUS
+from tests.support.bus_frames import queued_json
 from tests.support.sessions import new_session
 
 from .conftest import SupervisorFactory
 from .fake_agent import FakeLauncher
 
 WATCH = {"stall_notice_s": 120, "never_started_s": 300}
-
-
-def _drain(sub: Subscriber) -> list[dict[str, Any]]:
-    frames = []
-    while True:
-        try:
-            frames.append(json.loads(sub.receive_nowait()))
-        except trio.WouldBlock:
-            return frames
 
 
 async def _statuses(sup: Supervisor, caller: Caller, sid: str) -> list[Any]:
@@ -48,14 +38,14 @@ async def test_a_silent_turn_gets_a_notice_resolved_when_output_resumes(
         [notice] = await _statuses(sup, caller, sid)
         assert notice.content == "No output from the agent for 2 min"
         assert notice.metadata == {"stalled": True, "variant": "warning"}
-        stalled = [f["payload"] for f in _drain(sub) if f["action"] == "session.turn.stalled"]
+        stalled = [f["payload"] for f in queued_json(sub) if f["action"] == "session.turn.stalled"]
         assert len(stalled) == 1 and stalled[0]["session_id"] == sid
         assert stalled[0]["turn_id"] == notice.turn_id and stalled[0]["silent_s"] == 120
         # Output resumes at 150 s: the notice is resolved, announced as an update.
         await trio.sleep(40)
         [notice] = await _statuses(sup, caller, sid)
         assert notice.metadata == {"stalled": True, "variant": "warning", "resolved": True}
-        updated = [f["payload"]["message"] for f in _drain(sub)
+        updated = [f["payload"]["message"] for f in queued_json(sub)
                    if f["action"] == "session.message.updated"]
         assert any(m["id"] == notice.id and m["metadata"]["resolved"] for m in updated)
         session = await sup.orchestrator.session(caller, sid)
