@@ -3,7 +3,11 @@
 One ``Transcript`` per execution, fed in order by the lifecycle's event pump.
 Streamed text is buffered per channel (``agent`` answer, ``thought``) and
 written by the ``TextWriter`` with every other session's (``take_updates``), or
-by ``flush`` when the turn needs it written now: consecutive chunks cost one
+by ``flush`` when the turn needs it written now, or by the turn's close in its
+own transaction (``take_updates`` again).  Text that starts a message is an
+insert (``Store.add_message``); text that grows one is always ``_grow``'s
+update, written by ``Store.update_messages`` (or the close's transaction) and
+announced by ``Notifier.messages_updated``: consecutive chunks cost one
 store write and one ``session.message.updated`` — or, for connections
 subscribed with ``text_appends``, one ``session.message.appended`` carrying
 only the new text at its UTF-16 offset.  A tool call, a plan or
@@ -232,22 +236,26 @@ class Transcript:
         writing = turn.writing = trio.Event()
         try:
             for channel, text in list(turn.pending_text.items()):
-                if not text:
-                    continue
-                current = turn.text.get(channel)
-                if current is None:
+                if text and channel not in turn.text:
+                    # A new message: its row is inserted (that gives it its id).
                     turn.pending_text[channel] = ""
                     meta = {"channel": channel} if channel != "agent" else {}
                     turn.text[channel] = await self.store.add_message(
                         turn.session_id, turn.turn_id, "agent", "text", text, meta)
                     turn.text_units[channel] = utf16_len(text)
-                else:
-                    msg, appended = _grow(turn, channel, current)
-                    try:
-                        await self.store.update_message(msg, appended)
-                    except BaseException:
-                        turn.resync = True
-                        raise
+            # What only grew is written as the ``TextWriter`` writes it (and the
+            # close takes it, ``take_updates``): one ``update_messages``.  (A
+            # channel whose first text came during an insert above is left for
+            # the next write: its pump marked it.)
+            grown = [_grow(turn, channel, turn.text[channel])
+                     for channel, text in list(turn.pending_text.items())
+                     if text and channel in turn.text]
+            if grown:
+                try:
+                    await self.store.update_messages(grown)
+                except BaseException:
+                    turn.resync = True
+                    raise
             if close:
                 # Text after a tool call or a permission card starts a new message.
                 turn.text.clear()
