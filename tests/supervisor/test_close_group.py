@@ -1,6 +1,8 @@
 """Group commit of turn closes (supervisor/storage/close_group.py): closes ready in the
 same scheduler round of a burst share one transaction; a lone close does not
-wait for anyone; each keeps its own outcome and notifications."""
+wait for anyone; each keeps its own outcome and notifications.  Transactions are
+counted where they land, in the database's write-ahead log (tests/support/wal.py),
+not by a counter of the store's."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from supervisor.storage.close_group import CloseGroup
 from supervisor.storage.db import ClosedRow, Db, StoreUnavailable, TurnClose
 from supervisor.storage.store import Store
 from tests.support.bus_frames import queued_json
+from tests.support.wal import WalCommits
 
 CANCELLED = ("Turn cancelled by user", {"cancelled": True, "variant": "warning"})
 
@@ -39,11 +42,11 @@ def test_close_turns_is_one_transaction_and_each_close_its_own(tmp_path: Path) -
     (s1, t1), (s2, t2), (_, t3) = _running_turns(db, 3)
     db.close_turn(t3, state="completed", stop_reason="end_turn")
     db.queue_add(s1, "later", max_entries=10)
-    before = db.commits
+    wal = WalCommits(tmp_path / "t.db")
     rows = db.close_turns([TurnClose(t1, "cancelled", "cancelled", CANCELLED, park_queue=True),
                            TurnClose(t3, "cancelled", "cancelled", CANCELLED),
                            TurnClose(t2, "completed", "end_turn")])
-    assert db.commits == before + 1
+    assert wal.since() == 1  # one transaction on disk for the three
     (c1, m1, sess1, q1), gone, (c2, m2, sess2, q2) = rows
     assert gone == (False, None, None, None)  # closed already: nothing, the others go on
     assert c1 and m1 is not None and m1.content == CANCELLED[0] and m1.session_id == s1
@@ -106,10 +109,9 @@ async def test_closes_ready_together_in_a_burst_share_one_commit(
     rig = Rig(tmp_path, 5)
     out: dict[int, object] = {}
     await rig.close(0, out)  # the burst's first close: alone, at once
-    commits = rig.store.db.commits
+    wal = WalCommits(tmp_path / "t.db")
     await _burst(rig, range(1, 5), out)
-    assert rig.store.db.commits == commits + 1
-    assert rig.store.closes.grouped == 4
+    assert wal.since() == 1  # the four closes (each written: below) in one transaction
     assert all(out[i] is not None and not isinstance(out[i], Exception) for i in range(5))
     assert rig.waiting() == {sid for sid, _ in rig.turns}
     for _, turn_id in rig.turns:
@@ -121,14 +123,12 @@ async def test_a_close_outside_a_burst_commits_alone_and_at_once(
     rig = Rig(tmp_path, 4)
     out: dict[int, object] = {}
     await rig.close(0, out)
-    commits = rig.store.db.commits
+    wal = WalCommits(tmp_path / "t.db")
     still_clock.jump(1)  # long after the last one: not a burst
     await _burst(rig, range(1, 3), out)
-    assert rig.store.db.commits == commits + 2
-    assert rig.store.closes.grouped == 0
+    assert wal.since() == 2  # a transaction each: none grouped
     await rig.close(3, out)  # in the window, but none joined it: its own commit
-    assert rig.store.db.commits == commits + 3
-    assert rig.store.closes.grouped == 0
+    assert wal.since() == 3
     assert rig.waiting() == {sid for sid, _ in rig.turns}
 
 

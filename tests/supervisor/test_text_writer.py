@@ -1,7 +1,8 @@
 """The TextWriter (issue 19): every session's streamed text written together,
 at most every period — one transaction, then the notifications queued together
 (one write per connection) — with a quiet stream's first text going at once, a
-turn's own flush in order with it, and a failed write told to its execution."""
+turn's own flush in order with it, and a failed write told to its execution.
+Transactions are counted in the database's write-ahead log (tests/support/wal.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from supervisor.storage.store import ClosedTurn, Store
 from supervisor.turn.text_writer import TextWriter
 from supervisor.turn.transcript import Transcript, TurnText
 from tests.support.bus_frames import queued_json
+from tests.support.wal import WalCommits
 
 PERIOD_S = 0.05
 
@@ -78,7 +80,7 @@ async def test_text_marked_within_a_period_is_one_transaction_and_one_write(
         assert [rig.content(i) for i in range(3)] == [["s0a "], ["s1a "], ["s2a "]]
         queued_json(rig.sub)
         wakes = rig.sub.wakes
-        commits = rig.store.db.commits
+        wal = WalCommits(tmp_path / "t.db")
         # After a quiet spell: the text goes at once, all three sessions' together.
         for i in range(3):
             await rig.say(i, f"s{i}b ")
@@ -96,7 +98,7 @@ async def test_text_marked_within_a_period_is_one_transaction_and_one_write(
         assert trio.current_time() - first >= PERIOD_S
         nursery.cancel_scope.cancel()
     assert (rig.writer.batches, rig.writer.messages) == (2, 5)
-    assert rig.store.db.commits == commits + 2  # one transaction per batch
+    assert wal.since() == 2  # one transaction per batch
     assert [rig.content(i) for i in range(3)] == [["s0a s0b s0c "], ["s1a s1b "],
                                                   ["s2a s2b s2c "]]
     # Each batch's appends, of every session, reach a connection together: one
@@ -174,14 +176,14 @@ async def test_a_turns_last_text_is_written_in_its_close(tmp_path: Path) -> None
     await transcript.flush(turn)
     await transcript.record(turn, MessageChunk(text="last"))
     queued_json(rig.sub)
-    commits = rig.store.db.commits
+    wal = WalCommits(tmp_path / "t.db")
     text = Transcript.take_updates(turn)
     assert text is not None and not any(turn.pending_text.values())
     closed = await rig.store.close_turn(
         turn.turn_id, state="cancelled", stop_reason="cancelled",
         status=("Turn cancelled by user", {"cancelled": True, "variant": "warning"}), text=text)
     assert closed is not None and closed.session is not None
-    assert rig.store.db.commits == commits + 1
+    assert wal.since() == 1
     assert rig.content(0) == ["first last"]
     assert queued_json(rig.sub) == []  # the store publishes nothing: the closer does, once
     wakes = rig.sub.wakes
