@@ -1,5 +1,12 @@
 """Store.call_now (a short write on the Trio thread, never a wait there) and
-the WAL checkpoints that run off the writers' path."""
+the WAL checkpoints that run off the writers' path.
+
+What a caller sees: a write on a free connection is committed before any other
+task runs; one behind a busy connection never stalls the Trio thread.  One test
+still names the thread: that a write queued behind a worker call runs inline
+once its turn comes is the runner's own rule (supervisor/storage/db/runner.py:
+else a stream of writes would stay on threads), with no effect a caller could
+tell apart in one call."""
 
 from __future__ import annotations
 
@@ -21,33 +28,61 @@ def _store(tmp_path: Path) -> tuple[Store, str]:
     return store, store.db.create_session(task.id, "mock").id
 
 
-async def test_a_free_connection_runs_the_write_on_the_trio_thread(tmp_path: Path) -> None:
+def _on_disk(path: Path, sid: str) -> list[str]:
+    """The session's messages as another connection reads them: what is committed."""
+    other = sqlite3.connect(path)
+    try:
+        rows = other.execute("SELECT content FROM messages WHERE session_id = ? ORDER BY seq",
+                             (sid,)).fetchall()
+    finally:
+        other.close()
+    return [r[0] for r in rows]
+
+
+async def test_a_free_connection_commits_the_write_before_another_task_runs(
+        tmp_path: Path) -> None:
+    """The close on the cancel path is committed in the closing step: a task
+    scheduled before the write, which runs at the write's first checkpoint,
+    already finds it on disk (a write sent to a worker thread would still be
+    on its way: a thread starts after that checkpoint)."""
     store, sid = _store(tmp_path)
-    ran_on: list[threading.Thread] = []
+    seen: list[list[str]] = []
 
-    def write() -> str:
-        ran_on.append(threading.current_thread())
-        return store.db.add_message(sid, None, "system", "status", "x").id
+    async def look() -> None:
+        seen.append(_on_disk(tmp_path / "t.db", sid))
 
-    await store.call_now(write)
-    assert ran_on == [threading.current_thread()]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(look)
+        await store.call_now(store.db.add_message, sid, None, "system", "status", "x")
+    assert seen == [["x"]]
     store.close()
 
 
-async def test_a_busy_connection_sends_it_to_the_worker(tmp_path: Path) -> None:
-    store, _ = _store(tmp_path)
-    ran_on: list[threading.Thread] = []
+async def test_a_busy_connection_never_stalls_the_trio_thread(tmp_path: Path) -> None:
+    """Another call holds the connection on a worker: the write waits for it
+    while every other task goes on, and lands once the connection is free."""
+    store, sid = _store(tmp_path)
+    release = threading.Event()
+    done = trio.Event()
 
-    def write() -> None:
-        ran_on.append(threading.current_thread())
+    async def write() -> None:
+        await store.call_now(store.db.add_message, sid, None, "system", "status", "w")
+        done.set()
 
-    store.runner._lock.acquire()  # another call's thread holds the connection
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(store.call_now, write)
-        await trio.sleep(0.05)
-        assert ran_on == []  # waiting in a worker thread, not blocking this one
-        store.runner._lock.release()
-    assert ran_on and ran_on[0] is not threading.current_thread()
+        nursery.start_soon(store.call, release.wait, 10)  # holds the connection
+        await trio.sleep(0.02)
+        nursery.start_soon(write)
+        ticks = 0
+        with trio.fail_after(5):
+            while ticks < 10:  # the loop keeps turning while the write waits
+                await trio.sleep(0.005)
+                ticks += 1
+        assert not done.is_set() and _on_disk(tmp_path / "t.db", sid) == []
+        release.set()
+        with trio.fail_after(10):
+            await done.wait()
+    assert _on_disk(tmp_path / "t.db", sid) == ["w"]
     store.close()
 
 
