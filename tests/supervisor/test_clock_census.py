@@ -10,9 +10,8 @@ from pathlib import Path
 from tests.support.clock_census import ROOT, census
 
 #: Real processes are these tests' subject, not a rule of time: what dies with
-#: an escalated agent's process tree (/proc, real tool processes), the restore
-#: of a real agent process that replaced a killed one, and the store's retries
-#: on real SQLite on its worker threads beside a real agent process.
+#: an escalated agent's process tree (/proc, real tool processes), and the
+#: restore of a real agent process that replaced a killed one.
 STAYS_REAL = {
     "test_containment.py::test_an_escalated_agents_tool_dies_when_the_agent_is_replaced",
     "test_continuity.py::test_restore_after_an_escalation_replaced_the_agent",
