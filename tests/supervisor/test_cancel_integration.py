@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from typing import Any
 
 import pytest
 import trio
@@ -19,6 +18,7 @@ from supervisor.root import Supervisor
 from supervisor.session.lifecycle import CancelOutcome
 from tests.support.bus_frames import queued
 from tests.support.leaks import pgid_alive
+from tests.support.messages import status_messages
 from tests.support.sessions import new_session
 from tests.support.wait import wait_state
 
@@ -26,7 +26,6 @@ from .conftest import SupervisorFactory
 from .fake_agent import FakeLauncher
 
 AGENTS = ["mock", "mock-acp2", "mock-codex"]
-
 
 
 async def _wait_chunks(sup: Supervisor, caller: Caller, sid: str) -> None:
@@ -47,10 +46,6 @@ async def _delaying(sup: Supervisor, agent: str) -> tuple[Caller, str, Subscribe
     return caller, sid, sub
 
 
-async def _statuses(sup: Supervisor, caller: Caller, sid: str) -> list[Any]:
-    return [m for m in await sup.orchestrator.list_messages(caller, sid) if m.kind == "status"]
-
-
 @pytest.mark.parametrize("agent", AGENTS)
 async def test_delay_cancels_promptly_and_the_same_agent_answers_again(
     make_supervisor: SupervisorFactory, agent: str
@@ -67,7 +62,7 @@ async def test_delay_cancels_promptly_and_the_same_agent_answers_again(
         assert trio.current_time() - start < 1.0
         session = await sup.orchestrator.session(caller, sid)
         assert session.state is SessionState.WAITING_FOR_INPUT
-        statuses = await _statuses(sup, caller, sid)
+        statuses = await status_messages(sup, caller, sid)
         assert [(m.content, m.metadata) for m in statuses] == [
             (CANCELLED_STATUS, {"cancelled": True, "variant": "warning"})]
         # Same agent process, new turn.
@@ -156,7 +151,7 @@ async def test_hang_is_escalated_and_reconciled(
             assert await sup.orchestrator.cancel(caller, sid) is CancelOutcome.ESCALATED
         assert (await sup.orchestrator.session(caller, sid)).state is \
             SessionState.WAITING_FOR_INPUT
-        assert len(await _statuses(sup, caller, sid)) == 1
+        assert len(await status_messages(sup, caller, sid)) == 1
         assert not sup.notify.projection.get(sid).pending
 
 
@@ -251,7 +246,7 @@ async def test_concurrent_duplicates_make_one_operation(
         # The turn's close settled the one operation: every duplicate's answer
         # comes with or after the close, none before it.
         assert closed_at_answer == [True] * n
-        assert len(await _statuses(sup, caller, sid)) == 1
+        assert len(await status_messages(sup, caller, sid)) == 1
         frames.extend(queued(sub))
         pending = [('"cancellation_pending":true' in f) for f in frames
                    if "session.cancellation_changed" in f]
@@ -281,7 +276,7 @@ async def test_the_cancel_is_on_the_agents_stdin_at_admission(
         marks = sup.orchestrator.trace.settled[-1].marks
         assert marks["admitted"] <= turn.cancel_sent_at
         assert marks["adapter_sent"] == turn.cancel_sent_at
-        assert [m.content for m in await _statuses(sup, caller, sid)] == [CANCELLED_STATUS]
+        assert [m.content for m in await status_messages(sup, caller, sid)] == [CANCELLED_STATUS]
         frames += queued(sub)
         order = [("pending=true" if '"cancellation_pending":true' in f else "pending=false")
                  if "session.cancellation_changed" in f else "sent"
@@ -314,14 +309,14 @@ async def test_caller_cancelled_after_admission_does_not_abort_the_operation(
             while sid in sup.orchestrator.operations:
                 await trio.sleep(0.01)
         assert not sup.notify.projection.get(sid).pending
-        assert len(await _statuses(sup, caller, sid)) == 1
+        assert len(await status_messages(sup, caller, sid)) == 1
 
 
 async def test_idle_cancel_is_a_harmless_success(make_supervisor: SupervisorFactory) -> None:
     async with make_supervisor() as sup:
         caller, sid = await new_session(sup, "mock")
         assert await sup.orchestrator.cancel(caller, sid) is CancelOutcome.IDLE
-        assert await _statuses(sup, caller, sid) == []
+        assert await status_messages(sup, caller, sid) == []
         assert sup.notify.projection.get(sid).revision == 2
 
 
@@ -338,7 +333,7 @@ async def test_running_session_without_execution_is_reconciled(
         assert after.state is SessionState.WAITING_FOR_INPUT
         closed = await sup.store.call(sup.store.db.get_turn, turn.id)
         assert closed is not None and closed.state == "cancelled"
-        assert len(await _statuses(sup, caller, session.id)) == 1
+        assert len(await status_messages(sup, caller, session.id)) == 1
 
 
 async def test_shutdown_leaves_no_agent_process(make_supervisor: SupervisorFactory) -> None:

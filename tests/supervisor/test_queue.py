@@ -21,6 +21,7 @@ from supervisor.session.lifecycle import CancelOutcome
 from supervisor.storage.db import Db
 from supervisor.turn.recovery import RESTART_STATUS, recover
 from tests.support.bus_frames import queued_json
+from tests.support.messages import status_messages
 from tests.support.sessions import new_session
 
 from .conftest import SupervisorFactory
@@ -32,10 +33,6 @@ SLOW_CANCEL = {"cancel_join_s": 0.3, "cancel_escalate_s": 1.5, "cancel_cleanup_s
 async def _user_texts(sup: Supervisor, caller: Caller, sid: str) -> list[str]:
     return [m.content for m in await sup.orchestrator.list_messages(caller, sid, limit=1000)
             if m.role == "user"]
-
-
-async def _statuses(sup: Supervisor, caller: Caller, sid: str) -> list[Any]:
-    return [m for m in await sup.orchestrator.list_messages(caller, sid) if m.kind == "status"]
 
 
 async def _idle_with(sup: Supervisor, caller: Caller, sid: str, texts: list[str],
@@ -102,7 +99,7 @@ async def test_user_cancel_parks_the_queue_until_resumed(
         assert state.auto_run is False
         session = await sup.orchestrator.session(caller, sid)
         assert (session.queued_count, session.auto_run) == (2, False)
-        assert [m.content for m in await _statuses(sup, caller, sid)] == [CANCELLED_STATUS]
+        assert [m.content for m in await status_messages(sup, caller, sid)] == [CANCELLED_STATUS]
         # Resumed while idle: the head starts, then the rest.
         await sup.orchestrator.queue_set_auto_run(caller, sid, True)
         await _idle_with(sup, caller, sid, ["/delay 10000", "queued 1", "queued 2"])
@@ -123,7 +120,7 @@ async def test_a_crashed_turn_parks_the_queue(make_supervisor: SupervisorFactory
         state = await sup.orchestrator.queue_list(caller, sid)
         assert [e.content for e in state.entries] == ["after the crash"]
         assert any(m.metadata.get("variant") == "error"
-                   for m in await _statuses(sup, caller, sid))
+                   for m in await status_messages(sup, caller, sid))
         # Sent now while idle: it starts (a fresh agent), the queue stays parked.
         entry_id = state.entries[0].id
         result = await sup.orchestrator.queue_send_now(caller, sid, entry_id)
@@ -145,7 +142,7 @@ async def test_send_now_interrupts_without_parking(make_supervisor: SupervisorFa
         # The cancel's pending progress shows as for any cancel.
         assert sup.notify.projection.get(sid).pending
         await _idle_with(sup, caller, sid, ["/delay 10000", "right now", "later"])
-        statuses = await _statuses(sup, caller, sid)
+        statuses = await status_messages(sup, caller, sid)
         assert [(m.content, m.metadata) for m in statuses] == [
             (INTERRUPTED_STATUS, {"interrupted": True, "variant": "info"})]
         assert (await sup.orchestrator.queue_list(caller, sid)).auto_run is True
@@ -172,7 +169,7 @@ async def test_send_now_racing_a_natural_end(make_supervisor: SupervisorFactory)
             await _idle_with(sup, caller, sid, expected)
             state = await sup.orchestrator.queue_list(caller, sid)
             assert state.entries == () and state.auto_run is True
-        statuses = await _statuses(sup, caller, sid)
+        statuses = await status_messages(sup, caller, sid)
         assert {m.content for m in statuses} <= {INTERRUPTED_STATUS}
 
 
@@ -197,7 +194,7 @@ async def test_send_now_against_an_agent_that_ignores_the_cancel(
         phases = [f["payload"]["phase"] for f in queued_json(sub)
                   if f["action"] == "session.cancel.progress"]
         assert phases == ["sent", "late", "escalated"]
-        statuses = await _statuses(sup, caller, sid)
+        statuses = await status_messages(sup, caller, sid)
         assert [(m.content, m.metadata) for m in statuses] == [
             (INTERRUPTED_STATUS, {"interrupted": True, "variant": "info", "escalated": True})]
         # The agent that never ended its turn was replaced.
@@ -221,7 +218,7 @@ async def test_a_user_cancel_joining_a_send_now_wins(
         state = await sup.orchestrator.queue_list(caller, sid)
         assert [e.content for e in state.entries] == ["replace it"]
         assert state.auto_run is False
-        assert [m.content for m in await _statuses(sup, caller, sid)] == [CANCELLED_STATUS]
+        assert [m.content for m in await status_messages(sup, caller, sid)] == [CANCELLED_STATUS]
 
 
 async def test_the_queue_is_bounded(make_supervisor: SupervisorFactory) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import trio
 from trio.testing import MockClock
@@ -14,6 +12,7 @@ from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor
 from supervisor.session.lifecycle import CancelOutcome
 from tests.support.bus_frames import queued
+from tests.support.messages import status_messages
 from tests.support.sessions import new_session
 
 from .conftest import SupervisorFactory
@@ -25,11 +24,6 @@ async def _running(sup: Supervisor, prompt: str) -> tuple[Caller, str]:
     await sup.orchestrator.send_message(caller, sid, prompt)
     await trio.sleep(0.25)
     return caller, sid
-
-
-async def _status_messages(sup: Supervisor, caller: Caller, sid: str) -> list[Any]:
-    msgs = await sup.orchestrator.list_messages(caller, sid)
-    return [m for m in msgs if m.kind == "status"]
 
 
 async def test_join_window_passes_to_late_then_late_ack_settles(
@@ -57,7 +51,7 @@ async def test_join_window_passes_to_late_then_late_ack_settles(
         assert 4.5 < trio.current_time() - start < 5.0
         session = await sup.orchestrator.session(caller, sid)
         assert session.state is SessionState.WAITING_FOR_INPUT
-        assert [m.content for m in await _status_messages(sup, caller, sid)] == [CANCELLED_STATUS]
+        assert [m.content for m in await status_messages(sup, caller, sid)] == [CANCELLED_STATUS]
         assert not sup.notify.projection.get(sid).pending
 
 
@@ -73,7 +67,7 @@ async def test_escalation_completes_a_turn_the_agent_never_ends(
         assert 10 <= trio.current_time() - start < 10 + sup.config.timeouts.cancel_cleanup_s
         session = await sup.orchestrator.session(caller, sid)
         assert session.state is SessionState.WAITING_FOR_INPUT
-        assert len(await _status_messages(sup, caller, sid)) == 1
+        assert len(await status_messages(sup, caller, sid)) == 1
         ex = sup.lifecycle.executions[sid]
         assert ex.status.value == "READY" and ex.turn is None
         # The next prompt works.  The old agent still owes an answer to the
@@ -141,4 +135,4 @@ async def test_duplicate_cancels_make_one_adapter_cancel(
         frames = queued(sub)
         changes = [f for f in frames if "session.cancellation_changed" in f]
         assert len(changes) == 2
-        assert len(await _status_messages(sup, caller, sid)) == 1
+        assert len(await status_messages(sup, caller, sid)) == 1

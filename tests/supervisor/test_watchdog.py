@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import trio
 from trio.testing import MockClock
 
 from supervisor.models import SessionState
-from supervisor.orchestrator import Caller
-from supervisor.root import Supervisor
 from supervisor.session.lifecycle import NEVER_STARTED_STATUS
 from tests.support.bus_frames import queued_json
+from tests.support.messages import status_messages
 from tests.support.sessions import new_session
 
 from .conftest import SupervisorFactory
 from .fake_agent import FakeLauncher
 
 WATCH = {"stall_notice_s": 120, "never_started_s": 300}
-
-
-async def _statuses(sup: Supervisor, caller: Caller, sid: str) -> list[Any]:
-    return [m for m in await sup.orchestrator.list_messages(caller, sid) if m.kind == "status"]
 
 
 async def test_a_silent_turn_gets_a_notice_resolved_when_output_resumes(
@@ -33,9 +26,9 @@ async def test_a_silent_turn_gets_a_notice_resolved_when_output_resumes(
         sub.subscribe(sid)
         await sup.orchestrator.add_message(caller, sid, "/pause 150000")
         await trio.sleep(119)
-        assert await _statuses(sup, caller, sid) == []
+        assert await status_messages(sup, caller, sid) == []
         await trio.sleep(2)
-        [notice] = await _statuses(sup, caller, sid)
+        [notice] = await status_messages(sup, caller, sid)
         assert notice.content == "No output from the agent for 2 min"
         assert notice.metadata == {"stalled": True, "variant": "warning"}
         stalled = [f["payload"] for f in queued_json(sub) if f["action"] == "session.turn.stalled"]
@@ -43,14 +36,14 @@ async def test_a_silent_turn_gets_a_notice_resolved_when_output_resumes(
         assert stalled[0]["turn_id"] == notice.turn_id and stalled[0]["silent_s"] == 120
         # Output resumes at 150 s: the notice is resolved, announced as an update.
         await trio.sleep(40)
-        [notice] = await _statuses(sup, caller, sid)
+        [notice] = await status_messages(sup, caller, sid)
         assert notice.metadata == {"stalled": True, "variant": "warning", "resolved": True}
         updated = [f["payload"]["message"] for f in queued_json(sub)
                    if f["action"] == "session.message.updated"]
         assert any(m["id"] == notice.id and m["metadata"]["resolved"] for m in updated)
         session = await sup.orchestrator.session(caller, sid)
         assert session.state is SessionState.WAITING_FOR_INPUT
-        assert [m.content for m in await _statuses(sup, caller, sid)] == [notice.content]
+        assert [m.content for m in await status_messages(sup, caller, sid)] == [notice.content]
 
 
 async def test_metadata_is_not_progress_and_a_busy_turn_gets_no_notice(
@@ -61,7 +54,7 @@ async def test_metadata_is_not_progress_and_a_busy_turn_gets_no_notice(
         # Streams a chunk every 100 ms for 200 s: never silent, never stalled.
         await sup.orchestrator.add_message(caller, sid, "/delay 200000")
         await trio.sleep(210)
-        assert await _statuses(sup, caller, sid) == []
+        assert await status_messages(sup, caller, sid) == []
         session = await sup.orchestrator.session(caller, sid)
         assert session.state is SessionState.WAITING_FOR_INPUT
 
@@ -80,7 +73,7 @@ async def test_a_never_started_turn_ends_as_an_error_and_parks_the_queue(
         await trio.sleep(2)
         session = await sup.orchestrator.session(caller, sid)
         assert session.state is SessionState.WAITING_FOR_INPUT
-        statuses = await _statuses(sup, caller, sid)
+        statuses = await status_messages(sup, caller, sid)
         assert [m.content for m in statuses] == ["No output from the agent for 2 min",
                                                  NEVER_STARTED_STATUS]
         assert statuses[1].metadata == {"variant": "error", "never_started": True}
