@@ -17,12 +17,13 @@ from supervisor.models import CANCELLED_STATUS, SessionState
 from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor
 from supervisor.session.lifecycle import CancelOutcome
+from tests.support.bus_frames import queued
+from tests.support.messages import status_messages
 from tests.support.sessions import new_session
 from tests.support.wait import wait_state
 
 from .conftest import SupervisorFactory
 from .fake_agent import FakeLauncher
-from .test_cancel_integration import _drain, _statuses
 
 AGENTS = ["mock", "mock-acp2", "mock-codex"]
 
@@ -82,13 +83,13 @@ async def test_one_child_stops_while_the_parent_and_the_other_go_on(
         await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT)
         assert [c["state"] for c in await _subagents(sup, caller, sid)] == [
             "cancelled", "completed"]
-        assert await _statuses(sup, caller, sid) == []
+        assert await status_messages(sup, caller, sid) == []
         text = " ".join(m.content for m in await sup.orchestrator.list_messages(caller, sid)
                         if m.role == "agent")
         # The children's own text is theirs, not the parent's transcript.
         assert "parent chunk" in text and "subagents done" in text
         assert "Subagent 1 chunk" not in text
-        changed = [f for f in _drain(sub) if '"session.subagent.changed"' in f]
+        changed = [f for f in queued(sub) if '"session.subagent.changed"' in f]
         assert any('"cancelling"' in f for f in changed)
         assert any('"cancelled"' in f for f in changed)
         # Each child left its trace in the parent's transcript (issue 41): its own output and
@@ -112,7 +113,7 @@ async def test_a_parent_cancel_stops_every_child_and_counts_them(
         with trio.fail_after(5):
             outcome = await sup.orchestrator.cancel(caller, sid)
         assert outcome is CancelOutcome.ACKNOWLEDGED
-        [status] = await _statuses(sup, caller, sid)
+        [status] = await status_messages(sup, caller, sid)
         assert status.content == CANCELLED_STATUS
         assert status.metadata["subagents_cancelled"] == 2
         assert status.metadata["cancelled"] is True
@@ -161,13 +162,13 @@ async def test_an_escalated_parent_cancel_stops_every_child_and_counts_them(
         with trio.fail_after(5):
             outcome = await sup.orchestrator.cancel(caller, sid)
         assert outcome is CancelOutcome.ESCALATED
-        [status] = await _statuses(sup, caller, sid)
+        [status] = await status_messages(sup, caller, sid)
         assert status.content == CANCELLED_STATUS
         assert status.metadata["escalated"] is True
         assert status.metadata["subagents_cancelled"] == 2
         now = await _subagents(sup, caller, sid)
         assert [(c["state"], c["cancellable"]) for c in now] == [("cancelled", False)] * 2
-        changed = [f for f in _drain(sub) if '"session.subagent.changed"' in f]
+        changed = [f for f in queued(sub) if '"session.subagent.changed"' in f]
         assert sum('"cancelled"' in f for f in changed) >= 2
         for child in children:
             assert (await sup.subagents.cancel(sid, child["id"]))[0] == "already_finished"
