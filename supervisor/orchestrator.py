@@ -282,6 +282,16 @@ class Orchestrator:
                                by: str = "user") -> CancelOperation:
         """``cancel`` (only of ``turn_id``, when given), answered with the
         settled operation: its outcome and the turn it acted on."""
+        op = await self.admit_cancel(caller, session_id, task_id, turn_id, when, by)
+        await op.wait()
+        return op
+
+    async def admit_cancel(self, caller: Caller, session_id: str,
+                           task_id: str | None = None, turn_id: str | None = None,
+                           when: StopWhen = StopWhen.NOW,
+                           by: str = "user") -> CancelOperation:
+        """``admit_known``, reading the session's owner from the store when it
+        is not known yet (``NotFound`` if not the caller's); not waited for."""
         received = trio.current_time()
         op = self.admit_known(caller, session_id, task_id, turn_id, when, by)
         if op is None:
@@ -291,7 +301,6 @@ class Orchestrator:
             if op is None:
                 raise NotFound(f"session {session_id} not found" + (
                     f" in task {task_id}" if owner[0] == caller.workspace_id else ""))
-        await op.wait()
         return op
 
     def admit_known(self, caller: Caller, session_id: str, task_id: str | None = None,

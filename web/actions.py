@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Collection
 from importlib import metadata
 from typing import Any, Literal
 
+from supervisor.bus import Subscriber, envelope
 from supervisor.config import Limits
 from supervisor.errors import SupervisorError
 from supervisor.orchestrator import Caller, CancelOperation
@@ -28,10 +29,12 @@ from .file_actions import FILE_ACTIONS
 from .offer_actions import OFFER_ACTIONS
 from .project_actions import PROJECT_ACTIONS, checkpoints_of
 from .stop_actions import STOP_ACTIONS, agent_profiles
+from .validate import BadInput
 
 __all__ = ["ACTIONS", "FEATURES", "ORDERED_ACTIONS", "STORE_ERRORS", "Handler",
-           "cancel_result", "cancel_target", "server_info", "session_delete", "session_update",
-           "store_failed", "task_delete", "task_update"]
+           "answer_cancel", "cancel_result", "cancel_target", "join_cancel", "join_known_cancel",
+           "server_info", "session_delete", "session_update", "store_failed", "task_delete",
+           "task_update"]
 
 #: What the store raises when the database cannot do what a request asked.
 STORE_ERRORS = (StoreError, sqlite3.Error)
@@ -178,7 +181,61 @@ def cancel_target(p: dict[str, Any]) -> rq.AgentCancel:
     return parse(rq.AgentCancel, p, _LIMITS)
 
 
+def answer_cancel(op: CancelOperation, to: Subscriber, request_id: str) -> None:
+    """The one way a connection's ``agent.cancel`` is answered: by the settle of
+    its operation, as data on it (``CancelOperation.replies``), in the batch of
+    what settled it (a turn's close: its notifications, pending=false, then the
+    answer); an operation already settled (aimed at a turn that has ended) is
+    answered at once.  Either way the answer is ``answer_of``'s."""
+    if op.done.is_set():
+        kind, result = answer_of(op)
+        to.offer(envelope(kind, "agent.cancel", result, request_id or None))
+    else:
+        to.owed += 1  # a request in flight until its settle answers it
+        op.replies.append((to, request_id))
+
+
+def join_known_cancel(sup: Supervisor, caller: Caller, p: dict[str, Any], to: Subscriber,
+                      request_id: str) -> bool:
+    """A connection's ``agent.cancel`` in the step its frame was read, with no
+    task of its own (a storm of 1,000 duplicates is 1,000 answers queued in one
+    loop, not 1,000 tasks woken; a first cancel is written to the agent by this
+    admission): when it needs no store read and has no revert.  False: the
+    request is ``join_cancel``'s, in a task (its error, too, is answered there)."""
+    try:
+        req = cancel_target(p)
+    except BadInput:
+        return False
+    if req.revert:
+        return False
+    op = sup.orchestrator.admit_known(caller, req.session_id, req.task_id, req.turn_id,
+                                      StopWhen(req.when))
+    if op is None:
+        return False
+    answer_cancel(op, to, request_id)
+    return True
+
+
+async def join_cancel(sup: Supervisor, caller: Caller, p: dict[str, Any], to: Subscriber,
+                      request_id: str) -> None:
+    """A connection's ``agent.cancel`` that ``join_known_cancel`` left to a task:
+    the session's owner read from the store, then answered as every other
+    (``answer_cancel``).  With ``revert`` it waits for the settle, since its
+    answer carries what the revert, which follows the settle, did."""
+    req = cancel_target(p)
+    if req.revert:
+        result = await agent_cancel(sup, caller, p)
+        to.offer(envelope("response", "agent.cancel", result, request_id or None))
+        return
+    op = await sup.orchestrator.admit_cancel(caller, req.session_id, req.task_id, req.turn_id,
+                                             StopWhen(req.when))
+    answer_cancel(op, to, request_id)
+
+
 async def agent_cancel(sup: Supervisor, caller: Caller, p: dict[str, Any]) -> dict[str, Any]:
+    """``agent.cancel`` answered by waiting for its operation's settle: REST's
+    (its answer is an HTTP response of its own, with no connection's batch to
+    join) and a revert's."""
     req = cancel_target(p)
     op = await sup.orchestrator.cancel_operation(caller, req.session_id, req.task_id,
                                                  req.turn_id, StopWhen(req.when))

@@ -36,10 +36,15 @@ from supervisor.errors import SupervisorError
 from supervisor.notify import workspace_channel
 from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor
-from supervisor.turn.cancel_op import answer_of
-from supervisor.turn.turn_outcome import StopWhen
 
-from .actions import ACTIONS, ORDERED_ACTIONS, STORE_ERRORS, cancel_target, store_failed
+from .actions import (
+    ACTIONS,
+    ORDERED_ACTIONS,
+    STORE_ERRORS,
+    join_cancel,
+    join_known_cancel,
+    store_failed,
+)
 from .contract.requests import SessionRef, SessionSubscribe, parse
 from .outbox import FrameWriter, Outbox
 from .validate import BadInput
@@ -151,8 +156,9 @@ class Gateway:
                                req_id or None))
             return
         in_flight.count += 1
-        if action == "agent.cancel" and self._join_cancel(sub, caller, req_id, payload,
-                                                          in_flight):
+        if action == "agent.cancel" and join_known_cancel(self.sup, caller, payload,
+                                                          sub.mailbox, req_id):
+            in_flight.count -= 1  # owed by its operation now (``Subscriber.owed``), or answered
             return
         # Taken here, in frame order (tasks start in no particular order).
         ticket = ordered.take() if action in ORDERED_ACTIONS else None
@@ -167,6 +173,11 @@ class Gateway:
                 await ordered.wait_for(ticket)
             if action == "session.subscribe":
                 await self._subscribe(sub, caller, req_id, payload)
+                return
+            if action == "agent.cancel":
+                # Answered by its operation's settle, as the fast path's (or, with
+                # a revert, after it): no response of this task's.
+                await join_cancel(self.sup, caller, payload, sub.mailbox, req_id)
                 return
             if action == "session.unsubscribe":
                 self.sup.bus.unsubscribe(
@@ -194,37 +205,6 @@ class Gateway:
             in_flight.count -= 1
             if ticket is not None:
                 ordered.done(ticket)
-
-    def _join_cancel(self, sub: Outbox, caller: Caller, req_id: str,
-                     payload: dict[str, Any], in_flight: _InFlight) -> bool:
-        """A cancel the orchestrator admits or joins without a store read has
-        no task of its own: it is answered when the operation settles (a storm
-        of 1,000 duplicates is then 1,000 answers queued in one loop, not 1,000
-        tasks woken; a first cancel is written to the agent in this very step,
-        by the admission, with no task started before it).  False: served as
-        any request (a session not seen yet is read from the store; refused
-        there if not the caller's)."""
-        try:
-            req = cancel_target(payload)
-        except BadInput:
-            return False  # the request task answers with the error
-        if req.revert:
-            return False  # its revert comes after the settle: a request task of its own
-        op = self.sup.orchestrator.admit_known(caller, req.session_id, req.task_id,
-                                               req.turn_id, StopWhen(req.when))
-        if op is None:
-            return False
-        in_flight.count -= 1
-        if op.done.is_set():
-            # Aimed at a turn that has ended: answered at once.
-            kind, result = answer_of(op)
-            sub.offer(envelope(kind, "agent.cancel", result, req_id or None))
-        else:
-            # Answered by the operation's settle, in the batch of what settled it
-            # (the turn's close): owed until then (a request in flight).
-            sub.mailbox.owed += 1
-            op.replies.append((sub.mailbox, req_id))
-        return True
 
     async def _subscribe(self, sub: Outbox, caller: Caller, req_id: str,
                          payload: dict[str, Any]) -> None:
