@@ -1,7 +1,8 @@
 """How many of the cancel path's timeout tests run on virtual time, counted from
-the test sources (``python -m tests.support.clock_census [DIR ...]``; without
-arguments, tests/supervisor; tests/supervisor/test_clock_census.py asserts the
-floor).
+the test sources (``python -m tests.support.clock_census [--cases] [DIR ...]``;
+without a directory, tests/supervisor; ``--cases`` adds the figure over the
+cases pytest collects, each parameter set one; tests/supervisor/test_clock_census.py
+asserts the floor).
 
 Read by ``ast``, never run; what is counted:
 
@@ -31,12 +32,13 @@ Read by ``ast``, never run; what is counted:
 from __future__ import annotations
 
 import ast
+import subprocess
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CANCEL_TIMEOUTS", "Census", "TimedTest", "census", "main"]
+__all__ = ["CANCEL_TIMEOUTS", "Census", "TimedTest", "census", "collected_cases", "main"]
 
 #: The cancel path's timeouts (supervisor/config.py's ``Timeouts``).
 CANCEL_TIMEOUTS = frozenset({
@@ -184,14 +186,37 @@ def census(dirs: Iterable[Path]) -> Census:
     return Census(tuple(found))
 
 
+def collected_cases(dirs: Iterable[Path]) -> dict[str, int]:
+    """How many cases pytest collects for each test (``path::name``): one per
+    parameter set.  Runs ``pytest --collect-only`` (nothing is executed)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         *map(str, dirs)], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    cases: dict[str, int] = {}
+    for line in out.splitlines():
+        if "::" in line:
+            test = line.strip().split("[", 1)[0]
+            cases[test] = cases.get(test, 0) + 1
+    return cases
+
+
 def main(argv: list[str]) -> int:
-    dirs = [Path(a).resolve() for a in argv] or [ROOT / "tests" / "supervisor"]
+    """``[--cases] [DIR ...]``: with ``--cases``, parametrized cases are counted too."""
+    count_cases = "--cases" in argv
+    dirs = [Path(a).resolve() for a in argv if a != "--cases"] or [ROOT / "tests" / "supervisor"]
     result = census(dirs)
     for test in result.tests:
         mark = "mock" if test.mock_clock else "REAL"
         print(f"{mark}  {test.path}::{test.name}  ({', '.join(sorted(test.timeouts))})")
     print(f"{result.on_mock_clock} of {len(result.tests)} cancel-path timeout tests "
           f"on MockClock ({result.share:.0%})")
+    if count_cases:
+        cases = collected_cases(dirs)
+        n = [cases.get(f"{t.path}::{t.name}", 0) for t in result.tests]
+        virtual = sum(c for c, t in zip(n, result.tests, strict=True) if t.mock_clock)
+        total = sum(n)
+        print(f"{virtual} of {total} collected cases on MockClock "
+              f"({virtual / total if total else 1.0:.0%})")
     return 0
 
 
