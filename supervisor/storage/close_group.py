@@ -66,8 +66,6 @@ class CloseGroup:
         self._follow_s = wait_s + 5.0
         self._gathering: list[_Follower] | None = None
         self._last_close = -float("inf")
-        #: Closes committed with at least one other (diagnostics, tests).
-        self.grouped = 0
 
     async def close(self, close: TurnClose) -> ClosedRow:
         if self._gathering is not None:
@@ -101,7 +99,6 @@ class CloseGroup:
         else:
             for f, row in zip(followers, rows[1:], strict=True):
                 f.row = row
-            self.grouped += len(rows)
             return rows[0]
         finally:
             self._last_close = trio.current_time()
