@@ -355,6 +355,7 @@ class Executions:
         finally:
             del self.agents.starting[sid], self.agents.taking_over[sid]
             settled.set()
+            self.closer.gate.takeover_settled(sid)  # a kick meanwhile found it busy
 
     async def _conversation(self, session_id: str) -> AgentSessionRef | None:
         """The conversation a new agent of this session restores, if any.  (An

@@ -77,6 +77,13 @@ class QueueGate:
             return  # the send now starts its own entry
         self._ask(session_id, "kick")
 
+    def takeover_settled(self, session_id: str) -> None:
+        """A turn taken over after a restart is settled.  Until then the session
+        counts as busy, so a kick meanwhile (the adopted turn's close, replayed,
+        or a message queued behind it) started nothing: the head runs now if it
+        may (the queue checks busy and park as ever)."""
+        self._ask(session_id, "kick")
+
     def _ask(self, session_id: str, what: Request) -> None:
         self._asked[(session_id, what)] = None
         self._wake.set()
