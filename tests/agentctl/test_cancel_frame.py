@@ -202,10 +202,11 @@ async def test_a_cancel_before_the_prompts_answer_does_not_overtake_it(
             assert acks == []  # the HTTP cancel: no frame was sent
 
 
+@DIALECTS
 async def test_a_frame_the_cut_swallows_is_sent_again_on_the_return(
-        agentctl: AgentctlFactory) -> None:
+        agentctl: AgentctlFactory, protocol: str) -> None:
     with trio.fail_after(60):
-        async with agentctl("acp") as ctl, cut_proxy(ctl.url) as proxy, \
+        async with agentctl(protocol) as ctl, cut_proxy(ctl.url) as proxy, \
                 driven(proxy.url, ctl.token, reconnect=True) as (adapter, seen, acks):
             link = adapter.connection
             await adapter.initialize()
