@@ -309,6 +309,12 @@ async def _read_requests(sub: Subscriber, host: AgentHost, nursery: trio.Nursery
         except HostError as exc:
             _answer(sub, host, cancel_reply(req.turn_id, error=_host_error(exc)))
             continue
+        except Exception:
+            # As the routes' own handler does: logged, answered, and the
+            # stream (the client's link) lives on.
+            log.exception("the Cancel frame of turn %s failed", req.turn_id)
+            _answer(sub, host, cancel_reply(req.turn_id, error="internal error"))
+            continue
         if written is None:
             _answer(sub, host, cancel_reply(req.turn_id, running=False))
         elif written:
@@ -322,6 +328,10 @@ async def _cancel_later(sub: Subscriber, host: AgentHost, req: CancelRequest) ->
         result = await host.cancel(session_id=req.session_id, join_s=0, turn_id=req.turn_id)
     except HostError as exc:
         _answer(sub, host, cancel_reply(req.turn_id, error=_host_error(exc)))
+        return
+    except Exception:
+        log.exception("the Cancel frame of turn %s failed", req.turn_id)
+        _answer(sub, host, cancel_reply(req.turn_id, error="internal error"))
         return
     _answer(sub, host, cancel_reply(req.turn_id, running=bool(result.get("turn_running"))))
 
