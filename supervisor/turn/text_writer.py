@@ -87,7 +87,7 @@ class TextWriter:
         except Exception as exc:
             # Kept in memory: the next write of each message carries it, whole.
             for turn in taken:
-                turn.resync = True
+                turn.not_written()
                 marked[turn][1](exc)
         finally:
             for turn in taken:

@@ -83,12 +83,17 @@ class TurnText:
     #: sessions' by the ``TextWriter``): a second write waits for it, so that
     #: writes of one message land, and are announced, in order.
     writing: trio.Event | None = None
-    #: A write of its text failed: the next one is announced whole, not as an
-    #: append (whose offset would skip what was never announced).
-    resync: bool = False
+    #: Channels whose message's last write failed: its next write is announced
+    #: whole, not as an append (whose offset would skip what was never announced).
+    resync: set[str] = field(default_factory=set)
     #: The agent text taken so far (UTF-8 bytes), and what was dropped past the cap.
     output_bytes: int = 0
     dropped_bytes: int = 0
+
+    def not_written(self) -> None:
+        """A write of its text failed: every open message is announced whole
+        next time (the failed write had some of them; a whole one is never wrong)."""
+        self.resync.update(self.text)
 
 
 class Transcript:
@@ -254,7 +259,7 @@ class Transcript:
                 try:
                     await self.store.update_messages(grown)
                 except BaseException:
-                    turn.resync = True
+                    turn.not_written()
                     raise
             if close:
                 # Text after a tool call or a permission card starts a new message.
@@ -289,9 +294,9 @@ def _grow(turn: TurnText, channel: str, current: Message) -> tuple[Message, Text
     turn.text_units[channel] = offset + utf16_len(text)
     # A surrogate pair cut between two flushes: the stored half was U+FFFD and
     # becomes the character, which is no append; nor is text after a failed write.
-    appended = None if turn.resync or _ends_in_high_surrogate(current.content) else (
-        TextAppend(offset, text))
-    turn.resync = False
+    appended = None if channel in turn.resync or _ends_in_high_surrogate(current.content) \
+        else TextAppend(offset, text)
+    turn.resync.discard(channel)
     msg = turn.text[channel] = _changed(current, current.content + text, current.metadata)
     return msg, appended
 

@@ -131,3 +131,60 @@ async def test_a_refused_flush_raises_and_the_next_announces_whole(
     assert [f["action"] for f in frames] == ["session.message.updated"]
     assert frames[0]["payload"]["message"]["content"] == "one two three"
     assert rig.content(0) == ["one two three"]
+
+
+async def test_after_a_refused_write_of_both_channels_each_is_announced_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both channels' growth was lost together: neither may be announced as an
+    append next (its offset would skip text no client was told of)."""
+    rig = Rig(tmp_path)
+    transcript, turn = rig.turns[0]
+    await _both_channels(rig, "ans", "tho")
+    await transcript.flush(turn)
+    drain(rig.sub)
+
+    def refused(*args: object) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(rig.store.db, "update_messages", refused)
+    await _both_channels(rig, "w", "u")
+    with pytest.raises(Exception, match="disk I/O error"):
+        await transcript.flush(turn)
+    monkeypatch.undo()
+    await _both_channels(rig, "er", "ght")
+    await transcript.flush(turn)
+    frames = drain(rig.sub)
+    assert [f["action"] for f in frames] == ["session.message.updated"] * 2
+    assert sorted(f["payload"]["message"]["content"] for f in frames) == ["answer", "thought"]
+    assert sorted(rig.content(0)) == ["answer", "thought"]
+
+
+async def test_a_channel_not_written_since_the_refusal_is_still_announced_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The write after a refusal carries one channel only: the other's message
+    is still owed a whole announcement when it grows next."""
+    rig = Rig(tmp_path)
+    transcript, turn = rig.turns[0]
+    await _both_channels(rig, "ans", "tho")
+    await transcript.flush(turn)
+
+    def refused(*args: object) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(rig.store.db, "update_messages", refused)
+    await _both_channels(rig, "w", "u")
+    with pytest.raises(Exception, match="disk I/O error"):
+        await transcript.flush(turn)
+    monkeypatch.undo()
+    await transcript.record(turn, MessageChunk(text="er"))
+    await transcript.flush(turn)
+    await transcript.record(turn, MessageChunk(text="ght", channel="thought"))
+    await transcript.flush(turn)
+    await transcript.record(turn, MessageChunk(text="!", channel="thought"))
+    await transcript.flush(turn)
+    drain_from = drain(rig.sub)
+    assert [(f["action"], f["payload"].get("text")) for f in drain_from[-3:]] == [
+        ("session.message.updated", None), ("session.message.updated", None),
+        ("session.message.appended", "!")]
+    assert [f["payload"]["message"]["content"] for f in drain_from[-3:-1]] == [
+        "answer", "thought"]
