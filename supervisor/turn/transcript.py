@@ -252,9 +252,7 @@ class Transcript:
             # close takes it, ``take_updates``): one ``update_messages``.  (A
             # channel whose first text came during an insert above is left for
             # the next write: its pump marked it.)
-            grown = [_grow(turn, channel, turn.text[channel])
-                     for channel, text in list(turn.pending_text.items())
-                     if text and channel in turn.text]
+            grown = _grown(turn)
             if grown:
                 try:
                     await self.store.update_messages(grown)
@@ -277,13 +275,20 @@ class Transcript:
         if turn.writing is not None or any(
                 text and channel not in turn.text for channel, text in turn.pending_text.items()):
             return None
-        return [_grow(turn, channel, turn.text[channel])
-                for channel, text in list(turn.pending_text.items()) if text]
+        return _grown(turn)
 
     async def _update(self, msg: Message, content: str, metadata: dict[str, Any]) -> Message:
         new = _changed(msg, content, metadata)
         await self.store.update_message(new)
         return new
+
+
+def _grown(turn: TurnText) -> list[tuple[Message, TextAppend | None]]:
+    """Every message of the turn its buffered text grows, as updates to write
+    (the text taken from the buffer); a channel with no message yet is left."""
+    return [_grow(turn, channel, turn.text[channel])
+            for channel, text in list(turn.pending_text.items())
+            if text and channel in turn.text]
 
 
 def _grow(turn: TurnText, channel: str, current: Message) -> tuple[Message, TextAppend | None]:
