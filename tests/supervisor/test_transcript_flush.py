@@ -1,8 +1,9 @@
 """A turn's own flush writes streamed text the one way every grown message is
 written (issue 45, item 3: "four routes for streamed text"): what starts a
 message is inserted, and what only grew — every channel of the turn together —
-is one ``update_messages``: one transaction, its notifications queued together
-(one write per connection), a failed write announced whole by the next."""
+is one ``update_messages``: one transaction (counted in the database's
+write-ahead log, tests/support/wal.py), its notifications queued together (one
+write per connection), a failed write announced whole by the next."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from supervisor.bus import EventBus, Subscriber
 from supervisor.notify import Notifier
 from supervisor.storage.store import Store
 from supervisor.turn.transcript import Transcript, TurnText
+from tests.support.wal import WalCommits
 
 
 def drain(sub: Subscriber) -> list[dict[str, Any]]:
@@ -72,15 +74,15 @@ async def test_both_channels_grown_are_one_transaction_and_one_write(tmp_path: P
     rig = Rig(tmp_path)
     transcript, turn = rig.turns[0]
     await _both_channels(rig, "ans", "tho")
-    commits = rig.store.db.commits
+    wal = WalCommits(tmp_path / "t.db")
     await transcript.flush(turn)  # each channel starts its message: two inserts
-    assert rig.store.db.commits == commits + 2
+    assert wal.since() == 2
     assert sorted(rig.content(0)) == ["ans", "tho"]
     drain(rig.sub)
-    commits, wakes = rig.store.db.commits, rig.sub.wakes
+    wal, wakes = WalCommits(tmp_path / "t.db"), rig.sub.wakes
     await _both_channels(rig, "wer", "ught")
     await transcript.flush(turn)
-    assert rig.store.db.commits == commits + 1
+    assert wal.since() == 1  # both grown messages: one transaction
     assert rig.sub.wakes - wakes == 1
     frames = drain(rig.sub)
     assert sorted((f["action"], f["payload"]["offset"], f["payload"]["text"])
