@@ -20,7 +20,15 @@ from playwright.sync_api import expect
 
 from tests.support.serverproc import BlockingServerProcess as ServerProcess
 
-from .ui import Person, create_task, ensure_mounted, get_session, open_person, shot
+from .ui import (
+    Person,
+    create_task,
+    ensure_mounted,
+    get_session,
+    open_person,
+    shot,
+    wait_until,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -50,7 +58,9 @@ def test_a_turn_that_ended_unseen_stays_marked_everywhere_until_opened(
     person.start_turn("/delay 300")
     person.expect_settled(timeout=15_000)
     expect(mark_of(person, b)).to_have_count(0)
-    assert get_session(server, b)["attention"] is None
+    # The page clears it by telling the backend it saw the session (seen.js): not
+    # the same step as drawing no mark, so the backend's answer is waited for.
+    wait_until(lambda: get_session(server, b)["attention"] is None, person.page)
 
     # B's next turn ends while the page shows A: B is marked, with the badge and the title.
     person.start_turn("/delay 1500")

@@ -145,12 +145,13 @@ def test_reload_and_tab_replacement_hydrate_pending_on_first_paint(
     person.start_turn("/hang")
     person.press(person.cancel_button)
     person.expect_cancelling()
-    assert get_session(server, sid)["cancellation_pending"] is True
+    # The control turns on the click, before the backend has the cancel: wait for it there.
+    wait_until(lambda: get_session(server, sid)["cancellation_pending"] is True, person.page)
 
     # A socket that never reaches the server: nothing can arrive but the embedded boot state.
     person.page.route_web_socket(re.compile(r"/ws$"), lambda ws: None)
     person.page.reload()
-    person.expect_cancelling(timeout=2_000)
+    person.expect_cancelling(timeout=15_000)
     person.page.unroute_all()
 
     # Replacing the tab: close it, open a fresh one on the same session.
@@ -159,7 +160,7 @@ def test_reload_and_tab_replacement_hydrate_pending_on_first_paint(
     person.page.close()
     replacement = Person(context.new_page(), server, touch=person.touch)
     replacement.page.goto(url)
-    replacement.expect_cancelling(timeout=2_000)
+    replacement.expect_cancelling(timeout=15_000)
 
 
 def test_second_tab_shows_the_same_pending_state(
@@ -183,7 +184,7 @@ def test_second_tab_shows_the_same_pending_state(
     # A tab opened afterwards hydrates the same state.
     late = open_person(server, new_context, device, task_id)
     late.open_task(task_id, sid)
-    late.expect_cancelling(timeout=2_000)
+    late.expect_cancelling(timeout=15_000)
 
     # All of them settle together when the backend's operation does.
     for person in (first, watcher, late):
@@ -293,13 +294,15 @@ def test_compact_mobile_composer_hydrates_after_reload(
     task_id = create_task(server, "Mobile reload")
     device = {"name": "mobile", "options": dict(playwright_instance.devices["Pixel 7"])}
     person = open_person(server, new_context, device, task_id)
-    person.launch_session()
+    sid = person.launch_session()
     person.start_turn("/hang")
     person.press(person.cancel_button)
     person.expect_cancelling()
+    # Drawn on the click: the reload must not beat the cancel to the backend.
+    wait_until(lambda: get_session(server, sid)["cancellation_pending"] is True, person.page)
     person.page.reload()
     expect(person.page.get_by_test_id("composer")).to_have_attribute("data-layout", "compact")
-    person.expect_cancelling(timeout=2_000)
+    person.expect_cancelling(timeout=15_000)
     # One composer at a time: the test ids stay unique.
     expect(person.page.get_by_test_id("cancel-agent-button")).to_have_count(1)
     expect(person.page.get_by_test_id("chat-input")).to_have_count(1)
