@@ -21,7 +21,7 @@ from tests.kube.kube_support import (
     pod_names,
 )
 from tests.support.server import Server, running_server
-from tests.support.ws import WsClient, is_state, ws_client
+from tests.support.ws import WsClient, is_state, is_turn_completed, ws_client
 from tests.web.support import launch, new_task, start_turn
 
 TEST_S = 150
@@ -79,8 +79,9 @@ async def test_a_stop_while_the_pod_does_not_answer_is_applied_when_it_answers_a
             # The held cancel went through the restored proxy, once.
             assert c.standin.calls.count(("POST", proxy + "acp/cancel")) == cancels_before + 1
             # The same Pod, its agent still the session's: another turn runs on it.
-            await start_turn(ws, sid, "hello")
-            await ws.wait_for(is_state(sid, "WAITING_FOR_INPUT"), timeout=30)
+            mark = len(ws.notifications)  # its own end: the first turn's is kept too
+            await ws.call("message.add", {"session_id": sid, "content": "hello"})
+            await ws.wait_for(is_turn_completed(sid), timeout=30, after=mark)
             assert pod_names(c) == {name}
             await gone(ws, c, sid, name)
 
