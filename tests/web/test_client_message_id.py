@@ -9,7 +9,7 @@ from typing import Any
 import trio
 
 from tests.support.server import Server, running_server
-from tests.support.ws import WsClient, is_state, is_turn_completed, ws_client
+from tests.support.ws import WsClient, is_agent_output, is_state, is_turn_completed, ws_client
 
 from .support import launch, new_task
 
@@ -129,8 +129,11 @@ async def test_a_steer_is_steered_once(server: Server) -> None:
     async with ws_client(server) as ws:
         sid = await launch(ws, await new_task(ws), "mock-codex")
         await ws.call("session.subscribe", {"session_id": sid})
-        await ws.call("message.add", {"session_id": sid, "content": "/delay 3000"})
+        # Long, and steered once the agent streams: on a loaded machine a 3 s turn
+        # could end (or not yet have started at the agent) before the steer arrives.
+        await ws.call("message.add", {"session_id": sid, "content": "/delay 15000"})
         await ws.wait_for(is_state(sid, "RUNNING"))
+        await ws.wait_for(is_agent_output(sid), timeout=20)
         first = await ws.call("message.add", add(sid, "steer this way", "s-1",
                                                  delivery="steer"))
         again = await ws.call("message.add", add(sid, "steer this way", "s-1",
