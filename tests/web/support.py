@@ -46,10 +46,12 @@ async def launch(ws: WsClient, task_id: str, agent: str = "mock") -> str:
 
 async def start_turn(ws: WsClient, session_id: str, prompt: str) -> None:
     """Send a prompt on a session ``ws`` is subscribed to and wait until the
-    agent is streaming its answer (so the turn is really running)."""
+    agent is streaming its answer (so the turn is really running).  Only frames
+    after the prompt count: an earlier turn's, still kept, would match at once."""
+    mark = len(ws.notifications)
     await ws.call("message.add", {"session_id": session_id, "content": prompt})
-    await ws.wait_for(is_state(session_id, "RUNNING"))
-    await ws.wait_for(is_agent_output(session_id))
+    await ws.wait_for(is_state(session_id, "RUNNING"), after=mark)
+    await ws.wait_for(is_agent_output(session_id), after=mark)
 
 
 async def running_session(ws: WsClient, task_id: str, prompt: str = "/delay 5000",
