@@ -10,10 +10,9 @@ the backend cannot reach them."""
 from __future__ import annotations
 
 import os
-import socket
+import select
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -39,28 +38,30 @@ WAITING = "Waiting for the agent's host…"
 @pytest.fixture
 def remote(tmp_path: Path) -> Iterator[CutProxy]:
     """A ``turnvisor agentctl`` with the mock agent on a free port, behind a CutProxy."""
-    with socket.create_server(("127.0.0.1", 0)) as probe:
-        port = probe.getsockname()[1]
     log = (tmp_path / "agentctl.log").open("wb")
     work = tmp_path / "work"  # the agent's cwd, beside (not holding) agentctl's data dir
     work.mkdir()
+    # Port 0, the address it bound told on a pipe: a port probed free and then
+    # handed over could be taken meanwhile by another test run.
+    ready_r, ready_w = os.pipe()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "web", "agentctl", "--listen", f"127.0.0.1:{port}",
+        [sys.executable, "-m", "web", "agentctl", "--listen", "127.0.0.1:0",
          "--protocol", "acp", "--cwd", str(work), "--data-dir", str(tmp_path / "ctl"),
-         "--", sys.executable, "-m", "protocols.mock_agent"],
+         "--ready-fd", str(ready_w), "--", sys.executable, "-m", "protocols.mock_agent"],
         env={**os.environ, TOKEN_ENV: AGENTCTL_TOKEN}, stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL, stderr=log, process_group=0)
+        stdout=subprocess.DEVNULL, stderr=log, process_group=0, pass_fds=(ready_w,))
+    os.close(ready_w)
     proxy: CutProxy | None = None
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=1).is_success:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "agentctl did not come up"
-            time.sleep(0.1)
+        with os.fdopen(ready_r, "rb") as ready:
+            # Its line comes once it listens; EOF (no line) if it exited first.
+            ready_fd = ready.fileno()
+            if not select.select([ready_fd], [], [], 30)[0]:
+                pytest.fail("agentctl did not report its address within 30 s")
+            url = ready.readline().decode().strip()
+        assert url.startswith("http://127.0.0.1:"), (url, proc.poll())
+        port = int(url.rsplit(":", 1)[1])
+        assert httpx.get(f"{url}/api/v1/health", timeout=10).is_success
         proxy = CutProxy(("127.0.0.1", port))
         yield proxy
     finally:
