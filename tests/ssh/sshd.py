@@ -34,7 +34,7 @@ from supervisor.executors.ssh_host import far_control_dir
 from tests.ssh.throwaway_user import HostUser
 from web.agentctl.detached import sweep_detached
 
-__all__ = ["SSHD", "Sshd", "running_sshd", "ssh_profile", "sweep_host"]
+__all__ = ["SSHD", "PortTaken", "Sshd", "running_sshd", "ssh_profile", "sweep_host"]
 
 SSHD = "/usr/sbin/sshd"
 
@@ -63,21 +63,25 @@ class Sshd:
         return (self.dir / "sshd.log").read_text(errors="replace")
 
     def start(self) -> None:
-        """The server up on its port (its host key and config unchanged)."""
+        """The server up on its port (its host key and config unchanged).  Up
+        is sshd's own word that it listens, not a connection to the port: one
+        taken meanwhile by another run's server would answer too."""
+        seen = len(self.log()) if (self.dir / "sshd.log").exists() else 0
         with (self.dir / "sshd.log").open("ab") as log:
             self.process = proc = subprocess.Popen(
                 [SSHD, "-D", "-e", "-f", str(self.dir / "sshd_config")], stdout=log, stderr=log)
+        listening = f"Server listening on 127.0.0.1 port {self.port}."
         deadline = time.monotonic() + 30
-        while True:
+        while listening not in self.log()[seen:]:
             if proc.poll() is not None:
-                _fail(f"sshd exited ({proc.returncode}): {self.log()[-2000:]}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    _fail("sshd did not listen within 30s")
-                time.sleep(0.05)
+                self.process = None
+                said = self.log()[seen:]
+                if "Address already in use" in said:
+                    raise PortTaken(said)
+                _fail(f"sshd exited ({proc.returncode}): {said[-2000:]}")
+            if time.monotonic() > deadline:
+                _fail("sshd did not listen within 30s")
+            time.sleep(0.05)
 
     def stop(self) -> None:
         """The server gone, its connections' processes too (each a child of the
@@ -93,6 +97,10 @@ class Sshd:
             proc.kill()
             proc.wait()
         kill_tree(tree - {proc.pid})
+
+
+class PortTaken(OSError):
+    """sshd could not bind its port: another process has it."""
 
 
 def _fail(reason: str) -> None:
@@ -145,9 +153,10 @@ def running_sshd(tmp: Path, env: dict[str, str] | None = None,
         user.own(remote_data, 0o700)
         (user.home / "work").mkdir()
         user.own(user.home / "work", 0o700)
-    port = _free_port()
-    (tmp / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub}\n")
-    (tmp / "sshd_config").write_text(f"""\
+
+    def configure(port: int) -> None:
+        (tmp / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub}\n")
+        (tmp / "sshd_config").write_text(f"""\
 Port {port}
 ListenAddress 127.0.0.1
 HostKey {tmp / "host_key"}
@@ -167,12 +176,22 @@ MaxStartups 200
 SetEnv TURNVISOR_DATA_DIR={remote_data} {" ".join(f"{k}={v}" for k, v in (env or {}).items())}
 LogLevel VERBOSE
 """)
-    server = Sshd(port=port, user=user.name if user else getpass.getuser(), dir=tmp,
+    server = Sshd(port=0, user=user.name if user else getpass.getuser(), dir=tmp,
                   identity=tmp / "id_client", known_hosts=tmp / "known_hosts",
                   remote_data=remote_data, python=user.python if user else sys.executable,
                   work=user.home / "work" if user else None)
     try:
-        server.start()
+        # A port found free may be taken before sshd binds it (other runs share
+        # the machine): then another one, with the config and known_hosts for it.
+        for attempt in range(3):
+            server.port = _free_port()
+            configure(server.port)
+            try:
+                server.start()
+                break
+            except PortTaken:
+                if attempt == 2:
+                    _fail("three free ports were taken before sshd could bind one")
         yield server
     finally:
         server.stop()

@@ -1,10 +1,12 @@
-"""The test sshd's teardown removes the ssh socket directories its own test
+"""The test sshd: up once sshd says it listens (a port another process took is
+told as such), and its teardown removes the ssh socket directories its own test
 made under the temporary directory, and leaves another run's alone (two runs
 of the suite at the same moment share /tmp)."""
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -13,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.executors.ssh_host import control_dir
-from tests.ssh.sshd import running_sshd
+from tests.ssh.sshd import PortTaken, running_sshd
 
 
 @pytest.fixture
@@ -48,3 +50,14 @@ def test_teardown_removes_only_its_own_socket_dirs(tmp_path: Path, shared_tmp: P
     assert not own.exists()
     assert other.is_dir()
     assert os.listdir(shared_tmp) == [other.name]
+
+
+def test_a_port_taken_by_another_server_is_not_taken_for_sshd(tmp_path: Path) -> None:
+    """Up is sshd's own word that it listens: a port another process holds
+    (which would accept a connection) is told as taken."""
+    with running_sshd(tmp_path / "sshd") as sshd:
+        sshd.stop()
+        with socket.create_server(("127.0.0.1", sshd.port)), pytest.raises(PortTaken):
+            sshd.start()
+        sshd.start()  # free again: up on the same port
+        assert sshd.process is not None and sshd.process.poll() is None
