@@ -208,9 +208,10 @@ def _socket_dirs() -> set[Path]:
 
 def _own_socket_dirs(tree: Path, made: set[Path]) -> list[Path]:
     """Those of ``made`` named for a data dir under ``tree`` (the test's own
-    temporary tree: every caller's ``tmp`` is ``tmp_path / "sshd"``). Another
-    run at the same moment makes its own in the same place, named for its own
-    data dirs: those stay, whatever their age."""
+    temporary tree: every caller's ``tmp`` is ``tmp_path / "sshd"``), which
+    must still be there (a name is a hash: a data dir never made is not found).
+    Another run at the same moment makes its own in the same place, named for
+    its own data dirs: those stay, whatever their age."""
     if not made:
         return []
     wanted = {path.name: path for path in made}

@@ -57,6 +57,8 @@ async def test_a_backend_restart_takes_the_turn_over_and_sweeps_only_what_is_gon
     assert profile.ssh is not None
     instance = backend_instance(config)
     runs = sshd.remote_data / "agentctl"
+    # (Made: the sshd fixture's teardown finds its socket dir by this data dir.)
+    (tmp_path / "planter").mkdir()
     host = SshHost(profile.ssh, control_dir(tmp_path / "planter"), connect_s=10)
 
     async def leave(turn: RunningTurn) -> list[dict[str, Any]]:
