@@ -343,12 +343,7 @@ def decode_request(message: str | bytes) -> CancelRequest:
         raise WireError("unexpected binary message")
     if len(message) > MAX_REQUEST_CHARS:
         raise WireError(f"a client frame must be at most {MAX_REQUEST_CHARS} characters")
-    try:
-        frame = json.loads(message)
-    except ValueError as exc:
-        raise WireError(f"not JSON: {exc}") from None
-    if not isinstance(frame, dict):
-        raise WireError("a frame must be a JSON object")
+    frame = _object(message)
     kind = frame.get("type")
     if kind != "Cancel":
         raise WireError(f"not a client frame: {kind!r} (agentctl reads {', '.join(REQUEST_TYPES)})")
@@ -356,6 +351,17 @@ def decode_request(message: str | bytes) -> CancelRequest:
     if not isinstance(turn_id, str) or not turn_id:
         raise WireError("Cancel.turn_id must be a non-empty string")
     return CancelRequest(turn_id=turn_id, session_id=_str(frame, "session_id", optional=True))
+
+
+def _object(message: str) -> dict[str, Any]:
+    """A text message as the JSON object every frame is."""
+    try:
+        frame = json.loads(message)
+    except ValueError as exc:
+        raise WireError(f"not JSON: {exc}") from None
+    if not isinstance(frame, dict):
+        raise WireError("a frame must be a JSON object")
+    return frame
 
 
 def _reply(kind: object, frame: dict[str, Any]) -> CancelAck | FrameRefused | None:
@@ -391,12 +397,7 @@ class StreamDecoder:
     def receive(self, message: str | bytes) -> Frame:
         if not isinstance(message, str):
             raise WireError("unexpected binary message")
-        try:
-            frame = json.loads(message)
-        except ValueError as exc:
-            raise WireError(f"not JSON: {exc}") from None
-        if not isinstance(frame, dict):
-            raise WireError("a frame must be a JSON object")
+        frame = _object(message)
         kind = frame.get("type")
         if self.last_seq is None:
             if kind != "Hello":
