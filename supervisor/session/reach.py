@@ -12,6 +12,7 @@ import functools
 import logging
 
 from ..executors.link_hold import LinkHold
+from ..models import Session
 from ..storage.db import StoreError
 from ..turn.execution_state import Execution
 from .cancellation import Cancellations
@@ -28,7 +29,7 @@ async def watch_reach(cancellations: Cancellations, ex: Execution) -> None:
     hold: LinkHold | None = getattr(ex.adapter, "link_hold", None)
     if hold is None:
         return
-    session_id, store, notify = ex.session_id, cancellations.store, cancellations.notify
+    session_id, notify = ex.session_id, cancellations.notify
     cancellations.agents.status.reach(session_id, lambda: hold.reachable)
     hold.on_offline = functools.partial(cancellations.stopped_offline, ex)
     while True:
@@ -37,9 +38,23 @@ async def watch_reach(cancellations: Cancellations, ex: Execution) -> None:
             return  # closed for good: its execution ends (and its DTO says so)
         # (Published at each wake: a cut and a return between two wakes is said too.)
         try:
-            session = await store.get_session(session_id)
+            session = await _as_stored(cancellations, ex)
         except StoreError as exc:
             log.warning("session %s: reachability not published: %s", session_id, exc)
             continue
         if session is not None:
             notify.state_changed(session)
+
+
+async def _as_stored(cancellations: Cancellations, ex: Execution) -> Session | None:
+    """The session as stored, read again when a turn closed (or started) during the
+    read: the read runs on a worker thread, and a close that committed and published
+    meanwhile would otherwise be followed by this older state (the page then showed a
+    cancelled turn's session as running)."""
+    session: Session | None = None
+    for _ in range(5):
+        turn = ex.turn
+        session = await cancellations.store.get_session(ex.session_id)
+        if ex.turn is turn:
+            break
+    return session
