@@ -68,8 +68,14 @@ async def test_strays_through_agentctl(tmp_path: Path, sandbox: str) -> None:
             assert stray.pid != agent_pid
             # Launcher, agent, sleeper; sandboxed also the leader, bwrap's
             # monitor and init, and the network helper where there is one.
+            expected = (3,) if sandbox == "none" else (6, 7)
+            with trio.move_on_after(10):
+                # Polled: a helper that forks as it starts (the network's) is
+                # briefly one more on a loaded machine.
+                while len(group_pids(agent_pid)) not in expected:
+                    await trio.sleep(0.05)
             members = len(group_pids(agent_pid))
-            assert members == 3 if sandbox == "none" else members in (6, 7)
+            assert members in expected, members
 
             # Authenticated like agentctl's other endpoints; a bad grace is refused.
             async with httpx.AsyncClient(base_url=link.url) as anonymous:
