@@ -13,7 +13,6 @@ import os
 import stat
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pytest
 
 from protocols.fence_paths import PathRefused
 from supervisor.executors.ssh_host import control_dir
+from tests.support.shared_tmp import deep_data_dir, tempdir_of_this_process
 
 NOBODY = 65534
 needs_root = pytest.mark.skipif(os.getuid() != 0, reason="chown to another user needs root")
@@ -28,21 +28,10 @@ needs_root = pytest.mark.skipif(os.getuid() != 0, reason="chown to another user 
 
 @pytest.fixture
 def shared_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A sticky, world-writable directory standing in for /tmp (short: a socket
-    path goes in it), made this process's temporary directory."""
-    shared = Path(tempfile.mkdtemp(prefix="tv-"))
-    os.chmod(shared, 0o1777)
-    monkeypatch.setattr(tempfile, "tempdir", str(shared))
-    try:
+    """A sticky, world-writable directory standing in for /tmp, made this
+    process's temporary directory."""
+    with tempdir_of_this_process(monkeypatch) as shared:
         yield shared
-    finally:
-        subprocess.run(["rm", "-rf", str(shared)], check=False)
-
-
-def _deep(tmp_path: Path) -> Path:
-    """A data dir too deep for a unix socket path: its sockets go to the temporary dir."""
-    return tmp_path.joinpath("a-data-dir-deep-enough", "that-its-socket-path",
-                             "would-be-longer-than-sun-path", "allows")
 
 
 def _victim(tmp_path: Path) -> Path:
@@ -58,14 +47,14 @@ def test_control_dir_is_made_private_and_leaves_the_shared_dir_alone(
         tmp_path: Path, shared_tmp: Path) -> None:
     near = control_dir(shared_tmp / "data")
     assert near == shared_tmp / "data" / "ssh"
-    far = control_dir(_deep(tmp_path))
+    far = control_dir(deep_data_dir(tmp_path))
     assert far.parent == shared_tmp
     for made in (near, far):
         st = os.lstat(made)
         assert stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700
         assert st.st_uid == os.geteuid()
     assert stat.S_IMODE(os.stat(shared_tmp).st_mode) == 0o1777
-    assert control_dir(_deep(tmp_path)) == far  # found again, as a later backend does
+    assert control_dir(deep_data_dir(tmp_path)) == far  # found again, as a later backend does
 
 
 def test_control_dir_planted_as_a_symlink_is_refused(tmp_path: Path, shared_tmp: Path) -> None:
@@ -76,11 +65,11 @@ def test_control_dir_planted_as_a_symlink_is_refused(tmp_path: Path, shared_tmp:
     with pytest.raises(PathRefused, match=r"ssh sockets: .*/data/ssh is a symbolic link"):
         control_dir(data)
     # The same under the shared temporary directory, where anyone can plant it first.
-    far = shared_tmp / control_dir(_deep(tmp_path)).name
+    far = shared_tmp / control_dir(deep_data_dir(tmp_path)).name
     far.rmdir()
     far.symlink_to(victim)
     with pytest.raises(PathRefused, match="symbolic link"):
-        control_dir(_deep(tmp_path))
+        control_dir(deep_data_dir(tmp_path))
     assert list(victim.iterdir()) == []
 
 
@@ -95,12 +84,12 @@ def test_control_dir_open_to_others_is_refused(shared_tmp: Path) -> None:
 
 @needs_root
 def test_control_dir_of_another_user_is_refused(tmp_path: Path, shared_tmp: Path) -> None:
-    far = shared_tmp / control_dir(_deep(tmp_path)).name
+    far = shared_tmp / control_dir(deep_data_dir(tmp_path)).name
     far.rmdir()
     far.mkdir(0o700)
     os.chown(far, NOBODY, NOBODY)
     with pytest.raises(PathRefused, match=f"belongs to uid {NOBODY}, not to this user"):
-        control_dir(_deep(tmp_path))
+        control_dir(deep_data_dir(tmp_path))
 
 
 # --- a detached agentctl's run directory and socket directory ----------------------------
@@ -156,7 +145,7 @@ def test_detached_socket_dir_of_another_user_is_refused(
     theirs.mkdir(0o777)
     os.chmod(theirs, 0o777)
     os.chown(theirs, NOBODY, NOBODY)
-    done = _detach(_deep(tmp_path), shared_tmp, tmp_path)
+    done = _detach(deep_data_dir(tmp_path), shared_tmp, tmp_path)
     assert done.returncode == 2, done.stderr
     assert f"{theirs} belongs to uid {NOBODY}, not to this user" in done.stderr, done.stderr
     assert list(theirs.iterdir()) == []

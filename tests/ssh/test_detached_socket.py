@@ -8,29 +8,24 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat
 import sys
-import tempfile
 from pathlib import Path
 
 import trio
 
 from protocols.process import process_identity
+from tests.support.shared_tmp import deep_data_dir, shared_tempdir
 
 
 async def test_a_deep_data_dir_leaves_the_temporary_directory_as_it_is(
         tmp_path: Path) -> None:
-    # Short, as a real temporary directory's path is (the socket goes in it).
-    shared = Path(tempfile.mkdtemp(prefix="tv-"))
-    os.chmod(shared, 0o1777)
-    data = tmp_path.joinpath("a-data-dir-deep-enough", "that-its-socket-path",
-                             "would-be-longer-than-sun-path", "allows")
+    data = deep_data_dir(tmp_path)
     work = tmp_path / "work"
     work.mkdir()
-    env = {**os.environ, "TURNVISOR_DATA_DIR": str(data), "TMPDIR": str(shared)}
     name = "instance/session"
-    with trio.fail_after(60):
+    with shared_tempdir() as shared, trio.fail_after(60):
+        env = {**os.environ, "TURNVISOR_DATA_DIR": str(data), "TMPDIR": str(shared)}
         done = await trio.run_process(
             [sys.executable, "-m", "web", "agentctl", "--detach", name, "--protocol", "acp",
              "--cwd", str(work), "--sandbox", "none", "--",
@@ -48,6 +43,5 @@ async def test_a_deep_data_dir_leaves_the_temporary_directory_as_it_is(
             stopped = await trio.run_process(
                 [sys.executable, "-m", "web", "hosts", "stop", name], env=env,
                 capture_stdout=True, check=False)
-            shutil.rmtree(shared, ignore_errors=True)
         assert stopped.stdout.strip() == b"stopped"
         assert process_identity(int(answer["pid"])) is None

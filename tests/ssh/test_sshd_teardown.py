@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,29 +14,19 @@ import pytest
 
 from supervisor.executors.ssh_host import control_dir
 from tests.ssh.sshd import PortTaken, running_sshd
+from tests.support.shared_tmp import deep_data_dir, tempdir_of_this_process
 
 
 @pytest.fixture
 def shared_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A directory standing in for /tmp, this process's temporary directory:
-    what is left in it is this test's to see, not another run's."""
-    shared = Path(tempfile.mkdtemp(prefix="tv-"))
-    monkeypatch.setattr(tempfile, "tempdir", str(shared))
-    try:
+    """A directory standing in for /tmp, this process's temporary directory."""
+    with tempdir_of_this_process(monkeypatch) as shared:
         yield shared
-    finally:
-        subprocess.run(["rm", "-rf", str(shared)], check=False)
-
-
-def _deep(root: Path) -> Path:
-    """A data dir too deep for a unix socket path: its sockets go to the temporary dir."""
-    return root.joinpath("a-data-dir-deep-enough", "that-its-socket-path",
-                         "would-be-longer-than-sun-path", "allows")
 
 
 def test_teardown_removes_only_its_own_socket_dirs(tmp_path: Path, shared_tmp: Path) -> None:
     own_tree, other_tree = tmp_path / "own", tmp_path / "another-run"
-    own_data, other_data = _deep(own_tree), _deep(other_tree)
+    own_data, other_data = deep_data_dir(own_tree), deep_data_dir(other_tree)
     for data in (own_data, other_data):
         data.mkdir(parents=True)
     with running_sshd(own_tree / "sshd"):
