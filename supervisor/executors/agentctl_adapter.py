@@ -15,8 +15,11 @@ waiting (agentctl writes the protocol cancel as it reads it, and answers on
 the stream); ``cancel`` writes it through an HTTP request, like a local
 adapter's ``cancel`` when ``cancel_now`` could not.  Either way the join
 window and escalation stay the lifecycle's, which sees the turn end on
-``events``.  A frame not answered when the link is cut is owed: the link's
-return sends it again (agentctl's cancel of one turn is idempotent).
+``events``.  agentctl's answer to the frame is data on the turn
+(``PendingTurn.frame``, supervisor/executors/agentctl_turn.py), which the
+cancel operation reads (``cancel_frame``); a frame not answered when the link
+is cut is owed: the link's return sends it again (agentctl's cancel of one
+turn is idempotent).
 
 A turn outlives the backend that started it (``TurnHandover``, with
 ``agentctl_url``): agentctl runs it under our turn id (``bind_turn``) and
@@ -48,7 +51,7 @@ from protocols.adapters import (
     WireProtocol,
 )
 from protocols.agentctl_parts import MAX_PROMPT_BYTES, mcp_json, parts_json, prompt_bytes
-from protocols.agentctl_wire import CancelAck, cancel_frame
+from protocols.agentctl_wire import cancel_frame
 from protocols.events import (
     SUBAGENT_LIVE,
     AgentEvent,
@@ -66,7 +69,9 @@ from protocols.prompt_parts import (
 from protocols.transport import AgentClosed, AgentRefused, AgentTimeout
 
 from ..config import Timeouts
-from .agentctl_link import AgentctlLink, PendingTurn, Route, first_set
+from .agentctl_http import Route, first_set
+from .agentctl_link import AgentctlLink
+from .agentctl_turn import FrameAnswer, PendingTurn
 from .link_hold import LinkDown, LinkHold
 
 __all__ = ["AgentctlAdapter"]
@@ -91,15 +96,6 @@ class AgentctlAdapter:
         self.connection = AgentctlLink(url, token, self.timeouts, owner=owner,
                                        on_subagent=self._subagent_changed, route=route,
                                        uds=uds, reconnect=reconnect)
-        self.connection.on_return = self._on_return
-        self.connection.on_cancel_ack = self._cancel_acked
-        #: The turn whose cancel met a link that was down: sent first on its return.
-        self._cancel_owed: str | None = None
-        #: The turn whose ``Cancel`` frame agentctl has not answered yet: owed
-        #: if the link is cut first.
-        self._cancel_unacked: str | None = None
-        #: agentctl's error for the last ``Cancel`` frame it could not write.
-        self.cancel_error: str | None = None
         self.owner = owner
         self.session_cwd = session_cwd
         self.protocol = protocol
@@ -410,10 +406,12 @@ class AgentctlAdapter:
                 await turn.answered.wait()
             if self._turn is not turn or turn.done.is_set():
                 return
+        # Over HTTP: an earlier frame's answer is not this cancel's.
+        turn.frame = FrameAnswer()
         link = self.connection
         if not link.reachable:
             # Held, never lost: the link's return sends it before anything else.
-            self._owe(turn)
+            link.owe(turn)
             raise link.link_down()
         try:
             data = await self._call("POST", "/api/v1/acp/cancel",
@@ -421,62 +419,33 @@ class AgentctlAdapter:
                                      "turn_id": turn.id},
                                     timeout_s=self.timeouts.agent_request_s, expect=(200, 504))
         except LinkDown:
-            self._owe(turn)
+            link.owe(turn)
             raise
         if not data.get("success"):
             raise AgentTimeout(str(data.get("error") or "agentctl could not write the cancel"))
-
-    def _owe(self, turn: PendingTurn) -> None:
-        self._cancel_owed = turn.id
-        self.connection.owed_sent_at = None
-
-    async def _on_return(self) -> None:
-        """The link is back: a held cancel goes first, before the link is
-        reachable for anything else.  A turn that ended meanwhile: agentctl
-        answers that none runs, and its end comes with the replayed events."""
-        owed, unacked, turn = self._cancel_owed, self._cancel_unacked, self._turn
-        held = owed is not None
-        if turn is None or turn.done.is_set() or turn.id not in (owed, unacked):
-            self._cancel_owed = self._cancel_unacked = None
-            return
-        # (A frame the cut swallowed, or one agentctl wrote but whose answer was
-        # lost: sent again either way, agentctl's cancel of one turn is idempotent.)
-        await self.connection.request("POST", "/api/v1/acp/cancel",
-                                      {"session_id": self._session_id, "join_s": 0,
-                                       "turn_id": turn.id},
-                                      timeout_s=self.timeouts.agent_request_s,
-                                      expect=(200, 504), held=True)
-        self._cancel_owed = self._cancel_unacked = None
-        if held:
-            self.connection.owed_sent_at = trio.current_time()
-        log.info("agentctl %s: the cancel %s is sent (turn %s)", self.connection.url,
-                 "held while the link was down" if held else "the cut left unanswered",
-                 turn.id)
 
     def cancel_now(self) -> bool:
         """The cancel as a ``Cancel`` frame handed to the event stream's writer,
         without waiting: True when it was (the link is up, its agentctl reads
         frames, the turn's prompt has been answered: a cancel never overtakes
         its prompt).  False: ``cancel`` makes the request.  agentctl's answer
-        comes on the stream (``_cancel_acked``); until then the cancel is owed
-        to a cut link's return."""
+        comes on the stream into the turn's fresh ``FrameAnswer``
+        (``cancel_frame``); until then the cancel is owed to a cut link's return."""
         turn = self._turn
         if turn is None or turn.done.is_set() or not turn.answered.is_set():
             return False
         if not self.connection.send_frame_nowait(cancel_frame(turn.id, self._session_id),
                                                  "Cancel"):
             return False
-        self._cancel_unacked = turn.id
+        turn.frame = FrameAnswer(sent=True)
         return True
 
-    def _cancel_acked(self, ack: CancelAck) -> None:
-        """agentctl answered a ``Cancel`` frame: no longer owed.  One it could not
-        write (its agent did not take it) leaves the turn to the lifecycle's
-        cancel phases (a re-send, then escalation); the link puts a notice on
-        ``events`` and ``cancel_error`` keeps agentctl's words."""
-        if ack.turn_id == self._cancel_unacked:
-            self._cancel_unacked = None
-        self.cancel_error = ack.error
+    @property
+    def cancel_frame(self) -> FrameAnswer | None:
+        """The running (or last) turn's ``Cancel`` frame and agentctl's answer
+        to it, when its cancel went as a frame (None: over HTTP, or none)."""
+        turn = self._turn
+        return turn.frame if turn is not None and turn.frame.sent else None
 
     async def resend_cancel(self) -> None:
         """Have agentctl write the turn's cancel again (an agent dropped the first)."""

@@ -1,20 +1,46 @@
-"""What the agentctl link uses around its reader: HTTP bodies, one-line
-descriptions of a failed connection, and ``first_set``.
+"""What the agentctl link uses around its reader: how it reaches agentctl
+(``Route``, the shared TLS context), HTTP bodies, one-line descriptions of a
+failed connection, and ``first_set``.
 
 Split out of agentctl_link.py (a module under 600 lines); nothing here holds state.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import trio
 from trio_websocket import ConnectionClosed, ConnectionRejected
 
 from protocols.prompt_parts import Line, Spliced
 
-__all__ = ["describe", "first_set", "payload", "refusal", "ws_close_reason"]
+__all__ = ["Route", "describe", "first_set", "payload", "refusal", "shared_tls",
+           "ws_close_reason"]
+
+
+@dataclass(frozen=True)
+class Route:
+    """How to reach an agentctl behind a relay that authenticates requests
+    itself (the Kubernetes API server's Pod proxy, supervisor/executors/kube.py):
+    its credential in ``headers`` (``Authorization`` is the relay's, so the
+    agentctl token travels in ``TOKEN_HEADER``), and the TLS context that
+    trusts it (its CA, and a client certificate if it asks for one)."""
+
+    headers: Mapping[str, str] = field(default_factory=dict)
+    ssl_context: ssl.SSLContext | None = None
+
+
+@functools.cache
+def shared_tls() -> ssl.SSLContext:
+    """One CA-verifying context for every link (httpx would load the CA bundle
+    per client: about 1 MiB per session, docs/performance.md)."""
+    return httpx.create_ssl_context()
 
 
 def describe(exc: BaseException) -> str:

@@ -26,17 +26,19 @@ agent produced since, from agentctl's replay ring, in order.
 The stream carries frames the other way too (``send_frame_nowait``: the
 adapter's ``Cancel``, DESIGN.md §20): a bounded queue per connection, drained
 by a writer task beside the reader; agentctl's answers come back in order
-with the events (``on_cancel_ack``).
+with the events and are written into the turn they answer
+(``PendingTurn.frame``, supervisor/executors/agentctl_turn.py): data the
+adapter and the cancel operation read, no callback.  A cancel the link owes
+(held while it was down, or a frame a cut may have swallowed) is read off the
+same turn by the link's own return, which sends it before anything else.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import ssl
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any, Final, cast
 from urllib.parse import quote, urlsplit
 
@@ -66,7 +68,9 @@ from protocols.scopes import shielded_for
 from protocols.transport import AgentClosed, AgentRefused, AgentTimeout
 
 from ..config import Timeouts
-from .agentctl_http import describe, first_set, payload, refusal, ws_close_reason
+from .agentctl_http import Route, describe, first_set, payload, refusal, shared_tls, ws_close_reason
+from .agentctl_reach import LinkReach
+from .agentctl_turn import PendingTurn
 from .link_hold import LinkDown
 
 __all__ = ["AgentctlLink", "PendingTurn", "Route", "first_set"]
@@ -80,39 +84,7 @@ _RETRY_CONNECT_S: Final = 3.0
 _FRAME_QUEUE: Final = 16
 
 
-@dataclass(frozen=True)
-class Route:
-    """How to reach an agentctl behind a relay that authenticates requests
-    itself (the Kubernetes API server's Pod proxy, supervisor/executors/kube.py):
-    its credential in ``headers`` (``Authorization`` is the relay's, so the
-    agentctl token travels in ``TOKEN_HEADER``), and the TLS context that
-    trusts it (its CA, and a client certificate if it asks for one)."""
-
-    headers: Mapping[str, str] = field(default_factory=dict)
-    ssl_context: ssl.SSLContext | None = None
-
-
-@dataclass(eq=False)
-class PendingTurn:
-    """agentctl's id of a turn this client started, and its end when it comes."""
-
-    id: str
-    done: trio.Event = field(default_factory=trio.Event)
-    ended: TurnEnded | None = None
-    #: Set once ``POST /prompt`` has been answered (or failed).  A cancel waits
-    #: for it: the two requests may travel on different connections, and a
-    #: cancel that overtook its prompt would find no turn and be lost.
-    answered: trio.Event = field(default_factory=trio.Event)
-
-
-
-@functools.cache
-def shared_tls() -> ssl.SSLContext:
-    """One CA-verifying context for every link (httpx would load the CA bundle
-    per client: about 1 MiB per session, docs/performance.md)."""
-    return httpx.create_ssl_context()
-
-class AgentctlLink:
+class AgentctlLink(LinkReach):
     """The lifecycle's view of the link (``run``, ``closed``, ``close_reason``),
     the event stream reader behind it, and the bounded HTTP calls."""
 
@@ -131,17 +103,12 @@ class AgentctlLink:
         self.reachable = True
         self.down_since: float | None = None
         self._reach = trio.Event()
-        #: Run on the stream's return, before anything else is read or sent
-        #: (the adapter's held cancel goes first).
-        self.on_return: Callable[[], Awaitable[None]] | None = None
         #: Told of agentctl's ``OfflineCancel`` (the turn it cancelled itself
         #: while no backend was connected), before that turn's end is read.
         self.on_offline: Callable[[str], None] | None = None
         #: When a cancel held while the link was down went out (``LinkHold``):
-        #: written by the adapter's ``on_return``.
+        #: first thing on the link's return (``_send_owed``).
         self.owed_sent_at: float | None = None
-        #: Told of agentctl's answer to a ``Cancel`` frame, in order with the events.
-        self.on_cancel_ack: Callable[[CancelAck], None] | None = None
         #: The open connection's queue of frames for agentctl (None: none is open).
         self._frames: trio.MemorySendChannel[str] | None = None
         self._lost = False
@@ -409,8 +376,9 @@ class AgentctlLink:
             case Control(kind="OfflineCancel", data=data) if self.on_offline is not None:
                 self.on_offline(str(data.get("turn_id")))
             case CancelAck() as ack:
-                if self.on_cancel_ack is not None:
-                    self.on_cancel_ack(ack)
+                pending = self._turn
+                if pending is not None and pending.id == ack.turn_id:
+                    pending.frame.answer(ack)
                 if ack.error is not None:
                     log.warning("agentctl %s: could not write the cancel of turn %s: %s",
                                 self.url, ack.turn_id, ack.error)
@@ -434,37 +402,6 @@ class AgentctlLink:
                     self.on_subagent(event)
                 await self._emit(event, seq)
         return None  # Heartbeat, other Control entries
-
-    # -- reachability (DESIGN.md §20) ---------------------------------------------------
-
-    def _went_down(self, reason: str) -> None:
-        if not self.reachable:
-            return
-        log.warning("agentctl %s: link down (%s); re-connecting", self.url, reason)
-        self.reachable = False
-        self.down_since = trio.current_time()
-        self._reach.set()
-        self._reach = trio.Event()
-
-    async def _came_back(self) -> None:
-        """The stream is open again: the held work first (bounded by its own
-        requests), then the link is reachable for everyone else."""
-        log.info("agentctl %s: link back after %.1fs", self.url,
-                 trio.current_time() - (self.down_since or trio.current_time()))
-        if self.on_return is not None:
-            try:
-                await self.on_return()
-            except (AgentTimeout, AgentRefused, AgentClosed) as exc:
-                # (A refusal that closed the link has cancelled this reader too.)
-                log.warning("agentctl %s: on the link's return: %s", self.url, exc)
-        self.reachable = True
-        self.down_since = None
-        self._reach.set()
-        self._reach = trio.Event()
-
-    async def until_changed(self) -> None:
-        """Return at the next change of ``reachable``, or when the link closes."""
-        await first_set(self._reach, self.closed)
 
     async def _emit(self, event: AgentEvent, seq: int | None) -> None:
         # Paired with its seq (``take``): one producer, so the order is the channel's.

@@ -111,21 +111,13 @@ async def test_a_bad_frame_is_refused_and_the_stream_lives_on(
 
 @asynccontextmanager
 async def driven(url: str, token: str, *, reconnect: bool = False,
-                 ) -> AsyncIterator[tuple[AgentctlAdapter, list[AgentEvent], list[CancelAck]]]:
-    """The adapter run as the lifecycle runs it; agentctl's answers to its
-    ``Cancel`` frames recorded as they reach the adapter."""
+                 ) -> AsyncIterator[tuple[AgentctlAdapter, list[AgentEvent]]]:
+    """The adapter run as the lifecycle runs it, its events recorded.  (agentctl's
+    answer to a ``Cancel`` frame is read where the cancel operation reads it:
+    ``adapter.cancel_frame``.)"""
     adapter = AgentctlAdapter(url, token, owner="backend-session-1", timeouts=TIMEOUTS,
                               reconnect=reconnect)
     seen: list[AgentEvent] = []
-    acks: list[CancelAck] = []
-    told = adapter.connection.on_cancel_ack
-    assert told is not None
-
-    def record(ack: CancelAck) -> None:
-        acks.append(ack)
-        told(ack)
-
-    adapter.connection.on_cancel_ack = record
 
     async def pump() -> None:
         async for ev in adapter.events:
@@ -135,7 +127,7 @@ async def driven(url: str, token: str, *, reconnect: bool = False,
         async with trio.open_nursery() as nursery:
             nursery.start_soon(adapter.connection.run)
             nursery.start_soon(pump)
-            yield adapter, seen, acks
+            yield adapter, seen
             nursery.cancel_scope.cancel()
     finally:
         await adapter.aclose()
@@ -156,7 +148,7 @@ async def test_cancel_now_sends_the_frame_and_the_turn_ends_cancelled(
         agentctl: AgentctlFactory, protocol: str) -> None:
     with trio.fail_after(60):
         async with agentctl(protocol) as ctl, \
-                driven(ctl.url, ctl.token) as (adapter, seen, acks):
+                driven(ctl.url, ctl.token) as (adapter, seen):
             await adapter.initialize()
             await adapter.new_session("/ignored")
             ended: list[TurnEnded] = []
@@ -170,10 +162,13 @@ async def test_cancel_now_sends_the_frame_and_the_turn_ends_cancelled(
                 # Handed over without a request once the prompt's answer is in
                 # (the first chunk may come before it: polled).
                 await _until(adapter.cancel_now)
-                await _until(lambda: bool(acks))
-            assert acks == [CancelAck(turn_id=turn_id)]
+                frame = adapter.cancel_frame
+                assert frame is not None and frame.unanswered
+                with trio.fail_after(15):
+                    await frame.came.wait()
+            assert frame.ack == CancelAck(turn_id=turn_id) and frame.error is None
             assert ended[0].stop_reason == "cancelled"
-            assert adapter.cancel_error is None and not adapter.turn_running
+            assert not adapter.turn_running
             # The link is as it was: the next turn runs to its end.
             assert (await adapter.prompt("after the cancel")).stop_reason == "end_turn"
 
@@ -183,7 +178,7 @@ async def test_a_cancel_before_the_prompts_answer_does_not_overtake_it(
         agentctl: AgentctlFactory, protocol: str) -> None:
     with trio.fail_after(60):
         async with agentctl(protocol) as ctl, \
-                driven(ctl.url, ctl.token) as (adapter, _seen, acks):
+                driven(ctl.url, ctl.token) as (adapter, _seen):
             await adapter.initialize()
             await adapter.new_session("/ignored")
             ended: list[TurnEnded] = []
@@ -199,7 +194,7 @@ async def test_a_cancel_before_the_prompts_answer_does_not_overtake_it(
                 assert adapter.cancel_now() is False
                 await adapter.cancel()  # waits for the answer, then the request
             assert ended[0].stop_reason == "cancelled"
-            assert acks == []  # the HTTP cancel: no frame was sent
+            assert adapter.cancel_frame is None  # the HTTP cancel: no frame was sent
 
 
 @DIALECTS
@@ -207,7 +202,7 @@ async def test_a_frame_the_cut_swallows_is_sent_again_on_the_return(
         agentctl: AgentctlFactory, protocol: str) -> None:
     with trio.fail_after(60):
         async with agentctl(protocol) as ctl, cut_proxy(ctl.url) as proxy, \
-                driven(proxy.url, ctl.token, reconnect=True) as (adapter, seen, acks):
+                driven(proxy.url, ctl.token, reconnect=True) as (adapter, seen):
             link = adapter.connection
             await adapter.initialize()
             await adapter.new_session("/ignored")
@@ -218,6 +213,8 @@ async def test_a_frame_the_cut_swallows_is_sent_again_on_the_return(
                 nursery.start_soon(turn)
                 await _until(lambda: _chunks(seen) > 0)
                 await _until(adapter.cancel_now)
+                frame = adapter.cancel_frame
+                assert frame is not None
                 # Cut in the same step (``_until`` returns without a checkpoint
                 # after the call): the writer has not sent the frame yet.
                 proxy.cut()
@@ -225,9 +222,11 @@ async def test_a_frame_the_cut_swallows_is_sent_again_on_the_return(
                 # agentctl never got it: its turn runs on, not cancelled.
                 await trio.sleep(0.5)
                 assert (await ctl.status())["turn"]["cancel_requested"] is False
-                assert adapter.turn_running and not ended and not acks
+                assert adapter.turn_running and not ended and frame.unanswered
                 proxy.restore()
                 await _until(lambda: link.reachable)
-            # The return sent it again (over HTTP, before anything else).
+            # The return sent it again (over HTTP, before anything else), and
+            # its answer stands for the frame's.
             assert ended[0].stop_reason == "cancelled"
+            assert frame.ack is not None and frame.ack.error is None
             assert not (await ctl.status()).get("turn")
