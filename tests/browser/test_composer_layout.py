@@ -17,7 +17,7 @@ pytest.importorskip("playwright.sync_api")
 
 from playwright.sync_api import Page, expect
 
-from .ui import create_task, open_person, shot
+from .ui import person_on_new_task, shot
 
 pytestmark = pytest.mark.browser
 
@@ -88,8 +88,7 @@ def named(laid: dict[str, Any], *names: str) -> None:
 
 
 def test_a_running_turn_and_its_stop(server: Any, new_context: Any, view: str) -> None:
-    task_id = create_task(server, f"Composer layout {view}")
-    person = open_person(server, new_context, view, f"/tasks/{task_id}")
+    person = person_on_new_task(server, new_context, view, f"Composer layout {view}")
     page = person.page
     person.launch_session("mock-codex")  # options with a "More", and a turn it steers
     expect(page.get_by_test_id("composer-options")).to_be_visible(timeout=15_000)
@@ -131,8 +130,7 @@ def test_a_login_card_and_the_server_gone(
     server_factory: Any, new_context: Any, view: str
 ) -> None:
     server = server_factory()
-    task_id = create_task(server, f"Composer notes {view}")
-    person = open_person(server, new_context, view, f"/tasks/{task_id}")
+    person = person_on_new_task(server, new_context, view, f"Composer notes {view}")
     page = person.page
     person.launch_session("mock-login")
     expect(page.get_by_test_id("login-card")).to_be_visible(timeout=15_000)

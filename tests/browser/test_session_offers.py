@@ -15,7 +15,7 @@ pytest.importorskip("playwright.sync_api")
 
 from playwright.sync_api import Locator, Page, expect
 
-from .ui import Person, create_task, open_person, shot
+from .ui import Person, person_on_new_task, shot
 
 pytestmark = pytest.mark.browser
 
@@ -56,8 +56,7 @@ def started(person: Person, agent: str) -> str:
 
 
 def test_pick_a_mode_and_a_model(server: Any, new_context: Any, view: str) -> None:
-    task_id = create_task(server, f"Options {view}")
-    person = open_person(server, new_context, view, f"/tasks/{task_id}")
+    person = person_on_new_task(server, new_context, view, f"Options {view}")
     page = person.page
     started(person, "mock")
     mode, model = option(page, "mode"), option(page, "model")
@@ -88,8 +87,7 @@ def test_pick_a_mode_and_a_model(server: Any, new_context: Any, view: str) -> No
 
 
 def test_codex_options_apply_with_the_next_turn(server: Any, new_context: Any, view: str) -> None:
-    task_id = create_task(server, f"Codex options {view}")
-    person = open_person(server, new_context, view, f"/tasks/{task_id}")
+    person = person_on_new_task(server, new_context, view, f"Codex options {view}")
     page = person.page
     started(person, "mock-codex")
     model, effort = option(page, "model"), option(page, "reasoning_effort")
@@ -118,8 +116,7 @@ def test_codex_options_apply_with_the_next_turn(server: Any, new_context: Any, v
 
 
 def test_a_refused_choice_is_said_and_the_select_goes_back(server: Any, new_context: Any) -> None:
-    task_id = create_task(server, "Refused option")
-    person = open_person(server, new_context, "desktop", f"/tasks/{task_id}")
+    person = person_on_new_task(server, new_context, "desktop", "Refused option")
     page = person.page
     started(person, "mock")
     model = option(page, "model")
@@ -146,8 +143,7 @@ def test_a_refused_choice_is_said_and_the_select_goes_back(server: Any, new_cont
 def test_the_command_menu_by_keyboard_and_the_usage_badge(
     server: Any, new_context: Any, view: str
 ) -> None:
-    task_id = create_task(server, f"Commands {view}")
-    person = open_person(server, new_context, view, f"/tasks/{task_id}")
+    person = person_on_new_task(server, new_context, view, f"Commands {view}")
     page = person.page
     started(person, "mock")
     menu = page.get_by_test_id("command-menu")
@@ -222,8 +218,7 @@ def test_the_command_menu_by_keyboard_and_the_usage_badge(
 
 
 def test_the_agents_title_names_the_session(server: Any, new_context: Any, view: str) -> None:
-    task_id = create_task(server, f"Titles {view}")
-    person = open_person(server, new_context, view, f"/tasks/{task_id}")
+    person = person_on_new_task(server, new_context, view, f"Titles {view}")
     page = person.page
     sid = person.launch_session("mock")
     heading = page.locator(".chat-title")
@@ -238,8 +233,7 @@ def test_the_picker_says_how_fast_each_agent_stops(
     server_factory: Any, new_context: Any, view: str
 ) -> None:
     srv = server_factory()
-    task_id = create_task(srv, f"Figures {view}")
-    person = open_person(srv, new_context, view, f"/tasks/{task_id}")
+    person = person_on_new_task(srv, new_context, view, f"Figures {view}")
     page = person.page
     figures = page.get_by_test_id("agent-cancel-figures")
     person.launch_session("mock")

@@ -241,6 +241,13 @@ def open_person(
     return person
 
 
+def person_on_new_task(
+    server: BlockingServerProcess, new_context: Callable[..., Any], view: str, title: str
+) -> Person:
+    """A new task titled `title`, and a person (``open_person``) on its page."""
+    return open_person(server, new_context, view, f"/tasks/{create_task(server, title)}")
+
+
 def log_page(page: Page) -> None:
     """Prints what the page itself complained about: shown with a failure's captured output."""
     page.on("pageerror", lambda e: print(f"[page error] {e}"))
