@@ -71,7 +71,7 @@ from ..config import Timeouts
 from .agentctl_http import Route, describe, first_set, payload, refusal, shared_tls, ws_close_reason
 from .agentctl_reach import LinkReach
 from .agentctl_turn import PendingTurn
-from .link_hold import LinkDown
+from .link_hold import LinkDown, OfflineStops
 
 __all__ = ["AgentctlLink", "PendingTurn", "Route", "first_set"]
 
@@ -103,9 +103,9 @@ class AgentctlLink(LinkReach):
         self.reachable = True
         self.down_since: float | None = None
         self._reach = trio.Event()
-        #: Told of agentctl's ``OfflineCancel`` (the turn it cancelled itself
-        #: while no backend was connected), before that turn's end is read.
-        self.on_offline: Callable[[str], None] | None = None
+        #: agentctl's ``OfflineCancel`` (the turn it cancelled itself while no
+        #: backend was connected), taken by the session before that turn's end is read.
+        self.offline = OfflineStops()
         #: When a cancel held while the link was down went out (``LinkHold``):
         #: first thing on the link's return (``_send_owed``).
         self.owed_sent_at: float | None = None
@@ -373,8 +373,8 @@ class AgentctlLink(LinkReach):
                 code = data.get("returncode")
                 return f"agent exited (status {code})" + (
                     f": {data['error']}" if data.get("error") else "")
-            case Control(kind="OfflineCancel", data=data) if self.on_offline is not None:
-                self.on_offline(str(data.get("turn_id")))
+            case Control(kind="OfflineCancel", data=data):
+                await self.offline.hand(str(data.get("turn_id")))
             case CancelAck() as ack:
                 pending = self._turn
                 if pending is not None and pending.id == ack.turn_id:

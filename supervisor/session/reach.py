@@ -8,8 +8,9 @@ never shows the turn as simply running.
 
 from __future__ import annotations
 
-import functools
 import logging
+
+import trio
 
 from ..executors.link_hold import LinkHold
 from ..models import Session
@@ -24,14 +25,31 @@ log = logging.getLogger(__name__)
 
 async def watch_reach(cancellations: Cancellations, ex: Execution) -> None:
     """Register the execution's link (if it survives a cut), route the host's
-    offline cancels to the cancel path, and publish each change of its
+    offline stops to the cancel path, and publish each change of its
     reachability, until the link closes."""
     hold: LinkHold | None = getattr(ex.adapter, "link_hold", None)
     if hold is None:
         return
-    session_id, notify = ex.session_id, cancellations.notify
-    cancellations.agents.status.reach(session_id, lambda: hold.reachable)
-    hold.on_offline = functools.partial(cancellations.stopped_offline, ex)
+    cancellations.agents.status.reach(ex.session_id, lambda: hold.reachable)
+    # The link's watchers: this task's own, cancelled once the link closes for
+    # good; each wait is on the link (bounded by its own reconnects and close).
+    async with trio.open_nursery() as watchers:
+        watchers.start_soon(_take_offline_stops, cancellations, ex, hold)
+        await _publish_reach(cancellations, ex, hold)
+        watchers.cancel_scope.cancel()
+
+
+async def _take_offline_stops(cancellations: Cancellations, ex: Execution,
+                              hold: LinkHold) -> None:
+    """Each turn the host cancelled by itself, recorded as the offline stop it
+    is before the link reads on (the turn's end comes next)."""
+    while True:
+        async with hold.offline.next() as turn_id:
+            cancellations.stopped_offline(ex, turn_id)
+
+
+async def _publish_reach(cancellations: Cancellations, ex: Execution,
+                         hold: LinkHold) -> None:
     while True:
         await hold.until_changed()
         if hold.closed.is_set():
@@ -40,10 +58,10 @@ async def watch_reach(cancellations: Cancellations, ex: Execution) -> None:
         try:
             session = await _as_stored(cancellations, ex)
         except StoreError as exc:
-            log.warning("session %s: reachability not published: %s", session_id, exc)
+            log.warning("session %s: reachability not published: %s", ex.session_id, exc)
             continue
         if session is not None:
-            notify.state_changed(session)
+            cancellations.notify.state_changed(session)
 
 
 async def _as_stored(cancellations: Cancellations, ex: Execution) -> Session | None:
