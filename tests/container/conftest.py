@@ -21,7 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.container.container_support import REPO, Engine, remove_labelled
+from tests.container.container_support import (
+    REPO,
+    Engine,
+    ServiceDown,
+    podman_service,
+    remove_labelled,
+)
 
 
 def _fail(reason: str, output: str = "") -> None:
@@ -51,33 +57,21 @@ def engine() -> Iterator[Engine]:
               probe.stdout + probe.stderr)
     tmp = Path(tempfile.mkdtemp(prefix="tv-engine-"))
     sock = tmp / "engine.sock"
-    with (tmp / "service.log").open("wb") as service_log:
-        service = subprocess.Popen(
-            [podman, "system", "service", "--time=0", f"unix://{sock}"],
-            stdout=subprocess.DEVNULL, stderr=service_log)
-    deadline = time.monotonic() + 30
-    while not sock.exists():
-        if service.poll() is not None or time.monotonic() > deadline:
-            service.kill()
-            _fail("podman system service did not create its socket",
-                  (tmp / "service.log").read_text(errors="replace"))
-        time.sleep(0.05)
-    saved = os.environ.get("DOCKER_HOST")
-    os.environ["DOCKER_HOST"] = f"unix://{sock}"
     try:
-        yield Engine(image=image, socket=sock, podman=podman, build_s=build_s)
+        with podman_service(podman, f"unix://{sock}", sock.exists, tmp / "service.log"):
+            saved = os.environ.get("DOCKER_HOST")
+            os.environ["DOCKER_HOST"] = f"unix://{sock}"
+            try:
+                yield Engine(image=image, socket=sock, podman=podman, build_s=build_s)
+            finally:
+                if saved is None:
+                    os.environ.pop("DOCKER_HOST", None)
+                else:
+                    os.environ["DOCKER_HOST"] = saved
+                remove_labelled(podman)
+    except ServiceDown as down:
+        _fail(str(down))
     finally:
-        if saved is None:
-            os.environ.pop("DOCKER_HOST", None)
-        else:
-            os.environ["DOCKER_HOST"] = saved
-        remove_labelled(podman)
-        service.terminate()
-        try:
-            service.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            service.kill()
-            service.wait()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

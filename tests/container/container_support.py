@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,3 +84,34 @@ def remove_labelled(podman: str) -> None:
     if ids:
         subprocess.run([podman, "rm", "-f", *ids], capture_output=True, check=False,
                        timeout=120)
+
+
+class ServiceDown(Exception):
+    """A ``podman system service`` did not come up (its log in the message)."""
+
+
+@contextmanager
+def podman_service(podman: str, listen: str, ready: Callable[[], bool], log: Path, *,
+                   storage: Sequence[str] = (), within: float = 30) -> Iterator[None]:
+    """``podman [storage] system service --time=0 listen``, up once ``ready()``
+    says so (polled for at most ``within`` seconds, generous: a loaded machine
+    starts it slowly), its stderr in ``log``; stopped at the end (terminated,
+    killed if it lingers).  ``ServiceDown`` if it exits or is not ready in time."""
+    with log.open("wb") as out:
+        service = subprocess.Popen([podman, *storage, "system", "service", "--time=0", listen],
+                                   stdout=subprocess.DEVNULL, stderr=out)
+    try:
+        deadline = time.monotonic() + within
+        while not ready():
+            if service.poll() is not None or time.monotonic() > deadline:
+                raise ServiceDown(f"podman system service on {listen} did not come up\n"
+                                  + log.read_text(errors="replace")[-3000:])
+            time.sleep(0.05)
+        yield
+    finally:
+        service.terminate()
+        try:
+            service.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            service.kill()
+            service.wait()

@@ -6,15 +6,14 @@ all use on its hot path."""
 from __future__ import annotations
 
 import socket
-import subprocess
-import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import trio
 
 from supervisor.executors.engine_api import ContainerSpec, EngineClient, EngineError, engine_address
-from tests.container.container_support import Engine
+from tests.container.container_support import Engine, podman_service
 
 
 def _free_port() -> int:
@@ -25,29 +24,19 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def tcp_engine(engine: Engine) -> Iterator[str]:
+def tcp_engine(engine: Engine, tmp_path: Path) -> Iterator[str]:
     port = _free_port()
-    service = subprocess.Popen([engine.podman, "system", "service", "--time=0",
-                                f"tcp://127.0.0.1:{port}"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if service.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail("podman system service on tcp did not listen")
-                time.sleep(0.05)
-        yield f"tcp://127.0.0.1:{port}"
-    finally:
-        service.terminate()
+
+    def listening() -> bool:
         try:
-            service.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            service.kill()
-            service.wait()
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except OSError:
+            return False
+        return True
+
+    with podman_service(engine.podman, f"tcp://127.0.0.1:{port}", listening,
+                        tmp_path / "service.log"):
+        yield f"tcp://127.0.0.1:{port}"
 
 
 async def test_container_round_trip_over_tcp(engine: Engine, tcp_engine: str) -> None:

@@ -19,7 +19,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,7 +27,7 @@ import httpx
 import pytest
 import trio
 
-from tests.container.container_support import Engine, container_profiles
+from tests.container.container_support import Engine, container_profiles, podman_service
 from tests.ssh.sshd import Sshd, running_sshd
 from tests.support.serverproc import server_process
 from tests.support.ws import RequestFailed, ws_client
@@ -46,25 +45,12 @@ def other_engine(podman: str) -> Iterator[Path]:
     """A Podman service on storage of its own; its socket."""
     tmp = Path(tempfile.mkdtemp(prefix="tv-other-engine-"))
     sock = tmp / "engine.sock"
-    with (tmp / "service.log").open("wb") as log:
-        service = subprocess.Popen(
-            [podman, "--root", str(tmp / "root"), "--runroot", str(tmp / "run"),
-             "--storage-driver", "vfs", "system", "service", "--time=0", f"unix://{sock}"],
-            stdout=subprocess.DEVNULL, stderr=log)
     try:
-        deadline = time.monotonic() + 30
-        while not sock.exists():
-            assert service.poll() is None and time.monotonic() < deadline, \
-                (tmp / "service.log").read_text(errors="replace")
-            time.sleep(0.05)
-        yield sock
+        with podman_service(podman, f"unix://{sock}", sock.exists, tmp / "service.log",
+                            storage=["--root", str(tmp / "root"), "--runroot",
+                                     str(tmp / "run"), "--storage-driver", "vfs"]):
+            yield sock
     finally:
-        service.terminate()
-        try:
-            service.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            service.kill()
-            service.wait()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
