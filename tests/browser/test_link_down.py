@@ -27,7 +27,7 @@ from playwright.sync_api import expect
 from protocols.agentctl_wire import TOKEN_ENV
 from tests.support.cut_proxy import CutProxy
 
-from .ui import create_task, open_person
+from .ui import assert_badge_whole, create_task, open_person, shot
 
 pytestmark = pytest.mark.browser
 
@@ -96,7 +96,7 @@ def test_a_stop_while_the_host_is_unreachable_waits_for_it(
     expect(state).to_have_text("Running", timeout=10_000)
 
     remote.cut()
-    expect(state).to_have_text("Host unreachable", timeout=15_000)
+    assert_badge_whole(page, "Host unreachable", timeout_ms=15_000)
     note = page.get_by_test_id("composer-note")
     expect(note).to_contain_text("messages wait in the queue")
 
@@ -104,7 +104,9 @@ def test_a_stop_while_the_host_is_unreachable_waits_for_it(
     person.expect_cancelling()
     phase = page.get_by_test_id("cancel-phase-note")
     expect(phase).to_have_text(WAITING, timeout=10_000)
-    expect(state).to_have_text("Waiting for the agent's host")
+    assert_badge_whole(page, "Waiting for the agent's host")
+    person.close_menu()
+    shot(page, f"badge-link-down-{view}")
     # A reload still says so: the backend owns the held stop.
     page.reload()
     person.open_menu()

@@ -284,3 +284,48 @@ def ensure_mounted(page: Page) -> None:
         print("[test] the page did not mount (see request failures above); reloading once")
         page.reload()
         mounted.first.wait_for(timeout=15_000)
+
+
+#: What keeps the header's state badge from being read whole, measured in the page: text cut
+#: (an ellipsis: wider or taller than its box), the badge outside the window, or over another
+#: control of the heading line or the composer's cancel control.
+_BADGE_PROBLEMS = """() => {
+  const badge = document.querySelector('[data-testid="selected-session-state"]');
+  if (!badge || badge.hidden || badge.getClientRects().length === 0) return ['badge not shown'];
+  const problems = [];
+  const r = badge.getBoundingClientRect();
+  if (badge.scrollWidth > badge.clientWidth)
+    problems.push(`cut: ${badge.scrollWidth} px of text in ${badge.clientWidth}`);
+  if (badge.scrollHeight > badge.clientHeight + 1)
+    problems.push(`cut: ${badge.scrollHeight} px tall in ${badge.clientHeight}`);
+  if (r.left < 0 || r.right > window.innerWidth + 0.5 || r.top < 0)
+    problems.push(`outside the window: ${r.left}..${r.right}`);
+  const others = [...badge.parentElement.children].filter((el) => el !== badge);
+  const cancel = document.querySelector('[data-testid="cancel-agent-button"]');
+  if (cancel) others.push(cancel);
+  for (const el of others) {
+    const o = el.getBoundingClientRect();
+    if (el.hidden || o.width === 0 || o.height === 0) continue;
+    const overlap = Math.min(r.right, o.right) - Math.max(r.left, o.left) > 0.5 &&
+      Math.min(r.bottom, o.bottom) - Math.max(r.top, o.top) > 0.5;
+    if (overlap) problems.push(`over ${el.dataset.testid || el.className}`);
+  }
+  return problems;
+}"""
+
+
+def assert_badge_whole(page: Page, label: str, timeout_ms: int = 10_000) -> None:
+    """The header's state badge says `label`, and a person reads all of it: no ellipsis, in
+    the window, over no other control of its line nor the cancel control."""
+    badge = page.get_by_test_id("selected-session-state")
+    expect(badge).to_have_text(label, timeout=timeout_ms)
+    problems: list[str] = []
+
+    def whole() -> bool:
+        problems[:] = page.evaluate(_BADGE_PROBLEMS)
+        return not problems
+
+    try:
+        wait_until(whole, page, timeout_ms=2_000)
+    except AssertionError:
+        raise AssertionError(f"the state badge {label!r} is not read whole: {problems}") from None
