@@ -7,9 +7,10 @@ host's key (``StrictHostKeyChecking=yes``, against the profile's
 ``ssh_known_hosts`` when given, else the user's ``known_hosts``) and never
 asks anything (``BatchMode=yes``).  The shared
 connection is a ControlMaster, its socket in a 0700 directory under the data
-dir (``control_dir``); it is started detached (``-f``: it outlives nothing of
-ours and is found again by a later backend) and persists ``PERSIST_S`` after
-its last use.  Its start is single-flight: sessions starting together wait for
+dir (``control_dir``); it is started with one session (``true``: what makes
+sshd set TCP_NODELAY on its side) and then detaches (``ControlPersist``: it
+outlives nothing of ours and is found again by a later backend) and persists
+``PERSIST_S`` after its last use.  Its start is single-flight: sessions starting together wait for
 one master (no lock is held while ssh runs).
 
 Errors are ``OSError`` with one line saying what ssh said (a host key that
@@ -178,10 +179,16 @@ class SshHost:
                 return
             # A socket left by a master that died would stop a new one binding.
             _unlink(self.control_path)
+            # Started with a session (``true``, then the master persists on its
+            # own), not ``-N``: sshd turns Nagle's algorithm off (TCP_NODELAY) on a
+            # connection only when a session on it executes something, and with
+            # it on, the second of two small writes back (agentctl's
+            # CancelWritten, then the turn's end) waits for the first one's
+            # delayed ACK: 40 ms on Linux (docs/performance.md, "the ssh hop").
             done = await self._ssh(
                 ["-o", "ControlMaster=yes", "-o", f"ControlPersist={PERSIST_S}",
                  "-o", "StreamLocalBindUnlink=yes", "-o", "StreamLocalBindMask=0177",
-                 "-f", "-N", self.target.destination], timeout_s=self.connect_s + 5)
+                 self.target.destination, "--", "true"], timeout_s=self.connect_s + 5)
             if done.returncode != 0:
                 self._start_error = ssh_error(self.target, done.stderr, done.returncode)
                 raise OSError(self._start_error)
