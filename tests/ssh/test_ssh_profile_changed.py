@@ -7,18 +7,21 @@ profile: nothing is said.  Its session deleted, the launch record goes."""
 from __future__ import annotations
 
 import json
-import signal
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from tests.kube.test_kube_profile_changed import notices, session_dto
 from tests.ssh.sshd import Sshd, ssh_profile
-from tests.support.restart_takeover import chunks_past
+from tests.support.restart_takeover import (
+    killed,
+    restarted_saying_nothing,
+    said_changed,
+    session_dto,
+    start_long_turn,
+)
 from tests.support.serverproc import server_process
 from tests.support.ws import ws_client
-from tests.web.support import new_task
 
 
 def toml_of(sshd: Sshd, *extra_args: str) -> str:
@@ -35,40 +38,22 @@ async def test_an_agentctl_started_from_another_profile_is_kept_and_said(
     same = toml_of(sshd)
     with trio.fail_after(240):
         async with server_process(data, toml=same) as srv, ws_client(srv) as ws:
-            task_id = await new_task(ws, "ssh profile changed")
-            sid = (await ws.call("session.launch", {"task_id": task_id,
-                                                    "agent": "mock"}))["id"]
-            turn_id = (await ws.call("message.add", {"session_id": sid,
-                                                     "content": "/delay 60000"}))["turn_id"]
-            seen = await chunks_past(ws, sid, turn_id, 2)
-            assert (await session_dto(ws, task_id))["profile_changed"] == []
+            turn = await start_long_turn(ws, "mock", "ssh profile changed")
+            assert (await session_dto(ws, turn.task_id))["profile_changed"] == []
             assert len(list(records.iterdir())) == 1
-            srv.proc.send_signal(signal.SIGKILL)
-            await srv.proc.wait()
+            await killed(srv)
         # The same profile: re-attached, nothing said.
-        async with server_process(data, toml=same) as srv, ws_client(srv) as ws:
-            seen = await chunks_past(ws, sid, turn_id, max(seen) + 2)
-            assert (await session_dto(ws, task_id))["profile_changed"] == []
-            assert await notices(ws, sid) == []
-            srv.proc.send_signal(signal.SIGKILL)
-            await srv.proc.wait()
+        turn = await restarted_saying_nothing(data, same, turn)
         # Its command changed: the same agentctl runs the same turn on, and the
         # session names what differs.
         async with server_process(data, toml=toml_of(sshd, "--steering")) as srv, \
                 ws_client(srv) as ws:
-            await chunks_past(ws, sid, turn_id, max(seen) + 2)
-            with trio.fail_after(30):
-                while not (dto := await session_dto(ws, task_id))["profile_changed"]:
-                    await trio.sleep(0.05)
-            assert dto["profile_changed"] == ["command"], dto
-            assert dto["state"] == "RUNNING" and dto["current_turn_id"] == turn_id, dto
-            (notice,) = await notices(ws, sid)
-            assert notice["metadata"]["profile_changed"] == ["command"]
+            notice = await said_changed(ws, turn, ["command"])
             assert "'mock' changed" in notice["content"], notice
-            result = await ws.call("agent.cancel", {"session_id": sid}, timeout=30)
+            result = await ws.call("agent.cancel", {"session_id": turn.sid}, timeout=30)
             assert result["success"], result
             # Deleted: its agentctl stopped, and its launch record with it.
-            await ws.call("session.delete", {"session_id": sid}, timeout=30)
+            await ws.call("session.delete", {"session_id": turn.sid}, timeout=30)
             with trio.fail_after(30):
                 while list(records.iterdir()):
                     await trio.sleep(0.1)
