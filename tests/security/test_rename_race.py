@@ -28,18 +28,21 @@ from tests.support.ws import ws_client
 
 HOSTILE = Path(__file__).with_name("hostile_agent.py")
 LAUNCHES = 30
+CLIENTS = 3
 
 pytestmark = pytest.mark.skipif(not bwrap_works(), reason="bwrap cannot run here")
 
-#: Swaps two names for ``seconds``; writes "swaps failures last-error" to ``report``.
+#: Swaps two names until the file ``stop`` appears (at most ``seconds``); writes
+#: "swaps failures last-error" to ``report``.
 FLIPPER = r"""
 import ctypes, os, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
 a, b, seconds, report = sys.argv[1].encode(), sys.argv[2].encode(), float(sys.argv[3]), sys.argv[4]
+stop = sys.argv[5]
 ok = failed = 0
 last = ""
 end = time.monotonic() + seconds
-while time.monotonic() < end:
+while time.monotonic() < end and ((ok + failed) % 1000 or not os.path.exists(stop)):
     if libc.renameat2(-100, a, -100, b, 2) == 0:
         ok += 1
     else:
@@ -62,31 +65,44 @@ async def test_the_flipper_cannot_run_and_30_launches_show_nothing(
     (decoy / "share" / "turnvisor").mkdir(parents=True)
     identity = data.stat().st_ino
     hostile = AgentProfile(name="hostile", protocol="acp", command=(sys.executable, str(HOSTILE)))
-    seconds = 20
+    # The flipper runs while the launches go on, however long they take on a
+    # loaded machine, and stops when they are done (a fixed 20 s run outlasted
+    # quick launches for nothing, and ended before slow ones did).
+    seconds = 150
     with trio.fail_after(240):
         async with running_server(data, profiles={**BUILTIN_PROFILES, "hostile": hostile}) \
                 as srv, ws_client(srv) as ws:
             sid = await launch(ws, title="race")
             flip = (f"{sys.executable} -c '{FLIPPER}' {home}/.local {decoy} {seconds} "
-                    "flip.txt")
+                    "flip.txt flip.stop")
             # The control first: where it may write (its own cwd), the flipper swaps.
             await shell(ws, sid, "mkdir -p x y")
-            control = f"{sys.executable} -c '{FLIPPER}' x y 0.2 control.txt"
+            control = f"{sys.executable} -c '{FLIPPER}' x y 0.2 control.txt control.stop"
             await shell(ws, sid, control)
             (work,) = (data / "work").glob(f"*/{sid}")
             swaps = int((work / "control.txt").read_text().split()[0])
             assert swaps > 0, (work / "control.txt").read_text()
             # The attack, in the background while the launches go on.
             await shell(ws, sid, f"(setsid {flip} >/dev/null 2>&1 </dev/null &) ; echo started")
-            for _ in range(LAUNCHES):
-                other = await launch(ws, title="race")
-                seen = await shell(ws, other, f"cat {data}/token {data}/turnvisor.toml "
-                                            f"{decoy}/share/turnvisor/token; ls -a {data}")
-                assert TOKEN not in seen["out"] and "real config" not in seen["out"], seen
-                assert data.stat().st_ino == identity
-            # What the flipper got so far: an error at every try, never a swap.
+            # Several clients at once: sandboxes built side by side under the flips
+            # are the same attack, the launches just end sooner.
+            async def launches(n: int) -> None:
+                async with ws_client(srv) as mine:
+                    for _ in range(n):
+                        other = await launch(mine, title="race")
+                        seen = await shell(mine, other,
+                                           f"cat {data}/token {data}/turnvisor.toml "
+                                           f"{decoy}/share/turnvisor/token; ls -a {data}")
+                        assert TOKEN not in seen["out"] and "real config" not in seen["out"], seen
+                        assert data.stat().st_ino == identity
+            async with trio.open_nursery() as clients:
+                for _ in range(CLIENTS):
+                    clients.start_soon(launches, LAUNCHES // CLIENTS)
+            # What the flipper got meanwhile: an error at every try, never a swap.
             report = work / "flip.txt"
-            with trio.move_on_after(seconds + 10):
+            assert not report.exists(), "the flipper stopped before the launches ended"
+            (work / "flip.stop").write_text("")
+            with trio.move_on_after(30):
                 while not report.exists():
                     await trio.sleep(0.5)
     ok, failed = report.read_text().split()[:2]
