@@ -30,7 +30,18 @@ Figures, per executor:
 - ``cancel_e2e_ms``: the cancel of a ``/delay`` turn after its first chunk,
   request sent to ``agent.cancel``'s response and to WAITING_FOR_INPUT,
   executors interleaved sample by sample so both meet the same machine; the
-  ssh target is ssh ≤ local + 1 ms (p50, response) on loopback.
+  ssh target is ssh ≤ local + 1 ms (p50, response) on loopback;
+- ``ssh_after_cut``: the same cancels, local and ssh interleaved, once the ssh
+  host was cut off (its sshd and every connection killed) and answers again:
+  the backend's new shared connection carries the forward alone;
+- ``hop``: the SSH connection's own share, apart from agentctl's
+  (bench/ssh_hop.py: an echo server's round trips direct and through a
+  forward over the product's ``SshHost``);
+- ``load_average`` at the start and the end (the machine is shared).
+
+The host runs this checkout's agentctl (``PYTHONPATH`` set for it), so
+``PYTHONPATH=TREE python -m bench.executor_scale`` from a ``git archive`` of
+another commit measures that commit, ssh side included.
 """
 
 from __future__ import annotations
@@ -55,6 +66,7 @@ from tests.ssh.sshd import Sshd, running_sshd, ssh_profile
 from tests.support.serverproc import server_process
 from tests.support.ws import WsClient, is_agent_output
 
+from . import ssh_hop
 from .cancel_latency import BENCH_LIMITS
 from .floors import REPO_ROOT
 from .harness import QUICK, Bench
@@ -66,12 +78,18 @@ __all__ = ["main"]
 #: Profile per executor measured.
 PROFILES = {"local": "mock", "agentctl": "mock-agentctl", "ssh": "mock-ssh"}
 KUBE_PROFILE = "mock-kube"
+#: Between the two answers of the hop's "two" exchange (bench/ssh_hop.py).
+HOP_GAP_MS = 1.0
 KUBE_SKIPPED = "not asked for (--kube: Pods on the stand-in, their containers with Podman)"
 
 
 def server_toml(sshd: Sshd, kube: tuple[Path, str] | None = None) -> str:
     profile = {**ssh_profile(sshd), "protocol": "acp",
-               "command": [sys.executable, "-m", "protocols.mock_agent", "--protocol", "acp"]}
+               "command": [sys.executable, "-m", "protocols.mock_agent", "--protocol", "acp"],
+               # The host runs this checkout's agentctl (an sshd login does not
+               # inherit PYTHONPATH): the bench of another tree measures that tree.
+               "remote_turnvisor": ["env", f"PYTHONPATH={REPO_ROOT}", sys.executable, "-m",
+                                    "web"]}
     lines = [f"[agents.{PROFILES['ssh']}]"]
     lines += [f"{key} = {json.dumps(value)}" for key, value in profile.items()]
     lines += [f"[agents.{PROFILES['agentctl']}]", 'executor = "agentctl"', 'protocol = "acp"',
@@ -203,6 +221,7 @@ async def measure(sshd: Sshd, sessions: int, samples: int,
                 out["executors"][ex]["cancel_e2e_ms"] = {
                     stage: summary([s[stage] for s in got])
                     for stage in ("response", "waiting")}
+            out["ssh_after_cut"] = await after_cut(bench, conn, sshd, cancel_on, samples)
             local, agentctl, ssh = (out["executors"][ex]["cancel_e2e_ms"]["response"]["p50"]
                                     for ex in ("local", "agentctl", "ssh"))
             out["ssh_minus_local_p50_ms"] = round(ssh - local, 3)
@@ -214,6 +233,41 @@ async def measure(sshd: Sshd, sessions: int, samples: int,
             for c in conns:
                 await c.aclose()
             nursery.cancel_scope.cancel()
+    return out
+
+
+async def reachable(conn: WsClient, task_id: str, sid: str) -> bool:
+    listed = await conn.call("session.list", {"task_id": task_id})
+    return bool(next(s for s in listed["sessions"] if s["id"] == sid)["reachable"])
+
+
+async def until_reachable(conn: WsClient, task_id: str, sid: str, wanted: bool) -> None:
+    with trio.fail_after(120):
+        while await reachable(conn, task_id, sid) != wanted:
+            await trio.sleep(0.2)
+
+
+async def after_cut(bench: Bench, conn: WsClient, sshd: Sshd,
+                    cancel_on: dict[str, tuple[str, float]], samples: int) -> dict[str, Any]:
+    """The cancels again, local and ssh interleaved, once the ssh host was cut
+    off (sshd and its connections killed) and answers again: the backend's
+    new shared connection then carries the forward alone (``reforward``)."""
+    sid = cancel_on["ssh"][0]
+    await trio.to_thread.run_sync(sshd.stop)
+    await until_reachable(conn, bench.task_id, sid, False)
+    await trio.to_thread.run_sync(sshd.start)
+    await until_reachable(conn, bench.task_id, sid, True)
+    e2e: dict[str, list[float]] = {"local": [], "ssh": []}
+    for i in range(samples + 3):
+        for ex in e2e:
+            sample = await bench.e2e_sample(conn, cancel_on[ex][0])
+            if i >= 3:
+                e2e[ex].append(sample["response"])
+    out: dict[str, Any] = {f"{ex}_cancel_response_ms": summary(v) for ex, v in e2e.items()}
+    out["ssh_minus_local_p50_ms"] = round(out["ssh_cancel_response_ms"]["p50"]
+                                          - out["local_cancel_response_ms"]["p50"], 3)
+    log(f"after the cut: cancel→response p50 local {out['local_cancel_response_ms']['p50']}"
+        f", ssh {out['ssh_cancel_response_ms']['p50']} ms")
     return out
 
 
@@ -234,6 +288,18 @@ def report(out: dict[str, Any]) -> str:
                  f"(target ≤ +1 ms: {verdict}; ssh - agentctl: "
                  f"{out['ssh_minus_agentctl_p50_ms']:+.3f} ms); backend RSS at the end "
                  f"{out['backend_rss_mib']} MiB")
+    cut = out["ssh_after_cut"]
+    lines.append(f"after a cut (a new shared connection, the forward alone): cancel→response "
+                 f"p50/p90 local {cut['local_cancel_response_ms']['p50']:.2f}/"
+                 f"{cut['local_cancel_response_ms']['p90']:.2f}, ssh "
+                 f"{cut['ssh_cancel_response_ms']['p50']:.2f}/"
+                 f"{cut['ssh_cancel_response_ms']['p90']:.2f} ms (ssh - local "
+                 f"{cut['ssh_minus_local_p50_ms']:+.3f})")
+    if "hop" in out:
+        lines.append(ssh_hop.report(out["hop"]))
+    if "load_average" in out:
+        lines.append("load average at the start / the end: " + " / ".join(
+            " ".join(f"{x:.2f}" for x in out["load_average"][at]) for at in ("start", "end")))
     return "\n".join(lines)
 
 
@@ -253,9 +319,17 @@ def main(argv: list[str] | None = None) -> int:
     samples = args.samples or (30 if args.quick else 200)
     if sessions < 1 or samples < 1:
         parser.error("--sessions and --samples must be at least 1")
+    load = [os.getloadavg()]
     with tempfile.TemporaryDirectory(prefix="tv-sshd-") as tmp, \
             running_sshd(Path(tmp) / "sshd") as sshd:
         out = trio.run(measure_all, sshd, sessions, samples, args.kube, Path(tmp))
+        # The SSH connection's own share, apart from agentctl's (bench/ssh_hop.py).
+        with ssh_hop.echo_server(Path(tmp) / "hop", HOP_GAP_MS) as remote:
+            out["hop"] = trio.run(ssh_hop.measure_hop, sshd, remote,
+                                  10 * samples if args.quick else 3 * samples)
+            out["hop"]["gap_ms"] = HOP_GAP_MS
+    load.append(os.getloadavg())
+    out["load_average"] = {"start": load[0], "end": load[1]}
     out["command"] = "python -m bench.executor_scale " + " ".join(argv or sys.argv[1:])
     out["params"] = {"sessions": sessions, "samples": samples}
     print(report(out))
