@@ -128,9 +128,11 @@ async def test_cancel_is_seen_by_every_subscriber_in_order(tmp_path: Path, agent
             assert srv.sup.orchestrator.settled[-1].outcome is CancelOutcome.ACKNOWLEDGED
 
             # Not stuck: the next prompt runs a normal turn.
+            mark = len(a.notifications)
             await a.call("message.add", {"session_id": sid, "content": "hello again"})
             ended = await a.wait_for(lambda f: is_turn_completed(sid)(f)
-                                     and f["payload"]["turn_id"] != done[0]["turn_id"])
+                                     and f["payload"]["turn_id"] != done[0]["turn_id"],
+                                     after=mark)
             assert ended["payload"]["stop_reason"] == "end_turn"
 
 
@@ -412,13 +414,13 @@ async def test_permission_answered_and_cancelled_over_the_api(server: Any, agent
             sid = await launch(ws, task_id, agent)
             await ws.call("session.subscribe", {"session_id": sid})
 
-            def asked(n: int) -> Any:
-                return lambda f: (f["action"] == "session.permission.requested"
-                                  and len(ws.of("session.permission.requested", sid)) >= n)
+            def asked(f: dict[str, Any]) -> bool:
+                return (f["action"] == "session.permission.requested"
+                        and f["payload"]["session_id"] == sid)
 
             # Answered: the turn goes on and ends normally.
             await ws.call("message.add", {"session_id": sid, "content": "/permission"})
-            req = (await ws.wait_for(asked(1)))["payload"]
+            req = (await ws.wait_for(asked))["payload"]
             assert req["session_id"] == sid and req["request_id"] and req["options"]
             option = req["options"][0]["option_id"]
             assert await ws.call("permission.respond", {
@@ -432,10 +434,13 @@ async def test_permission_answered_and_cancelled_over_the_api(server: Any, agent
             assert err["payload"]["code"] in ("NOT_FOUND", "CONFLICT")
 
             # Cancelled: the pending request is answered `cancelled` and announced.
+            # (Only frames after this prompt: the first request's are kept.)
+            mark = len(ws.notifications)
             await ws.call("message.add", {"session_id": sid, "content": "/permission"})
-            req2 = (await ws.wait_for(asked(2)))["payload"]
+            req2 = (await ws.wait_for(asked, after=mark))["payload"]
             assert (await ws.call("agent.cancel", {"session_id": sid}))["success"] is True
-            gone = await ws.wait_for(lambda f: f["action"] == "session.permission.cancelled")
+            gone = await ws.wait_for(lambda f: f["action"] == "session.permission.cancelled",
+                                     after=mark)
             assert gone["payload"] == {"session_id": sid, "request_id": req2["request_id"]}
             assert cancellation_changes(ws, sid) == [(True, 1), (False, 2)]
             messages = (await ws.call("message.list", {"session_id": sid}))["messages"]
