@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import ssl
 from pathlib import Path
+from typing import Any
 
 import httpx
 import trio
 
 from supervisor.executors.agentctl_adapter import AgentctlAdapter
+from supervisor.executors.container import AGENTCTL_PORT
+from supervisor.executors.kube_pod import TOKEN_KEY
 from tests.kube.kube_support import (
     NAMESPACE,
     AgentImage,
@@ -31,6 +34,19 @@ def adapter_of(srv: Server, sid: str) -> AgentctlAdapter:
     adapter = srv.sup.lifecycle.executions[sid].adapter
     assert isinstance(adapter, AgentctlAdapter)
     return adapter
+
+
+async def agentctl_status(c: Cluster, name: str) -> dict[str, Any]:
+    """The Pod's agentctl's status, asked on the port its container publishes
+    here: not through the API server's proxy, which a test may have cut."""
+    port = c.standin.ports[(NAMESPACE, name)][AGENTCTL_PORT]
+    token = c.standin.secret_value(NAMESPACE, name, TOKEN_KEY)
+    async with httpx.AsyncClient(timeout=10) as http:
+        r = await http.get(f"http://127.0.0.1:{port}/api/v1/status",
+                           headers={"Authorization": f"Bearer {token}"})
+    r.raise_for_status()
+    status: dict[str, Any] = r.json()
+    return status
 
 
 async def gone(ws: WsClient, c: Cluster, sid: str, name: str) -> None:
@@ -166,7 +182,12 @@ async def test_the_pods_agentctl_cancels_by_itself_when_offline_and_says_so_on_r
             c.standin.set_cut(True)
             while link.reachable:
                 await link.until_changed()
-            await trio.sleep(3)  # past offline_cancel_s, no backend connected to it
+            # Past offline_cancel_s with no backend connected, the agentctl
+            # cancels the turn by itself: polled on its own port (a fixed sleep
+            # past the 1 s could end before a loaded machine's agentctl acted).
+            with trio.fail_after(40):
+                while (await agentctl_status(c, name))["turn_running"]:
+                    await trio.sleep(0.1)
             [dto] = (await ws.call("session.list", {"task_id": task}))["sessions"]
             assert dto["state"] == "RUNNING", dto  # not known before the link returns
             c.standin.set_cut(False)
