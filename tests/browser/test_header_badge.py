@@ -66,6 +66,15 @@ def test_the_state_badge_says_every_turn_state_whole(
     expect(page.get_by_test_id("tool-call-card").first).to_be_visible(timeout=10_000)
     person.press(after_step)
     check(person, "Stopping after this step", f"after-step-{view}")
+    if view == "phone":
+        # Typing folds the heading's buttons away: the name and the state share the line.
+        person.chat_input.tap()
+        person.chat_input.fill("a draft")
+        expect(page.locator(".page--task.is-typing")).to_have_count(1)
+        check(person, "Stopping after this step", f"after-step-typing-{view}")
+        person.chat_input.fill("")
+        person.chat_input.blur()
+        expect(page.locator(".page--task.is-typing")).to_have_count(0)
     person.press(person.cancel_button)  # a stop now joins it: the tool's turn ends
     person.expect_settled(timeout=30_000)
 
