@@ -140,13 +140,17 @@ async def test_a_cancel_pending_at_the_restart_is_gone_and_the_turn_cancellable_
 ) -> None:
     """``/slow`` ignores cancels until its end: the backend stops while the
     user's cancel is still unanswered (late); the next backend shows nothing
-    pending, and a new cancel ends the turn as the user's."""
-    with trio.fail_after(60):
+    pending, and a new cancel ends the turn as the user's.
+
+    The turn runs 20 s: it must outlast the stop and the next backend's start
+    and reads (a second or two here, many more on a loaded machine), or it
+    ends by itself before the new cancel."""
+    with trio.fail_after(90):
         async with agentctl("acp") as ctl:
             config = _config(tmp_path, ctl.url, "acp", cancel_join_s=0.3,
                              cancel_escalate_s=30, cancel_operation_s=30)
             async with open_supervisor(config) as sup, trio.open_nursery() as nursery:
-                caller, sid, turn_id = await _start_turn(sup, "/slow 8000")
+                caller, sid, turn_id = await _start_turn(sup, "/slow 20000")
 
                 async def cancel() -> None:
                     await sup.orchestrator.cancel(caller, sid)
@@ -165,7 +169,8 @@ async def test_a_cancel_pending_at_the_restart_is_gone_and_the_turn_cancellable_
                 outcome = await sup.orchestrator.cancel(caller, sid)
                 assert outcome is CancelOutcome.LATE
                 assert not sup.notify.projection.get(sid).pending
-                await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT, timeout=20)
+                # The agent honours it at the end of its 20 s.
+                await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT, timeout=40)
                 turn = await _turn_row(sup, turn_id)
                 assert (turn.state, turn.stop_reason) == ("cancelled", "cancelled")
                 statuses = [m.content for m in await _messages(sup, caller, sid)
@@ -188,7 +193,9 @@ async def test_agentctl_gone_interrupts_the_turn_as_any_restart(
                 caller = await sup.caller()
                 started = trio.current_time()
                 await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT, timeout=20)
-                assert trio.current_time() - started < 5
+                # Within the 1 s connect and 3 s take-over bounds set here, with room
+                # for a loaded machine: the defaults (10 s, 15 s) would take longer.
+                assert trio.current_time() - started < 10
                 turn = await _turn_row(sup, turn_id)
                 assert (turn.state, turn.stop_reason) == ("interrupted", "cancelled")
                 statuses = [m for m in await _messages(sup, caller, sid) if m.kind == "status"]
