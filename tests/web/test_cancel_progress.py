@@ -256,15 +256,18 @@ async def test_rest_cancel_survives_its_client_giving_up(tmp_path: Path) -> None
 async def test_timed_out_cancel_clears_pending_and_is_retryable(tmp_path: Path) -> None:
     """AC 001.6: a cancel that times out publishes `false`, answers CONFLICT, the
     session stays RUNNING, and a retry is a new operation that can succeed."""
-    with trio.fail_after(30):
+    with trio.fail_after(60):
         async with running_server(tmp_path / "data",
-                                  timeouts={"cancel_operation_s": 2.0}) as srv, \
+                                  timeouts={"cancel_operation_s": 6.0}) as srv, \
                 ws_client(srv) as a, ws_client(srv) as b, http(srv) as h:
             task_id = await new_task(a)
-            # The agent honours a cancel 3.5 s into the turn: the first cancel
-            # (within ~0.5 s of the start) times out after 2 s, well before; the
-            # retry (~2.5 s in) is answered within its 2 s.
-            sid = await running_session(a, task_id, "/slow 3500")
+            # The agent honours a cancel 15 s into the turn: the first cancel (as
+            # soon as the turn streams) times out 6 s later, well before; the retry
+            # (14 s after the prompt was sent, so before the agent's 15 s) is
+            # answered within its 6 s.  Margins of seconds each way: a loaded
+            # machine's delays (the turn's start, its first output) do not eat them.
+            sent = trio.current_time()
+            sid = await running_session(a, task_id, "/slow 15000")
             answers: list[dict[str, Any]] = []
 
             async def duplicate() -> None:
@@ -284,6 +287,7 @@ async def test_timed_out_cancel_clears_pending_and_is_retryable(tmp_path: Path) 
             for dto in await rest_views(h, task_id, sid):
                 assert progress(dto) == ("RUNNING", False, 2)
 
+            await trio.sleep_until(sent + 14)
             r = await h.post(f"/api/v1/task-sessions/{sid}/cancel")
             assert r.status_code == 200, r.text
             assert (r.json()["success"], r.json()["session_id"]) == (True, sid)
