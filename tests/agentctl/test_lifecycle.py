@@ -183,7 +183,9 @@ async def test_one_subagent_is_stopped_through_agentctl_while_the_parent_goes_on
     (``POST /api/v1/acp/subagent_cancel``), which writes the child's own cancel."""
     async with supervisor(tmp_path) as sup:
         caller, sid = await new_agentctl_session(sup, "mock")
-        await sup.orchestrator.send_message(caller, sid, "/subagents 2 2500")
+        # Children of 8 s: the first's cancel lands while both run even when a
+        # loaded machine is slow to show them running (with 2.5 s it could end first).
+        await sup.orchestrator.send_message(caller, sid, "/subagents 2 8000")
         with trio.fail_after(15):
             while [c["state"] for c in await _children(sup, caller, sid)] != [
                     "running", "running"]:
@@ -196,7 +198,7 @@ async def test_one_subagent_is_stopped_through_agentctl_while_the_parent_goes_on
                 await trio.sleep(0.02)
         assert (await _children(sup, caller, sid))[1]["state"] == "running"
         assert (await sup.orchestrator.session(caller, sid)).state is SessionState.RUNNING
-        await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT, timeout=15)
+        await wait_state(sup, caller, sid, SessionState.WAITING_FOR_INPUT, timeout=30)
         assert [c["state"] for c in await _children(sup, caller, sid)] == [
             "cancelled", "completed"]
         # Ended: a second ask is a no-op answer, through agentctl too.
