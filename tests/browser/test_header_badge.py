@@ -44,6 +44,37 @@ def assert_title_readable(page: Page) -> None:
     assert width >= 48, f"the session's title is squeezed to {width} px"
 
 
+#: What cuts the selected session's row in the strip: its badge's text, or its ⋯ button off
+#: the window or under the badge.
+STRIP_PROBLEMS = """() => {
+  const row = document.querySelector('[data-testid="session-item"][aria-current="page"]')
+    .closest('.session-row');
+  const badge = row.querySelector('[data-testid="session-state"]');
+  const more = row.querySelector('[data-testid="session-actions"]');
+  const b = badge.getBoundingClientRect(), m = more.getBoundingClientRect();
+  const problems = [];
+  if (badge.scrollWidth > badge.clientWidth || badge.scrollHeight > badge.clientHeight + 1)
+    problems.push(`badge cut: ${badge.scrollWidth}x${badge.scrollHeight} in `
+      + `${badge.clientWidth}x${badge.clientHeight}`);
+  if (m.right > window.innerWidth + 0.5)
+    problems.push(`the ⋯ button leaves the window: ${m.right}`);
+  if (b.right > m.left + 0.5) problems.push('the badge runs under the ⋯ button');
+  return problems;
+}"""
+
+
+def check_strip(person: Person, label: str) -> None:
+    """On a phone, the strip behind the header's menu says the selected session's state whole
+    too, its ⋯ button in reach."""
+    person.open_menu()
+    expect(person.page.locator(
+        '[data-testid="session-item"][aria-current="page"] [data-testid="session-state"]'
+    )).to_have_text(label)
+    problems = person.page.evaluate(STRIP_PROBLEMS)
+    assert not problems, (label, problems)
+    person.close_menu()
+
+
 def check(person: Person, label: str, name: str, timeout_ms: int = 10_000) -> None:
     assert_badge_whole(person.page, label, timeout_ms=timeout_ms)
     assert_title_readable(person.page)
@@ -67,6 +98,7 @@ def test_the_state_badge_says_every_turn_state_whole(
     person.press(after_step)
     check(person, "Stopping after this step", f"after-step-{view}")
     if view == "phone":
+        check_strip(person, "Stopping after this step")
         # Typing folds the heading's buttons away: the name and the state share the line.
         person.chat_input.tap()
         person.chat_input.fill("a draft")
@@ -87,6 +119,8 @@ def test_the_state_badge_says_every_turn_state_whole(
     person.press(person.cancel_button)
     check(person, "Cancelling", f"cancelling-{view}")
     check(person, "Stopping an unresponsive agent", f"late-{view}", timeout_ms=40_000)
+    if view == "phone":
+        check_strip(person, "Stopping an unresponsive agent")
     # Offline, the state is the last one heard and says so: the longest words the badge has.
     srv.stop()
     check(person, "Stopping an unresponsive agent (last known)", f"late-offline-{view}")
