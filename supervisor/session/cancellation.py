@@ -44,6 +44,7 @@ from protocols.events import TurnEnded
 from ..bus import Note
 from ..config import Timeouts
 from ..errors import CancelFailed, NotFound, SupervisorError
+from ..executors.agentctl_turn import FrameAnswer
 from ..executors.link_hold import LinkDown, LinkHold
 from ..models import SessionState
 from ..notify import Notifier
@@ -275,18 +276,24 @@ class Cancellations(LinkDownCancels):
             row = PHASES[turn.cancel_phase]
             if row.until is None or row.then is None:
                 break
+            refused: str | None = None
             with trio.move_on_at(turn.cancel_began_at
                                  + getattr(self.timeouts, row.until)) as wait:
                 if turn.cancel_phase is CancelPhase.LATE:
                     turn.late_wait = wait
                 try:
-                    if turn.cancel_phase is CancelPhase.SENT:
-                        await self._persist(ex, turn)
-                    await turn.done.wait()
+                    refused = await self._ended_or_refused(ex, turn, op)
                 finally:
                     turn.late_wait = None
             if turn.done.is_set():
                 break
+            if refused is not None:
+                # The agent's host could not write it (agentctl's CancelFailed):
+                # failed as a cancel whose write failed fails, the turn left as
+                # if it had not been written (a retry writes it again).
+                turn.cancel_phase = None
+                turn.cancel_sent_at = None
+                raise CancelFailed(f"the agent did not take the cancel: {refused}")
             hold: LinkHold | None = getattr(ex.adapter, "link_hold", None)
             if row.then is CancelPhase.ESCALATED and hold is not None and not hold.reachable:
                 # DESIGN.md §20: its host went silent after the cancel went out: it is
@@ -300,6 +307,34 @@ class Cancellations(LinkDownCancels):
                             ex.session_id, self.timeouts.cancel_join_s)
                 self._set_phase(turn, row.then)
         return self._result(turn)
+
+    async def _ended_or_refused(self, ex: Execution, turn: TurnHandle,
+                                op: CancelOperation | None) -> str | None:
+        """Wait for the turn's end (re-sending the cancel while it is SENT) or,
+        when the operation's cancel went as a frame to a remote agent's host
+        (agentctl's ``Cancel``), for the host's answer that it could not write
+        it: then its words.  The answer is data the adapter records per frame
+        (``cancel_frame``, an agentctl_turn.FrameAnswer), read here: no callback."""
+        # (``ex.agent.adapter``: an attribute read, not ``Execution.adapter``'s
+        # call, so a local agent's wait costs its path no call.)
+        frame: FrameAnswer | None = (getattr(ex.agent.adapter, "cancel_frame", None)
+                                     if op is not None else None)
+        if frame is None:
+            if turn.cancel_phase is CancelPhase.SENT:
+                await self._persist(ex, turn)
+            await turn.done.wait()
+            return None
+        async with trio.open_nursery() as nursery:
+            async def ended() -> None:
+                if turn.cancel_phase is CancelPhase.SENT:
+                    await self._persist(ex, turn)
+                await turn.done.wait()
+                nursery.cancel_scope.cancel()
+            nursery.start_soon(ended)
+            await frame.came.wait()
+            if frame.error is not None:
+                nursery.cancel_scope.cancel()
+        return frame.error if not turn.done.is_set() else None
 
     # -- stop after the step (DESIGN.md §18) -------------------------------------------
 

@@ -1,0 +1,134 @@
+"""agentctl's ``CancelFailed`` reaches the cancel operation (issue 44, DESIGN.md §20).
+
+A real ``turnvisor serve`` (a subprocess) with an agentctl profile, a real
+agentctl and its mock agent running a turn.  The agent then stops reading its
+stdin with the pipe full (stopped by SIGSTOP, the pipe filled with blank lines
+through ``/proc/PID/fd/0``, as a hung agent leaves unread input): agentctl
+cannot write the cancel within its write bound and answers the backend's
+``Cancel`` frame with ``CancelFailed``.  The person's ``agent.cancel`` is
+then answered with an error, as a cancel whose HTTP write failed is, and
+pending is released — not left waiting for escalation.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import trio
+from agentctl_support import TOKEN, AgentctlFactory
+
+from tests.support.serverproc import server_process
+from tests.support.ws import WsClient, ws_client
+from tests.web.support import launch, new_task
+
+
+def _toml(url: str) -> str:
+    # Escalation well past agentctl's write bound (10 s): a cancel that waited
+    # on for it, as one did before agentctl's answer reached the operation,
+    # would be answered as an escalated stop, not as an error.
+    return ("[timeouts]\ncancel_escalate_s = 90\ncancel_operation_s = 120\n"
+            f'[agents.remote]\nprotocol = "acp"\nexecutor = "agentctl"\n'
+            f'agentctl_url = "{url}"\nagentctl_token = "{TOKEN}"\n'
+            f'command = ["{sys.executable}", "-m", "protocols.mock_agent"]\n')
+
+
+async def _streaming(ws: WsClient, sid: str, turn_id: str) -> None:
+    with trio.fail_after(20):
+        while True:
+            listed = await ws.call("message.list", {"session_id": sid})
+            if any(m["turn_id"] == turn_id and m["role"] == "agent" for m in listed["messages"]):
+                return
+            await trio.sleep(0.05)
+
+
+async def _session(ws: WsClient, task_id: str) -> dict[str, Any]:
+    listed = await ws.call("session.list", {"task_id": task_id})
+    session: dict[str, Any] = listed["sessions"][0]
+    return session
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and every process below it (a sandbox's agent runs under bwrap,
+    in a session of its own)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo += children.get(current, [])
+    return found
+
+
+@contextmanager
+def _stopped(pid: int) -> Iterator[None]:
+    """The agent's processes stopped (none reads its stdin), continued after."""
+    pids = _tree(pid)
+    for each in pids:
+        os.kill(each, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for each in pids:
+            os.kill(each, signal.SIGCONT)
+
+
+def _fill_stdin(pid: int) -> int:
+    """Fill the pipe agentctl writes the agent's input to (the stdin of a
+    process under ``pid``: agentctl's launcher, the sandbox, the agent) with
+    blank lines until it takes no more; the bytes written."""
+    pipes = [p for p in _tree(pid) if os.readlink(f"/proc/{p}/fd/0").startswith("pipe:")]
+    assert pipes, "no process under the agent's launcher reads a pipe"
+    fd = os.open(f"/proc/{pipes[0]}/fd/0", os.O_WRONLY | os.O_NONBLOCK)
+    written = 0
+    try:
+        while written < 16 * 1024 * 1024:  # (a pipe holds 64 KiB to 1 MiB)
+            try:
+                written += os.write(fd, b"\n" * 4096)
+            except BlockingIOError:
+                return written
+        raise AssertionError("the agent's stdin took 16 MiB: something still reads it")
+    finally:
+        os.close(fd)
+
+
+async def test_a_cancel_agentctl_could_not_write_fails_the_operation(
+        tmp_path: Path, agentctl: AgentctlFactory) -> None:
+    with trio.fail_after(120):
+        async with agentctl("acp") as ctl, \
+                server_process(tmp_path / "data", toml=_toml(ctl.url)) as srv, \
+                ws_client(srv) as ws:
+            task_id = await new_task(ws)
+            sid = await launch(ws, task_id, "remote")
+            await ws.call("session.subscribe", {"session_id": sid})
+            pid = (await ctl.status())["agent"]["pid"]
+            msg = await ws.call("message.add", {"session_id": sid,
+                                                "content": "/delay 60000"})
+            await _streaming(ws, sid, msg["turn_id"])
+            # The prompt's answer reaches the backend (then its cancel goes as a
+            # frame; before it, over HTTP, whose failure fails the same way).
+            await trio.sleep(1.0)
+            with _stopped(pid):
+                assert _fill_stdin(pid) > 0
+                cancel = await ws.send("agent.cancel", {"session_id": sid})
+                answer = await cancel.wait(60)
+                assert answer["type"] == "error", answer
+                assert "did not read its stdin" in answer["payload"]["message"], answer
+                # Pending released with the answer, while the turn still runs.
+                session = await _session(ws, task_id)
+                assert session["cancellation_pending"] is False, session
+                assert session["state"] == "RUNNING", session
+                assert (await ctl.status())["turn"]["id"] == msg["turn_id"]
