@@ -17,6 +17,7 @@ from supervisor.config import Config
 from supervisor.executors.container import LABEL_BACKEND, LABEL_SESSION
 from supervisor.orchestrator import Caller
 from supervisor.root import Supervisor, open_supervisor
+from tests.support.leaks import stop_process
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILES = {"mock": "acp", "mock-codex": "codex"}
@@ -109,9 +110,4 @@ def podman_service(podman: str, listen: str, ready: Callable[[], bool], log: Pat
             time.sleep(0.05)
         yield
     finally:
-        service.terminate()
-        try:
-            service.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            service.kill()
-            service.wait()
+        stop_process(service)

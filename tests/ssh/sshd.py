@@ -32,6 +32,7 @@ import pytest
 from protocols.process import kill_tree, process_tree
 from supervisor.executors.ssh_host import far_control_dir
 from tests.ssh.throwaway_user import HostUser
+from tests.support.leaks import stop_process
 from web.agentctl.detached import sweep_detached
 
 __all__ = ["SSHD", "PortTaken", "Sshd", "running_sshd", "ssh_profile", "sweep_host"]
@@ -90,12 +91,7 @@ class Sshd:
         if proc is None:
             return
         tree = process_tree(proc.pid)
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         kill_tree(tree - {proc.pid})
 
 

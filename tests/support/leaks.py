@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ __all__ = [
     "processes_in",
     "processes_running",
     "rss_bytes",
+    "stop_process",
     "task_names",
 ]
 
@@ -141,6 +143,16 @@ def kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def stop_process(proc: subprocess.Popen[bytes], grace_s: float = 10) -> None:
+    """Terminate a child and reap it; killed if it is still there after ``grace_s``."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def task_names() -> Counter[str]:
