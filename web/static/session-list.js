@@ -88,7 +88,8 @@ export function createSessionList({ taskId, onSelect, onManage = () => {} }) {
           {
             class: `state-badge state-badge--${String(s.state ?? "").toLowerCase()} tone--${s.status?.tone ?? "neutral"}`,
             dataset: { testid: "session-state", status: s.status?.key ?? "" },
-            title: s.status?.reason ?? null,
+            // The desktop sidebar cuts a state too long for its line: the tooltip says it whole.
+            title: s.status?.reason ?? s.status?.label ?? null,
           },
           s.status?.label ?? stateText(s.state),
         ),
