@@ -17,7 +17,7 @@ pytest.importorskip("playwright.sync_api")
 
 from playwright.sync_api import Page, expect
 
-from .ui import person_on_new_task, shot
+from .ui import option_select, person_on_new_task, shot
 
 pytestmark = pytest.mark.browser
 
@@ -103,7 +103,7 @@ def test_a_running_turn_and_its_stop(server: Any, new_context: Any, view: str) -
     expect(after_step).to_be_visible()
     expect(page.get_by_test_id("steer-button")).to_be_visible()
     # A model picked mid-turn waits for the next one, and the options' row says so.
-    page.locator('[data-option-id="model"]').select_option("mock-smart")
+    option_select(page, "model").select_option("mock-smart")
     expect(page.get_by_test_id("option-hint")).to_have_text("Model: from the next turn")
     laid = assert_reads_cleanly(page, view, "running")
     named(laid, "send-button", "attach-button", "cancel-agent-button", "cancel-revert-button",
@@ -114,7 +114,7 @@ def test_a_running_turn_and_its_stop(server: Any, new_context: Any, view: str) -
         assert "composer-hint" in shown, shown
     # "More" brings the rarer options into the same composer, still clear of the rest.
     person.press(page.get_by_test_id("options-more"))
-    expect(page.locator('[data-option-id="approval_policy"]')).to_be_visible()
+    expect(option_select(page, "approval_policy")).to_be_visible()
     named(assert_reads_cleanly(page, view, "running-more"), "approval_policy")
     person.press(page.get_by_test_id("options-more"))
 

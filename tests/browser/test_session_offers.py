@@ -15,13 +15,9 @@ pytest.importorskip("playwright.sync_api")
 
 from playwright.sync_api import Locator, Page, expect
 
-from .ui import Person, person_on_new_task, shot
+from .ui import Person, option_select, person_on_new_task, shot
 
 pytestmark = pytest.mark.browser
-
-
-def option(page: Page, option_id: str) -> Locator:
-    return page.locator(f'[data-testid="option-select"][data-option-id="{option_id}"]')
 
 
 def agent_said(person: Person, prompt: str, expected: str | re.Pattern[str]) -> None:
@@ -59,7 +55,7 @@ def test_pick_a_mode_and_a_model(server: Any, new_context: Any, view: str) -> No
     person = person_on_new_task(server, new_context, view, f"Options {view}")
     page = person.page
     started(person, "mock")
-    mode, model = option(page, "mode"), option(page, "model")
+    mode, model = option_select(page, "mode"), option_select(page, "model")
     expect(mode).to_be_visible(timeout=10_000)
     expect(mode).to_have_accessible_name("Mode")
     expect(model).to_have_accessible_name("Model")
@@ -82,20 +78,20 @@ def test_pick_a_mode_and_a_model(server: Any, new_context: Any, view: str) -> No
 
     # A reload shows the choice from the session's DTO.
     page.reload()
-    expect(option(page, "mode")).to_have_value("plan", timeout=10_000)
-    expect(option(page, "model")).to_have_value("mock-smart")
+    expect(option_select(page, "mode")).to_have_value("plan", timeout=10_000)
+    expect(option_select(page, "model")).to_have_value("mock-smart")
 
 
 def test_codex_options_apply_with_the_next_turn(server: Any, new_context: Any, view: str) -> None:
     person = person_on_new_task(server, new_context, view, f"Codex options {view}")
     page = person.page
     started(person, "mock-codex")
-    model, effort = option(page, "model"), option(page, "reasoning_effort")
+    model, effort = option_select(page, "model"), option_select(page, "reasoning_effort")
     expect(model).to_be_visible(timeout=10_000)
     expect(effort).to_be_visible()
     expect(effort).to_have_accessible_name("Reasoning effort")
     # The approval policy waits behind "More".
-    policy = option(page, "approval_policy")
+    policy = option_select(page, "approval_policy")
     more = page.get_by_test_id("options-more")
     expect(policy).to_be_hidden()
     expect(more).to_have_attribute("aria-expanded", "false")
@@ -119,7 +115,7 @@ def test_a_refused_choice_is_said_and_the_select_goes_back(server: Any, new_cont
     person = person_on_new_task(server, new_context, "desktop", "Refused option")
     page = person.page
     started(person, "mock")
-    model = option(page, "model")
+    model = option_select(page, "model")
     expect(model).to_have_value("mock-fast", timeout=10_000)
     # A choice the agent no longer offers (the list on the page is stale).
     model.evaluate("""s => s.append(new Option("Gone", "mock-gone"))""")
@@ -130,7 +126,7 @@ def test_a_refused_choice_is_said_and_the_select_goes_back(server: Any, new_cont
     expect(model).to_have_value("mock-fast")
     agent_said(person, "/options", "model=mock-fast")
     # The agent's own change (session.options.changed) moves its select.
-    mode = option(page, "mode")
+    mode = option_select(page, "mode")
     expect(mode).to_have_value("default")
     agent_said(person, "/agentset mode yolo", "mode is now yolo")
     expect(mode).to_have_value("yolo")

@@ -248,6 +248,11 @@ def person_on_new_task(
     return open_person(server, new_context, view, f"/tasks/{create_task(server, title)}")
 
 
+def option_select(page: Page, option_id: str) -> Locator:
+    """The composer's select of the agent's option `option_id` (model, mode, effort, ...)."""
+    return page.locator(f'[data-testid="option-select"][data-option-id="{option_id}"]')
+
+
 def log_page(page: Page) -> None:
     """Prints what the page itself complained about: shown with a failure's captured output."""
     page.on("pageerror", lambda e: print(f"[page error] {e}"))
