@@ -26,7 +26,7 @@ from typing import Any
 import trio
 from trio_websocket import ConnectionClosed
 
-from tests.support.serverproc import server_process
+from tests.support.serverproc import ServerProcess, server_process
 from tests.support.ws import WsClient, open_client
 
 __all__ = ["KillResult", "run_kills"]
@@ -172,6 +172,32 @@ def check_store(db: Path, ledgers: list[Ledger]) -> list[str]:
     return lost
 
 
+async def _open_clients(nursery: trio.Nursery, srv: ServerProcess,
+                        clients: int) -> list[WsClient]:
+    """``clients`` connections to the (re)started server, opened side by side;
+    their readers live in ``nursery``."""
+    opened: list[WsClient] = []
+
+    async def one() -> None:
+        opened.append(await open_client(nursery, srv, request_timeout=60))
+    async with trio.open_nursery() as opening:
+        for _ in range(clients):
+            opening.start_soon(one)
+    return opened
+
+
+async def _close_clients(conns: list[WsClient]) -> None:
+    """Each connection closed, side by side, each bounded: a killed server never
+    answers the closing handshake (one after the other, that was up to a second
+    per client per kill)."""
+    async def one(ws: WsClient) -> None:
+        with trio.move_on_after(1):
+            await ws.aclose()
+    async with trio.open_nursery() as closing:
+        for ws in conns:
+            closing.start_soon(one, ws)
+
+
 def _rss_kib(pid: int) -> int:
     try:
         return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * 4
@@ -199,8 +225,7 @@ async def run_kills(data_dir: Path, *, seed: int | None = None, kills: int = 50,
         async with server_process(data_dir, log_path=log) as srv, \
                 trio.open_nursery() as nursery:
             try:
-                conns += [await open_client(nursery, srv, request_timeout=60)
-                          for _ in range(clients)]
+                conns += await _open_clients(nursery, srv, clients)
                 if not ledgers:
                     task_id = (await conns[0].call("task.create",
                                                    {"title": "kill harness"}))["id"]
@@ -209,8 +234,10 @@ async def run_kills(data_dir: Path, *, seed: int | None = None, kills: int = 50,
                         s = await conns[0].call("session.launch",
                                                 {"task_id": task_id, "agent": agent})
                         ledgers.append(Ledger(s["id"]))
-                for ws, led in zip(conns, ledgers, strict=True):
-                    await ws.call("session.subscribe", {"session_id": led.session_id})
+                async with trio.open_nursery() as subscribing:
+                    for ws, led in zip(conns, ledgers, strict=True):
+                        subscribing.start_soon(ws.call, "session.subscribe",
+                                               {"session_id": led.session_id})
                 for ws in conns[:1]:
                     state = (await ws.call("session.list", {"task_id": task_id}))["sessions"]
                     for s in state:
@@ -227,10 +254,8 @@ async def run_kills(data_dir: Path, *, seed: int | None = None, kills: int = 50,
                     await srv.proc.wait()
             finally:
                 nursery.cancel_scope.cancel()
-                for ws in conns:
-                    # Bounded: a killed server never answers the closing handshake.
-                    with trio.move_on_after(1, shield=True):
-                        await ws.aclose()
+                with trio.CancelScope(shield=True):
+                    await _close_clients(conns)
         if not more:
             break
         result.kills += 1
