@@ -6,8 +6,8 @@ import json
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,5 +116,58 @@ def mock_profile(protocol: str) -> AgentProfile:
 
 
 AgentctlFactory = Callable[..., AbstractAsyncContextManager[Agentctl]]
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every process below it (a sandbox's agent runs under bwrap,
+    in a session of its own)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo += children.get(current, [])
+    return found
+
+
+@contextmanager
+def stopped(pid: int) -> Iterator[None]:
+    """The agent's processes stopped (none reads its stdin), continued after."""
+    pids = process_tree(pid)
+    for each in pids:
+        os.kill(each, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for each in pids:
+            os.kill(each, signal.SIGCONT)
+
+
+def fill_stdin(pid: int) -> int:
+    """Fill the pipe agentctl writes the agent's input to (the stdin of a
+    process under ``pid``: agentctl's launcher, the sandbox, the agent) with
+    blank lines until it takes no more; the bytes written."""
+    pipes = [p for p in process_tree(pid) if os.readlink(f"/proc/{p}/fd/0").startswith("pipe:")]
+    assert pipes, "no process under the agent's launcher reads a pipe"
+    fd = os.open(f"/proc/{pipes[0]}/fd/0", os.O_WRONLY | os.O_NONBLOCK)
+    written = 0
+    try:
+        while written < 16 * 1024 * 1024:  # (a pipe holds 64 KiB to 1 MiB)
+            try:
+                written += os.write(fd, b"\n" * 4096)
+            except BlockingIOError:
+                return written
+        raise AssertionError("the agent's stdin took 16 MiB: something still reads it")
+    finally:
+        os.close(fd)
+
 
 

@@ -12,16 +12,12 @@ pending is released — not left waiting for escalation.
 
 from __future__ import annotations
 
-import os
-import signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import trio
-from agentctl_support import TOKEN, AgentctlFactory
+from agentctl_support import TOKEN, AgentctlFactory, fill_stdin, stopped
 
 from tests.support.serverproc import server_process
 from tests.support.ws import WsClient, ws_client
@@ -53,58 +49,6 @@ async def _session(ws: WsClient, task_id: str) -> dict[str, Any]:
     return session
 
 
-def _tree(pid: int) -> list[int]:
-    """``pid`` and every process below it (a sandbox's agent runs under bwrap,
-    in a session of its own)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        todo += children.get(current, [])
-    return found
-
-
-@contextmanager
-def _stopped(pid: int) -> Iterator[None]:
-    """The agent's processes stopped (none reads its stdin), continued after."""
-    pids = _tree(pid)
-    for each in pids:
-        os.kill(each, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        for each in pids:
-            os.kill(each, signal.SIGCONT)
-
-
-def _fill_stdin(pid: int) -> int:
-    """Fill the pipe agentctl writes the agent's input to (the stdin of a
-    process under ``pid``: agentctl's launcher, the sandbox, the agent) with
-    blank lines until it takes no more; the bytes written."""
-    pipes = [p for p in _tree(pid) if os.readlink(f"/proc/{p}/fd/0").startswith("pipe:")]
-    assert pipes, "no process under the agent's launcher reads a pipe"
-    fd = os.open(f"/proc/{pipes[0]}/fd/0", os.O_WRONLY | os.O_NONBLOCK)
-    written = 0
-    try:
-        while written < 16 * 1024 * 1024:  # (a pipe holds 64 KiB to 1 MiB)
-            try:
-                written += os.write(fd, b"\n" * 4096)
-            except BlockingIOError:
-                return written
-        raise AssertionError("the agent's stdin took 16 MiB: something still reads it")
-    finally:
-        os.close(fd)
-
-
 async def test_a_cancel_agentctl_could_not_write_fails_the_operation(
         tmp_path: Path, agentctl: AgentctlFactory) -> None:
     with trio.fail_after(120):
@@ -121,8 +65,8 @@ async def test_a_cancel_agentctl_could_not_write_fails_the_operation(
             # The prompt's answer reaches the backend (then its cancel goes as a
             # frame; before it, over HTTP, whose failure fails the same way).
             await trio.sleep(1.0)
-            with _stopped(pid):
-                assert _fill_stdin(pid) > 0
+            with stopped(pid):
+                assert fill_stdin(pid) > 0
                 cancel = await ws.send("agent.cancel", {"session_id": sid})
                 answer = await cancel.wait(60)
                 assert answer["type"] == "error", answer

@@ -28,7 +28,8 @@ base64); every other body up to ``MAX_BODY_BYTES``.
 
 The event stream is read too: a client's ``Cancel`` frame is the route's
 cancel without an HTTP request (``join_s`` 0, written in the reading step when
-the agent's pipe takes it at once), answered on the stream in order with the
+the agent's pipe takes it at once, else by one task per turn that repeats of
+the frame join), answered on the stream in order with the
 events (``CancelWritten``/``CancelFailed``; ``FrameRefused`` for a bad frame).
 """
 
@@ -296,13 +297,21 @@ def _answer(sub: Subscriber, host: AgentHost, data: str) -> None:
 async def _read_requests(sub: Subscriber, host: AgentHost, nursery: trio.Nursery) -> None:
     """The client's frames until the connection ends.  A ``Cancel`` is written in
     this step when it can be (``AgentHost.cancel_at_once``), else by
-    ``AgentHost.cancel`` in a task of its own (so the next frame is read)."""
+    ``AgentHost.cancel`` in a task of its own (so the next frame is read): one
+    per turn at a time — a repeat of that frame while it runs joins it and is
+    answered with it, so a client repeating frames makes no more tasks."""
+    #: Per cancel written later (turn, session): how many frames await its answer.
+    later: dict[tuple[str, str | None], int] = {}
     while True:
         message = await websocket.receive()
         try:
             req = decode_request(message)
         except WireError as exc:
             _answer(sub, host, refusal_frame(str(exc)))
+            continue
+        key = (req.turn_id, req.session_id)
+        if key in later:
+            later[key] += 1
             continue
         try:
             written = host.cancel_at_once(session_id=req.session_id, turn_id=req.turn_id)
@@ -320,20 +329,24 @@ async def _read_requests(sub: Subscriber, host: AgentHost, nursery: trio.Nursery
         elif written:
             _answer(sub, host, cancel_reply(req.turn_id))
         else:
-            nursery.start_soon(_cancel_later, sub, host, req)
+            later[key] = 1
+            nursery.start_soon(_cancel_later, sub, host, req, later)
 
 
-async def _cancel_later(sub: Subscriber, host: AgentHost, req: CancelRequest) -> None:
+async def _cancel_later(sub: Subscriber, host: AgentHost, req: CancelRequest,
+                        later: dict[tuple[str, str | None], int]) -> None:
+    """The cancel ``cancel_at_once`` could not write; its answer goes to every
+    frame that waits on it (``later``)."""
     try:
         result = await host.cancel(session_id=req.session_id, join_s=0, turn_id=req.turn_id)
+        reply = cancel_reply(req.turn_id, running=bool(result.get("turn_running")))
     except HostError as exc:
-        _answer(sub, host, cancel_reply(req.turn_id, error=_host_error(exc)))
-        return
+        reply = cancel_reply(req.turn_id, error=_host_error(exc))
     except Exception:
         log.exception("the Cancel frame of turn %s failed", req.turn_id)
-        _answer(sub, host, cancel_reply(req.turn_id, error="internal error"))
-        return
-    _answer(sub, host, cancel_reply(req.turn_id, running=bool(result.get("turn_running"))))
+        reply = cancel_reply(req.turn_id, error="internal error")
+    for _ in range(later.pop((req.turn_id, req.session_id), 1)):
+        _answer(sub, host, reply)
 
 
 def _host_error(exc: HostError) -> str:

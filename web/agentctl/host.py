@@ -84,6 +84,8 @@ class AgentHost:
         self.log = EventLog(buffer=config.subscriber_buffer, replay=config.replay_events)
         self.agent: HostedAgent | None = None
         self.started_agents = 0
+        #: Cancels being written to the agent now (``cancel``; status says it).
+        self.cancel_writes = 0
         self._nursery: trio.Nursery | None = None
         self._session_starting = False
         #: Set once the protocol core's one-time import is done: sessions (and
@@ -446,11 +448,15 @@ class AgentHost:
         try:
             # Shielded: a client that hangs up must not lose a cancel it asked
             # for (a write is whole or not at all: the transport sees to that).
-            with shielded_for(bound) as writing:
-                if again:
-                    await agent.adapter.resend_cancel()
-                else:
-                    await agent.adapter.cancel()
+            self.cancel_writes += 1
+            try:
+                with shielded_for(bound) as writing:
+                    if again:
+                        await agent.adapter.resend_cancel()
+                    else:
+                        await agent.adapter.cancel()
+            finally:
+                self.cancel_writes -= 1
             if writing.cancelled_caught:
                 raise AgentTimeout(f"the cancel was not written within {bound:g}s")
         except AgentClosed as exc:
@@ -549,6 +555,7 @@ class AgentHost:
             "oldest_seq": self.log.oldest_seq,
             "subscribers": len(self.log.subscribers),
             "agents_started": self.started_agents,
+            "cancel_writes": self.cancel_writes,
         }
         if agent is None:
             return {**info, "agent": {"state": "not_started"}, "session_id": None,
