@@ -16,6 +16,9 @@ import httpx
 import trio
 from trio_websocket import WebSocketConnection, open_websocket_url
 
+from protocols.events import AgentEvent
+from supervisor.config import Timeouts
+from supervisor.executors.agentctl_adapter import AgentctlAdapter
 from supervisor.profiles import AgentProfile
 
 TOKEN = "agentctl-test-token-0123456789"
@@ -116,6 +119,49 @@ def mock_profile(protocol: str) -> AgentProfile:
 
 
 AgentctlFactory = Callable[..., AbstractAsyncContextManager[Agentctl]]
+
+
+def frame_is(kind: str, turn: str | None = None) -> Callable[[dict[str, Any]], bool]:
+    """A ``next_frame`` predicate: a frame of type ``kind`` (of turn ``turn``)."""
+    return lambda f: f.get("type") == kind and (turn is None or f.get("turn") == turn
+                                                or f.get("turn_id") == turn)
+
+
+async def raw_turn(ctl: Agentctl, text: str, owner: str = "raw-client") -> tuple[str, str]:
+    """A session and a running turn started over agentctl's HTTP API:
+    (session id, turn id)."""
+    resp = await ctl.post("/api/v1/session", {"owner": owner})
+    assert resp.status_code == 200, resp.text
+    session_id = resp.json()["session_id"]
+    resp = await ctl.post("/api/v1/prompt", {"text": text, "session_id": session_id})
+    assert resp.status_code == 202, resp.text
+    return session_id, resp.json()["turn_id"]
+
+
+@asynccontextmanager
+async def adapter_session(url: str, token: str, timeouts: Timeouts, *,
+                          reconnect: bool = False,
+                          ) -> AsyncIterator[tuple[AgentctlAdapter, list[AgentEvent]]]:
+    """An ``AgentctlAdapter`` run as the lifecycle runs it (its link's reader
+    and a pump of its events, recorded), initialized, with a session."""
+    adapter = AgentctlAdapter(url, token, owner="backend-session-1", timeouts=timeouts,
+                              reconnect=reconnect)
+    seen: list[AgentEvent] = []
+
+    async def pump() -> None:
+        async for ev in adapter.events:
+            seen.append(ev)
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(adapter.connection.run)
+            nursery.start_soon(pump)
+            await adapter.initialize()
+            await adapter.new_session("/ignored")
+            yield adapter, seen
+            nursery.cancel_scope.cancel()
+    finally:
+        await adapter.aclose()
 
 
 def process_tree(pid: int) -> list[int]:

@@ -10,38 +10,28 @@ up each frame gets its answer (``CancelFailed``, agentctl's words).
 
 from __future__ import annotations
 
-from typing import Any
-
 import trio
-from agentctl_support import Agentctl, AgentctlFactory, fill_stdin, next_frame, stopped
+from agentctl_support import (
+    AgentctlFactory,
+    fill_stdin,
+    frame_is,
+    next_frame,
+    raw_turn,
+    stopped,
+)
 
 from protocols.agentctl_wire import cancel_frame
 
 FRAMES = 50
 
 
-async def _turn(ctl: Agentctl, text: str) -> tuple[str, str]:
-    """A session and a running turn started over HTTP: (session id, turn id)."""
-    resp = await ctl.post("/api/v1/session", {"owner": "raw-client"})
-    assert resp.status_code == 200, resp.text
-    session_id = resp.json()["session_id"]
-    resp = await ctl.post("/api/v1/prompt", {"text": text, "session_id": session_id})
-    assert resp.status_code == 202, resp.text
-    return session_id, resp.json()["turn_id"]
-
-
-def _is(kind: str, turn: str | None = None) -> Any:
-    return lambda f: f.get("type") == kind and (turn is None or f.get("turn") == turn
-                                                or f.get("turn_id") == turn)
-
-
 async def test_repeated_cancel_frames_join_the_one_write_in_flight(
         agentctl: AgentctlFactory) -> None:
     with trio.fail_after(90):
         async with agentctl("acp") as ctl, ctl.events(owner="raw-client") as ws:
-            await next_frame(ws, _is("Hello"))
-            session_id, turn = await _turn(ctl, "/delay 60000")
-            await next_frame(ws, _is("MessageChunk", turn), timeout=15)
+            await next_frame(ws, frame_is("Hello"))
+            session_id, turn = await raw_turn(ctl, "/delay 60000")
+            await next_frame(ws, frame_is("MessageChunk", turn), timeout=15)
             pid = (await ctl.status())["agent"]["pid"]
             with stopped(pid):
                 assert fill_stdin(pid) > 0
@@ -50,13 +40,13 @@ async def test_repeated_cancel_frames_join_the_one_write_in_flight(
                 # Frames are read in order: once this one is refused, agentctl
                 # has read every Cancel before it.
                 await ws.send_message("{not json")
-                await next_frame(ws, _is("FrameRefused"), timeout=15)
+                await next_frame(ws, frame_is("FrameRefused"), timeout=15)
                 status = await ctl.status()
                 assert status["cancel_writes"] == 1, status
                 assert status["turn"] == {"id": turn, "cancel_requested": True}
                 answers = []
                 for _ in range(FRAMES):
-                    answers.append(await next_frame(ws, _is("CancelFailed", turn), timeout=40))
+                    answers.append(await next_frame(ws, frame_is("CancelFailed", turn), timeout=40))
                 assert len({a["error"] for a in answers}) == 1, answers[:2]
                 assert "did not read its stdin" in answers[0]["error"], answers[0]
                 assert (await ctl.status())["cancel_writes"] == 0

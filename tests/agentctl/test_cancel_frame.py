@@ -13,43 +13,25 @@ again when the link returns.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
 import trio
 import trio.lowlevel
-from agentctl_support import Agentctl, AgentctlFactory, next_frame
+from agentctl_support import AgentctlFactory, adapter_session, frame_is, next_frame, raw_turn
 from trio_websocket import WebSocketConnection
 
 from protocols.agentctl_wire import CancelAck, cancel_frame
 from protocols.events import AgentEvent, MessageChunk, TurnEnded
 from supervisor.config import Timeouts
-from supervisor.executors.agentctl_adapter import AgentctlAdapter
 from tests.support.cut_proxy import cut_proxy
 
 DIALECTS = pytest.mark.parametrize("protocol", ["acp", "codex"])
 TIMEOUTS = Timeouts(agent_request_s=2.0)
 
 
-async def _turn(ctl: Agentctl, text: str) -> tuple[str, str]:
-    """A session and a running turn started over HTTP: (session id, turn id)."""
-    resp = await ctl.post("/api/v1/session", {"owner": "raw-client"})
-    assert resp.status_code == 200, resp.text
-    session_id = resp.json()["session_id"]
-    resp = await ctl.post("/api/v1/prompt", {"text": text, "session_id": session_id})
-    assert resp.status_code == 202, resp.text
-    return session_id, resp.json()["turn_id"]
-
-
-def _is(kind: str, turn: str | None = None) -> Any:
-    return lambda f: f.get("type") == kind and (turn is None or f.get("turn") == turn
-                                                or f.get("turn_id") == turn)
-
-
 async def _first_chunk(ws: WebSocketConnection, turn: str) -> None:
-    await next_frame(ws, _is("MessageChunk", turn), timeout=15)
+    await next_frame(ws, frame_is("MessageChunk", turn), timeout=15)
 
 
 @DIALECTS
@@ -59,17 +41,17 @@ async def test_a_cancel_frame_is_answered_before_the_cancelled_end(
         async with agentctl(protocol) as ctl, ctl.events(owner="raw-client") as ws:
             hello = json.loads(await ws.get_message())
             assert hello["type"] == "Hello" and "Cancel" in hello["accepts"]
-            session_id, turn = await _turn(ctl, "/delay 20000")
+            session_id, turn = await raw_turn(ctl, "/delay 20000")
             await _first_chunk(ws, turn)
             # Another turn's cancel: nothing written, the running turn goes on.
             await ws.send_message(cancel_frame("not-this-turn", session_id))
-            other = await next_frame(ws, _is("CancelWritten", "not-this-turn"))
+            other = await next_frame(ws, frame_is("CancelWritten", "not-this-turn"))
             assert other["running"] is False
             assert (await ctl.status())["turn"] == {"id": turn, "cancel_requested": False}
 
             await ws.send_message(cancel_frame(turn, session_id))
             seen: list[dict[str, Any]] = []
-            ended = await next_frame(ws, _is("TurnEnded", turn), timeout=15, seen=seen)
+            ended = await next_frame(ws, frame_is("TurnEnded", turn), timeout=15, seen=seen)
             assert ended["stop_reason"] == "cancelled"
             kinds = [f["type"] for f in seen]
             assert "CancelWritten" in kinds, kinds
@@ -85,52 +67,28 @@ async def test_a_bad_frame_is_refused_and_the_stream_lives_on(
         agentctl: AgentctlFactory, protocol: str) -> None:
     with trio.fail_after(60):
         async with agentctl(protocol) as ctl, ctl.events(owner="raw-client") as ws:
-            await next_frame(ws, _is("Hello"))
-            session_id, turn = await _turn(ctl, "/delay 20000")
+            await next_frame(ws, frame_is("Hello"))
+            session_id, turn = await raw_turn(ctl, "/delay 20000")
             await _first_chunk(ws, turn)
             await ws.send_message("{not json")
-            refused = await next_frame(ws, _is("FrameRefused"))
+            refused = await next_frame(ws, frame_is("FrameRefused"))
             assert refused["error"].startswith("not JSON")
             await ws.send_message('{"type": "Cancel"}')
-            refused = await next_frame(ws, _is("FrameRefused"))
+            refused = await next_frame(ws, frame_is("FrameRefused"))
             assert refused["error"] == "Cancel.turn_id must be a non-empty string"
             await ws.send_message(json.dumps({"type": "Prompt", "text": "x"}))
-            refused = await next_frame(ws, _is("FrameRefused"))
+            refused = await next_frame(ws, frame_is("FrameRefused"))
             assert "not a client frame: 'Prompt'" in refused["error"]
             # A cancel agentctl cannot act on is answered with the reason.
             await ws.send_message(cancel_frame(turn, "another-session"))
-            failed = await next_frame(ws, _is("CancelFailed", turn))
+            failed = await next_frame(ws, frame_is("CancelFailed", turn))
             assert failed["error"] == "session not found"
             # The stream goes on: the turn streams, and a good cancel still works.
             await _first_chunk(ws, turn)
             await ws.send_message(cancel_frame(turn, session_id))
-            await next_frame(ws, _is("CancelWritten", turn))
-            ended = await next_frame(ws, _is("TurnEnded", turn), timeout=15)
+            await next_frame(ws, frame_is("CancelWritten", turn))
+            ended = await next_frame(ws, frame_is("TurnEnded", turn), timeout=15)
             assert ended["stop_reason"] == "cancelled"
-
-
-@asynccontextmanager
-async def driven(url: str, token: str, *, reconnect: bool = False,
-                 ) -> AsyncIterator[tuple[AgentctlAdapter, list[AgentEvent]]]:
-    """The adapter run as the lifecycle runs it, its events recorded.  (agentctl's
-    answer to a ``Cancel`` frame is read where the cancel operation reads it:
-    ``adapter.cancel_frame``.)"""
-    adapter = AgentctlAdapter(url, token, owner="backend-session-1", timeouts=TIMEOUTS,
-                              reconnect=reconnect)
-    seen: list[AgentEvent] = []
-
-    async def pump() -> None:
-        async for ev in adapter.events:
-            seen.append(ev)
-
-    try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(adapter.connection.run)
-            nursery.start_soon(pump)
-            yield adapter, seen
-            nursery.cancel_scope.cancel()
-    finally:
-        await adapter.aclose()
 
 
 async def _until(pred: Any, within: float = 15) -> None:
@@ -148,9 +106,7 @@ async def test_cancel_now_sends_the_frame_and_the_turn_ends_cancelled(
         agentctl: AgentctlFactory, protocol: str) -> None:
     with trio.fail_after(60):
         async with agentctl(protocol) as ctl, \
-                driven(ctl.url, ctl.token) as (adapter, seen):
-            await adapter.initialize()
-            await adapter.new_session("/ignored")
+                adapter_session(ctl.url, ctl.token, TIMEOUTS) as (adapter, seen):
             ended: list[TurnEnded] = []
             async with trio.open_nursery() as nursery:
                 async def turn() -> None:
@@ -178,9 +134,7 @@ async def test_a_cancel_before_the_prompts_answer_does_not_overtake_it(
         agentctl: AgentctlFactory, protocol: str) -> None:
     with trio.fail_after(60):
         async with agentctl(protocol) as ctl, \
-                driven(ctl.url, ctl.token) as (adapter, _seen):
-            await adapter.initialize()
-            await adapter.new_session("/ignored")
+                adapter_session(ctl.url, ctl.token, TIMEOUTS) as (adapter, _seen):
             ended: list[TurnEnded] = []
             async with trio.open_nursery() as nursery:
                 async def turn() -> None:
@@ -202,10 +156,9 @@ async def test_a_frame_the_cut_swallows_is_sent_again_on_the_return(
         agentctl: AgentctlFactory, protocol: str) -> None:
     with trio.fail_after(60):
         async with agentctl(protocol) as ctl, cut_proxy(ctl.url) as proxy, \
-                driven(proxy.url, ctl.token, reconnect=True) as (adapter, seen):
+                adapter_session(proxy.url, ctl.token, TIMEOUTS, reconnect=True) \
+                as (adapter, seen):
             link = adapter.connection
-            await adapter.initialize()
-            await adapter.new_session("/ignored")
             ended: list[TurnEnded] = []
             async with trio.open_nursery() as nursery:
                 async def turn() -> None:
