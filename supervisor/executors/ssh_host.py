@@ -189,7 +189,14 @@ class SshHost:
                 ["-o", "ControlMaster=yes", "-o", f"ControlPersist={PERSIST_S}",
                  "-o", "StreamLocalBindUnlink=yes", "-o", "StreamLocalBindMask=0177",
                  self.target.destination, "--", "true"], timeout_s=self.connect_s + 5)
-            if done.returncode != 0:
+            if done.returncode not in (0, 255) and await self.master_running():
+                # Up, but the login ran no command (a nologin shell, a ForceCommand):
+                # forwards work all the same, with Nagle's algorithm on at sshd.
+                log.warning("ssh: %s: the login refused a command (%s); the shared "
+                            "connection is up, but small answers over it may wait ~40 ms "
+                            "for a delayed ACK", self.target,
+                            ssh_error(self.target, done.stderr, done.returncode))
+            elif done.returncode != 0:
                 self._start_error = ssh_error(self.target, done.stderr, done.returncode)
                 raise OSError(self._start_error)
             log.info("ssh: shared connection to %s up", self.target)

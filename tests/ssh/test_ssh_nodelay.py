@@ -99,3 +99,35 @@ async def test_a_fresh_shared_connection_does_not_hold_the_second_small_write(
     # Each exchange is the gap plus two trips through ssh; held by Nagle, each
     # would be the delayed ACK's 40 ms or more.
     assert statistics.median(took) < BOUND_MS, took
+
+
+async def test_a_login_that_refuses_commands_still_gets_its_connection_and_forwards(
+        tmp_path: Path, sshd: Sshd, two_answers: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The master's start runs ``true``; a host whose login runs no command (a
+    nologin shell, here a ``ForceCommand`` that fails) still forwards, as it
+    did for ``ssh -N``: the connection is kept, and the log says what it costs."""
+    with (sshd.dir / "sshd_config").open("a") as config:
+        config.write("ForceCommand /bin/false\n")
+    await trio.to_thread.run_sync(sshd.stop)
+    await trio.to_thread.run_sync(sshd.start)
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    host = SshHost(SshTarget(destination=sshd.destination, port=sshd.port,
+                             identity=str(sshd.identity), known_hosts=str(sshd.known_hosts)),
+                   control_dir(data), connect_s=20)
+    local = host.sockets / "answers.sock"
+    with trio.fail_after(90):
+        await host.ensure_master()
+        assert await host.master_running()
+        assert "the login refused a command" in caplog.text
+        await host.forward(local, str(two_answers))
+        stream = await trio.open_unix_socket(str(local))
+        try:
+            await exchange(stream)  # both answers came through the forward
+        finally:
+            await stream.aclose()
+            await host.cancel_forward(local, str(two_answers))
+            await trio.run_process(["ssh", *host.options(), "-O", "exit",
+                                    sshd.destination], capture_stdout=True,
+                                   capture_stderr=True, check=False)
