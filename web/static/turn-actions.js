@@ -47,7 +47,7 @@ export function createTurnActions({ ws, taskId, getState, setState, showError, s
         if (revert && answer?.revert_error) setPageError(`The turn was cancelled, but its files were not put back: ${answer.revert_error}`);
         setState((s) => S.settleCancel(s, sid, requestId, { ok: true }));
       },
-      (err) => setState((s) => S.settleCancel(s, sid, requestId, { ok: false, error: cancelErrorText(err) })),
+      (err) => setState((s) => S.settleCancel(s, sid, requestId, { ok: false, error: cancelErrorText(err), timedOut: err?.code === "TIMEOUT" })),
     );
   }
 
