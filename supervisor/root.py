@@ -37,10 +37,7 @@ from .bus import EventBus
 from .catalog import Catalog
 from .config import Config
 from .errors import StartError
-from .executors import Launcher, default_launcher, outlives_backend
-from .executors.container import sweep_containers
-from .executors.kube import sweep_kube
-from .executors.ssh import sweep_ssh
+from .executors import Launcher, default_launcher, outlives_backend, sweep_remote
 from .models import SessionState
 from .notify import Notifier
 from .orchestrator import Caller, Orchestrator
@@ -149,11 +146,8 @@ async def open_supervisor(
                                      keep={h.session_id for h in handed_over})
         await check_sandbox(config)
         await check_git_fence()
-        await sweep_containers(config)  # container profiles only: no engine contacted otherwise
-        # ssh profiles only: no host contacted otherwise; a stored session's run is kept.
-        await sweep_ssh(config, lambda: store.call(store.db.sessions_in_states, SessionState))
-        # kubernetes profiles only: no cluster contacted otherwise; a stored session's Pod stays.
-        await sweep_kube(config, lambda: store.call(store.db.sessions_in_states, SessionState))
+        # Each remote executor a profile names: a stored session's ssh run or Pod is kept.
+        await sweep_remote(config, lambda: store.call(store.db.sessions_in_states, SessionState))
         t = config.timeouts
         retries = Retries(t.store_retry_s)
         gate = QueueGate()

@@ -18,20 +18,25 @@ launch's MCP servers (``profile.mcp_servers``; agentctl passes them on to its ag
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Any
 
 from ..config import Config
+from ..models import Session
 from ..profiles import AgentProfile
-from .agentctl import launch_agentctl
 from .base import LaunchedAgent, Launcher, TurnHandover
-from .container import launch_container
-from .kube import launch_kube
 from .local import launch_local
-from .ssh import SshHosts, launch_ssh
+
+if TYPE_CHECKING:
+    from .agentctl import launch_agentctl
+    from .container import launch_container
+    from .kube import launch_kube
+    from .ssh import SshHosts
 
 __all__ = ["LaunchedAgent", "Launcher", "TurnHandover", "default_launcher", "launch_agentctl",
-           "launch_container", "launch_kube", "launch_local", "outlives_backend"]
+           "launch_container", "launch_kube", "launch_local", "outlives_backend",
+           "sweep_remote"]
 
 
 def outlives_backend(profile: AgentProfile) -> bool:
@@ -46,7 +51,7 @@ def default_launcher(config: Config) -> Launcher:
     """Each profile's own executor: ``local`` (a child process) or ``agentctl``
     (an agentctl at ``agentctl_url``, or a local agentctl spawned for it)."""
 
-    ssh_hosts = SshHosts(config)
+    ssh_hosts: SshHosts | None = None
 
     def launch(profile: AgentProfile, cwd: str,
                session_id: str) -> AbstractAsyncContextManager[LaunchedAgent]:
@@ -54,18 +59,46 @@ def default_launcher(config: Config) -> Launcher:
 
     def executor(profile: AgentProfile, cwd: str,
                  session_id: str) -> AbstractAsyncContextManager[LaunchedAgent]:
+        # The remote executors are imported when a profile names one: their
+        # clients (httpx, lightkube) are most of a backend's start-up time, and
+        # a backend on the local executor alone never needs them.
+        nonlocal ssh_hosts
         if profile.executor == "agentctl":
+            from .agentctl import launch_agentctl
             # Our session id is the owner agentctl re-attaches after a backend restart.
             return launch_agentctl(config, profile, cwd, owner=session_id)
         if profile.executor == "container":
+            from .container import launch_container
             return launch_container(config, profile, cwd, owner=session_id)
         if profile.executor == "ssh":
+            from .ssh import SshHosts, launch_ssh
+            if ssh_hosts is None:
+                ssh_hosts = SshHosts(config)
             return launch_ssh(ssh_hosts, profile, cwd, owner=session_id)
         if profile.executor == "kubernetes":
+            from .kube import launch_kube
             return launch_kube(config, profile, cwd, owner=session_id)
         return launch_local(config, profile, cwd)
 
     return launch
+
+
+async def sweep_remote(config: Config,
+                       sessions: Callable[[], Awaitable[Iterable[Session]]]) -> None:
+    """At start, what an earlier backend left on each remote executor its
+    profiles name: containers, ssh hosts' runs but those of ``sessions`` (the
+    store's), Pods but those of ``sessions``.  An executor no profile names is
+    neither contacted nor imported (``executor`` says why)."""
+    used = {profile.executor for profile in config.profiles.values()}
+    if "container" in used:
+        from .container import sweep_containers
+        await sweep_containers(config)
+    if "ssh" in used:
+        from .ssh import sweep_ssh
+        await sweep_ssh(config, sessions)
+    if "kubernetes" in used:
+        from .kube import sweep_kube
+        await sweep_kube(config, sessions)
 
 
 @asynccontextmanager
@@ -75,3 +108,15 @@ async def _with_mcp(profile: AgentProfile, launched: AbstractAsyncContextManager
         # Set before the session opens: every session it opens or restores gets them.
         agent.adapter.mcp_servers = profile.mcp_servers
         yield agent
+
+
+_LAZY = {"launch_agentctl": ".agentctl", "launch_container": ".container",
+         "launch_kube": ".kube"}
+
+
+def __getattr__(name: str) -> Any:
+    """The remote executors' launchers, imported on first use (see ``executor``)."""
+    if name in _LAZY:
+        import importlib
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
