@@ -316,9 +316,13 @@ class Cancellations(LinkDownCancels):
         it: then its words.  The answer is data the adapter records per frame
         (``cancel_frame``, an agentctl_turn.FrameAnswer), read here: no callback."""
         # (``ex.agent.adapter``: an attribute read, not ``Execution.adapter``'s
-        # call, so a local agent's wait costs its path no call.)
-        frame: FrameAnswer | None = (getattr(ex.agent.adapter, "cancel_frame", None)
-                                     if op is not None else None)
+        # call, so a local agent's wait costs its path no call.)  Only once the
+        # cancel went to the agent (SENT, LATE): a withheld prompt's turn sent
+        # nothing, and the adapter's frame is then its previous turn's.
+        frame: FrameAnswer | None = (
+            getattr(ex.agent.adapter, "cancel_frame", None)
+            if op is not None and turn.cancel_phase in (CancelPhase.SENT, CancelPhase.LATE)
+            else None)
         if frame is None:
             if turn.cancel_phase is CancelPhase.SENT:
                 await self._persist(ex, turn)
