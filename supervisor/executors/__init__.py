@@ -18,6 +18,7 @@ launch's MCP servers (``profile.mcp_servers``; agentctl passes them on to its ag
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,13 @@ def default_launcher(config: Config) -> Launcher:
     (an agentctl at ``agentctl_url``, or a local agentctl spawned for it)."""
 
     ssh_hosts: SshHosts | None = None
+    # The remote executors the profiles name, imported here (at the backend's
+    # start), not at a session's first launch: an import is one synchronous
+    # step of ~0.2-0.3 s (httpx, lightkube), in which no other session's cancel
+    # would be written.  A backend on the local executor alone still imports none.
+    for name in sorted({profile.executor for profile in config.profiles.values()}):
+        if name in _MODULES:
+            importlib.import_module(_MODULES[name], __name__)
 
     def launch(profile: AgentProfile, cwd: str,
                session_id: str) -> AbstractAsyncContextManager[LaunchedAgent]:
@@ -110,6 +118,9 @@ async def _with_mcp(profile: AgentProfile, launched: AbstractAsyncContextManager
         yield agent
 
 
+#: Each remote executor's module (``default_launcher`` imports those its profiles name).
+_MODULES = {"agentctl": ".agentctl", "container": ".container", "ssh": ".ssh",
+            "kubernetes": ".kube"}
 _LAZY = {"launch_agentctl": ".agentctl", "launch_container": ".container",
          "launch_kube": ".kube"}
 
@@ -117,6 +128,5 @@ _LAZY = {"launch_agentctl": ".agentctl", "launch_container": ".container",
 def __getattr__(name: str) -> Any:
     """The remote executors' launchers, imported on first use (see ``executor``)."""
     if name in _LAZY:
-        import importlib
         return getattr(importlib.import_module(_LAZY[name], __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
