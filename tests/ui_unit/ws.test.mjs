@@ -134,6 +134,33 @@ describe("requests", () => {
     assert.equal(conn.pending.size, 0);
   });
 
+  it("waits on past the bound while holdWhile says the backend works on it, and keeps its answer", async () => {
+    const { conn, clock, socket } = connect();
+    socket().open();
+    let held = true;
+    const p = conn.request("agent.cancel", {}, { id: "H", timeoutMs: 15_000, holdWhile: () => held });
+    clock.advance(15_000);
+    clock.advance(15_000);
+    assert.equal(conn.pending.size, 1, "held twice over the bound");
+    socket().reply({ id: "H", type: "error", action: "agent.cancel", payload: { code: "CONFLICT", message: "the agent did not take the cancel" } });
+    await assert.rejects(p, (err) => err.code === "CONFLICT" && /did not take/.test(err.message));
+    held = false;
+  });
+
+  it("times out at the next bound once holdWhile says false", async () => {
+    const { conn, clock, socket } = connect();
+    socket().open();
+    let held = true;
+    const p = conn.request("agent.cancel", {}, { id: "G", timeoutMs: 15_000, holdWhile: () => held });
+    clock.advance(15_000);
+    held = false;
+    clock.advance(14_999);
+    assert.equal(conn.pending.size, 1);
+    clock.advance(1);
+    await assert.rejects(p, (err) => err.code === "TIMEOUT");
+    assert.equal(conn.pending.size, 0);
+  });
+
   it("fails sent requests when the connection drops (their fate is unknown)", async () => {
     const { conn, socket } = connect();
     socket().open();

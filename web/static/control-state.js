@@ -149,8 +149,9 @@ export function beginCancel(state, sessionId, requestId, epoch, when = "now") {
 
 /**
  * Ends the optimistic flag when the request itself settles. `outcome` is
- * {ok: true} or {ok: false, error: "text", timedOut?} (failure, rejection, disconnect or the
- * 15 s timeout: `timedOut`).
+ * {ok: true} or {ok: false, error: "text"} (failure, rejection, disconnect, or the 15 s bound
+ * passed with nothing pending on the backend: while it holds the stop the request waits on,
+ * turn-actions.js `holdWhile`, so a stop that fails late says its own error).
  * Only the request that set the flag may clear it: a late answer to an abandoned request must not
  * touch a newer retry.
  */
@@ -161,10 +162,6 @@ export function settleCancel(state, sessionId, requestId, outcome) {
   // Abandoned when the connection dropped: the offline banner already says why; the reconnect
   // snapshot says what the backend did.
   if (req.abandoned) return next;
-  // The request's own bound passed while the backend holds the stop (pending on its value):
-  // nothing failed, the answer comes when the stop settles (a stop after a long step, a late
-  // cancel). The control shows the backend's progress; "try again" would contradict it.
-  if (outcome?.timedOut && state.sessions[sessionId]?.cancellation_pending === true) return next;
   return outcome?.ok ? next : setComposerError(next, sessionId, outcome?.error || "Cancel failed");
 }
 

@@ -41,13 +41,16 @@ export function createTurnActions({ ws, taskId, getState, setState, showError, s
     if (revert) Object.assign(target, { revert: true, overwrite }); // "Cancel and undo": reverted once it settled
     // A plain cancel says nothing of `when` (the default, "now"); a joining stop now says it.
     if (when === "after_step" || joins) target.when = when;
-    ws.request("agent.cancel", target, { id: requestId, timeoutMs: S.CANCEL_REQUEST_TIMEOUT_MS }).then(
+    // While the backend holds the stop (pending: a stop after a long step, a late cancel) the
+    // request waits on: its answer, an error included, comes when the stop settles.
+    const holdWhile = () => getState().sessions[sid]?.cancellation_pending === true;
+    ws.request("agent.cancel", target, { id: requestId, timeoutMs: S.CANCEL_REQUEST_TIMEOUT_MS, holdWhile }).then(
       (answer) => {
         if (revert && answer?.reverted) changes.markReverted(sid, [answer.reverted.turn_id, ...(answer.reverted.later_turns ?? [])]);
         if (revert && answer?.revert_error) setPageError(`The turn was cancelled, but its files were not put back: ${answer.revert_error}`);
         setState((s) => S.settleCancel(s, sid, requestId, { ok: true }));
       },
-      (err) => setState((s) => S.settleCancel(s, sid, requestId, { ok: false, error: cancelErrorText(err), timedOut: err?.code === "TIMEOUT" })),
+      (err) => setState((s) => S.settleCancel(s, sid, requestId, { ok: false, error: cancelErrorText(err) })),
     );
   }
 

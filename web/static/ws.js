@@ -167,17 +167,25 @@ export class Connection {
   /**
    * Sends a request and resolves with the response payload, or rejects with RequestError on an
    * error envelope, a lost connection, or `timeoutMs`. While the socket is down the request waits
-   * (within the same bound) and goes out on the next open.
+   * (within the same bound) and goes out on the next open. `holdWhile`, asked when the bound
+   * passes, keeps waiting another `timeoutMs` while it says true: a request the backend is known
+   * to be working on (a stop it holds) keeps its answer, success or error, instead of being
+   * dropped unanswered.
    */
-  request(action, payload, { id = newRequestId(), timeoutMs = DEFAULT_REQUEST_TIMEOUT_MS } = {}) {
+  request(action, payload, { id = newRequestId(), timeoutMs = DEFAULT_REQUEST_TIMEOUT_MS, holdWhile = null } = {}) {
     return new Promise((resolve, reject) => {
       const entry = { action, payload, resolve, reject, timer: null, sent: false };
-      entry.timer = this.setTimer(() => {
+      const expire = () => {
         if (this.pending.get(id) !== entry) return;
+        if (holdWhile?.()) {
+          entry.timer = this.setTimer(expire, timeoutMs);
+          return;
+        }
         this.pending.delete(id);
         const seconds = Math.round(timeoutMs / 1000);
         reject(new RequestError("TIMEOUT", `No answer within ${seconds} s`));
-      }, timeoutMs);
+      };
+      entry.timer = this.setTimer(expire, timeoutMs);
       this.pending.set(id, entry);
       if (this.isOpen) this.send(id, entry);
     });
