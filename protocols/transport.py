@@ -4,7 +4,10 @@
 routes what comes out.  Answers to our requests wake the task waiting on that
 id; the end of a turn wakes the task waiting on the prompt; everything else
 goes to ``events`` (a bounded channel: a slow consumer slows the reader, it
-never loses an event).  Writes go through one lock, each bounded by
+never loses an event), or, once ``deliver_to`` named one, to a function the
+reader calls in its own step (agentctl's log, which never blocks: one task
+hand-off less between the agent's answer and its readers).  Writes go
+through one lock, each bounded by
 ``write_timeout_s``: an agent that stops reading its stdin cannot block a
 caller forever, and each is whole or not at all: a cancel never leaves half
 a JSON line on the agent's stdin (see ``send``).  A write to a pipe nobody
@@ -128,6 +131,7 @@ class AgentConnection:
         self.closed = trio.Event()
         self.close_reason = ""
         self._events_send, self.events = trio.open_memory_channel[AgentEvent](event_buffer)
+        self._sink: Callable[[AgentEvent], None] | None = None
         self._pipe: bool | None = None
         #: Why the agent's stdin takes no more writes: a write timed out
         #: mid-line ("" while it is whole).
@@ -312,11 +316,25 @@ class AgentConnection:
             raise AgentTimeout(f"turn did not end within {timeout_s}s")
         return self._turn_result
 
+    def deliver_to(self, sink: Callable[[AgentEvent], None]) -> None:
+        """Hand every event to ``sink`` in the reader's step instead of putting
+        it on ``events`` (which then stays empty).  ``sink`` must not block
+        (it is not awaited: nothing slows the reader) and must not raise; set
+        it before ``run`` starts."""
+        self._sink = sink
+
+    async def _deliver(self, ev: AgentEvent) -> None:
+        if self._sink is not None:
+            if not self.closed.is_set():  # as ``events``: nothing after its close
+                self._sink(ev)
+        else:
+            await self._events_send.send(ev)
+
     async def publish(self, ev: AgentEvent) -> None:
         """An event of the client's own making (a Codex option kept for the next
         turn) on ``events``, after those already there; nothing once closed."""
         if not self.closed.is_set():
-            await self._events_send.send(ev)
+            await self._deliver(ev)
 
     # -- reading ------------------------------------------------------------
 
@@ -356,9 +374,9 @@ class AgentConnection:
                 case TurnEnded():
                     self._turn_result = ev
                     self._turn_done.set()
-                    await self._events_send.send(ev)
+                    await self._deliver(ev)
                 case _:
-                    await self._events_send.send(ev)
+                    await self._deliver(ev)
 
     def _close(self, reason: str) -> None:
         if self.closed.is_set():
@@ -370,8 +388,12 @@ class AgentConnection:
         if not self._turn_done.is_set() and self._turn_result is None:
             self._turn_result = TurnEnded(stop_reason="error", error=reason)
             self._turn_done.set()
-        with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError):
-            self._events_send.send_nowait(AgentNotice(message=reason, level="info"))
+        notice = AgentNotice(message=reason, level="info")
+        if self._sink is not None:
+            self._sink(notice)
+        else:
+            with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError):
+                self._events_send.send_nowait(notice)
         self._events_send.close()
 
 

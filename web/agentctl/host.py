@@ -8,9 +8,10 @@ itself, its sandbox and its teardown are ``hosted.py``)::
     └── _run_agent                agent nursery, one per agent process (a new one
         │                         only after the previous one has exited)
         ├── agent process         launcher.py → the agent, in their own process group
-        ├── connection.run        stdout reader → protocol core → adapter.events
+        ├── connection.run        stdout reader → protocol core → EventLog (seq
+        │                         numbers, fan-out), each event in the reader's
+        │                         own step (``_on_event``: no task in between)
         ├── _drain_stderr         stderr → log (bounded lines)
-        ├── _pump                 adapter.events → EventLog (seq numbers, fan-out)
         └── _run_turn             the pending prompt; its CancelScope is the turn's
                                   handle (``abandon`` cancels it alone)
 
@@ -21,9 +22,9 @@ timeout.  The agent's group is torn down in ``_run_agent``'s ``finally``
 (stdin EOF, SIGTERM to the group, grace, SIGKILL), shielded with its own
 deadline; if agentctl itself dies, the launcher's lifeline kills the group.
 
-Turn ends are published exactly once (``_end_turn``): by the pump, in order
+Turn ends are published exactly once (``_end_turn``): by the reader, in order
 with the turn's output, or after ``cancel_cleanup_s`` by the turn task when
-the pump cannot see the end (the prompt could not be written, the turn timed
+the reader cannot see the end (the prompt could not be written, the turn timed
 out): ``supervisor.turn.turn_end``, the rule the backend's lifecycle follows too.
 The event log is ``eventlog.py``, the configuration and refusals
 ``hostconfig.py``.
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from functools import partial
 from typing import Any
 
 import trio
@@ -56,6 +58,7 @@ from protocols.jsonrpc import LocalProtocolError
 from protocols.process import drain_stderr
 from protocols.prompt_parts import PromptPart, acp_prompt_caps
 from protocols.scopes import shielded_for
+from protocols.transport import AgentConnection
 from supervisor.turn.turn_end import TURN_ERRORS, left_to_us, turn_error
 
 from .eventlog import EventLog, Subscriber
@@ -140,9 +143,12 @@ class AgentHost:
                     agent = HostedAgent(process=proc, adapter=adapter, nursery=nursery)
                     self.agent = agent
                     self.started_agents += 1
+                    # The agent is on agentctl's pipes: the stdio transport, whose
+                    # reader appends each event to the log itself.
+                    assert isinstance(adapter.connection, AgentConnection)
+                    adapter.connection.deliver_to(partial(self._on_event, agent))
                     nursery.start_soon(adapter.connection.run)
                     nursery.start_soon(self._drain_stderr, proc.stderr)
-                    nursery.start_soon(self._pump, agent)
                     self.log.publish({"type": "AgentStarted", "pid": proc.pid}, turn=None)
                     log.info("agent %r started (pid %d)", cfg.command[0], proc.pid)
                     task_status.started(agent)
@@ -159,10 +165,10 @@ class AgentHost:
                         return
                     agent.state = AgentState.READY
                     agent.settled.set()
-                    # The pump ends when the agent's stdout does; then nothing is left to run.
+                    # The reader ends when the agent's stdout does (its events are
+                    # in the log by then); then nothing is left to run.
                     await adapter.connection.closed.wait()
-                    with trio.move_on_after(cfg.timeouts.cancel_cleanup_s):
-                        await agent.pumped.wait()
+                    self._output_ended(agent)
                     nursery.cancel_scope.cancel()
         finally:
             # The group is gone (``spawn_agent`` tore it down) before this is said.
@@ -184,24 +190,26 @@ class AgentHost:
     async def _drain_stderr(self, stream: trio.abc.ReceiveStream) -> None:
         await drain_stderr(stream, lambda line: log.info("agent stderr: %s", line))
 
-    async def _pump(self, agent: HostedAgent) -> None:
-        """adapter.events → the log, in order, each stamped with its turn."""
-        try:
-            async for ev in agent.adapter.events:
-                turn = agent.turn
-                if isinstance(ev, TurnEnded) and turn is not None:
-                    self._end_turn(agent, turn, ev)
-                else:
-                    self._publish(ev, turn)
-        finally:
-            turn = agent.turn
-            if turn is not None:
-                code = agent.process.returncode
-                self._end_turn(agent, turn, TurnEnded(
-                    stop_reason="error",
-                    error=f"agent exited (status {code})" if code is not None
-                    else "agent closed its output"))
-            agent.pumped.set()
+    def _on_event(self, agent: HostedAgent, ev: AgentEvent) -> None:
+        """An agent's event → the log, in the transport reader's step (so in
+        order), stamped with its turn.  ``EventLog.publish`` never blocks: a
+        slow subscriber is dropped, never the agent slowed."""
+        turn = agent.turn
+        if isinstance(ev, TurnEnded) and turn is not None:
+            self._end_turn(agent, turn, ev)
+        else:
+            self._publish(ev, turn)
+
+    def _output_ended(self, agent: HostedAgent) -> None:
+        """The agent's output ended (its events all in the log): a turn still
+        running ends with it."""
+        turn = agent.turn
+        if turn is not None:
+            code = agent.process.returncode
+            self._end_turn(agent, turn, TurnEnded(
+                stop_reason="error",
+                error=f"agent exited (status {code})" if code is not None
+                else "agent closed its output"))
 
     def _publish(self, ev: AgentEvent, turn: HostedTurn | None) -> int:
         return self.log.publish(event_frame(ev), turn=turn.id if turn is not None else None)
@@ -253,7 +261,7 @@ class AgentHost:
                 ended = turn_error(exc)
         if turn.scope.cancelled_caught:
             return
-        # The pump publishes the end in order with the turn's output; only if it
+        # The reader publishes the end in order with the turn's output; only if it
         # cannot (nothing came back from the agent) is the end published here.
         if await left_to_us(ended, turn.done, self.config.timeouts.cancel_cleanup_s):
             self._end_turn(agent, turn, ended)

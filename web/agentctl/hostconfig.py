@@ -29,7 +29,7 @@ class AgentctlConfig:
     #: uses ``cancel_join_s`` (the join window when a cancel request names
     #: none), ``cancel_operation_s`` (the longest one it may name),
     #: ``agent_start_s``, ``agent_request_s``, ``turn_s``, ``term_grace_s`` and
-    #: ``cancel_cleanup_s`` (how long a turn task waits for the pump to publish
+    #: ``cancel_cleanup_s`` (how long a turn task waits for the reader to publish
     #: a turn's end before publishing it itself).
     timeouts: Timeouts = field(default_factory=Timeouts)
     #: Frames queued to one event-stream subscriber before it is dropped.

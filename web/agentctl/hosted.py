@@ -67,7 +67,6 @@ class HostedAgent:
     error: str | None = None
     #: Set once ``state`` leaves STARTING.
     settled: trio.Event = field(default_factory=trio.Event)
-    pumped: trio.Event = field(default_factory=trio.Event)
     exited: trio.Event = field(default_factory=trio.Event)
     session_id: str | None = None
     owner: str | None = None
