@@ -17,6 +17,12 @@ order: ``'`` marks a stage on the way back (after the server read the agent's
 answer).  It also prints the four spans that make up the whole: down (the
 client's write → the cancel on the agent's stdin), agent (→ the server reads its
 answer), back (→ the close's batch written), to client.
+
+With ``--executor agentctl`` the patch's other stamps (``x.*`` in the
+backend's link to agentctl, ``g.*`` in agentctl: Hypercorn's read, Quart's
+message task, the handler, the log, the subscriber's writer) give agentctl's
+own share span by span: ``python _agentctl_spans.py /tmp/stamps`` (a file the
+patch adds; docs/performance.md, "agentctl's own share").
 """
 
 from __future__ import annotations
