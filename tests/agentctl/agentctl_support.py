@@ -20,6 +20,7 @@ from protocols.events import AgentEvent
 from supervisor.config import Timeouts
 from supervisor.executors.agentctl_adapter import AgentctlAdapter
 from supervisor.profiles import AgentProfile
+from tests.support.ws import WsClient
 
 TOKEN = "agentctl-test-token-0123456789"
 
@@ -217,3 +218,22 @@ def fill_stdin(pid: int) -> int:
 
 
 
+
+
+def remote_toml(url: str, protocol: str = "acp", *, timeouts: str = "") -> str:
+    """A serve config whose ``remote`` profile is the mock agent behind the
+    agentctl at ``url`` (``timeouts``: lines for its ``[timeouts]`` table)."""
+    head = f"[timeouts]\n{timeouts}" if timeouts else ""
+    return (f'{head}[agents.remote]\nprotocol = "{protocol}"\nexecutor = "agentctl"\n'
+            f'agentctl_url = "{url}"\nagentctl_token = "{TOKEN}"\n'
+            f'command = ["{sys.executable}", "-m", "protocols.mock_agent"]\n')
+
+
+async def agent_streaming(ws: WsClient, sid: str, turn_id: str) -> None:
+    """Return once the turn's agent message is in the session's transcript."""
+    with trio.fail_after(20):
+        while True:
+            listed = await ws.call("message.list", {"session_id": sid})
+            if any(m["turn_id"] == turn_id and m["role"] == "agent" for m in listed["messages"]):
+                return
+            await trio.sleep(0.05)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import struct
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -22,10 +21,10 @@ from urllib.parse import urlsplit
 
 import pytest
 import trio
-from agentctl_support import TOKEN, AgentctlFactory
+from agentctl_support import AgentctlFactory, agent_streaming, remote_toml
 
 from tests.support.serverproc import server_process
-from tests.support.ws import WsClient, ws_client
+from tests.support.ws import ws_client
 from tests.web.support import launch, new_task
 
 
@@ -132,33 +131,18 @@ async def old_agentctl(target: str) -> AsyncIterator[OldAgentctl]:
         nursery.cancel_scope.cancel()
 
 
-def _toml(url: str, protocol: str) -> str:
-    return (f'[agents.remote]\nprotocol = "{protocol}"\nexecutor = "agentctl"\n'
-            f'agentctl_url = "{url}"\nagentctl_token = "{TOKEN}"\n'
-            f'command = ["{sys.executable}", "-m", "protocols.mock_agent"]\n')
-
-
-async def _streaming(ws: WsClient, sid: str, turn_id: str) -> None:
-    with trio.fail_after(20):
-        while True:
-            listed = await ws.call("message.list", {"session_id": sid})
-            if any(m["turn_id"] == turn_id and m["role"] == "agent" for m in listed["messages"]):
-                return
-            await trio.sleep(0.05)
-
-
 @pytest.mark.parametrize("protocol", ["acp", "codex"])
 async def test_an_agentctl_that_reads_no_frames_is_cancelled_over_http(
         tmp_path: Path, agentctl: AgentctlFactory, protocol: str) -> None:
     with trio.fail_after(90):
         async with agentctl(protocol) as ctl, old_agentctl(ctl.url) as old, \
-                server_process(tmp_path / "data", toml=_toml(old.url, protocol)) as srv, \
+                server_process(tmp_path / "data", toml=remote_toml(old.url, protocol)) as srv, \
                 ws_client(srv) as ws:
             task_id = await new_task(ws)
             sid = await launch(ws, task_id, "remote")
             await ws.call("session.subscribe", {"session_id": sid})
             msg = await ws.call("message.add", {"session_id": sid, "content": "/delay 30000"})
-            await _streaming(ws, sid, msg["turn_id"])
+            await agent_streaming(ws, sid, msg["turn_id"])
             assert old.hellos and all("accepts" not in h for h in old.hellos)
             assert b"/api/v1/acp/cancel" not in old.sent
             answer = await ws.call("agent.cancel", {"session_id": sid}, timeout=30)

@@ -12,12 +12,11 @@ pending is released — not left waiting for escalation.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import trio
-from agentctl_support import TOKEN, AgentctlFactory, fill_stdin, stopped
+from agentctl_support import AgentctlFactory, agent_streaming, fill_stdin, remote_toml, stopped
 
 from tests.support.serverproc import server_process
 from tests.support.ws import WsClient, ws_client
@@ -28,19 +27,7 @@ def _toml(url: str) -> str:
     # Escalation well past agentctl's write bound (10 s): a cancel that waited
     # on for it, as one did before agentctl's answer reached the operation,
     # would be answered as an escalated stop, not as an error.
-    return ("[timeouts]\ncancel_escalate_s = 90\ncancel_operation_s = 120\n"
-            f'[agents.remote]\nprotocol = "acp"\nexecutor = "agentctl"\n'
-            f'agentctl_url = "{url}"\nagentctl_token = "{TOKEN}"\n'
-            f'command = ["{sys.executable}", "-m", "protocols.mock_agent"]\n')
-
-
-async def _streaming(ws: WsClient, sid: str, turn_id: str) -> None:
-    with trio.fail_after(20):
-        while True:
-            listed = await ws.call("message.list", {"session_id": sid})
-            if any(m["turn_id"] == turn_id and m["role"] == "agent" for m in listed["messages"]):
-                return
-            await trio.sleep(0.05)
+    return remote_toml(url, timeouts="cancel_escalate_s = 90\ncancel_operation_s = 120\n")
 
 
 async def _session(ws: WsClient, task_id: str) -> dict[str, Any]:
@@ -61,7 +48,7 @@ async def test_a_cancel_agentctl_could_not_write_fails_the_operation(
             pid = (await ctl.status())["agent"]["pid"]
             msg = await ws.call("message.add", {"session_id": sid,
                                                 "content": "/delay 60000"})
-            await _streaming(ws, sid, msg["turn_id"])
+            await agent_streaming(ws, sid, msg["turn_id"])
             # The prompt's answer reaches the backend (then its cancel goes as a
             # frame; before it, over HTTP, whose failure fails the same way).
             await trio.sleep(1.0)

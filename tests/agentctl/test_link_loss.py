@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import signal
 import sqlite3
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
-from agentctl_support import TOKEN, AgentctlFactory
+from agentctl_support import AgentctlFactory, agent_streaming, remote_toml
 
 from tests.support.cut_proxy import CutProxy, cut_proxy
 from tests.support.serverproc import server_process
@@ -27,10 +26,7 @@ from tests.web.support import launch, new_task
 
 
 def _toml(url: str, *, link_down_cancel_s: float = 900, protocol: str = "acp") -> str:
-    return (f"[timeouts]\nlink_down_cancel_s = {link_down_cancel_s}\n"
-            f'[agents.remote]\nprotocol = "{protocol}"\nexecutor = "agentctl"\n'
-            f'agentctl_url = "{url}"\nagentctl_token = "{TOKEN}"\n'
-            f'command = ["{sys.executable}", "-m", "protocols.mock_agent"]\n')
+    return remote_toml(url, protocol, timeouts=f"link_down_cancel_s = {link_down_cancel_s}\n")
 
 
 async def _session(ws: WsClient, task_id: str) -> dict[str, Any]:
@@ -49,20 +45,11 @@ async def _until(ws: WsClient, task_id: str, what: str, pred: Any,
             await trio.sleep(0.05)
 
 
-async def _streaming(ws: WsClient, sid: str, turn_id: str) -> None:
-    with trio.fail_after(20):
-        while True:
-            listed = await ws.call("message.list", {"session_id": sid})
-            if any(m["turn_id"] == turn_id and m["role"] == "agent" for m in listed["messages"]):
-                return
-            await trio.sleep(0.05)
-
-
 async def _running_turn(ws: WsClient, task_id: str) -> tuple[str, str]:
     sid = await launch(ws, task_id, "remote")
     await ws.call("session.subscribe", {"session_id": sid})
     msg = await ws.call("message.add", {"session_id": sid, "content": "/delay 60000"})
-    await _streaming(ws, sid, msg["turn_id"])
+    await agent_streaming(ws, sid, msg["turn_id"])
     return sid, str(msg["turn_id"])
 
 
@@ -263,7 +250,7 @@ async def test_a_turn_that_ended_during_the_cut_is_reconciled_on_return(
             sid = await launch(ws, task_id, "remote")
             msg = await ws.call("message.add", {"session_id": sid, "content": "/delay 3000"})
             turn_id = msg["turn_id"]
-            await _streaming(ws, sid, turn_id)
+            await agent_streaming(ws, sid, turn_id)
             await _cut(proxy, ws, task_id)
             cancel = await ws.send("agent.cancel", {"session_id": sid})
             await _until(ws, task_id, "held", lambda s: (
@@ -300,7 +287,7 @@ async def test_a_host_silent_after_the_cancel_went_out_is_waited_for_not_escalat
             # /slow: the agent ignores the cancel, so only escalation could end the turn.
             msg = await ws.call("message.add", {"session_id": sid, "content": "/slow 60000"})
             turn_id = msg["turn_id"]
-            await _streaming(ws, sid, turn_id)
+            await agent_streaming(ws, sid, turn_id)
             cancel = await ws.send("agent.cancel", {"session_id": sid})
 
             def phases() -> list[str]:

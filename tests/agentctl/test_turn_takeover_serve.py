@@ -8,23 +8,16 @@ from __future__ import annotations
 
 import re
 import signal
-import sys
 from pathlib import Path
 
 import pytest
 import trio
-from agentctl_support import TOKEN, AgentctlFactory
+from agentctl_support import AgentctlFactory, remote_toml
 
 from tests.support.restart_takeover import turn_row, turn_text
 from tests.support.serverproc import server_process
 from tests.support.ws import ws_client
 from tests.web.support import launch, new_task
-
-
-def _toml(url: str, protocol: str) -> str:
-    return (f'[agents.remote]\nprotocol = "{protocol}"\nexecutor = "agentctl"\n'
-            f'agentctl_url = "{url}"\nagentctl_token = "{TOKEN}"\n'
-            f'command = ["{sys.executable}", "-m", "protocols.mock_agent"]\n')
 
 
 @pytest.mark.parametrize(("signum", "protocol"), [
@@ -35,7 +28,7 @@ async def test_a_server_restart_keeps_the_running_turn(
     data = tmp_path / "data"
     with trio.fail_after(90):
         async with agentctl(protocol) as ctl:
-            toml = _toml(ctl.url, protocol)
+            toml = remote_toml(ctl.url, protocol)
             async with server_process(data, toml=toml) as srv:
                 async with ws_client(srv) as ws:
                     task_id = await new_task(ws)
